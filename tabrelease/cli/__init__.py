@@ -1,0 +1,64 @@
+"""The `tabrelease` command: sub-commands that assemble calls to the public API.
+
+Every sub-command module exposes `register(subparsers)`; `main` turns the tool's own errors
+(bad input) into one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import TabreleaseError
+from . import fit, tables
+
+SUBCOMMANDS = (tables, fit)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the tool's one-line error format (usage stays available through --help)."""
+
+    def error(self, message: str):
+        self.exit(2, f"tabrelease: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tabrelease",
+        description="Differentially private release of contingency-table margins, and what it costs.",
+    )
+    parser.add_argument("--version", action="version", version=f"tabrelease {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    for module in SUBCOMMANDS:
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        return int(exc.code or 0)
+    try:
+        return int(args.run(args) or 0)
+    except TabreleaseError as exc:
+        print(f"tabrelease: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly, as Unix tools do.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:
+        print(f"tabrelease: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tabrelease: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

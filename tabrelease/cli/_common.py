@@ -1,0 +1,51 @@
+"""Argument helpers shared by the sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+
+
+def add_table_arguments(parser) -> None:
+    parser.add_argument("table", metavar="TABLE", help="a built-in table name or a long-format CSV path")
+    parser.add_argument("--count-column", default="count", help="name of the count column in a CSV (default: count)")
+    parser.add_argument(
+        "--sparse", action="store_true", help="a CSV may omit zero cells (by default every cell must be listed)"
+    )
+
+
+def load_from_args(args):
+    from ..tables import load_table
+
+    return load_table(args.table, args.count_column, complete=not args.sparse)
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
+    return value
+
+
+def print_json(payload: Any) -> None:
+    json.dump(payload, sys.stdout, indent=2, allow_nan=False, default=_json_default)
+    sys.stdout.write("\n")
+
+
+def _json_default(value):
+    import numpy as np
+
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")

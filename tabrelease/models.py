@@ -1,0 +1,145 @@
+"""Hierarchical log-linear models, written as their generating sets of margins.
+
+`[AD][AB][BE]` is the model whose minimal sufficient statistics are the AD, AB and BE margins.
+Generators may be written with the papers' letters (`[ABC]`) or with variable names separated
+by commas (`[sex,age][region]`). A generator contained in another adds nothing; it is dropped
+and reported, not silently kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from math import prod
+
+from .errors import TabreleaseError
+from .tables import LETTERS, ContingencyTable
+
+Margin = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class HierarchicalModel:
+    """Maximal generating margins (sorted axis tuples) of a hierarchical log-linear model on k variables."""
+
+    generators: tuple[Margin, ...]
+    k: int
+    dropped: tuple[Margin, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.generators:
+            raise TabreleaseError("the model is empty; give at least one margin, e.g. [AB]")
+        for g in self.generators:
+            if not g or any(a < 0 or a >= self.k for a in g):
+                raise TabreleaseError(f"margin {g} does not fit a table with {self.k} variables")
+
+    @property
+    def closure(self) -> tuple[Margin, ...]:
+        return downward_closure(self.generators)
+
+    def free_parameters(self, shape: Sequence[int]) -> int:
+        return free_parameters(self.generators, shape)
+
+    def letters(self) -> str:
+        return "".join("[" + "".join(LETTERS[a] for a in g) + "]" for g in self.generators)
+
+    def names(self, variables: Sequence[str]) -> str:
+        """Bracket notation with the variables' own names (letters when the names are letters)."""
+        if all(len(v) == 1 for v in variables):
+            return "".join("[" + "".join(variables[a] for a in g) + "]" for g in self.generators)
+        return "".join("[" + ",".join(variables[a] for a in g) + "]" for g in self.generators)
+
+    def __str__(self) -> str:
+        return self.letters()
+
+
+def maximal_margins(margins: Iterable[Margin]) -> tuple[tuple[Margin, ...], tuple[Margin, ...]]:
+    """Split margins into the maximal ones (order of first appearance kept) and those contained in another."""
+    unique = list(dict.fromkeys(tuple(sorted(set(m))) for m in margins))
+    kept, dropped = [], []
+    for m in unique:
+        if any(set(m) < set(other) for other in unique):
+            dropped.append(m)
+        else:
+            kept.append(m)
+    return tuple(kept), tuple(dropped)
+
+
+def make_model(margins: Iterable[Iterable[int]], k: int) -> HierarchicalModel:
+    kept, dropped = maximal_margins(tuple(m) for m in margins)
+    return HierarchicalModel(kept, k, dropped)
+
+
+def downward_closure(generators: Iterable[Margin]) -> tuple[Margin, ...]:
+    """Every subset of every generator, the empty set included, by size then lexicographically."""
+    closed: set[Margin] = set()
+    for g in generators:
+        for r in range(len(g) + 1):
+            closed.update(combinations(sorted(g), r))
+    return tuple(sorted(closed, key=lambda s: (len(s), s)))
+
+
+def free_parameters(generators: Iterable[Margin], shape: Sequence[int]) -> int:
+    """Dimension of the model: the sum over the closure of prod(k_j - 1)."""
+    return sum(prod(shape[j] - 1 for j in s) for s in downward_closure(generators))
+
+
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+
+
+def _generator_tokens(spec: str) -> list[str]:
+    spec = spec.strip()
+    if "[" in spec or "]" in spec:
+        tokens = _BRACKET.findall(spec)
+        leftover = _BRACKET.sub("", spec).strip()
+        if leftover:
+            raise TabreleaseError(f"cannot read model {spec!r}: {leftover!r} is outside brackets")
+        return [t.strip() for t in tokens]
+    return [t for t in re.split(r"[\s+]+", spec) if t]
+
+
+def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
+    if not token:
+        raise TabreleaseError("the model has an empty margin []")
+    if "," in token:
+        parts = [p.strip() for p in token.split(",")]
+        if any(not p for p in parts):
+            raise TabreleaseError(f"empty variable name in margin [{token}]")
+        return table.axes(parts)
+    if token in table.variables:
+        return (table.variables.index(token),)
+    # A run of letters: each letter is a variable's own one-letter name or its position letter.
+    axes = []
+    for ch in token:
+        if ch in table.variables or ch in table.letters:
+            axes.append(table.axis(ch))
+        else:
+            raise TabreleaseError(f"model names unknown variable {ch!r} in [{token}]; the table has "
+                                  + ", ".join(table.variables))
+    if len(set(axes)) != len(axes):
+        raise TabreleaseError(f"margin [{token}] names a variable twice")
+    return tuple(sorted(axes))
+
+
+def parse_model(spec: str | HierarchicalModel, table: ContingencyTable) -> HierarchicalModel:
+    """Read bracket notation against a table's variables (names, or letters by position)."""
+    if isinstance(spec, HierarchicalModel):
+        if spec.k != table.k:
+            raise TabreleaseError(f"the model is for {spec.k} variables, the table has {table.k}")
+        return spec
+    if spec is None or not str(spec).strip():
+        raise TabreleaseError("the model is empty; give at least one margin, e.g. [AB]")
+    tokens = _generator_tokens(str(spec))
+    if not tokens:
+        raise TabreleaseError(f"the model {spec!r} has no margins")
+    return make_model([_resolve_generator(t, table) for t in tokens], table.k)
+
+
+def default_model(table: ContingencyTable) -> HierarchicalModel:
+    """The built-in table's paper model; other tables need a model given explicitly."""
+    spec = table.metadata.get("model") if table.metadata else None
+    if not spec:
+        raise TabreleaseError("this table has no default model; give one with --model, e.g. --model '[AB][BC]'")
+    return parse_model(spec, table)

@@ -1,0 +1,363 @@
+"""Contingency tables: named variables, ordered levels, a non-negative integer count per cell.
+
+A table is built from a long-format frame (one column per variable plus a count column),
+from microdata (one row per person), or by name from the built-in tables; it goes back out as
+a long frame. Everything else in the tool takes a `ContingencyTable`.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import TabreleaseError
+
+LETTERS = string.ascii_uppercase
+BUILTIN_TABLES = ("edwards", "czech", "rochdale", "journey_to_work")
+
+
+@dataclass(frozen=True, eq=False)
+class ContingencyTable:
+    """A complete k-way table of counts.
+
+    `counts[i1, ..., ik]` is the number of units with level `levels[0][i1]` of `variables[0]`,
+    and so on; every cell is present, zeros included. The count array is read-only.
+    """
+
+    variables: tuple[str, ...]
+    levels: tuple[tuple[str, ...], ...]
+    counts: np.ndarray
+    name: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        counts = np.asarray(self.counts)
+        if len(self.variables) == 0:
+            raise TabreleaseError("a table needs at least one variable")
+        if len(set(self.variables)) != len(self.variables):
+            raise TabreleaseError(f"duplicate variable names: {list(self.variables)}")
+        if counts.shape != tuple(len(lv) for lv in self.levels) or len(self.levels) != len(self.variables):
+            raise TabreleaseError(
+                f"counts of shape {counts.shape} do not match the levels "
+                f"{[len(lv) for lv in self.levels]} of {list(self.variables)}"
+            )
+        for variable, lv in zip(self.variables, self.levels):
+            if len(lv) < 2:
+                raise TabreleaseError(f"variable {variable!r} has only one level ({list(lv)}); it carries no information")
+            if len(set(lv)) != len(lv):
+                raise TabreleaseError(f"variable {variable!r} has repeated levels {list(lv)}")
+        if not np.issubdtype(counts.dtype, np.integer):
+            if not np.all(np.isfinite(counts)) or np.any(counts != np.round(counts)):
+                raise TabreleaseError("counts must be whole numbers")
+        if np.any(counts < 0):
+            raise TabreleaseError("counts must be non-negative")
+        frozen = counts.astype(np.int64, copy=True)
+        frozen.flags.writeable = False
+        object.__setattr__(self, "counts", frozen)
+        object.__setattr__(self, "variables", tuple(str(v) for v in self.variables))
+        object.__setattr__(self, "levels", tuple(tuple(str(x) for x in lv) for lv in self.levels))
+
+    # --- shape -------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.counts.shape
+
+    @property
+    def k(self) -> int:
+        return len(self.variables)
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def cells(self) -> int:
+        return int(self.counts.size)
+
+    @property
+    def zero_cells(self) -> int:
+        return int(np.count_nonzero(self.counts == 0))
+
+    @property
+    def is_binary(self) -> bool:
+        return all(len(lv) == 2 for lv in self.levels)
+
+    @property
+    def letters(self) -> tuple[str, ...]:
+        """The papers' letters: A for the first variable, B for the second, ..."""
+        return tuple(LETTERS[i] if i < len(LETTERS) else f"V{i + 1}" for i in range(self.k))
+
+    # --- naming ------------------------------------------------------------------------------
+    def axis(self, token: str) -> int:
+        """The axis of a variable named by its name or, failing that, by its letter."""
+        if token in self.variables:
+            return self.variables.index(token)
+        if token in self.letters:
+            return self.letters.index(token)
+        raise TabreleaseError(f"unknown variable {token!r}; the table has {describe_variables(self)}")
+
+    def axes(self, tokens: Iterable[str]) -> tuple[int, ...]:
+        return tuple(sorted({self.axis(t) for t in tokens}))
+
+    # --- derived tables ----------------------------------------------------------------------
+    def margin(self, variables: Iterable[str] | str) -> ContingencyTable:
+        """The marginal table over the given variables (names or letters; a string of letters works)."""
+        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
+        axes = self.axes(tokens)
+        if not axes:
+            raise TabreleaseError("a margin needs at least one variable")
+        return ContingencyTable(
+            variables=tuple(self.variables[a] for a in axes),
+            levels=tuple(self.levels[a] for a in axes),
+            counts=margin_counts(self.counts, axes),
+            name=None if self.name is None else f"{self.name}[{''.join(self.letters[a] for a in axes)}]",
+        )
+
+    def with_counts(self, counts: np.ndarray) -> ContingencyTable:
+        """The same variables and levels with other counts (a released table, say)."""
+        return ContingencyTable(self.variables, self.levels, counts, self.name, self.metadata)
+
+    def to_frame(self, count_column: str = "count") -> pd.DataFrame:
+        """Long format: one row per cell, first variable varying slowest."""
+        grids = np.meshgrid(*[np.arange(len(lv)) for lv in self.levels], indexing="ij")
+        data = {
+            var: np.asarray(lv, dtype=object)[grid.ravel()]
+            for var, lv, grid in zip(self.variables, self.levels, grids)
+        }
+        data[count_column] = self.counts.ravel()
+        return pd.DataFrame(data)
+
+    def __repr__(self) -> str:
+        label = self.name or "table"
+        return f"<ContingencyTable {label}: {' x '.join(map(str, self.shape))}, n={self.n}, zero cells={self.zero_cells}>"
+
+
+def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) -> np.ndarray:
+    """Sum an array of tables over every table axis not in `axes` (leading batch axes kept)."""
+    k = counts.ndim - batch_ndim
+    drop = tuple(batch_ndim + a for a in range(k) if a not in set(axes))
+    return counts.sum(axis=drop) if drop else counts
+
+
+def describe_variables(table: ContingencyTable) -> str:
+    if table.variables == table.letters:
+        return "variables " + ", ".join(table.variables)
+    return "variables " + ", ".join(f"{v} ({letter})" for v, letter in zip(table.variables, table.letters))
+
+
+# --- construction --------------------------------------------------------------------------------
+def _level_order(values: pd.Series) -> list[str]:
+    """Numeric order when every level is a number, else the order of first appearance."""
+    seen = list(dict.fromkeys(values.tolist()))
+    try:
+        return sorted(seen, key=float)
+    except ValueError:
+        return seen
+
+
+def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mapping[str, Sequence[str]] | None):
+    resolved = []
+    for var in variables:
+        observed = frame[var]
+        if levels is not None and var in levels:
+            given = [str(x) for x in levels[var]]
+            unknown = sorted(set(observed) - set(given))
+            if unknown:
+                raise TabreleaseError(f"variable {var!r} has values {unknown[:5]} that are not among its levels {given}")
+            resolved.append(given)
+        else:
+            resolved.append(_level_order(observed))
+    return resolved
+
+
+def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    out = frame.loc[:, list(columns)].copy()
+    for col in columns:
+        if out[col].isna().any():
+            raise TabreleaseError(f"column {col!r} has missing values")
+        out[col] = out[col].map(lambda v: str(v).strip())
+        if (out[col] == "").any():
+            raise TabreleaseError(f"column {col!r} has missing values")
+    return out
+
+
+def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
+    text = raw.map(lambda v: "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v).strip())
+    if (text == "").any():
+        row = int(np.flatnonzero((text == "").to_numpy())[0])
+        raise TabreleaseError(f"missing count in column {count_column!r} (data row {row + 1})")
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise TabreleaseError(f"count {text.iloc[row]!r} in column {count_column!r} (data row {row + 1}) is not a number")
+    if (values < 0).any():
+        row = int(np.flatnonzero(values < 0)[0])
+        raise TabreleaseError(f"negative count {text.iloc[row]} in column {count_column!r} (data row {row + 1})")
+    fractional = values != np.round(values)
+    if fractional.any():
+        row = int(np.flatnonzero(fractional)[0])
+        raise TabreleaseError(f"fractional count {text.iloc[row]} in column {count_column!r} (data row {row + 1})")
+    return values.astype(np.int64)
+
+
+def table_from_frame(
+    frame: pd.DataFrame,
+    count_column: str = "count",
+    *,
+    complete: bool = True,
+    levels: Mapping[str, Sequence[str]] | None = None,
+    name: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> ContingencyTable:
+    """A table from long format: one column per variable and a count column.
+
+    With `complete=True` (the default) every combination of levels must be listed once, zeros
+    included, so that a cell dropped by mistake is caught; `complete=False` takes unlisted
+    cells as zero.
+    """
+    if count_column not in frame.columns:
+        raise TabreleaseError(f"no count column {count_column!r}; the columns are {list(frame.columns)}")
+    variables = [str(c) for c in frame.columns if c != count_column]
+    if not variables:
+        raise TabreleaseError("a long table needs at least one variable column besides the count column")
+    if len(frame) == 0:
+        raise TabreleaseError("the table has no rows")
+    keys = _as_text(frame, variables)
+    counts = _parse_counts(frame[count_column], count_column)
+    dup = keys.duplicated(keep=False)
+    if dup.any():
+        first = keys[dup].iloc[0].to_dict()
+        raise TabreleaseError(f"duplicate cell {first} ({int(dup.sum())} rows describe repeated cells)")
+    level_lists = _resolve_levels(keys, variables, levels)
+    for var, lv in zip(variables, level_lists):
+        if len(lv) < 2:
+            raise TabreleaseError(f"variable {var!r} has only one level ({lv}); it carries no information")
+    shape = tuple(len(lv) for lv in level_lists)
+    index = tuple(
+        pd.Categorical(keys[var], categories=lv).codes.astype(np.int64) for var, lv in zip(variables, level_lists)
+    )
+    cells = int(np.prod(shape))
+    if complete and len(frame) != cells:
+        missing = cells - len(frame)
+        raise TabreleaseError(
+            f"the long table lists {len(frame)} of {cells} cells ({missing} missing); list every cell, zeros "
+            "included, or say the table is sparse (--sparse, complete=False)"
+        )
+    array = np.zeros(shape, dtype=np.int64)
+    array[index] = counts
+    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, dict(metadata or {}))
+
+
+def table_from_microdata(
+    frame: pd.DataFrame,
+    variables: Sequence[str] | None = None,
+    *,
+    levels: Mapping[str, Sequence[str]] | None = None,
+    name: str | None = None,
+) -> ContingencyTable:
+    """A table from one row per person: counts of each combination of the given variables.
+
+    Levels are taken from the data unless given; a given level that nobody has is a zero cell.
+    """
+    variables = [str(v) for v in (variables if variables is not None else frame.columns)]
+    unknown = [v for v in variables if v not in frame.columns]
+    if unknown:
+        raise TabreleaseError(f"microdata has no column {unknown[0]!r}; the columns are {list(frame.columns)}")
+    if len(frame) == 0:
+        raise TabreleaseError("the microdata have no rows")
+    keys = _as_text(frame, variables)
+    level_lists = _resolve_levels(keys, variables, levels)
+    shape = tuple(len(lv) for lv in level_lists)
+    codes = [pd.Categorical(keys[v], categories=lv).codes for v, lv in zip(variables, level_lists)]
+    flat = np.ravel_multi_index(codes, shape)
+    array = np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape)
+    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name)
+
+
+def read_table_csv(path: str | Path, count_column: str = "count", *, complete: bool = True) -> ContingencyTable:
+    """A long-format CSV file; every field is read as text so that level labels such as '01' survive."""
+    path = Path(path)
+    if not path.exists():
+        raise TabreleaseError(f"no such file: {path}")
+    if path.is_dir():
+        raise TabreleaseError(f"{path} is a directory, not a CSV file")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TabreleaseError(f"cannot read {path}: {exc}") from None
+    except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
+        raise TabreleaseError(f"{path} is not a readable CSV table: {str(exc).splitlines()[0]}") from None
+    return table_from_frame(frame, count_column, complete=complete, name=path.stem)
+
+
+# --- built-in tables ---------------------------------------------------------------------------
+def _builtin_dir() -> Path:
+    # An installed wheel carries the tables inside the package; a source checkout (and an
+    # editable install) finds them at the top of the repository.
+    packaged = resources.files("tabrelease") / "_tables"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "tables"
+
+
+@cache
+def builtin_metadata(name: str) -> dict[str, Any]:
+    if name not in BUILTIN_TABLES:
+        raise TabreleaseError(f"no built-in table {name!r}; the built-in tables are {', '.join(BUILTIN_TABLES)}")
+    with open(_builtin_dir() / f"{name}.json", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@cache
+def builtin_table(name: str) -> ContingencyTable:
+    """One of the four reference tables of the Yang-Fienberg-Rinaldo paper, with its metadata."""
+    meta = builtin_metadata(name)
+    frame = pd.read_csv(_builtin_dir() / f"{name}.csv", dtype=str, keep_default_na=False)
+    levels = {v["name"]: v["levels"] for v in meta["variables"]}
+    return table_from_frame(frame, "count", complete=True, levels=levels, name=name, metadata=meta)
+
+
+def load_table(source: str | Path | ContingencyTable, count_column: str = "count", *, complete: bool = True) -> ContingencyTable:
+    """A built-in table by name, a long-format CSV by path, or a table passed through."""
+    if isinstance(source, ContingencyTable):
+        return source
+    if isinstance(source, str) and source in BUILTIN_TABLES:
+        return builtin_table(source)
+    path = Path(source)
+    if path.suffix.lower() not in {".csv", ".txt"} and not path.exists():
+        raise TabreleaseError(
+            f"{str(source)!r} is neither a built-in table ({', '.join(BUILTIN_TABLES)}) nor an existing CSV file"
+        )
+    return read_table_csv(path, count_column, complete=complete)
+
+
+def describe_builtin_tables() -> list[dict[str, Any]]:
+    """Name, shape, n, zero cells and paper model of each built-in table."""
+    rows = []
+    for name in BUILTIN_TABLES:
+        table = builtin_table(name)
+        meta = table.metadata
+        rows.append(
+            {
+                "name": name,
+                "title": meta["title"],
+                "shape": list(table.shape),
+                "cells": table.cells,
+                "n": table.n,
+                "zero_cells": table.zero_cells,
+                "model": meta["model"],
+                "paper_table": meta["paper_table"],
+                "variables": {v["name"]: v["meaning"] for v in meta["variables"]},
+            }
+        )
+    return rows

@@ -1,0 +1,17 @@
+from pathlib import Path
+
+import pytest
+
+SHARED_TABLES = Path(__file__).resolve().parents[2] / "shared" / "tables"
+
+
+@pytest.fixture
+def write_csv(tmp_path):
+    """Write text to a CSV file in a fresh folder and return its path."""
+
+    def _write(text: str, name: str = "table.csv") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return _write

@@ -1,0 +1,125 @@
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+import statsmodels.formula.api as smf
+
+from tabrelease import (
+    builtin_table,
+    default_model,
+    fit_loglinear,
+    l1_distance,
+    parse_model,
+    table_from_frame,
+    total_variation,
+)
+from tabrelease.loglinear import design_rank, facial_set
+
+# Independently computed (shared/tables/PROVENANCE.md): G2, nominal df, zero-adjusted df, MLE exists.
+PROVENANCE = {
+    "edwards": (17.26, 52, 37, False),
+    "czech": (44.59, 42, 42, True),
+    "rochdale": (149.58, 226, 168, False),
+    "journey_to_work": (262.93, 135, 11, False),
+}
+
+
+@pytest.mark.parametrize("name", PROVENANCE)
+def test_g2_and_df_of_the_paper_models_match_provenance(name):
+    table = builtin_table(name)
+    fit = fit_loglinear(table, default_model(table))
+    g2, df, df_adjusted, exists = PROVENANCE[name]
+    assert fit.converged
+    assert round(fit.g2, 2) == g2
+    assert fit.df == df
+    assert fit.df_adjusted == df_adjusted
+    assert fit.mle_exists is exists
+    assert np.isclose(fit.fitted.sum(), table.n)
+
+
+def _statsmodels_fit(table, spec):
+    frame = table.to_frame()
+    frame.columns = [f"v{i}" for i in range(table.k)] + ["count"]
+    model = parse_model(spec, table)
+    terms = " + ".join(":".join(f"C(v{a})" for a in g) for g in model.closure if g)
+    result = smf.glm(f"count ~ {terms}", data=frame, family=sm.families.Poisson()).fit(tol=1e-12, maxiter=200)
+    return result.fittedvalues.to_numpy().reshape(table.shape), result.deviance
+
+
+def _random_positive_table(shape, seed):
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(rng.uniform(3, 40, size=shape)) + 1
+    grids = np.meshgrid(*[np.arange(s) for s in shape], indexing="ij")
+    frame = pd.DataFrame({f"X{i}": [f"l{v}" for v in g.ravel()] for i, g in enumerate(grids)})
+    frame["count"] = counts.ravel()
+    return table_from_frame(frame)
+
+
+@pytest.mark.parametrize(
+    "table, spec",
+    [
+        (builtin_table("czech"), "[BF][ADE][ABCE]"),
+        (builtin_table("czech"), "[AB][AC][AD][AE][AF][BC][BD][BE][BF][CD][CE][CF][DE][DF][EF]"),
+        (builtin_table("czech"), "[ABC][CDE][EF][AF]"),
+        (_random_positive_table((3, 4, 2), 1), "[AB][AC][BC]"),
+        (_random_positive_table((3, 3, 3, 2), 2), "[AB][BC][CD][AD]"),
+        (_random_positive_table((2, 5, 3), 3), "[A][BC]"),
+    ],
+)
+def test_fit_agrees_with_statsmodels_poisson_glm_where_the_mle_exists(table, spec):
+    fit = fit_loglinear(table, parse_model(spec, table), tol=1e-10)
+    assert fit.mle_exists and fit.converged
+    fitted, deviance = _statsmodels_fit(table, spec)
+    np.testing.assert_allclose(fit.fitted, fitted, rtol=1e-6)
+    assert fit.g2 == pytest.approx(deviance, rel=1e-6)
+
+
+def test_classic_non_existence_with_positive_margins():
+    # 2x2x2 with zeros at (1,1,1) and (2,2,2) under no-three-way interaction: every two-way
+    # margin is positive yet the MLE does not exist. By hand: the two-way margins of the six
+    # remaining cells determine them, so the design has rank 6 on the facial set, the extended
+    # MLE reproduces the table, G2 = 0 and the adjusted df is 0 (nominal df 1).
+    counts = np.array([[[0, 3], [5, 2]], [[4, 6], [1, 0]]])
+    frame = pd.DataFrame(
+        [(a, b, c, counts[a, b, c]) for a in range(2) for b in range(2) for c in range(2)],
+        columns=["A", "B", "C", "count"],
+    )
+    table = table_from_frame(frame)
+    fit = fit_loglinear(table, "[AB][AC][BC]")
+    assert not fit.mle_exists
+    assert fit.facial_set_size == 6
+    assert fit.df == 1 and fit.df_adjusted == 0
+    assert fit.g2 == pytest.approx(0.0, abs=1e-8)
+    np.testing.assert_allclose(fit.fitted, counts, atol=1e-8)
+
+
+def test_facial_set_excludes_cells_in_zero_margins():
+    table = builtin_table("journey_to_work")
+    model = default_model(table)
+    mask = facial_set(table.counts, model.generators)
+    for g in model.generators:
+        axes = tuple(j for j in range(3) if j not in g)
+        zero_margin = table.counts.sum(axis=axes) == 0
+        expanded = np.broadcast_to(np.expand_dims(zero_margin, axes), table.shape)
+        assert not np.any(mask & expanded)
+    assert mask.sum() == 88
+
+
+def test_full_design_rank_equals_the_number_of_free_parameters():
+    table = builtin_table("rochdale")
+    model = default_model(table)
+    assert design_rank(table.shape, model.generators) == model.free_parameters(table.shape) == 30
+
+
+def test_l1_and_total_variation_by_hand():
+    p = np.array([0.5, 0.5, 0.0])
+    q = np.array([0.0, 0.5, 0.5])
+    assert l1_distance(p, q) == pytest.approx(1.0)
+    assert total_variation(p, q) == pytest.approx(0.5)
+    assert l1_distance(p, np.array([0.0, 0.0, 1.0])) == pytest.approx(2.0)
+
+
+def test_iteration_cap_reports_non_convergence():
+    table = builtin_table("journey_to_work")
+    fit = fit_loglinear(table, default_model(table), max_iter=3)
+    assert not fit.converged and fit.iterations == 3

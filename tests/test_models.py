@@ -1,0 +1,56 @@
+import pandas as pd
+import pytest
+
+from tabrelease import TabreleaseError, builtin_table, default_model, downward_closure, parse_model, table_from_frame
+
+
+def test_closure_sizes_match_the_papers_B_with_the_empty_set():
+    # PROVENANCE.md: |B| = 12, 22, 30 for Edwards, Czech and Rochdale (empty set included);
+    # journey to work: empty, A, B, C, AB, AC, BC.
+    sizes = {name: len(default_model(builtin_table(name)).closure) for name in ("edwards", "czech", "rochdale", "journey_to_work")}
+    assert sizes == {"edwards": 12, "czech": 22, "rochdale": 30, "journey_to_work": 7}
+
+
+def test_downward_closure_by_hand():
+    assert downward_closure([(0, 1), (1, 2)]) == ((), (0,), (1,), (2,), (0, 1), (1, 2))
+
+
+def test_free_parameters_give_the_nominal_df():
+    # journey to work, [AB][AC][BC] on 4x4x16: 1 + 3 + 3 + 15 + 9 + 45 + 45 = 121 parameters, 135 df.
+    table = builtin_table("journey_to_work")
+    assert default_model(table).free_parameters(table.shape) == 121
+    # binary tables: parameters = |closure|
+    edwards = builtin_table("edwards")
+    assert default_model(edwards).free_parameters(edwards.shape) == 12
+
+
+def test_generators_contained_in_others_are_dropped_and_reported():
+    table = builtin_table("czech")
+    model = parse_model("[AB][ABC][B][DE]", table)
+    assert model.generators == ((0, 1, 2), (3, 4))
+    assert model.dropped == ((0, 1), (1,))
+    assert model.letters() == "[ABC][DE]"
+
+
+def test_names_and_letters_give_the_same_model():
+    frame = pd.DataFrame(
+        {"sex": list("mmmmffff"), "age": list("yyooyyoo"), "zone": list("nsnsnsns"), "count": range(1, 9)}
+    )
+    table = table_from_frame(frame)
+    by_names = parse_model("[sex,age][age,zone]", table)
+    by_letters = parse_model("[AB][BC]", table)
+    assert by_names == by_letters
+    assert by_names.names(table.variables) == "[sex,age][age,zone]"
+    assert parse_model("AB BC", table) == by_letters
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("", "empty"),
+    ("[]", "empty margin"),
+    ("[AQ]", "unknown variable 'Q'"),
+    ("[AA]", "twice"),
+    ("[AB]x", "outside brackets"),
+])
+def test_bad_models_are_refused(spec, message):
+    with pytest.raises(TabreleaseError, match=message):
+        parse_model(spec, builtin_table("edwards"))
