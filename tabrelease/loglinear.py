@@ -102,13 +102,27 @@ def ipf(
     `tol` (in counts) of the observed one. Returns (fitted, iterations, converged).
     """
     observed = np.asarray(observed, float)
-    fitted = np.ones_like(observed) if start is None else np.array(start, float, copy=True)
-    # Cells that every fitted table must hold at zero can be given by a zero start.
     targets = [margin_counts(observed, g, batch_ndim) for g in generators]
-    k = observed.ndim - batch_ndim
+    return ipf_to_margins(targets, generators, observed.shape, start=start, tol=tol, max_iter=max_iter, batch_ndim=batch_ndim)
+
+
+def ipf_to_margins(
+    targets: Sequence[np.ndarray],
+    generators: Sequence[Margin],
+    shape: Sequence[int],
+    *,
+    start: np.ndarray | None = None,
+    tol: float = DEFAULT_TOLERANCE,
+    max_iter: int = DEFAULT_MAX_ITERATIONS,
+    batch_ndim: int = 0,
+) -> tuple[np.ndarray, int, bool]:
+    """IPF to given margins (the MLE from released margins alone, when no table is released)."""
+    shape = tuple(shape)
+    fitted = np.ones(shape) if start is None else np.array(start, float, copy=True)
+    targets = [np.asarray(t, float) for t in targets]
+    k = len(shape) - batch_ndim
     keep_shapes = [
-        observed.shape[:batch_ndim] + tuple(observed.shape[batch_ndim + j] if j in g else 1 for j in range(k))
-        for g in generators
+        shape[:batch_ndim] + tuple(shape[batch_ndim + j] if j in g else 1 for j in range(k)) for g in generators
     ]
     for iteration in range(1, max_iter + 1):
         for g, target, keep in zip(generators, targets, keep_shapes):

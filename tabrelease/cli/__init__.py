@@ -11,9 +11,9 @@ import sys
 
 from .. import __version__
 from ..errors import TabreleaseError
-from . import fit, tables
+from . import fit, release, table8, tables
 
-SUBCOMMANDS = (tables, fit)
+SUBCOMMANDS = (tables, fit, release, table8)
 
 
 class _Parser(argparse.ArgumentParser):

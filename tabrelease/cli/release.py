@@ -1,0 +1,85 @@
+"""`tabrelease release`: release margins of a table under differential privacy."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import TabreleaseError
+from ._common import add_table_arguments, load_from_args, positive_float
+
+
+def register(subparsers) -> None:
+    from ..mechanisms import MECHANISMS
+
+    parser = subparsers.add_parser(
+        "release",
+        help="release margins under differential privacy and write public/ and internal/ folders",
+        description="Release the margins of a table under epsilon-DP (or (epsilon, delta)-DP for the gaussian "
+        "mechanism). Writes DIR/public (the released margins and release.json) and DIR/internal (audit.json and "
+        "audit.html, which compare the release with the confidential table).",
+    )
+    add_table_arguments(parser)
+    parser.add_argument("--epsilon", required=True, type=positive_float, help="privacy loss epsilon (> 0)")
+    parser.add_argument("--margins", help="margins to release, e.g. '[AB][BC]'; default: the table's paper model")
+    parser.add_argument("--mechanism", default="auto", choices=MECHANISMS,
+                        help="auto (Fourier for all-binary tables, Efron-Stein otherwise) or a named mechanism")
+    parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"),
+                        help="neighbouring data sets differ by one added/removed record (default) or one changed record")
+    parser.add_argument("--delta", type=float, help="delta, for the gaussian mechanism only, in (0, 1)")
+    parser.add_argument("--calibration", default="exact", choices=("exact", "paper"),
+                        help="exact sensitivity (default) or the paper's formulas, for reproduction only")
+    parser.add_argument("--simulate", action="store_true",
+                        help="seeded, reproducible numpy noise instead of the secure sampler (not for publication)")
+    parser.add_argument("--seed", type=int, help="seed of the simulation noise (only with --simulate)")
+    parser.add_argument("--nonneg-t", type=positive_float, default=None,
+                        help="t of the nonneg mechanism: the implied table is non-negative w.p. 1 - exp(-t) (default 5)")
+    parser.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
+    parser.add_argument("--force", action="store_true", help="replace an existing output folder")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import __version__
+    from ..evaluation import evaluate_release
+    from ..mechanisms import DEFAULT_NONNEG_T, plan_release, run_plan
+    from ..models import HierarchicalModel, default_model, parse_model
+    from ..noise import RELEASE, SIMULATION, noise_source
+    from ..reports import write_release_bundle
+
+    mode = SIMULATION if args.simulate else RELEASE
+    if args.seed is not None and not args.simulate:
+        raise TabreleaseError(
+            "release mode draws from a secure sampler and accepts no seed; add --simulate for seeded, "
+            "reproducible (non-secure) noise"
+        )
+    if args.nonneg_t is not None and args.mechanism != "nonneg":
+        raise TabreleaseError("--nonneg-t applies to the nonneg mechanism only")
+    from pathlib import Path
+
+    if Path(args.out).exists() and not args.force:
+        raise TabreleaseError(f"{args.out} already exists; choose another --out or pass --force to replace it")
+    table = load_from_args(args)
+    model = default_model(table) if args.margins is None else parse_model(args.margins, table)
+    noise = noise_source(mode, args.seed)
+    plan = plan_release(
+        table.shape, model.generators, args.epsilon, mechanism=args.mechanism, neighbours=args.neighbours,
+        delta=args.delta, calibration=args.calibration, nonneg_t=args.nonneg_t or DEFAULT_NONNEG_T,
+    )
+    release = run_plan(plan, table.counts, noise)
+    refit = HierarchicalModel(release.margins, table.k)
+    evaluation = evaluate_release(table, release, refit)
+    out = write_release_bundle(
+        args.out, table, release, evaluation, model_label=refit.names(table.variables), version=__version__,
+        force=args.force,
+    )
+    cal = release.noise
+    print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
+          f"(epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}, "
+          f"{cal.distribution} scale {cal.scale:.4g}, {mode} mode)")
+    if not cal.epsilon_holds:
+        print(f"WARNING: paper calibration: the stated epsilon does not hold (actual epsilon {cal.epsilon_actual:.4g})")
+    if mode == SIMULATION:
+        print("WARNING: simulation mode (seeded numpy noise): not for publication")
+    print(f"public:   {out / 'public'}")
+    print(f"internal: {out / 'internal' / 'audit.html'}")
+    return 0

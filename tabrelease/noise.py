@@ -1,0 +1,205 @@
+"""Noise: calibration to an exact sensitivity, and the two ways of drawing it.
+
+* Release mode draws from OpenDP's vetted samplers (discrete Laplace on integer-scaled
+  coefficients, where the coefficients of an integer table are integers after scaling;
+  OpenDP's Gaussian otherwise) and accepts no seed.
+* Simulation mode draws from a seeded numpy Generator: fast and reproducible, for sweeps and
+  tests. It is not a secure sampler and every output made with it says so.
+
+A calibration records the sensitivity it was computed from and the epsilon the drawn noise
+actually gives, so that a release made with the paper's formulas can say whether the epsilon
+it claims holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .errors import TabreleaseError
+
+SIMULATION = "simulation"
+RELEASE = "release"
+
+
+@dataclass(frozen=True)
+class NoiseCalibration:
+    """How much noise, why, and what privacy it gives."""
+
+    distribution: str  # "laplace" or "gaussian"
+    scale: float  # Laplace b, or Gaussian standard deviation, on the released coefficients
+    sensitivity: float  # exact L1 (Laplace) or L2 (Gaussian) sensitivity of what is released
+    epsilon: float  # the epsilon the caller asked for
+    delta: float | None
+    neighbours: str
+    calibration: str  # "exact" or "paper"
+    epsilon_actual: float  # the epsilon the scale gives for the exact sensitivity (Laplace)
+
+    @property
+    def epsilon_holds(self) -> bool:
+        return self.epsilon_actual <= self.epsilon * (1 + 1e-9)
+
+    def as_dict(self) -> dict:
+        return {
+            "distribution": self.distribution,
+            "scale": self.scale,
+            "sensitivity": self.sensitivity,
+            "sensitivity_norm": "L1" if self.distribution == "laplace" else "L2",
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "neighbours": self.neighbours,
+            "calibration": self.calibration,
+            "epsilon_actual": self.epsilon_actual,
+            "epsilon_holds": self.epsilon_holds,
+        }
+
+
+def check_epsilon(epsilon: float) -> float:
+    try:
+        value = float(epsilon)
+    except (TypeError, ValueError):
+        raise TabreleaseError(f"epsilon {epsilon!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise TabreleaseError(f"epsilon must be a positive finite number, not {epsilon!r}")
+    return value
+
+
+def check_delta(delta: float) -> float:
+    try:
+        value = float(delta)
+    except (TypeError, ValueError):
+        raise TabreleaseError(f"delta {delta!r} is not a number") from None
+    if not 0 < value < 1:
+        raise TabreleaseError(f"delta must lie strictly between 0 and 1, not {delta!r}")
+    return value
+
+
+def laplace_calibration(
+    sensitivity: float,
+    epsilon: float,
+    neighbours: str,
+    *,
+    paper_scale: float | None = None,
+) -> NoiseCalibration:
+    """Laplace scale sensitivity/epsilon, or the paper's scale (reproduction only) with its true epsilon."""
+    epsilon = check_epsilon(epsilon)
+    scale = sensitivity / epsilon if paper_scale is None else paper_scale
+    return NoiseCalibration(
+        distribution="laplace",
+        scale=float(scale),
+        sensitivity=float(sensitivity),
+        epsilon=epsilon,
+        delta=None,
+        neighbours=neighbours,
+        calibration="exact" if paper_scale is None else "paper",
+        epsilon_actual=float(sensitivity / scale),
+    )
+
+
+def _opendp():
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+def _gaussian_measurement(scale: float, delta: float):
+    dp = _opendp()
+    base = dp.m.make_gaussian(
+        dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float), scale=float(scale)
+    )
+    return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(base), float(delta))
+
+
+def gaussian_calibration(l2_sensitivity: float, epsilon: float, delta: float, neighbours: str) -> NoiseCalibration:
+    """The smallest Gaussian scale that OpenDP's accounting certifies as (epsilon, delta)-DP.
+
+    The same accountant serves both modes, so a simulated release has the noise a real one would.
+    """
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    dp = _opendp()
+    scale = dp.binary_search_param(
+        lambda s: _gaussian_measurement(s, delta), d_in=float(l2_sensitivity), d_out=(epsilon, delta)
+    )
+    achieved, _ = _gaussian_measurement(scale, delta).map(float(l2_sensitivity))
+    return NoiseCalibration("gaussian", float(scale), float(l2_sensitivity), epsilon, delta, neighbours, "exact", float(achieved))
+
+
+class NoiseSource(Protocol):
+    mode: str
+
+    def perturb(self, values: np.ndarray, calibration: NoiseCalibration, integer_scale: float | None = None) -> np.ndarray:
+        """Return values plus noise of the calibrated distribution and scale."""
+
+
+@dataclass
+class SimulationNoise:
+    """Seeded numpy noise for simulation: reproducible, not for publication."""
+
+    seed: int | None = None
+    mode: str = SIMULATION
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng(self.seed)
+
+    def perturb(self, values, calibration, integer_scale=None):
+        values = np.asarray(values, float)
+        if calibration.distribution == "laplace":
+            return values + self._rng.laplace(0.0, calibration.scale, size=values.shape)
+        return values + self._rng.normal(0.0, calibration.scale, size=values.shape)
+
+
+@dataclass
+class SecureNoise:
+    """OpenDP's samplers, for releases that will be published. Takes no seed."""
+
+    mode: str = RELEASE
+
+    def perturb(self, values, calibration, integer_scale=None):
+        dp = _opendp()
+        values = np.asarray(values, float)
+        if calibration.distribution == "laplace" and integer_scale is not None:
+            scaled = np.rint(values * integer_scale)
+            if not np.allclose(scaled, values * integer_scale, atol=1e-6):
+                raise TabreleaseError("internal error: scaled coefficients are not integers")
+            measurement = dp.m.make_laplace(
+                dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=calibration.scale * integer_scale
+            )
+            noisy = np.asarray(measurement([int(v) for v in scaled]), float)
+            return noisy / integer_scale
+        if calibration.distribution == "laplace":
+            measurement = dp.m.make_laplace(
+                dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float), scale=calibration.scale
+            )
+        else:
+            measurement = dp.m.make_gaussian(
+                dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float), scale=calibration.scale
+            )
+        return np.asarray(measurement([float(v) for v in values]), float)
+
+
+@dataclass
+class NoNoise:
+    """Test-only: the exact values, so that the rest of a mechanism can be checked without noise."""
+
+    mode: str = "none (test only)"
+
+    def perturb(self, values, calibration, integer_scale=None):
+        return np.asarray(values, float).copy()
+
+
+def noise_source(mode: str, seed: int | None) -> NoiseSource:
+    """Simulation noise (seed optional) or release noise (seed refused)."""
+    if mode == SIMULATION:
+        return SimulationNoise(seed)
+    if mode == RELEASE:
+        if seed is not None:
+            raise TabreleaseError(
+                "release mode draws from a secure sampler and accepts no seed; use --simulate for seeded, "
+                "reproducible (non-secure) noise"
+            )
+        return SecureNoise()
+    raise TabreleaseError(f"unknown noise mode {mode!r}; choose release or simulation")

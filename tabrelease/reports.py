@@ -1,0 +1,237 @@
+"""Writing a release: `public/` (what may be published) and `internal/` (the audit), atomically.
+
+`public/` holds the released margins, one long CSV each, and `release.json` with the release's
+parameters. Nothing in it is computed from the confidential table except the DP output itself:
+the sensitivity and noise scale depend on the table's shape and the margins, never its counts.
+`internal/` holds `audit.json` and `audit.html`, which compare the release with the truth.
+
+The bundle is built in a temporary folder beside the target and renamed into place, so a
+failure leaves either the old folder or nothing, never half a release.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import TabreleaseError
+from .evaluation import ReleaseEvaluation, margin_label
+from .mechanisms import Release
+from .tables import ContingencyTable
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: numpy scalars to Python, NaN/inf to None."""
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist())
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def margin_frame(table: ContingencyTable, margin: tuple[int, ...], values: np.ndarray) -> pd.DataFrame:
+    """A released margin in long format, over the table's own variable names and level labels."""
+    grids = np.meshgrid(*[np.arange(table.shape[j]) for j in margin], indexing="ij")
+    data = {
+        table.variables[j]: np.asarray(table.levels[j], dtype=object)[g.ravel()] for j, g in zip(margin, grids)
+    }
+    values = np.asarray(values)
+    data["count"] = values.ravel() if np.issubdtype(values.dtype, np.integer) else np.round(values.ravel(), 6)
+    return pd.DataFrame(data)
+
+
+def release_parameters(table: ContingencyTable, release: Release, version: str) -> dict:
+    """The public description of a release: parameters only, nothing computed from the counts."""
+    cal = release.noise
+    return _clean(
+        {
+            "tool": "tabrelease",
+            "tool_version": version,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "mechanism": release.mechanism,
+            "basis": release.basis,
+            "epsilon": cal.epsilon,
+            "delta": cal.delta,
+            "neighbours": cal.neighbours,
+            "margins": [
+                {"label": margin_label(g, table.letters), "variables": [table.variables[j] for j in g],
+                 "file": f"margin_{''.join(table.letters[j] for j in g)}.csv"}
+                for g in release.margins
+            ],
+            "variables": [
+                {"name": v, "letter": letter, "levels": list(lv)}
+                for v, letter, lv in zip(table.variables, table.letters, table.levels)
+            ],
+            "noise": {
+                "distribution": cal.distribution,
+                "scale": cal.scale,
+                "sensitivity": cal.sensitivity,
+                "sensitivity_norm": "L1" if cal.distribution == "laplace" else "L2",
+                "calibration": cal.calibration,
+                "epsilon_actual": cal.epsilon_actual,
+                "epsilon_holds": cal.epsilon_holds,
+                "mode": release.noise_mode,
+                "sampler": "OpenDP (secure)" if release.noise_mode == "release" else "numpy Generator (seeded, NOT secure)",
+                "coefficients_perturbed": release.coefficients_released,
+            },
+            "consistent": release.consistent,
+            "parameters": dict(release.parameters),
+            "warnings": _public_warnings(release),
+        }
+    )
+
+
+def _public_warnings(release: Release) -> list[str]:
+    out = []
+    if release.noise_mode != "release":
+        out.append(f"made in {release.noise_mode} mode: not produced by a secure sampler; do not publish")
+    if release.noise.calibration == "paper":
+        out.append("paper calibration, for reproducing the paper only")
+    if not release.noise.epsilon_holds:
+        out.append(
+            f"the stated epsilon {release.noise.epsilon:g} does NOT hold: the noise gives epsilon "
+            f"{release.noise.epsilon_actual:.6g} for the exact sensitivity"
+        )
+    if not release.consistent:
+        out.append("the released margins are mutually inconsistent (independent noise on each margin)")
+    return out
+
+
+def audit_record(
+    table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation, public: Mapping, model_label: str
+) -> dict:
+    return _clean(
+        {
+            "release": dict(public),
+            "table": {"name": table.name, "shape": list(table.shape), "n": table.n, "cells": table.cells,
+                      "zero_cells": table.zero_cells},
+            "model_refitted": model_label,
+            "lp": None if release.lp is None else {
+                "b_star": release.lp.b, "infeasible": release.lp.infeasible, "status": release.lp.status,
+                "seconds": release.lp.seconds,
+            },
+            "evaluation": evaluation.as_dict(),
+            "calibration_check": release.noise.as_dict(),
+            "timings_seconds": dict(release.timings),
+            "notes": list(release.notes),
+        }
+    )
+
+
+def write_release_bundle(
+    out: str | Path,
+    table: ContingencyTable,
+    release: Release,
+    evaluation: ReleaseEvaluation,
+    *,
+    model_label: str,
+    version: str,
+    force: bool = False,
+) -> Path:
+    """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
+    if out.exists() and not out.is_dir():
+        raise TabreleaseError(f"{out} exists and is not a folder")
+    parent = out.resolve().parent
+    if not parent.is_dir():
+        raise TabreleaseError(f"the parent folder of {out} does not exist")
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    try:
+        public_dir = staging / "public"
+        internal_dir = staging / "internal"
+        public_dir.mkdir()
+        internal_dir.mkdir()
+        public = release_parameters(table, release, version)
+        for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
+            margin_frame(table, g, values).to_csv(public_dir / spec["file"], index=False)
+        (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
+        audit = audit_record(table, release, evaluation, public, model_label)
+        (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
+        (internal_dir / "audit.html").write_text(render_audit_html(audit))
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+            os.replace(out, old / out.name)
+            os.replace(staging, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+_AUDIT_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tabrelease audit: {{ a.table.name }}</title>
+<style>
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; color: #222; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; } td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }
+th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.6rem; margin: 0.6rem 0; }
+.ok { color: #1b6e20; } .bad { color: #a61b1b; font-weight: bold; } code { background: #f5f5f5; padding: 0 0.2rem; }
+</style></head><body>
+<h1>Release audit — {{ a.table.name }}</h1>
+<p><strong>Internal: this page describes the confidential table. Do not publish it.</strong></p>
+{% for w in a.release.warnings %}<div class="warn">{{ w }}</div>{% endfor %}
+{% for n in a.notes %}<div class="warn">{{ n }}</div>{% endfor %}
+<h2>Release</h2>
+<table>
+<tr><th>mechanism</th><td>{{ a.release.mechanism }}{% if a.release.basis %} ({{ a.release.basis }} basis){% endif %}</td></tr>
+<tr><th>privacy</th><td>&epsilon; = {{ a.release.epsilon }}{% if a.release.delta %}, &delta; = {{ a.release.delta }}{% endif %}, neighbours: {{ a.release.neighbours }}</td></tr>
+<tr><th>margins</th><td>{% for m in a.release.margins %}<code>{{ m.label }}</code> {% endfor %}</td></tr>
+<tr><th>noise</th><td>{{ a.release.noise.distribution }}, scale {{ "%.6g"|format(a.release.noise.scale) }}, {{ a.release.noise.sampler }}</td></tr>
+<tr><th>made</th><td>{{ a.release.created }} by tabrelease {{ a.release.tool_version }}</td></tr>
+</table>
+<h2>Calibration check</h2>
+<table>
+<tr><th>exact {{ a.calibration_check.sensitivity_norm }} sensitivity</th><td>{{ "%.6g"|format(a.calibration_check.sensitivity) }}</td></tr>
+<tr><th>calibration</th><td>{{ a.calibration_check.calibration }}</td></tr>
+<tr><th>&epsilon; given by the noise</th><td>{{ "%.6g"|format(a.calibration_check.epsilon_actual) }}
+ {% if a.calibration_check.epsilon_holds %}<span class="ok">stated &epsilon; holds</span>{% else %}<span class="bad">stated &epsilon; does NOT hold</span>{% endif %}</td></tr>
+</table>
+<h2>What the release did</h2>
+{% set e = a.evaluation %}
+<table>
+<tr><th>sample size n → n'</th><td>{{ e.n }} → {{ "%.6g"|format(e.n_released) }}</td></tr>
+{% if a.lp %}<tr><th>LP b*</th><td>{{ "%.6g"|format(a.lp.b_star) }} {% if a.lp.infeasible %}(no non-negative table has the noisy coefficients){% else %}(feasible){% endif %}; {{ "%.1f"|format(1000 * a.lp.seconds) }} ms</td></tr>{% endif %}
+<tr><th>max L1 error of a released margin</th><td>{{ "%.6g"|format(e.max_l1_error) }}</td></tr>
+<tr><th>model refitted</th><td><code>{{ a.model_refitted }}</code></td></tr>
+<tr><th>G² original</th><td>{{ "%.4f"|format(e.g2_original) }} (df {{ e.df_original }} nominal, {{ e.df_adjusted_original }} adjusted)</td></tr>
+<tr><th>G² released</th><td>{% if e.g2_released is not none %}{{ "%.4f"|format(e.g2_released) }} (difference {{ "%+.4f"|format(e.g2_difference) }}){% else %}not defined: no released table{% endif %}</td></tr>
+<tr><th>MLE distance, original vs released</th><td>{% if e.mle_l1 is not none %}L1 {{ "%.4f"|format(e.mle_l1) }}, total variation {{ "%.4f"|format(e.mle_total_variation) }}{% else %}not defined: the released margins are inconsistent{% endif %}</td></tr>
+</table>
+<h2>Per margin</h2>
+<table><tr><th>margin</th><th>L1 error</th><th>bound at &delta; = {{ e.bound_delta }}</th></tr>
+{% for label, err in e.l1_error_by_margin.items() %}
+<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td><td>{% if e.l1_bound_by_margin %}{{ "%.6g"|format(e.l1_bound_by_margin[label]) }}{% else %}—{% endif %}</td></tr>
+{% endfor %}</table>
+{% if e.bound_source %}<p>Bound: {{ e.bound_source }}.</p>{% endif %}
+</body></html>
+"""
+
+
+def render_audit_html(audit: Mapping) -> str:
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(_AUDIT_TEMPLATE).render(a=audit)
