@@ -1,53 +1,45 @@
 """tabrelease: differentially private release of contingency-table margins, and what it costs.
 
-The public API is what this module re-exports; everything else is internal.
+The public API is what this module re-exports; everything else is internal. The exports load
+on first use (PEP 562), so that `tabrelease --help` does not pay for pandas, SciPy and HiGHS.
 """
 
-from .errors import TabreleaseError
-from .loglinear import (
-    LogLinearFit,
-    fit_loglinear,
-    fit_summary,
-    g_squared,
-    ipf,
-    l1_distance,
-    pearson_x2,
-    total_variation,
-)
-from .models import HierarchicalModel, default_model, downward_closure, free_parameters, parse_model
-from .tables import (
-    BUILTIN_TABLES,
-    ContingencyTable,
-    builtin_table,
-    load_table,
-    read_table_csv,
-    table_from_frame,
-    table_from_microdata,
-)
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BUILTIN_TABLES",
-    "ContingencyTable",
-    "HierarchicalModel",
-    "LogLinearFit",
-    "TabreleaseError",
-    "builtin_table",
-    "default_model",
-    "downward_closure",
-    "fit_loglinear",
-    "fit_summary",
-    "free_parameters",
-    "g_squared",
-    "ipf",
-    "l1_distance",
-    "load_table",
-    "parse_model",
-    "pearson_x2",
-    "read_table_csv",
-    "table_from_frame",
-    "table_from_microdata",
-    "total_variation",
-    "__version__",
-]
+_EXPORTS = {
+    "bases": ("coefficient_basis", "coefficients", "margin_from_coefficients", "sensitivity"),
+    "errors": ("TabreleaseError",),
+    "evaluation": ("ReleaseEvaluation", "evaluate_release", "reproduce_table8"),
+    "loglinear": (
+        "LogLinearFit", "fit_loglinear", "fit_summary", "g_squared", "ipf", "l1_distance", "pearson_x2",
+        "total_variation",
+    ),
+    "mechanisms": ("MECHANISMS", "MechanismPlan", "Release", "plan_release", "release_margins", "run_plan"),
+    "models": ("HierarchicalModel", "default_model", "downward_closure", "free_parameters", "parse_model"),
+    "noise": ("NoiseCalibration", "SecureNoise", "SimulationNoise"),
+    "reports": ("write_release_bundle",),
+    "tables": (
+        "BUILTIN_TABLES", "ContingencyTable", "builtin_table", "load_table", "read_table_csv", "table_from_frame",
+        "table_from_microdata",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tabrelease' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -9,8 +9,6 @@ from ._common import add_table_arguments, load_from_args, positive_float
 
 
 def register(subparsers) -> None:
-    from ..mechanisms import MECHANISMS
-
     parser = subparsers.add_parser(
         "release",
         help="release margins under differential privacy and write public/ and internal/ folders",
@@ -21,8 +19,10 @@ def register(subparsers) -> None:
     add_table_arguments(parser)
     parser.add_argument("--epsilon", required=True, type=positive_float, help="privacy loss epsilon (> 0)")
     parser.add_argument("--margins", help="margins to release, e.g. '[AB][BC]'; default: the table's paper model")
-    parser.add_argument("--mechanism", default="auto", choices=MECHANISMS,
-                        help="auto (Fourier for all-binary tables, Efron-Stein otherwise) or a named mechanism")
+    # Checked by the API (importing it here would slow every command's start-up).
+    parser.add_argument("--mechanism", default="auto",
+                        help="auto (Fourier for all-binary tables, Efron-Stein otherwise), fourier, efron-stein, "
+                        "gaussian, binary-encoding, cells, margins or nonneg")
     parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"),
                         help="neighbouring data sets differ by one added/removed record (default) or one changed record")
     parser.add_argument("--delta", type=float, help="delta, for the gaussian mechanism only, in (0, 1)")

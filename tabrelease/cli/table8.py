@@ -22,7 +22,8 @@ def run(args) -> int:
 
     frame = reproduce_table8(neighbours=args.neighbours)
     if args.json:
-        print_json({"rows": frame.to_dict(orient="records"), "findings": list(TABLE8_FINDINGS)})
+        rows = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+        print_json({"rows": rows, "findings": list(TABLE8_FINDINGS)})
         return 0
     cols = ["table", "epsilon", "printed_B", "true_B", "printed_scale", "paper_formula_scale", "exact_scale",
             "paper_scale_actual_epsilon", "printed_bound_multiplier", "paper_formula_bound_multiplier"]

@@ -1,0 +1,142 @@
+import json
+
+import numpy as np
+import pytest
+
+from tabrelease import builtin_table
+from tabrelease.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_release_writes_public_and_internal(capsys, tmp_path):
+    out = tmp_path / "rel"
+    code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--out", out)
+    assert code == 0, stdout
+    public = sorted(p.name for p in (out / "public").iterdir())
+    assert public == ["margin_AB.csv", "margin_AC.csv", "margin_BC.csv", "release.json"]
+    assert sorted(p.name for p in (out / "internal").iterdir()) == ["audit.html", "audit.json"]
+    rel = json.loads((out / "public" / "release.json").read_text())
+    assert rel["mechanism"] == "efron-stein" and rel["noise"]["mode"] == "release"
+    assert rel["noise"]["sampler"] == "OpenDP (secure)"
+    assert rel["noise"]["sensitivity"] == pytest.approx(439 / 256)
+    assert rel["noise"]["scale"] == pytest.approx(439 / 256)
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    ev = audit["evaluation"]
+    assert ev["n"] == 2291 and ev["g2_original"] == pytest.approx(262.93, abs=0.005)
+    assert audit["lp"]["b_star"] >= 0 and set(ev["l1_error_by_margin"]) == {"[AB]", "[AC]", "[BC]"}
+    # the released margins in public/ are those of w', so they agree with each other
+    import pandas as pd
+
+    ab = pd.read_csv(out / "public" / "margin_AB.csv", dtype={"A": str, "B": str})
+    ac = pd.read_csv(out / "public" / "margin_AC.csv", dtype={"A": str, "C": str})
+    assert ab.groupby("A")["count"].sum().to_dict() == ac.groupby("A")["count"].sum().to_dict()
+    assert ev["n_released"] == ab["count"].sum()
+    html = (out / "internal" / "audit.html").read_text()
+    assert "LP b*" in html and "Do not publish" in html
+
+
+def test_public_release_json_does_not_depend_on_the_counts(capsys, tmp_path):
+    # Two tables of the same shape and levels but different counts: release.json must be the
+    # same but for its time stamp, so nothing in it was computed from the confidential counts.
+    rochdale = builtin_table("rochdale")
+    shuffled = rochdale.to_frame()
+    shuffled["count"] = np.random.default_rng(0).permutation(shuffled["count"].to_numpy()) * 3
+    path = tmp_path / "other.csv"
+    shuffled.to_csv(path, index=False)
+    spec = "[ACE][ACG][ADG][BDH][BF][BE][CEF][CFG]"
+    docs = []
+    for source, name in [("rochdale", "a"), (path, "b")]:
+        code, _, err = run_cli(capsys, "release", source, "--epsilon", "0.7", "--margins", spec, "--out", tmp_path / name)
+        assert code == 0, err
+        doc = json.loads((tmp_path / name / "public" / "release.json").read_text())
+        doc.pop("created")
+        docs.append(doc)
+    assert docs[0] == docs[1]
+
+
+def test_simulation_is_reproducible_and_labelled(capsys, tmp_path):
+    for name in ("s1", "s2"):
+        code, stdout, _ = run_cli(capsys, "release", "edwards", "--epsilon", "1", "--simulate", "--seed", "42", "--out", tmp_path / name)
+        assert code == 0 and "simulation mode" in stdout
+    for f in ("margin_AB.csv", "margin_CF.csv"):
+        assert (tmp_path / "s1" / "public" / f).read_text() == (tmp_path / "s2" / "public" / f).read_text()
+    rel = json.loads((tmp_path / "s1" / "public" / "release.json").read_text())
+    assert rel["noise"]["mode"] == "simulation" and any("do not publish" in w for w in rel["warnings"])
+
+
+def test_paper_calibration_says_epsilon_does_not_hold(capsys, tmp_path):
+    code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--calibration", "paper", "--out", tmp_path / "p")
+    assert code == 0 and "does not hold" in stdout
+    rel = json.loads((tmp_path / "p" / "public" / "release.json").read_text())
+    assert rel["noise"]["calibration"] == "paper" and rel["noise"]["epsilon_holds"] is False
+    assert rel["noise"]["epsilon_actual"] == pytest.approx(1.2988, abs=1e-4)
+
+
+def test_existing_output_is_refused_unless_forced(capsys, tmp_path):
+    out = tmp_path / "rel"
+    assert run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", out)[0] == 0
+    code, _, err = run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", out)
+    assert code == 2 and "already exists" in err
+    assert run_cli(capsys, "release", "czech", "--epsilon", "2", "--out", out, "--force")[0] == 0
+    assert json.loads((out / "public" / "release.json").read_text())["epsilon"] == 2.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]  # no staging folders left behind
+
+
+BAD = [
+    ("zero epsilon", ["edwards", "--epsilon", "0"], "positive finite"),
+    ("negative epsilon", ["edwards", "--epsilon", "-2"], "positive finite"),
+    ("infinite epsilon", ["edwards", "--epsilon", "inf"], "positive finite"),
+    ("nan epsilon", ["edwards", "--epsilon", "nan"], "positive finite"),
+    ("text epsilon", ["edwards", "--epsilon", "abc"], "not a number"),
+    ("delta out of range", ["edwards", "--epsilon", "1", "--mechanism", "gaussian", "--delta", "1"], "strictly between"),
+    ("fourier on multi-category", ["journey_to_work", "--epsilon", "1", "--mechanism", "fourier"], "all-binary"),
+    ("unknown variable", ["edwards", "--epsilon", "1", "--margins", "[AX]"], "unknown variable 'X'"),
+    ("seed in release mode", ["edwards", "--epsilon", "1", "--seed", "3"], "accepts no seed"),
+    ("unknown table", ["nosuch", "--epsilon", "1"], "neither a built-in table"),
+]
+
+
+@pytest.mark.parametrize("label, argv, message", BAD, ids=[b[0] for b in BAD])
+def test_bad_release_input_is_one_line_and_writes_nothing(capsys, tmp_path, label, argv, message):
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(capsys, "release", *argv, "--out", out)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and message in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_solver_failure_is_reported_and_leaves_nothing(capsys, tmp_path, monkeypatch):
+    from tabrelease import consistency
+    from tabrelease.errors import TabreleaseError
+
+    def failing(self, noisy):
+        raise TabreleaseError("the consistency LP did not solve: HiGHS says Time limit reached")
+
+    monkeypatch.setattr(consistency.ConsistencyProblem, "solve", failing)
+    code, _, err = run_cli(capsys, "release", "edwards", "--epsilon", "1", "--out", tmp_path / "out")
+    assert code == 2 and "did not solve" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_while_writing_leaves_nothing(capsys, tmp_path, monkeypatch):
+    from tabrelease import reports
+
+    def broken(audit):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reports, "render_audit_html", broken)
+    code, _, err = run_cli(capsys, "release", "edwards", "--epsilon", "1", "--out", tmp_path / "out")
+    assert code == 2 and "No space left" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_table8_command(capsys):
+    code, out, _ = run_cli(capsys, "table8", "--json")
+    doc = json.loads(out)
+    assert code == 0 and len(doc["rows"]) == 12
+    assert any("|B| = 29" in f for f in doc["findings"])

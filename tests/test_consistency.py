@@ -1,0 +1,38 @@
+import itertools
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from tabrelease import builtin_table, default_model
+from tabrelease.bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, sensitivity
+from tabrelease.consistency import ConsistencyProblem, round_table
+
+
+def dense_rows(basis):
+    """F: one row per coefficient, the coefficients of each one-record table (built only for small tables)."""
+    cells = int(np.prod(basis.shape))
+    return coefficients(basis, np.eye(cells).reshape((cells,) + basis.shape), batch_ndim=1).T
+
+
+@pytest.mark.parametrize("name, kind", [("edwards", FOURIER), ("rochdale", FOURIER), ("journey_to_work", EFRON_STEIN)])
+def test_lp_optimum_agrees_with_a_dense_cvxpy_formulation(name, kind):
+    table = builtin_table(name)
+    basis = coefficient_basis(kind, table.shape, default_model(table).generators)
+    problem = ConsistencyProblem(basis)
+    F = dense_rows(basis)
+    rng = np.random.default_rng(3)
+    exact = coefficients(basis, table.counts)
+    for _ in range(3):
+        noisy = exact + rng.laplace(0, sensitivity(basis) / 0.5, size=exact.shape)
+        ours = problem.solve(noisy)
+        w = cp.Variable(F.shape[1], nonneg=True)
+        b = cp.Variable()
+        cp.Problem(cp.Minimize(b), [cp.abs(noisy - F @ w) <= b]).solve()
+        assert ours.b == pytest.approx(b.value, rel=1e-4, abs=1e-6)
+        # our table attains its b*
+        assert np.abs(noisy - F @ ours.table.ravel()).max() == pytest.approx(ours.b, rel=1e-6, abs=1e-7)
+
+
+def test_rounding_is_to_the_nearest_integer_halves_up():
+    assert round_table(np.array([0.49, 0.5, 1.5, 2.4999, -1e-12])).tolist() == [0, 1, 2, 2, 0]
