@@ -40,6 +40,7 @@ class ReleaseEvaluation:
     bound_delta: float
     l1_bound_by_margin: dict[str, float] | None
     bound_source: str | None
+    paper_bound_by_margin: dict[str, float] | None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -86,7 +87,7 @@ def evaluate_release(
     if released_p is not None:
         mle_l1 = l1_distance(original.probabilities, released_p)
         mle_tv = total_variation(original.probabilities, released_p)
-    bounds = source = None
+    bounds = source = paper_bounds = None
     if release.basis is not None and release.noise.distribution == "laplace" and release.mechanism != "nonneg":
         basis = _basis_for(release, table)
         bounds = {
@@ -94,6 +95,11 @@ def evaluate_release(
             for g in release.margins
         }
         source = "derived here: triangle inequality over the closure with the scale actually used (see README)"
+        if release.mechanism in (FOURIER, EFRON_STEIN):
+            paper_bounds = {
+                margin_label(g, letters): paper_theorem_bound(basis, g, release.noise.epsilon, bound_delta)
+                for g in release.margins
+            }
     return ReleaseEvaluation(
         n=table.n,
         n_released=release.n_released,
@@ -112,6 +118,7 @@ def evaluate_release(
         bound_delta=bound_delta,
         l1_bound_by_margin=bounds,
         bound_source=source,
+        paper_bound_by_margin=paper_bounds,
     )
 
 
@@ -162,6 +169,16 @@ def paper_theorem_constant(basis: CoefficientBasis, margin: Margin, epsilon: flo
     shape, k = basis.shape, basis.k
     total = sum(1.0 / prod(shape[j] for j in range(k) if j not in s) for s in basis.closure)
     return 2.0 / epsilon * prod(shape[i] for i in margin) * total, float(basis.size)
+
+
+def paper_theorem_bound(basis: CoefficientBasis, margin: Margin, epsilon: float, delta: float) -> float:
+    """The paper's Theorem 1 (binary) or Theorem 3 (multi-category) bound for margin alpha at delta.
+
+    Stated for the paper's own noise scale (Table 1 / Theorem 2), whatever scale a release used.
+    """
+    mult, add = paper_theorem_constant(basis, margin, epsilon)
+    count = len(basis.closure) if basis.kind == FOURIER else basis.size
+    return mult * log(count / delta) + add
 
 
 # The paper's Table 8 as printed: scale and bound multiplier for eps = 0.01, 1, 2, and the |B| (N) it uses.

@@ -168,6 +168,9 @@ def write_release_bundle(
         (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
         audit = audit_record(table, release, evaluation, public, model_label)
         (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
+        if release.table is not None:
+            # w', the rounded table whose margins were released (itself a post-processed DP output).
+            table.with_counts(release.table).to_frame().to_csv(internal_dir / "released_table.csv", index=False)
         (internal_dir / "audit.html").write_text(render_audit_html(audit))
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
@@ -221,10 +224,12 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <tr><th>MLE distance, original vs released</th><td>{% if e.mle_l1 is not none %}L1 {{ "%.4f"|format(e.mle_l1) }}, total variation {{ "%.4f"|format(e.mle_total_variation) }}{% else %}not defined: the released margins are inconsistent{% endif %}</td></tr>
 </table>
 <h2>Per margin</h2>
-<table><tr><th>margin</th><th>L1 error</th><th>bound at &delta; = {{ e.bound_delta }}</th></tr>
+<table><tr><th>margin</th><th>L1 error</th><th>derived bound at &delta; = {{ e.bound_delta }}</th><th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th></tr>
 {% for label, err in e.l1_error_by_margin.items() %}
-<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td><td>{% if e.l1_bound_by_margin %}{{ "%.6g"|format(e.l1_bound_by_margin[label]) }}{% else %}—{% endif %}</td></tr>
+<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td><td>{% if e.l1_bound_by_margin %}{{ "%.6g"|format(e.l1_bound_by_margin[label]) }}{% else %}—{% endif %}</td>
+<td>{% if e.paper_bound_by_margin %}{{ "%.6g"|format(e.paper_bound_by_margin[label]) }}{% else %}—{% endif %}</td></tr>
 {% endfor %}</table>
+<p>The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.</p>
 {% if e.bound_source %}<p>Bound: {{ e.bound_source }}.</p>{% endif %}
 </body></html>
 """

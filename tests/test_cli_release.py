@@ -19,7 +19,7 @@ def test_release_writes_public_and_internal(capsys, tmp_path):
     assert code == 0, stdout
     public = sorted(p.name for p in (out / "public").iterdir())
     assert public == ["margin_AB.csv", "margin_AC.csv", "margin_BC.csv", "release.json"]
-    assert sorted(p.name for p in (out / "internal").iterdir()) == ["audit.html", "audit.json"]
+    assert sorted(p.name for p in (out / "internal").iterdir()) == ["audit.html", "audit.json", "released_table.csv"]
     rel = json.loads((out / "public" / "release.json").read_text())
     assert rel["mechanism"] == "efron-stein" and rel["noise"]["mode"] == "release"
     assert rel["noise"]["sampler"] == "OpenDP (secure)"

@@ -211,3 +211,15 @@ def test_noise_source_modes():
     assert noise_source("release", None).mode == "release"
     with pytest.raises(TabreleaseError):
         noise_source("release", 3)
+
+
+def test_paper_theorem_bounds_in_the_audit_match_table8_by_hand():
+    # Edwards, eps = 1, delta = 0.05, margin [AD]: 2^2 * 8 * 12 / 1 * log(12 / 0.05) + 12 (Theorem 1 as printed)
+    table = builtin_table("edwards")
+    rel = release_margins(table, 1.0, mode="simulation", seed=4)
+    ev = evaluate_release(table, rel, bound_delta=0.05)
+    assert ev.paper_bound_by_margin["[AD]"] == pytest.approx(384 * np.log(12 / 0.05) + 12)
+    # journey to work, eps = 1, margin [AC]: 84.5 * log(169 / 0.05) + 169 (Theorem 3 / Table 8)
+    jtw = builtin_table("journey_to_work")
+    ev = evaluate_release(jtw, release_margins(jtw, 1.0, mode="simulation", seed=4), bound_delta=0.05)
+    assert ev.paper_bound_by_margin["[AC]"] == pytest.approx(84.5 * np.log(169 / 0.05) + 169)

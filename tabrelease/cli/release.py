@@ -33,6 +33,8 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, help="seed of the simulation noise (only with --simulate)")
     parser.add_argument("--nonneg-t", type=positive_float, default=None,
                         help="t of the nonneg mechanism: the implied table is non-negative w.p. 1 - exp(-t) (default 5)")
+    parser.add_argument("--bound-delta", type=float, default=0.05,
+                        help="the audit's L1 error bounds hold with probability 1 - this (default 0.05)")
     parser.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.set_defaults(run=run)
@@ -46,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from ..noise import RELEASE, SIMULATION, noise_source
     from ..reports import write_release_bundle
 
+    from ..noise import check_delta
+
     mode = SIMULATION if args.simulate else RELEASE
+    check_delta(args.bound_delta)
     if args.seed is not None and not args.simulate:
         raise TabreleaseError(
             "release mode draws from a secure sampler and accepts no seed; add --simulate for seeded, "
@@ -67,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     )
     release = run_plan(plan, table.counts, noise)
     refit = HierarchicalModel(release.margins, table.k)
-    evaluation = evaluate_release(table, release, refit)
+    evaluation = evaluate_release(table, release, refit, bound_delta=args.bound_delta)
     out = write_release_bundle(
         args.out, table, release, evaluation, model_label=refit.names(table.variables), version=__version__,
         force=args.force,
