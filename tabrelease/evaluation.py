@@ -129,6 +129,8 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
 
 
 def _basis_for(release: Release, table: ContingencyTable) -> CoefficientBasis:
+    if release.basis_operator is not None:
+        return release.basis_operator
     if release.mechanism == "binary-encoding":
         from .mechanisms import binary_encoding
 

@@ -41,7 +41,6 @@ from .noise import (
 from .tables import ContingencyTable, margin_counts
 
 MECHANISMS = ("auto", "fourier", "efron-stein", "gaussian", "binary-encoding", "cells", "margins", "nonneg")
-LP_MECHANISMS = ("fourier", "efron-stein", "gaussian", "binary-encoding")
 DEFAULT_NONNEG_T = 5.0
 
 
@@ -67,6 +66,8 @@ class Release:
     timings: Mapping[str, float]
     parameters: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # The plan's operator, kept so that evaluating many releases does not rebuild it.
+    basis_operator: CoefficientBasis | None = field(default=None, repr=False)
 
     @property
     def n_released(self) -> float:
@@ -294,6 +295,7 @@ def run_plan(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Rel
         timings=timings,
         parameters=dict(plan.parameters),
         notes=tuple(notes),
+        basis_operator=plan.basis,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..errors import TabreleaseError
 from ._common import add_table_arguments, load_from_args, positive_float
@@ -59,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.nonneg_t is not None and args.mechanism != "nonneg":
         raise TabreleaseError("--nonneg-t applies to the nonneg mechanism only")
-    from pathlib import Path
-
     if Path(args.out).exists() and not args.force:
         raise TabreleaseError(f"{args.out} already exists; choose another --out or pass --force to replace it")
     table = load_from_args(args)
