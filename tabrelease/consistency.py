@@ -99,24 +99,25 @@ class ConsistencyProblem:
         self._cells = cells
         self._n_margin = n_margin
         self._d = d
-        self._inf = inf
         self._plus_rows = np.arange(n_margin, n_margin + d, dtype=np.int32)
         self._minus_rows = np.arange(n_margin + d, n_margin + 2 * d, dtype=np.int32)
+        # Fixed halves of the row bounds, kept so a solve allocates only the noisy side.
+        self._plus_inf = np.full(d, inf)
+        self._minus_inf = np.full(d, -inf)
+        self._optimal = highspy.HighsModelStatus.kOptimal
 
     def solve(self, noisy: np.ndarray) -> LPSolution:
-        import highspy
-
         noisy = np.asarray(noisy, float)
         if noisy.shape != (self._d,) or not np.all(np.isfinite(noisy)):
             raise TabreleaseError("the consistency LP needs one finite value per coefficient")
         start = time.perf_counter()
         h = self._highs
-        h.changeRowsBounds(self._d, self._plus_rows, noisy, np.full(self._d, self._inf))
-        h.changeRowsBounds(self._d, self._minus_rows, np.full(self._d, -self._inf), noisy)
+        h.changeRowsBounds(self._d, self._plus_rows, noisy, self._plus_inf)
+        h.changeRowsBounds(self._d, self._minus_rows, self._minus_inf, noisy)
         h.run()
         status = h.getModelStatus()
         seconds = time.perf_counter() - start
-        if status != highspy.HighsModelStatus.kOptimal:
+        if status != self._optimal:
             raise TabreleaseError(f"the consistency LP did not solve: HiGHS says {h.modelStatusToString(status)}")
         x = np.asarray(h.getSolution().col_value)
         table = np.maximum(x[: self._cells], 0.0).reshape(self.basis.shape)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .bases import EFRON_STEIN, FOURIER, CoefficientBasis, coefficient_basis, paper_noise_scale, sensitivity
 from .loglinear import fit_loglinear, ipf_to_margins, l1_distance, total_variation
-from .mechanisms import Release
+from .mechanisms import Release, binary_encoding
 from .models import HierarchicalModel, Margin, default_model
 from .tables import ContingencyTable, margin_counts
 
@@ -89,9 +89,13 @@ def evaluate_release(
         mle_tv = total_variation(original.probabilities, released_p)
     bounds = source = paper_bounds = None
     if release.basis is not None and release.noise.distribution == "laplace" and release.mechanism != "nonneg":
-        basis = _basis_for(release, table)
+        basis = release.basis_operator or coefficient_basis(release.basis, table.shape, release.margins)
+        # A binary-encoded release's margins live on the bits of their variables.
+        encoded = binary_encoding(table.shape) if release.mechanism == "binary-encoding" else None
         bounds = {
-            margin_label(g, letters): derived_l1_bound(basis, g, release.noise.scale, bound_delta, release)
+            margin_label(g, letters): derived_l1_bound(
+                basis, g if encoded is None else encoded.axes_of(g), release.noise.scale, bound_delta
+            )
             for g in release.margins
         }
         source = "derived here: triangle inequality over the closure with the scale actually used (see README)"
@@ -128,19 +132,8 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
     return margin_counts(np.asarray(release.released_margins[parent], float), [g.index(j) for j in generator])
 
 
-def _basis_for(release: Release, table: ContingencyTable) -> CoefficientBasis:
-    if release.basis_operator is not None:
-        return release.basis_operator
-    if release.mechanism == "binary-encoding":
-        from .mechanisms import binary_encoding
-
-        enc = binary_encoding(table.shape)
-        return coefficient_basis(FOURIER, enc.encoded_shape, [enc.axes_of(g) for g in release.margins])
-    return coefficient_basis(release.basis, table.shape, release.margins)
-
-
 # --- bounds -----------------------------------------------------------------------------------------
-def derived_l1_bound(basis: CoefficientBasis, margin: Margin, scale: float, delta: float, release=None) -> float:
+def derived_l1_bound(basis: CoefficientBasis, margin: Margin, scale: float, delta: float) -> float:
     """With probability >= 1 - delta, the L1 error of margin alpha after the LP and rounding is at most this.
 
     Union bound: every coefficient's Laplace noise is below t = scale * log(d / delta). The true
@@ -148,10 +141,6 @@ def derived_l1_bound(basis: CoefficientBasis, margin: Margin, scale: float, delt
     the truth. Summing the coefficient errors back into the margin: 2^{|alpha|} * 2t * 2^{k/2}
     (Fourier) or 2^{|alpha|} * 2t * prod k_j (Efron-Stein). Rounding adds at most cells / 2.
     """
-    if release is not None and release.mechanism == "binary-encoding":
-        from .mechanisms import binary_encoding
-
-        margin = binary_encoding(release.table.shape).axes_of(margin)
     t = scale * log(basis.size / delta)
     reach = 2.0 ** (basis.k / 2) if basis.kind == FOURIER else float(prod(basis.shape))
     cells = float(prod(basis.shape))

@@ -28,7 +28,7 @@ from .bases import EFRON_STEIN, FOURIER, NEIGHBOURS, CoefficientBasis, coefficie
 from .bases import margin_from_coefficients, paper_noise_scale, sensitivity
 from .consistency import ConsistencyProblem, LPSolution, round_table
 from .errors import TabreleaseError
-from .models import Margin, maximal_margins
+from .models import Margin, default_model, maximal_margins
 from .noise import (
     RELEASE,
     NoiseCalibration,
@@ -328,8 +328,6 @@ def release_margins(
     `margins` are axis tuples (default: the table's paper model). `mode="release"` draws from
     OpenDP and refuses a seed; `mode="simulation"` is seeded numpy noise for experiments.
     """
-    from .models import default_model
-
     if margins is None:
         margins = default_model(table).generators
     plan = plan_release(

@@ -49,10 +49,9 @@ def run(args: argparse.Namespace) -> int:
     from ..noise import RELEASE, SIMULATION, noise_source
     from ..reports import write_release_bundle
 
-    from ..noise import check_delta
-
     mode = SIMULATION if args.simulate else RELEASE
-    check_delta(args.bound_delta)
+    if not 0 < args.bound_delta < 1:
+        raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {args.bound_delta:g}")
     if args.seed is not None and not args.simulate:
         raise TabreleaseError(
             "release mode draws from a secure sampler and accepts no seed; add --simulate for seeded, "
