@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from .errors import TabreleaseError
 from .models import HierarchicalModel, Margin, free_parameters, parse_model
@@ -115,25 +115,54 @@ def ipf_to_margins(
     tol: float = DEFAULT_TOLERANCE,
     max_iter: int = DEFAULT_MAX_ITERATIONS,
     batch_ndim: int = 0,
-) -> tuple[np.ndarray, int, bool]:
-    """IPF to given margins (the MLE from released margins alone, when no table is released)."""
+) -> tuple[np.ndarray, int | np.ndarray, bool | np.ndarray]:
+    """IPF to given margins (the MLE from released margins alone, when no table is released).
+
+    With batch axes, each table stops as soon as it has converged, so one slow member of a
+    stack does not hold the others (iterations and converged are then arrays over the batch).
+    """
     shape = tuple(shape)
     fitted = np.ones(shape) if start is None else np.array(start, float, copy=True)
     targets = [np.asarray(t, float) for t in targets]
-    k = len(shape) - batch_ndim
-    keep_shapes = [
-        shape[:batch_ndim] + tuple(shape[batch_ndim + j] if j in g else 1 for j in range(k)) for g in generators
-    ]
+    if batch_ndim == 0:
+        fitted, iterations, converged = _ipf_stack(fitted[None], [t[None] for t in targets], generators, tol, max_iter)
+        return fitted[0], int(iterations[0]), bool(converged[0])
+    batch = shape[:batch_ndim]
+    flat = fitted.reshape((-1,) + shape[batch_ndim:])
+    flat_targets = [t.reshape((-1,) + t.shape[batch_ndim:]) for t in targets]
+    fitted, iterations, converged = _ipf_stack(flat, flat_targets, generators, tol, max_iter)
+    return fitted.reshape(shape), iterations.reshape(batch), converged.reshape(batch)
+
+
+def _ipf_stack(fitted, targets, generators, tol, max_iter):
+    n = fitted.shape[0]
+    k = fitted.ndim - 1
+    keep_shapes = [(-1,) + tuple(fitted.shape[1 + j] if j in g else 1 for j in range(k)) for g in generators]
+    iterations = np.full(n, max_iter, dtype=np.int64)
+    converged = np.zeros(n, dtype=bool)
+    active = np.arange(n)
+    work, work_targets = fitted, targets
     for iteration in range(1, max_iter + 1):
-        for g, target, keep in zip(generators, targets, keep_shapes):
-            current = margin_counts(fitted, g, batch_ndim)
+        for g, target, keep in zip(generators, work_targets, keep_shapes):
+            current = margin_counts(work, g, 1)
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(current > 0, target / current, 0.0)
-            fitted *= ratio.reshape(keep)
-        gap = max(float(np.max(np.abs(margin_counts(fitted, g, batch_ndim) - t))) for g, t in zip(generators, targets))
-        if gap <= tol:
-            return fitted, iteration, True
-    return fitted, max_iter, False
+            work *= ratio.reshape(keep)
+        gap = np.zeros(len(active))
+        for g, t in zip(generators, work_targets):
+            gap = np.maximum(gap, np.abs(margin_counts(work, g, 1) - t).reshape(len(active), -1).max(axis=1))
+        done = gap <= tol
+        if done.any():
+            fitted[active[done]] = work[done]
+            iterations[active[done]] = iteration
+            converged[active[done]] = True
+            if done.all():
+                return fitted, iterations, converged
+            still = ~done
+            active, work = active[still], work[still]
+            work_targets = [t[still] for t in work_targets]
+    fitted[active] = work
+    return fitted, iterations, converged
 
 
 # --- design and facial set ----------------------------------------------------------------------
@@ -152,36 +181,133 @@ def margin_design(shape: Sequence[int], generators: Sequence[Margin]) -> sp.csr_
 def facial_set(observed: np.ndarray, generators: Sequence[Margin]) -> np.ndarray:
     """Boolean mask of the facial set: cells positive in some non-negative table with the observed margins.
 
-    One LP (Fienberg & Rinaldo 2012): maximise sum y subject to A w = s t, 0 <= y <= w, y <= 1,
-    w >= 0, s >= 0. Scaling s lets every cell that can be positive reach y = 1; a cell that no
-    table in the fibre can make positive is held at 0.
+    The facial set depends on the observed table only through its support: t = A w is a
+    positive combination of the design columns of the positive cells, so it lies in the
+    relative interior of the smallest face holding all of them. Between the support and the
+    cells whose every generator margin is positive it is found without an LP when the two
+    coincide, or when the model is decomposable (its extended MLE, the closed form
+    prod clique margins / prod separator margins, is positive exactly there). Otherwise one LP
+    on the support's indicator table decides, cached by support.
     """
     observed = np.asarray(observed, float)
-    if np.all(observed > 0):
-        return np.ones(observed.shape, bool)
-    A = margin_design(observed.shape, generators)
-    t = A @ observed.ravel()
-    c = observed.size
-    m = A.shape[0]
-    ident = sp.identity(c, format="csr")
-    # variables: w (c), y (c), s (1)
-    A_eq = sp.hstack([A, sp.csr_matrix((m, c)), sp.csr_matrix(-t.reshape(-1, 1))]).tocsr()
-    A_ub = sp.hstack([-ident, ident, sp.csr_matrix((c, 1))]).tocsr()
-    cost = np.concatenate([np.zeros(c), -np.ones(c), [0.0]])
-    bounds = [(0, None)] * c + [(0, 1)] * c + [(0, None)]
-    res = linprog(cost, A_ub=A_ub, b_ub=np.zeros(c), A_eq=A_eq, b_eq=np.zeros(m), bounds=bounds, method="highs")
-    if res.status != 0:
-        raise TabreleaseError(f"the facial-set linear program failed: {res.message}")
-    mask = res.x[c : 2 * c] > 0.5
-    # Cells with a positive count are in the fibre's support by definition.
-    return (mask | (observed.ravel() > 0)).reshape(observed.shape)
+    support = observed > 0
+    if support.all():
+        return support
+    generators = tuple(tuple(g) for g in generators)
+    positive_margins = np.ones(observed.shape, bool)
+    for g in generators:
+        marg = margin_counts(observed, g) > 0
+        positive_margins &= marg.reshape(tuple(observed.shape[j] if j in g else 1 for j in range(observed.ndim)))
+    if np.array_equal(support, positive_margins) or is_decomposable(generators):
+        return positive_margins
+    mask = _facial_set_of_support(observed.shape, generators, np.packbits(support.ravel()).tobytes())
+    return mask.copy()
+
+
+@lru_cache(maxsize=4096)
+def _facial_set_of_support(shape: tuple[int, ...], generators: tuple[Margin, ...], packed: bytes) -> np.ndarray:
+    cells = int(np.prod(shape))
+    support = np.unpackbits(np.frombuffer(packed, np.uint8))[:cells].astype(bool)
+    return _facial_set_program(shape, generators).solve(support).reshape(shape)
+
+
+class _FacialSetProgram:
+    """The facial-set LP for one design, built once; a support changes only column bounds.
+
+        maximise sum y  subject to  A w = A z,  0 <= y <= w,  y <= 1,  w >= 0,
+                                    z >= 1 on the support,  z = 0 off it.
+
+    A z runs over the relative interior of the face spanned by the support's design columns
+    (scaled without limit), so exactly the cells of the facial set can reach y = 1, all at once
+    (feasible solutions add). This is Fienberg & Rinaldo's (2012) LP with the observed margins
+    moved from the matrix into bounds, so HiGHS re-solves it warm for each new support.
+    """
+
+    def __init__(self, shape: tuple[int, ...], generators: tuple[Margin, ...]):
+        import highspy
+
+        A = margin_design(shape, generators)
+        m, c = A.shape
+        ident = sp.identity(c, format="csr")
+        # columns: w (c), z (c), y (c)
+        matrix = sp.vstack([
+            sp.hstack([A, -A, sp.csr_matrix((m, c))]),
+            sp.hstack([-ident, sp.csr_matrix((c, c)), ident]),
+        ]).tocsc()
+        inf = highspy.kHighsInf
+        lp = highspy.HighsLp()
+        lp.num_col_ = 3 * c
+        lp.num_row_ = m + c
+        lp.col_cost_ = np.concatenate([np.zeros(2 * c), -np.ones(c)])
+        lp.col_lower_ = np.zeros(3 * c)
+        lp.col_upper_ = np.concatenate([np.full(2 * c, inf), np.ones(c)])
+        lp.row_lower_ = np.concatenate([np.zeros(m), np.full(c, -inf)])
+        lp.row_upper_ = np.zeros(m + c)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
+        lp.a_matrix_.value_ = matrix.data
+        lp.a_matrix_.num_col_ = 3 * c
+        lp.a_matrix_.num_row_ = m + c
+        self._highs = highspy.Highs()
+        self._highs.setOptionValue("output_flag", False)
+        self._highs.passModel(lp)
+        self._cells = c
+        self._z_columns = np.arange(c, 2 * c, dtype=np.int32)
+        self._inf = inf
+        self._optimal = highspy.HighsModelStatus.kOptimal
+
+    def solve(self, support: np.ndarray) -> np.ndarray:
+        support = np.asarray(support, bool).ravel()
+        lower = support.astype(float)
+        upper = np.where(support, self._inf, 0.0)
+        h = self._highs
+        h.changeColsBounds(self._cells, self._z_columns, lower, upper)
+        h.run()
+        status = h.getModelStatus()
+        if status != self._optimal:
+            raise TabreleaseError(f"the facial-set linear program failed: HiGHS says {h.modelStatusToString(status)}")
+        y = np.asarray(h.getSolution().col_value)[2 * self._cells :]
+        # Cells with a positive count are in the facial set by definition.
+        return (y > 0.5) | support
+
+
+@lru_cache(maxsize=16)
+def _facial_set_program(shape: tuple[int, ...], generators: tuple[Margin, ...]) -> _FacialSetProgram:
+    return _FacialSetProgram(shape, generators)
+
+
+def is_decomposable(generators: Sequence[Margin]) -> bool:
+    """Whether a (reduced) generating class is decomposable: the GYO reduction of an acyclic hypergraph.
+
+    Repeatedly remove a generator whose intersection with the union of the others lies inside
+    one other generator (a leaf of a junction tree); decomposable iff one generator remains.
+    """
+    remaining = [frozenset(g) for g in generators]
+    while len(remaining) > 1:
+        for i, g in enumerate(remaining):
+            others = remaining[:i] + remaining[i + 1 :]
+            shared = g & frozenset().union(*others)
+            if any(shared <= h for h in others):
+                remaining = others
+                break
+        else:
+            return False
+    return True
 
 
 def design_rank(shape: Sequence[int], generators: Sequence[Margin], cells: np.ndarray | None = None) -> int:
     """Rank of the margin design, restricted to a set of cells when given."""
+    packed = None if cells is None else np.packbits(np.asarray(cells, bool).ravel()).tobytes()
+    return _design_rank(tuple(int(k) for k in shape), tuple(tuple(g) for g in generators), packed)
+
+
+@lru_cache(maxsize=1024)
+def _design_rank(shape: tuple[int, ...], generators: tuple[Margin, ...], packed: bytes | None) -> int:
     A = margin_design(shape, generators)
-    if cells is not None:
-        A = A[:, np.flatnonzero(np.asarray(cells).ravel())]
+    if packed is not None:
+        cells = np.unpackbits(np.frombuffer(packed, np.uint8))[: A.shape[1]].astype(bool)
+        A = A[:, np.flatnonzero(cells)]
     if A.shape[1] == 0:
         return 0
     return int(np.linalg.matrix_rank(A.toarray()))

@@ -13,7 +13,7 @@ from tabrelease import (
     table_from_frame,
     total_variation,
 )
-from tabrelease.loglinear import design_rank, facial_set
+from tabrelease.loglinear import design_rank, facial_set, ipf, is_decomposable
 
 # Independently computed (shared/tables/PROVENANCE.md): G2, nominal df, zero-adjusted df, MLE exists.
 PROVENANCE = {
@@ -123,3 +123,76 @@ def test_iteration_cap_reports_non_convergence():
     table = builtin_table("journey_to_work")
     fit = fit_loglinear(table, default_model(table), max_iter=3)
     assert not fit.converged and fit.iterations == 3
+
+
+def _facial_set_by_scaled_fibre_lp(observed, generators):
+    """Fienberg & Rinaldo's LP as written (margins in the matrix), solved with scipy: an independent check."""
+    from scipy.optimize import linprog
+    import scipy.sparse as sp
+
+    from tabrelease.loglinear import margin_design
+
+    A = margin_design(observed.shape, generators)
+    t = A @ observed.ravel()
+    c, m = observed.size, A.shape[0]
+    A_eq = sp.hstack([A, sp.csr_matrix((m, c)), sp.csr_matrix(-t.reshape(-1, 1))])
+    A_ub = sp.hstack([-sp.identity(c), sp.identity(c), sp.csr_matrix((c, 1))])
+    cost = np.concatenate([np.zeros(c), -np.ones(c), [0.0]])
+    bounds = [(0, None)] * c + [(0, 1)] * c + [(0, None)]
+    res = linprog(cost, A_ub=A_ub, b_ub=np.zeros(c), A_eq=A_eq, b_eq=np.zeros(m), bounds=bounds, method="highs")
+    return ((res.x[c : 2 * c] > 0.5) | (observed.ravel() > 0)).reshape(observed.shape)
+
+
+@pytest.mark.parametrize(
+    "shape, spec",
+    [((2, 2, 2), "[AB][AC][BC]"), ((3, 3, 2), "[AB][AC][BC]"), ((2, 2, 2, 2), "[AB][BC][CD][AD]"),
+     ((2, 3, 2, 2), "[AB][BC][CD]"), ((2, 2, 2, 2), "[ABC][BD][CD]")],
+)
+def test_facial_set_agrees_with_the_lp_as_written_on_sparse_random_tables(shape, spec):
+    rng = np.random.default_rng(11)
+    letters = "ABCD"[: len(shape)]
+    model = parse_model(spec, table_from_frame(pd.DataFrame(
+        [(*idx, 1) for idx in np.ndindex(shape)], columns=[*letters, "count"])))
+    checked_non_trivial = 0
+    for _ in range(40):
+        counts = rng.poisson(0.6, size=shape) * (rng.random(shape) < 0.6)
+        if counts.sum() == 0:
+            continue
+        ours = facial_set(counts, model.generators)
+        expected = _facial_set_by_scaled_fibre_lp(counts.astype(float), model.generators)
+        np.testing.assert_array_equal(ours, expected)
+        checked_non_trivial += int(ours.sum() > (counts > 0).sum())
+    if shape != (2, 2, 2):  # some tables had facial-set cells beyond their positive cells
+        assert checked_non_trivial > 0
+
+
+@pytest.mark.parametrize(
+    "spec, decomposable",
+    [("[AB][BC]", True), ("[AB][AC][BC]", False), ("[AB][BC][CD][AD]", False), ("[ABC][BD][CD]", False),
+     ("[ABC][BCD]", True), ("[AB][CD]", True)],
+)
+def test_decomposability_by_hand(spec, decomposable):
+    table = table_from_frame(pd.DataFrame([(*idx, 1) for idx in np.ndindex((2,) * 4)], columns=[*"ABCD", "count"]))
+    assert is_decomposable(parse_model(spec, table).generators) is decomposable
+
+
+def test_reference_models_decomposable_or_not():
+    # Edwards' and the Czech models are decomposable (a junction tree exists); Rochdale's and [AB][AC][BC] are not.
+    expected = {"edwards": True, "czech": True, "rochdale": False, "journey_to_work": False}
+    for name, value in expected.items():
+        table = builtin_table(name)
+        assert is_decomposable(default_model(table).generators) is value
+
+
+def test_batched_ipf_stops_each_member_on_its_own_and_matches_single_fits():
+    table = builtin_table("journey_to_work")
+    model = default_model(table)
+    rng = np.random.default_rng(5)
+    stack = np.stack([np.maximum(table.counts + rng.integers(-2, 3, table.shape), 0) for _ in range(6)]).astype(float)
+    starts = np.stack([facial_set(s, model.generators) for s in stack]).astype(float)
+    fitted, iterations, converged = ipf(stack, model.generators, start=starts, batch_ndim=1)
+    assert converged.all() and len(set(iterations.tolist())) > 1
+    for i in range(len(stack)):
+        single, its, ok = ipf(stack[i], model.generators, start=starts[i])
+        assert ok and its == iterations[i]
+        np.testing.assert_allclose(fitted[i], single, rtol=1e-12, atol=1e-12)
