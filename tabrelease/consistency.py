@@ -17,8 +17,12 @@ entries, where the same row written over a generator margin would be dense (64 e
 journey to work). The sparse form makes each simplex iteration several times cheaper.
 
 Only the right-hand sides depend on the noise, so a `ConsistencyProblem` is built once per
-basis and re-solved with new row bounds: HiGHS keeps its basis and warm-starts the dual
-simplex, which is what makes sweeps of tens of thousands of releases affordable.
+basis and re-solved with new row bounds. The optimal table is rarely unique, and which optimum
+the simplex method lands on depends on where it starts; so every solve starts from one fixed
+basis (the optimum for the coefficients of the all-ones table, which depends on nothing
+confidential). The released table is then a function of the noisy coefficients alone: pure
+post-processing, the same whatever was solved before, and so replayable run by run. The fixed
+start is also a warm start (Rochdale 2.3 ms against 4.8 ms cold at epsilon = 1).
 Structural zeros (binary encoding of multi-category variables) are columns fixed at 0.
 """
 
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .bases import FOURIER, CoefficientBasis
+from .bases import FOURIER, CoefficientBasis, coefficients
 from .errors import TabreleaseError
 from .loglinear import margin_design
 
@@ -95,6 +99,9 @@ class ConsistencyProblem:
         self._plus_inf = np.full(d, inf)
         self._minus_inf = np.full(d, -inf)
         self._optimal = highspy.HighsModelStatus.kOptimal
+        self._start_basis = None
+        self.solve(coefficients(basis, np.ones(shape)))
+        self._start_basis = self._highs.getBasis()
 
     def solve(self, noisy: np.ndarray) -> LPSolution:
         noisy = np.asarray(noisy, float)
@@ -102,6 +109,9 @@ class ConsistencyProblem:
             raise TabreleaseError("the consistency LP needs one finite value per coefficient")
         start = time.perf_counter()
         h = self._highs
+        if self._start_basis is not None:
+            h.clearSolver()
+            h.setBasis(self._start_basis)
         h.changeRowsBounds(self._d, self._plus_rows, noisy, self._plus_inf)
         h.changeRowsBounds(self._d, self._minus_rows, self._minus_inf, noisy)
         h.run()
