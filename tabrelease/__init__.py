@@ -13,15 +13,17 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "bases": ("coefficient_basis", "coefficients", "margin_from_coefficients", "sensitivity"),
     "errors": ("TabreleaseError",),
-    "evaluation": ("ReleaseEvaluation", "evaluate_release", "reproduce_table8"),
+    "evaluation": ("ReleaseEvaluation", "evaluate_release", "evaluate_releases", "reproduce_table8"),
     "loglinear": (
         "LogLinearFit", "fit_loglinear", "fit_summary", "g_squared", "ipf", "l1_distance", "pearson_x2",
         "total_variation",
     ),
-    "mechanisms": ("MECHANISMS", "MechanismPlan", "Release", "plan_release", "release_margins", "run_plan"),
+    "mechanisms": ("MECHANISMS", "MechanismPlan", "Release", "plan_release", "release_margins", "run_plan",
+                   "with_epsilon"),
     "models": ("HierarchicalModel", "default_model", "downward_closure", "free_parameters", "parse_model"),
     "noise": ("NoiseCalibration", "SecureNoise", "SimulationNoise"),
     "reports": ("write_release_bundle",),
+    "sweeps": ("SweepGrid", "SweepResult", "make_grid", "replay_run", "run_seed", "run_sweep"),
     "tables": (
         "BUILTIN_TABLES", "ContingencyTable", "builtin_table", "load_table", "read_table_csv", "table_from_frame",
         "table_from_microdata",

@@ -98,8 +98,8 @@ def ipf(
     """Iterative proportional fitting of the generators' margins of `observed`.
 
     Works on a stack of tables at once (leading `batch_ndim` axes), which is how sweeps refit
-    all repetitions of a grid point together. Converged means every fitted margin is within
-    `tol` (in counts) of the observed one. Returns (fitted, iterations, converged).
+    all repetitions of a grid point together. Converged means that in the last full cycle no
+    fitted margin was more than `tol` (in counts) from the observed one before its adjustment. Returns (fitted, iterations, converged).
     """
     observed = np.asarray(observed, float)
     targets = [margin_counts(observed, g, batch_ndim) for g in generators]
@@ -143,14 +143,15 @@ def _ipf_stack(fitted, targets, generators, tol, max_iter):
     active = np.arange(n)
     work, work_targets = fitted, targets
     for iteration in range(1, max_iter + 1):
+        # The gap is measured on the margins each step adjusts: a cycle in which no margin was
+        # off by more than tol ends the fit (one margin computation per step, not two).
+        gap = np.zeros(len(active))
         for g, target, keep in zip(generators, work_targets, keep_shapes):
             current = margin_counts(work, g, 1)
+            gap = np.maximum(gap, np.abs(current - target).reshape(len(active), -1).max(axis=1))
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(current > 0, target / current, 0.0)
             work *= ratio.reshape(keep)
-        gap = np.zeros(len(active))
-        for g, t in zip(generators, work_targets):
-            gap = np.maximum(gap, np.abs(margin_counts(work, g, 1) - t).reshape(len(active), -1).max(axis=1))
         done = gap <= tol
         if done.any():
             fitted[active[done]] = work[done]
@@ -204,11 +205,18 @@ def facial_set(observed: np.ndarray, generators: Sequence[Margin]) -> np.ndarray
     return mask.copy()
 
 
+def _unpack(packed: bytes, cells: int) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(packed, np.uint8))[:cells].astype(bool)
+
+
 @lru_cache(maxsize=4096)
 def _facial_set_of_support(shape: tuple[int, ...], generators: tuple[Margin, ...], packed: bytes) -> np.ndarray:
-    cells = int(np.prod(shape))
-    support = np.unpackbits(np.frombuffer(packed, np.uint8))[:cells].astype(bool)
-    return _facial_set_program(shape, generators).solve(support).reshape(shape)
+    support = _unpack(packed, int(np.prod(shape))).reshape(shape)
+    candidates = np.ones(shape, bool)
+    for g in generators:
+        positive = margin_counts(support, g) > 0
+        candidates &= positive.reshape(tuple(shape[j] if j in g else 1 for j in range(len(shape))))
+    return _facial_set_program(shape, generators).solve(support.ravel(), candidates.ravel()).reshape(shape)
 
 
 class _FacialSetProgram:
@@ -253,16 +261,20 @@ class _FacialSetProgram:
         self._highs.setOptionValue("output_flag", False)
         self._highs.passModel(lp)
         self._cells = c
-        self._z_columns = np.arange(c, 2 * c, dtype=np.int32)
+        self._all_columns = np.arange(3 * c, dtype=np.int32)
         self._inf = inf
         self._optimal = highspy.HighsModelStatus.kOptimal
 
-    def solve(self, support: np.ndarray) -> np.ndarray:
-        support = np.asarray(support, bool).ravel()
-        lower = support.astype(float)
-        upper = np.where(support, self._inf, 0.0)
+    def solve(self, support: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """Facial set of a support; cells outside `candidates` (a zero margin) are known to be out
+        and cells of the support known to be in, so only the rest are left to the simplex method."""
+        c = self._cells
+        lower = np.concatenate([np.zeros(c), support, support]).astype(float)
+        upper = np.concatenate([
+            np.where(candidates, self._inf, 0.0), np.where(support, self._inf, 0.0), candidates.astype(float)
+        ])
         h = self._highs
-        h.changeColsBounds(self._cells, self._z_columns, lower, upper)
+        h.changeColsBounds(3 * c, self._all_columns, lower, upper)
         h.run()
         status = h.getModelStatus()
         if status != self._optimal:

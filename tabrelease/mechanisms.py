@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil, log2
 from typing import Any
 
@@ -211,6 +211,23 @@ def plan_release(
     # mechanism == "margins": each released margin is a histogram of its own.
     cal = laplace_calibration(float(len(generators) * replace_factor), epsilon, neighbours)
     return MechanismPlan(mechanism, shape, generators, cal)
+
+
+def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
+    """The same plan at another epsilon: only the noise scale changes; basis and LP are shared.
+
+    Sweeps over epsilon build the LP once per table and mechanism this way.
+    """
+    cal = plan.calibration
+    if cal.distribution == "gaussian":
+        new = gaussian_calibration(cal.sensitivity, epsilon, cal.delta, cal.neighbours)
+    else:
+        paper = paper_noise_scale(plan.basis, epsilon) if cal.calibration == "paper" else None
+        new = laplace_calibration(cal.sensitivity, epsilon, cal.neighbours, paper_scale=paper)
+    notes = tuple(n for n in plan.notes if not n.startswith("paper calibration"))
+    if cal.calibration == "paper":
+        notes += (_paper_note(new),)
+    return replace(plan, calibration=new, notes=notes)
 
 
 def _paper_note(cal: NoiseCalibration) -> str:
