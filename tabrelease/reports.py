@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import TabreleaseError
+from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation, margin_label
 from .mechanisms import Release
 from .tables import ContingencyTable
@@ -130,6 +131,7 @@ def audit_record(
                 "seconds": release.lp.seconds,
             },
             "evaluation": evaluation.as_dict(),
+            "disclosure_risk": disclosure_risk(table, release),
             "calibration_check": release.noise.as_dict(),
             "timings_seconds": dict(release.timings),
             "notes": list(release.notes),
@@ -230,6 +232,17 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <td>{% if e.paper_bound_by_margin %}{{ "%.6g"|format(e.paper_bound_by_margin[label]) }}{% else %}—{% endif %}</td></tr>
 {% endfor %}</table>
 <p>The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.</p>
+<h2>Disclosure risk (classical view)</h2>
+{% set d = a.disclosure_risk %}
+<p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to {{ d.small_count }}).</p>
+<table><tr><th>margin</th><th>cells</th><th>true 1s</th><th>true 2s</th><th>smallest non-zero</th><th>released small</th><th>… true 0</th><th>… true 1–{{ d.small_count }}</th><th>… equal to truth</th><th>true small released as 0</th></tr>
+{% for label, r in d.margins.items() %}
+<tr><td><code>{{ label }}</code></td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
+<td>{{ r.released_small }}</td><td>{{ r.released_small_true_zero }}</td><td>{{ r.released_small_true_small }}</td><td>{{ r.released_small_true_exact }}</td><td>{{ r.true_small_released_zero }}</td></tr>
+{% endfor %}
+{% set r = d.full_table %}<tr><td>full table</td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
+{% if r.released_small is defined %}<td>{{ r.released_small }}</td><td>{{ r.released_small_true_zero }}</td><td>{{ r.released_small_true_small }}</td><td>{{ r.released_small_true_exact }}</td><td>{{ r.true_small_released_zero }}</td>{% else %}<td colspan="5">no released table</td>{% endif %}</tr>
+</table>
 {% if e.bound_source %}<p>Bound: {{ e.bound_source }}.</p>{% endif %}
 </body></html>
 """

@@ -296,6 +296,7 @@ def run_sweep(
     if int(jobs) != jobs or jobs < 1:
         raise TabreleaseError(f"--jobs must be a positive whole number, not {jobs!r}")
     chunks = grid_chunks(grid)
+    client = _dask_client(scheduler) if scheduler is not None else None  # an unreachable cluster fails before any file is made
     done: dict[str, pd.DataFrame] = {}
     chunk_dir = None
     if out is not None:
@@ -324,10 +325,12 @@ def run_sweep(
             on_chunk(chunk)
 
     try:
-        for chunk, frame in _execute(pending, jobs, scheduler):
+        for chunk, frame in _execute(pending, jobs, client):
             finished(chunk, frame)
     finally:
         bar.close()
+        if client is not None:
+            client.close()
     runs = pd.concat([done[c.key] for c in chunks], ignore_index=True)
     margin_errors = _margin_errors(runs)
     files: tuple[str, ...] = ()
@@ -336,11 +339,11 @@ def run_sweep(
     return SweepResult(runs, margin_errors, len(pending) * grid.repetitions, time.perf_counter() - started, out, files)
 
 
-def _execute(pending: list[SweepChunk], jobs: int, scheduler: str | None):
+def _execute(pending: list[SweepChunk], jobs: int, client):
     if not pending:
         return
-    if scheduler is not None:
-        yield from _execute_dask(pending, scheduler)
+    if client is not None:
+        yield from _execute_dask(pending, client)
     elif jobs == 1:
         for chunk in pending:
             yield chunk, run_chunk(chunk)
@@ -361,22 +364,24 @@ def _execute(pending: list[SweepChunk], jobs: int, scheduler: str | None):
                 raise
 
 
-def _execute_dask(pending: list[SweepChunk], scheduler: str):
+def _dask_client(scheduler: str):
     try:
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError as exc:  # pragma: no cover - dask is a dependency
         raise TabreleaseError("--scheduler needs dask.distributed (pip install 'dask[distributed]')") from exc
     try:
-        client = Client(scheduler, timeout="10s", set_as_default=False)
-    except (OSError, TimeoutError) as exc:
+        return Client(scheduler, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
         raise TabreleaseError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
-    try:
-        futures = client.map(run_chunk, pending, pure=False)
-        by_key = {f.key: chunk for f, chunk in zip(futures, pending)}
-        for future, frame in as_completed(futures, with_results=True):
-            yield by_key[future.key], frame
-    finally:
-        client.close()
+
+
+def _execute_dask(pending: list[SweepChunk], client):
+    from distributed import as_completed
+
+    futures = client.map(run_chunk, pending, pure=False)
+    by_key = {f.key: chunk for f, chunk in zip(futures, pending)}
+    for future, frame in as_completed(futures, with_results=True):
+        yield by_key[future.key], frame
 
 
 def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Path:

@@ -11,9 +11,9 @@ import sys
 
 from .. import __version__
 from ..errors import TabreleaseError
-from . import fit, release, reproduce, sweep, table8, tables
+from . import fit, ledger, release, reproduce, sweep, table8, tables
 
-SUBCOMMANDS = (tables, fit, release, sweep, reproduce, table8)
+SUBCOMMANDS = (tables, fit, release, ledger, sweep, reproduce, table8)
 
 
 class _Parser(argparse.ArgumentParser):

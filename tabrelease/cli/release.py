@@ -38,6 +38,8 @@ def register(subparsers) -> None:
                         help="the audit's L1 error bounds hold with probability 1 - this (default 0.05)")
     parser.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
+    parser.add_argument("--ledger", metavar="FILE",
+                        help="record the release in this privacy ledger, and refuse it if the table's budget would be exceeded")
     parser.set_defaults(run=run)
 
 
@@ -68,6 +70,18 @@ def run(args: argparse.Namespace) -> int:
         table.shape, model.generators, args.epsilon, mechanism=args.mechanism, neighbours=args.neighbours,
         delta=args.delta, calibration=args.calibration, nonneg_t=args.nonneg_t or DEFAULT_NONNEG_T,
     )
+    entry = None
+    if args.ledger is not None:
+        from ..evaluation import margin_label
+        from ..ledger import budget_status, charge
+
+        cal = plan.calibration
+        # Charged before any noise is drawn; paper calibration is charged at the epsilon it really gives.
+        entry = charge(
+            args.ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta,
+            mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
+            output=str(Path(args.out).resolve()), noise_mode=mode,
+        )
     release = run_plan(plan, table.counts, noise)
     refit = HierarchicalModel(release.margins, table.k)
     evaluation = evaluate_release(table, release, refit, bound_delta=args.bound_delta)
@@ -83,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"WARNING: paper calibration: the stated epsilon does not hold (actual epsilon {cal.epsilon_actual:.4g})")
     if mode == SIMULATION:
         print("WARNING: simulation mode (seeded numpy noise): not for publication")
+    if entry is not None:
+        status = budget_status(args.ledger, table)
+        left = "no budget set" if status.epsilon_budget is None else f"{status.epsilon_remaining:g} of {status.epsilon_budget:g} remains"
+        print(f"ledger:   charged epsilon {entry['epsilon']:g} to {table.name}; spent {status.epsilon_spent:g}, {left}")
     print(f"public:   {out / 'public'}")
     print(f"internal: {out / 'internal' / 'audit.html'}")
     return 0

@@ -1,0 +1,72 @@
+"""public/ holds the DP output and the release parameters, and nothing else (issue: governance).
+
+Every file under public/ of a release is inspected. The allowed files are the released margins
+(one CSV each) and release.json; release.json may hold only parameter keys (an allow-list), and
+no file may carry what only the confidential table knows: n, the true margins, G2, the LP's b*,
+the disclosure-risk counts, the released table w'.
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tabrelease import builtin_table, default_model
+from tabrelease.cli import main
+from tabrelease.tables import margin_counts
+
+ALLOWED_KEYS = {
+    "/basis", "/consistent", "/created", "/delta", "/epsilon", "/margins", "/margins[]/file", "/margins[]/label",
+    "/margins[]/variables", "/mechanism", "/neighbours", "/noise", "/noise/calibration",
+    "/noise/coefficients_perturbed", "/noise/distribution", "/noise/epsilon_actual", "/noise/epsilon_holds",
+    "/noise/mode", "/noise/sampler", "/noise/scale", "/noise/sensitivity", "/noise/sensitivity_norm", "/parameters",
+    "/parameters/t", "/parameters/bits", "/parameters/structural_zero_cells", "/tool", "/tool_version",
+    "/variables", "/variables[]/letter", "/variables[]/levels", "/variables[]/name", "/warnings",
+}
+FORBIDDEN_WORDS = ("g2", "b_star", "lp_b", "n_released", "true_", "original", "disclosure", "audit", "mle",
+                   "l1_error", "count_1", "smallest")
+
+
+def _keys(value, prefix=""):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield f"{prefix}/{k}"
+            yield from _keys(v, f"{prefix}/{k}")
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v, f"{prefix}[]")
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("edwards", []), ("journey_to_work", []), ("czech", ["--mechanism", "gaussian", "--delta", "1e-6"]),
+    ("rochdale", ["--calibration", "paper"]), ("journey_to_work", ["--mechanism", "binary-encoding"]),
+    ("czech", ["--mechanism", "margins"]), ("edwards", ["--mechanism", "nonneg"]),
+])
+def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["release", name, "--epsilon", "0.7", "--simulate", "--seed", "5", "--out", str(out), *extra]) == 0
+    capsys.readouterr()
+    table = builtin_table(name)
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    public_files = sorted(p.relative_to(out / "public").as_posix() for p in (out / "public").rglob("*"))
+    release = json.loads((out / "public" / "release.json").read_text())
+    expected = sorted(["release.json"] + [m["file"] for m in release["margins"]])
+    assert public_files == expected
+    assert set(_keys(release)) <= ALLOWED_KEYS, set(_keys(release)) - ALLOWED_KEYS
+    for path in (out / "public").iterdir():
+        text = path.read_text().lower()
+        for word in FORBIDDEN_WORDS:
+            assert word not in text, f"{path.name} mentions {word!r}"
+    # The margin files hold the released margins, which are the DP output (not the true margins).
+    true_differs = False
+    for spec in release["margins"]:
+        frame = pd.read_csv(out / "public" / spec["file"])
+        assert list(frame.columns) == spec["variables"] + ["count"]
+        axes = [table.variables.index(v) for v in spec["variables"]]
+        true = margin_counts(table.counts, axes).ravel()
+        true_differs |= not np.array_equal(frame["count"].to_numpy(), true)
+    assert true_differs
+    # What only the confidential table knows stays in internal/.
+    assert audit["evaluation"]["n"] == table.n and "disclosure_risk" in audit
+    assert not any(p.name == "released_table.csv" for p in (out / "public").iterdir())

@@ -1,0 +1,190 @@
+"""Sweeps: deterministic per-run seeds, batched evaluation, resume, parallel and Dask execution."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tabrelease import builtin_table, default_model, evaluate_release, evaluate_releases, make_grid, plan_release
+from tabrelease import replay_run, run_plan, run_seed, run_sweep
+from tabrelease.errors import TabreleaseError
+from tabrelease.noise import SimulationNoise
+from tabrelease.sweeps import TIMING_COLUMNS, deterministic_columns, grid_chunks
+
+
+def small_grid(**kw):
+    tables = [builtin_table("edwards"), builtin_table("journey_to_work")]
+    args = dict(calibrations=("exact", "paper"), master_seed=7)
+    args.update(kw)
+    return make_grid(tables, (0.1, 0.5, 1.0), 3, **args)
+
+
+def test_run_seeds_depend_on_the_run_not_on_its_place_in_the_grid():
+    a = run_seed(7, "edwards", "auto", "exact", 0.5, 2)
+    assert a == run_seed(7, "edwards", "auto", "exact", 0.5, 2)
+    others = {run_seed(7, "edwards", "auto", "exact", 0.5, 1), run_seed(8, "edwards", "auto", "exact", 0.5, 2),
+              run_seed(7, "czech", "auto", "exact", 0.5, 2), run_seed(7, "edwards", "auto", "paper", 0.5, 2),
+              run_seed(7, "edwards", "auto", "exact", 0.51, 2)}
+    assert a not in others and len(others) == 5
+    # A bigger grid gives the shared runs the same rows.
+    small = run_sweep(make_grid([builtin_table("edwards")], (0.5,), 2, master_seed=7), progress=False).runs
+    big = run_sweep(make_grid([builtin_table("czech"), builtin_table("edwards")], (0.25, 0.5), 2, master_seed=7),
+                    progress=False).runs
+    shared = big[(big.table == "edwards") & (big.epsilon == 0.5)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(deterministic_columns(small), deterministic_columns(shared))
+
+
+def test_a_single_run_replays_alone():
+    grid = small_grid()
+    runs = run_sweep(grid, progress=False).runs
+    row = runs[(runs.table == "journey_to_work") & (runs.calibration == "paper") & (runs.epsilon == 0.5)].iloc[2]
+    release, evaluation = replay_run(grid, "journey_to_work", "auto", "paper", 0.5, 2)
+    assert evaluation.n_released == row.n_released
+    assert evaluation.lp_b == pytest.approx(row.lp_b, rel=1e-12)
+    assert evaluation.g2_released == pytest.approx(row.g2_released, rel=1e-9)
+    assert evaluation.mle_l1 == pytest.approx(row.mle_l1, rel=1e-9)
+    assert json.loads(row.l1_error_by_margin) == evaluation.l1_error_by_margin
+
+
+def test_batched_evaluation_equals_one_by_one():
+    table = builtin_table("rochdale")
+    model = default_model(table)
+    plan = plan_release(table.shape, model.generators, 0.3)
+    releases = [run_plan(plan, table.counts, SimulationNoise(seed)) for seed in range(6)]
+    batched = evaluate_releases(table, releases, model)
+    for release, ev in zip(releases, batched):
+        single = evaluate_release(table, release, model)
+        assert ev.g2_released == pytest.approx(single.g2_released, rel=1e-10, abs=1e-10)
+        assert ev.mle_l1 == pytest.approx(single.mle_l1, rel=1e-10, abs=1e-12)
+        assert ev.l1_error_by_margin == single.l1_error_by_margin
+        assert ev.n_released == single.n_released and ev.lp_b == single.lp_b
+
+
+def test_rows_say_simulation_and_carry_the_calibration():
+    runs = run_sweep(small_grid(), progress=False).runs
+    assert len(runs) == 2 * 2 * 3 * 3
+    assert set(runs.noise_mode) == {"simulation"}
+    jtw_paper = runs[(runs.table == "journey_to_work") & (runs.calibration == "paper")]
+    assert not jtw_paper.epsilon_holds.any()
+    # paper scale = 132 / 100 / epsilon for journey to work (Table 8), exact = (439/256) / epsilon
+    np.testing.assert_allclose(jtw_paper.noise_scale * jtw_paper.epsilon, 1.32, rtol=1e-3)
+    jtw_exact = runs[(runs.table == "journey_to_work") & (runs.calibration == "exact")]
+    np.testing.assert_allclose(jtw_exact.noise_scale * jtw_exact.epsilon, 439 / 256)
+    assert (runs.lp_infeasible == (runs.lp_b > 1e-7)).all()
+    assert ((runs.n_drift) == (runs.n_released - runs.n)).all()
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_an_interrupted_sweep_resumed_gives_the_rows_of_an_uninterrupted_one(tmp_path):
+    grid = small_grid()
+    whole = run_sweep(grid, tmp_path / "whole", progress=False)
+    seen = []
+
+    def stop_after_three(chunk):
+        seen.append(chunk.key)
+        if len(seen) == 3:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        run_sweep(grid, tmp_path / "cut", progress=False, on_chunk=stop_after_three)
+    assert len(list((tmp_path / "cut" / "chunks").glob("*.parquet"))) == 3
+    assert not (tmp_path / "cut" / "runs.parquet").exists()
+    resumed = run_sweep(grid, tmp_path / "cut", resume=True, progress=False)
+    assert resumed.computed_runs == grid.runs - 3 * grid.repetitions
+    for name in ("runs.parquet", "runs.csv"):
+        a = pd.read_parquet(tmp_path / "whole" / name) if name.endswith("parquet") else pd.read_csv(tmp_path / "whole" / name)
+        b = pd.read_parquet(tmp_path / "cut" / name) if name.endswith("parquet") else pd.read_csv(tmp_path / "cut" / name)
+        pd.testing.assert_frame_equal(deterministic_columns(a), deterministic_columns(b))
+        assert set(TIMING_COLUMNS) <= set(a.columns)
+    pd.testing.assert_frame_equal(whole.margin_errors, resumed.margin_errors)
+    assert not list((tmp_path / "cut").rglob(".tmp-*"))
+
+
+def test_resume_refuses_a_different_grid_and_a_fresh_run_refuses_a_used_directory(tmp_path):
+    run_sweep(small_grid(), tmp_path / "s", progress=False)
+    with pytest.raises(TabreleaseError, match="different sweep"):
+        run_sweep(small_grid(master_seed=8), tmp_path / "s", resume=True, progress=False)
+    with pytest.raises(TabreleaseError, match="already exists"):
+        run_sweep(small_grid(), tmp_path / "s", progress=False)
+
+
+def test_local_processes_give_the_rows_of_one_process():
+    grid = small_grid()
+    one = run_sweep(grid, jobs=1, progress=False).runs
+    two = run_sweep(grid, jobs=2, progress=False).runs
+    pd.testing.assert_frame_equal(deterministic_columns(one), deterministic_columns(two))
+
+
+def test_a_local_dask_cluster_gives_the_rows_of_one_process():
+    distributed = pytest.importorskip("distributed")
+    grid = small_grid()
+    one = run_sweep(grid, jobs=1, progress=False).runs
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        on_dask = run_sweep(grid, scheduler=cluster.scheduler_address, progress=False).runs
+    pd.testing.assert_frame_equal(deterministic_columns(one), deterministic_columns(on_dask))
+
+
+def test_grid_checks_fail_before_any_work():
+    table = builtin_table("journey_to_work")
+    with pytest.raises(TabreleaseError, match="Fourier"):
+        make_grid([table], (1.0,), 2, mechanisms=("fourier",))
+    with pytest.raises(TabreleaseError, match="repetitions"):
+        make_grid([table], (1.0,), 0)
+    with pytest.raises(TabreleaseError, match="twice"):
+        make_grid([table], (1.0, 1.0), 2)
+    with pytest.raises(TabreleaseError, match="same name"):
+        make_grid([table, table], (1.0,), 2)
+    assert len(grid_chunks(small_grid())) == 2 * 2 * 3
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tabrelease", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_cli_sweep_writes_tidy_results_and_resumes(tmp_path):
+    out = tmp_path / "sw"
+    done = cli("sweep", "czech", "edwards", "--epsilons", "0.5,1", "--repetitions", "2", "--out", str(out),
+               "--calibrations", "exact,paper", "--jobs", "1", "--seed", "3")
+    assert done.returncode == 0, done.stderr
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert len(runs) == 2 * 2 * 2 * 2 and runs.run_id.is_unique
+    errors = pd.read_csv(out / "margin_errors.csv")
+    assert set(errors.run_id) == set(runs.run_id)
+    again = cli("sweep", "czech", "edwards", "--epsilons", "0.5,1", "--repetitions", "2", "--out", str(out),
+                "--calibrations", "exact,paper", "--jobs", "1", "--seed", "3", "--resume")
+    assert again.returncode == 0 and "(0 computed now)" in again.stdout
+    refused = cli("sweep", "czech", "--epsilons", "0.5", "--repetitions", "2", "--out", str(out))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--resume" in refused.stderr
+
+
+def test_cli_epsilon_ranges():
+    from tabrelease.cli.sweep import epsilon_list
+
+    paper = epsilon_list("0.005:2:0.01")
+    assert len(paper) == 200 and paper[0] == 0.005 and paper[-1] == 1.995
+    assert epsilon_list("0.1,0.5, 1") == (0.1, 0.5, 1.0)
+
+
+def test_reproduce_quick(tmp_path):
+    out = tmp_path / "paper"
+    done = cli("reproduce", "--quick", "--out", str(out), "--jobs", "2", "--quiet")
+    assert done.returncode == 0, done.stderr
+    for name in ("report.md", "report.html", "summary.csv", "table7.csv", "table8.csv", "reproduction.json",
+                 "figure1_sample_size.png", "figure6_lp_b.png"):
+        assert (out / name).stat().st_size > 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary.calibration) == {"exact", "paper"} and summary.runs.eq(8).all()
+    # Figure 1's claim, from the runs themselves: more noise, more spread in n'.
+    jtw = summary[(summary.table == "journey_to_work") & (summary.calibration == "exact")].sort_values("epsilon")
+    assert jtw.n_released_sd.iloc[0] > 10 * jtw.n_released_sd.iloc[-1]
+    table7 = pd.read_csv(out / "table7.csv").set_index("table")
+    assert table7.loc["journey_to_work", "g2_tool"] == pytest.approx(262.93, abs=0.01)
+    assert table7.loc["journey_to_work", "g2_paper"] == pytest.approx(365.82)
+    report = (out / "report.md").read_text()
+    assert "reproduction preset" in report and "simulation" in report and "1.30" in report
