@@ -380,8 +380,9 @@ def _execute_dask(pending: list[SweepChunk], client):
 
     futures = client.map(run_chunk, pending, pure=False)
     by_key = {f.key: chunk for f, chunk in zip(futures, pending)}
-    for future, frame in as_completed(futures, with_results=True):
-        yield by_key[future.key], frame
+    with client.as_current():
+        for future in as_completed(futures):
+            yield by_key[future.key], future.result()
 
 
 def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Path:
