@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .bases import EFRON_STEIN, FOURIER, CoefficientBasis, coefficient_basis, paper_noise_scale, sensitivity
-from .loglinear import facial_set, fit_loglinear, g_squared, ipf, ipf_to_margins, l1_distance, total_variation
+from .loglinear import facial_set, fit_loglinear, g_squared, ipf, ipf_to_margins, l1_distance
 from .mechanisms import Release, binary_encoding
 from .models import HierarchicalModel, Margin, default_model
 from .tables import ContingencyTable, margin_counts
@@ -73,7 +73,7 @@ def evaluate_release(
         for g, m in zip(release.margins, release.released_margins)
     }
     original = original_fit or fit_loglinear(table, model)
-    g2_released = mle_l1 = mle_tv = converged = None
+    g2_released = mle_l1 = converged = None
     if release.table is not None and release.table.sum() > 0:
         refit = fit_loglinear(release.table, model)
         g2_released = refit.g2
@@ -87,7 +87,6 @@ def evaluate_release(
         released_p = None
     if released_p is not None:
         mle_l1 = l1_distance(original.probabilities, released_p)
-        mle_tv = total_variation(original.probabilities, released_p)
     bounds = source = paper_bounds = None
     if release.basis is not None and release.noise.distribution == "laplace" and release.mechanism != "nonneg":
         basis = release.basis_operator or coefficient_basis(release.basis, table.shape, release.margins)
@@ -105,26 +104,8 @@ def evaluate_release(
                 margin_label(g, letters): paper_theorem_bound(basis, g, release.noise.epsilon, bound_delta)
                 for g in release.margins
             }
-    return ReleaseEvaluation(
-        n=table.n,
-        n_released=release.n_released,
-        lp_b=release.lp_b,
-        lp_infeasible=None if release.lp is None else release.lp.infeasible,
-        max_l1_error=max(errors.values()),
-        l1_error_by_margin=errors,
-        g2_original=original.g2,
-        g2_released=g2_released,
-        g2_difference=None if g2_released is None else g2_released - original.g2,
-        df_original=original.df,
-        df_adjusted_original=original.df_adjusted,
-        mle_l1=mle_l1,
-        mle_total_variation=mle_tv,
-        released_fit_converged=converged,
-        bound_delta=bound_delta,
-        l1_bound_by_margin=bounds,
-        bound_source=source,
-        paper_bound_by_margin=paper_bounds,
-    )
+    return _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
+                       bounds, source, paper_bounds)
 
 
 def evaluate_releases(
@@ -169,27 +150,32 @@ def evaluate_releases(
             margin_label(g, letters): float(np.abs(true_margins[g] - m).sum())
             for g, m in zip(release.margins, release.released_margins)
         }
-        evaluations.append(ReleaseEvaluation(
-            n=table.n,
-            n_released=release.n_released,
-            lp_b=release.lp_b,
-            lp_infeasible=None if release.lp is None else release.lp.infeasible,
-            max_l1_error=max(errors.values()),
-            l1_error_by_margin=errors,
-            g2_original=original.g2,
-            g2_released=g2_released,
-            g2_difference=g2_released - original.g2,
-            df_original=original.df,
-            df_adjusted_original=original.df_adjusted,
-            mle_l1=l1,
-            mle_total_variation=0.5 * l1,
-            released_fit_converged=converged,
-            bound_delta=DEFAULT_BOUND_DELTA,
-            l1_bound_by_margin=None,
-            bound_source=None,
-            paper_bound_by_margin=None,
-        ))
+        evaluations.append(_evaluation(table, release, original, errors, g2_released, l1, converged))
     return evaluations
+
+
+def _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta=DEFAULT_BOUND_DELTA,
+                bounds=None, source=None, paper_bounds=None) -> ReleaseEvaluation:
+    return ReleaseEvaluation(
+        n=table.n,
+        n_released=release.n_released,
+        lp_b=release.lp_b,
+        lp_infeasible=None if release.lp is None else release.lp.infeasible,
+        max_l1_error=max(errors.values()),
+        l1_error_by_margin=errors,
+        g2_original=original.g2,
+        g2_released=g2_released,
+        g2_difference=None if g2_released is None else g2_released - original.g2,
+        df_original=original.df,
+        df_adjusted_original=original.df_adjusted,
+        mle_l1=mle_l1,
+        mle_total_variation=None if mle_l1 is None else 0.5 * mle_l1,
+        released_fit_converged=converged,
+        bound_delta=bound_delta,
+        l1_bound_by_margin=bounds,
+        bound_source=source,
+        paper_bound_by_margin=paper_bounds,
+    )
 
 
 def _margin_for(generator: Margin, release: Release) -> np.ndarray:
