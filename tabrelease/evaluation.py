@@ -126,7 +126,7 @@ def evaluate_releases(
     original = original_fit or fit_loglinear(table, model)
     generators = model.generators
     letters = table.letters
-    true_margins = {g: margin_counts(table.counts, g) for r in releases for g in r.margins}
+    true_margins = {g: margin_counts(table.counts, g) for g in {g for r in releases for g in r.margins}}
     stacked = [i for i, r in enumerate(releases) if r.table is not None and r.table.sum() > 0]
     refits = {}
     if stacked:

@@ -49,7 +49,7 @@ FIGURES = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Reproduction:
     out: Path
     summary: pd.DataFrame

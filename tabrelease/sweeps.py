@@ -263,7 +263,7 @@ def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, ep
 
 
 # --- the driver -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SweepResult:
     runs: pd.DataFrame  # one row per run
     margin_errors: pd.DataFrame  # one row per run and released margin

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tabrelease import builtin_table, default_model
+from tabrelease import builtin_table
 from tabrelease.cli import main
 from tabrelease.tables import margin_counts
 
