@@ -38,6 +38,7 @@ import scipy.sparse as sp
 from .bases import FOURIER, CoefficientBasis, coefficients
 from .errors import TabreleaseError
 from .loglinear import margin_design
+from .models import Margin
 
 # b* below this (in coefficient units) is taken as 0: a non-negative table has the noisy coefficients.
 FEASIBILITY_TOLERANCE = 1e-7
@@ -65,8 +66,7 @@ class ConsistencyProblem:
         self.basis = basis
         shape = basis.shape
         cells = int(np.prod(shape))
-        C = margin_design(shape, basis.generators)
-        A, n_margin = _sparse_constraints(basis, C)
+        A, n_margin = _sparse_constraints(basis)
         d = basis.size
         inf = highspy.kHighsInf
         n_col = cells + n_margin + 1
@@ -124,7 +124,14 @@ class ConsistencyProblem:
         return LPSolution(table=table, b=max(float(x[-1]), 0.0), status="optimal", seconds=seconds)
 
 
-def _sparse_constraints(basis: CoefficientBasis, C: sp.csr_matrix) -> tuple[sp.csc_matrix, int]:
+def _cells_of_sub_margin(coords: tuple, within: Margin, sub: Margin, shape: tuple[int, ...]) -> np.ndarray:
+    """For each cell of the margin over `within` (given by its coordinates), its cell in the margin over `sub`."""
+    if not sub:
+        return np.zeros(np.size(coords[0]) if coords else 1, np.int64)
+    return np.ravel_multi_index(tuple(coords[within.index(j)] for j in sub), tuple(shape[j] for j in sub))
+
+
+def _sparse_constraints(basis: CoefficientBasis) -> tuple[sp.csc_matrix, int]:
     """The LP's rows over columns [w (cells), m_T for T in the closure, b]; returns (A, number of margin columns)."""
     shape = basis.shape
     cells = int(np.prod(shape))
@@ -143,7 +150,7 @@ def _sparse_constraints(basis: CoefficientBasis, C: sp.csr_matrix) -> tuple[sp.c
         vals.append(np.broadcast_to(np.asarray(v, float), np.shape(r)).ravel())
 
     gen_start = np.cumsum([0] + [size[g] for g in basis.generators])
-    Ccoo = C.tocoo()
+    Ccoo = margin_design(shape, basis.generators).tocoo()
     add(Ccoo.row, Ccoo.col, Ccoo.data)
     for g, lo in zip(basis.generators, gen_start[:-1]):
         r = np.arange(size[g]) + lo
@@ -156,11 +163,12 @@ def _sparse_constraints(basis: CoefficientBasis, C: sp.csr_matrix) -> tuple[sp.c
         # Each cell of the parent margin adds to one cell of m_T.
         parent_shape = tuple(shape[j] for j in parent)
         coords = np.unravel_index(np.arange(size[parent]), parent_shape)
-        target = np.ravel_multi_index(tuple(coords[parent.index(j)] for j in t), tuple(shape[j] for j in t)) if t else np.zeros(size[parent], np.int64)
+        target = _cells_of_sub_margin(coords, parent, t, shape)
         add(row + target, start[parent] + np.arange(size[parent]), 1.0)
         add(row + np.arange(size[t]), start[t] + np.arange(size[t]), -1.0)
         row += size[t]
-    n_definition = row
+    # One definition row per margin cell: generator margins from w, the others from a generator's.
+    assert row == n_margin
     d = basis.size
     k = len(shape)
     # Coefficient rows (the + and - copies share their entries).
@@ -177,17 +185,17 @@ def _sparse_constraints(basis: CoefficientBasis, C: sp.csr_matrix) -> tuple[sp.c
             continue
         for r in range(len(s) + 1):
             for t in combinations(s, r):
-                target = np.ravel_multi_index(tuple(s_coords[s.index(j)] for j in t), tuple(shape[j] for j in t)) if t else np.zeros(size[s], np.int64)
+                target = _cells_of_sub_margin(s_coords, s, t, shape)
                 coef = (-1.0) ** (len(s) - len(t)) / np.prod([shape[j] for j in range(k) if j not in t])
                 coef_rows.append(lo + np.arange(size[s]))
                 coef_cols.append(start[t] + target)
                 coef_vals.append(np.full(size[s], coef))
     cr, cc, cv = (np.concatenate(x) for x in (coef_rows, coef_cols, coef_vals))
-    for base, sign in ((n_definition, 1.0), (n_definition + d, -1.0)):
+    for base, sign in ((n_margin, 1.0), (n_margin + d, -1.0)):
         add(base + cr, cc, cv)
         add(base + np.arange(d), np.full(d, n_col - 1), sign)
     A = sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_definition + 2 * d, n_col)
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_margin + 2 * d, n_col)
     )
     A.sum_duplicates()
     return A.tocsc(), n_margin

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .evaluation import margin_label
 from .mechanisms import Release
 from .tables import ContingencyTable, margin_counts
 
@@ -43,11 +44,10 @@ def _small_cells(true: np.ndarray, released: np.ndarray | None, small: int) -> d
 
 def disclosure_risk(table: ContingencyTable, release: Release, small: int = SMALL_COUNT) -> dict:
     """Per released margin (and for the full table): small true cells and small released cells."""
-    letters = table.letters
-    margins = {}
-    for g, released in zip(release.margins, release.released_margins):
-        label = "[" + "".join(letters[j] for j in g) + "]"
-        margins[label] = _small_cells(margin_counts(table.counts, g), released, small)
+    margins = {
+        margin_label(g, table.letters): _small_cells(margin_counts(table.counts, g), released, small)
+        for g, released in zip(release.margins, release.released_margins)
+    }
     return {
         "small_count": small,
         "margins": margins,

@@ -21,10 +21,13 @@ import hmac
 import json
 import os
 import secrets
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ._files import write_text_atomic
 from .errors import TabreleaseError
 from .tables import ContingencyTable
 
@@ -88,10 +91,21 @@ def ledger_key(path: str | os.PathLike, *, create: bool = True) -> bytes:
     return key_path.read_text().strip().encode()
 
 
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+@contextmanager
 def _lock(path: Path):
+    """Exclusive use of the ledger: a file lock between processes, and a lock between this process's threads
+    (an OS file lock need not exclude two threads of one process)."""
     from filelock import FileLock
 
-    return FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_SECONDS)
+    key = os.path.realpath(path)
+    with _THREAD_LOCKS_GUARD:
+        thread_lock = _THREAD_LOCKS.setdefault(key, threading.Lock())
+    with thread_lock, FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_SECONDS):
+        yield
 
 
 def _read(path: Path) -> dict:
@@ -107,9 +121,7 @@ def _read(path: Path) -> dict:
 
 
 def _write(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def _check_location(path: Path) -> Path:

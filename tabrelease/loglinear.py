@@ -195,14 +195,20 @@ def facial_set(observed: np.ndarray, generators: Sequence[Margin]) -> np.ndarray
     if support.all():
         return support
     generators = tuple(tuple(g) for g in generators)
-    positive_margins = np.ones(observed.shape, bool)
-    for g in generators:
-        marg = margin_counts(observed, g) > 0
-        positive_margins &= marg.reshape(tuple(observed.shape[j] if j in g else 1 for j in range(observed.ndim)))
+    positive_margins = _positive_margin_cells(support, generators)
     if np.array_equal(support, positive_margins) or is_decomposable(generators):
         return positive_margins
     mask = _facial_set_of_support(observed.shape, generators, np.packbits(support.ravel()).tobytes())
     return mask.copy()
+
+
+def _positive_margin_cells(support: np.ndarray, generators: Sequence[Margin]) -> np.ndarray:
+    """Cells whose every generator margin is positive: the facial set can hold no other cell."""
+    cells = np.ones(support.shape, bool)
+    for g in generators:
+        positive = margin_counts(support, g) > 0
+        cells &= positive.reshape(tuple(support.shape[j] if j in g else 1 for j in range(support.ndim)))
+    return cells
 
 
 def _unpack(packed: bytes, cells: int) -> np.ndarray:
@@ -212,10 +218,7 @@ def _unpack(packed: bytes, cells: int) -> np.ndarray:
 @lru_cache(maxsize=4096)
 def _facial_set_of_support(shape: tuple[int, ...], generators: tuple[Margin, ...], packed: bytes) -> np.ndarray:
     support = _unpack(packed, int(np.prod(shape))).reshape(shape)
-    candidates = np.ones(shape, bool)
-    for g in generators:
-        positive = margin_counts(support, g) > 0
-        candidates &= positive.reshape(tuple(shape[j] if j in g else 1 for j in range(len(shape))))
+    candidates = _positive_margin_cells(support, generators)
     return _facial_set_program(shape, generators).solve(support.ravel(), candidates.ravel()).reshape(shape)
 
 
@@ -318,8 +321,7 @@ def design_rank(shape: Sequence[int], generators: Sequence[Margin], cells: np.nd
 def _design_rank(shape: tuple[int, ...], generators: tuple[Margin, ...], packed: bytes | None) -> int:
     A = margin_design(shape, generators)
     if packed is not None:
-        cells = np.unpackbits(np.frombuffer(packed, np.uint8))[: A.shape[1]].astype(bool)
-        A = A[:, np.flatnonzero(cells)]
+        A = A[:, np.flatnonzero(_unpack(packed, A.shape[1]))]
     if A.shape[1] == 0:
         return 0
     return int(np.linalg.matrix_rank(A.toarray()))

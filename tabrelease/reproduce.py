@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import TabreleaseError
-from .sweeps import SweepGrid, make_grid, run_sweep
+from ._files import write_atomic, write_frame_atomic, write_text_atomic
+from .sweeps import SweepGrid, available_cpus, make_grid, run_sweep
 
 PAPER_TABLES = ("edwards", "czech", "rochdale", "journey_to_work")
 PAPER_EPSILONS = tuple(round(0.005 + 0.01 * i, 3) for i in range(200))
@@ -103,12 +104,12 @@ def reproduce(
     from .evaluation import reproduce_table8
 
     table8 = reproduce_table8()
-    findings = tuple(compare_with_paper(summary, result.runs))
+    findings = tuple(compare_with_paper(summary, result.runs, table7))
     for name, metric, title in FIGURES:
         plot_metric(summary, metric, title, out / name)
-    _write_csv(summary, out / "summary.csv")
-    _write_csv(table7, out / "table7.csv")
-    _write_csv(table8, out / "table8.csv")
+    write_frame_atomic(summary, out / "summary.csv")
+    write_frame_atomic(table7, out / "table7.csv")
+    write_frame_atomic(table8, out / "table8.csv")
     wall = time.perf_counter() - started
     meta = {
         "quick": quick,
@@ -124,15 +125,15 @@ def reproduce(
     from . import __version__
 
     meta["tool_version"] = __version__
-    _write_text(out / "reproduction.json", json.dumps(meta, indent=2))
+    write_text_atomic(out / "reproduction.json", json.dumps(meta, indent=2))
     repro = Reproduction(out, summary, table7, table8, findings, wall, result.computed_runs, grid.runs)
-    _write_text(out / "report.md", render_markdown(repro, grid, meta))
-    _write_text(out / "report.html", render_html(repro, grid, meta))
+    write_text_atomic(out / "report.md", render_markdown(repro, grid, meta))
+    write_text_atomic(out / "report.html", render_html(repro, grid, meta))
     return repro
 
 
 def machine_description() -> dict:
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = available_cpus()
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -188,7 +189,7 @@ def _at(summary, table, calibration, epsilon, column):
     return float(row[column].iloc[0]), float(row.epsilon.iloc[0])
 
 
-def compare_with_paper(summary: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+def compare_with_paper(summary: pd.DataFrame, runs: pd.DataFrame, table7: pd.DataFrame) -> list[str]:
     """Where the tool agrees with the paper's section 6 and where it does not, in numbers."""
     findings = []
     lo, hi = summary.epsilon.min(), summary.epsilon.max()
@@ -212,7 +213,7 @@ def compare_with_paper(summary: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
             f"({100 * err_hi / n:.1f}% of n)."
         )
     paper_uniform = {"edwards": 0.83, "czech": 0.86, "rochdale": 1.43, "journey_to_work": 1.43}
-    t7 = reproduce_table7().set_index("table")
+    t7 = table7.set_index("table")
     for name in PAPER_TABLES:
         tv_lo, e_lo = _at(summary, name, "exact", lo, "mle_l1_mean")
         tv_hi, e_hi = _at(summary, name, "exact", hi, "mle_l1_mean")
@@ -277,10 +278,8 @@ def plot_metric(summary: pd.DataFrame, metric: str, title: str, path: Path) -> N
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"{title}\nmean (solid) and mean ± 1 sd (dashed); simulation-mode noise", fontsize=10)
     fig.tight_layout()
-    tmp = path.with_name(f".tmp-{path.name}")
-    fig.savefig(tmp, dpi=90, format="png")
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=90, format="png"))
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 # --- the report -------------------------------------------------------------------------------------
@@ -354,15 +353,3 @@ def _markdown_table(frame: pd.DataFrame) -> str:
     rule = "|" + "---|" * len(frame.columns)
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([head, rule, *body])
-
-
-def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(text)
-    os.replace(tmp, path)

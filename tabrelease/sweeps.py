@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._files import write_frame_atomic, write_text_atomic
 from .errors import TabreleaseError
 from .models import Margin, default_model, maximal_margins
 from .noise import SIMULATION, SimulationNoise, check_delta, check_epsilon
@@ -155,6 +156,11 @@ def grid_chunks(grid: SweepGrid) -> list[SweepChunk]:
         for cal in grid.calibrations
         for eps in grid.epsilons
     ]
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (the affinity mask where there is one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def run_seed(master_seed: int, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int) -> int:
@@ -318,7 +324,7 @@ def run_sweep(
 
     def finished(chunk: SweepChunk, frame: pd.DataFrame) -> None:
         if chunk_dir is not None:
-            _write_atomic(frame, chunk_dir / f"{chunk.key}.parquet")
+            write_frame_atomic(frame, chunk_dir / f"{chunk.key}.parquet")
         done[chunk.key] = frame
         bar.update(len(frame))
         if on_chunk is not None:
@@ -406,7 +412,7 @@ def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Pa
         out.mkdir(parents=True, exist_ok=True)
         from . import __version__
 
-        _write_text_atomic(saved, json.dumps({**description, "tool_version": __version__}, indent=2))
+        write_text_atomic(saved, json.dumps({**description, "tool_version": __version__}, indent=2))
     chunk_dir = out / CHUNK_DIR
     chunk_dir.mkdir(exist_ok=True)
     return chunk_dir
@@ -424,29 +430,10 @@ def _margin_errors(runs: pd.DataFrame) -> pd.DataFrame:
 def _write_results(out: Path, runs: pd.DataFrame, margin_errors: pd.DataFrame) -> tuple[str, ...]:
     written = []
     for name, frame in (("runs", runs), ("margin_errors", margin_errors)):
-        _write_atomic(frame, out / f"{name}.parquet")
-        _write_atomic(frame, out / f"{name}.csv")
+        write_frame_atomic(frame, out / f"{name}.parquet")
+        write_frame_atomic(frame, out / f"{name}.csv")
         written += [f"{name}.parquet", f"{name}.csv"]
     return tuple(written)
-
-
-def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    try:
-        if path.suffix == ".parquet":
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _counts_digest(table: ContingencyTable) -> str:

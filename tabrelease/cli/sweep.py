@@ -47,7 +47,9 @@ def add_execution_arguments(parser) -> None:
 
 
 def default_jobs() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    from ..sweeps import available_cpus
+
+    return available_cpus()
 
 
 def run(args) -> int:
