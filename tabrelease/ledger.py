@@ -82,12 +82,19 @@ def ledger_key(path: str | os.PathLike, *, create: bool = True) -> bytes:
         return key.encode()
     if not create:
         raise TabreleaseError(f"no key for the ledger {path}: expected {key_path} or ${KEY_ENVIRONMENT}")
+    # The key must appear whole or not at all: another process or thread may read it the moment it exists. So
+    # it is written to a private temporary file and hard-linked into place; the link fails if a key won the race.
+    tmp = key_path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{key_path.name}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first
-        return key_path.read_text().strip().encode()
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(32) + "\n")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, key_path)
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink()
     return key_path.read_text().strip().encode()
 
 

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from tabrelease import builtin_table
 from tabrelease.cli import main
 from tabrelease.errors import TabreleaseError
-from tabrelease.ledger import budget_status, charge, ledger_summary, set_budget, table_fingerprint
+from tabrelease.ledger import budget_status, charge, ledger_key, ledger_summary, set_budget, table_fingerprint
 
 
 def cli(*args, cwd):
@@ -123,3 +124,22 @@ def test_the_ledger_holds_no_data_and_its_key_stays_beside_it(tmp_path):
     assert key.exists() and (key.stat().st_mode & 0o777) == 0o600
     (status,) = ledger_summary(ledger)
     assert status.table == "edwards" and status.epsilon_budget == 1.0
+
+
+def test_a_new_key_is_never_seen_half_written(tmp_path, monkeypatch):
+    # CI once saw an empty key file: one thread created it while another read it. Threads released together
+    # must all get the same whole key, and only the key file (0600) is left behind.
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
+    for attempt in range(20):
+        ledger = tmp_path / f"ledger{attempt}.json"
+        start = threading.Barrier(16)
+
+        def read_key(_):
+            start.wait()
+            return ledger_key(ledger)
+
+        with ThreadPoolExecutor(16) as pool:
+            keys = set(pool.map(read_key, range(16)))
+        assert len(keys) == 1 and len(keys.pop()) == 64
+        assert (os.stat(f"{ledger}.key").st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"ledger{a}.json.key" for a in range(20))
