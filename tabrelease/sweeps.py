@@ -196,8 +196,27 @@ def _original_fit(table: ContingencyTable, margins):
     return _FITS[key]
 
 
+_BLAS: list = []
+
+
+def _one_blas_thread():
+    """A context with BLAS on one thread. A sweep already runs one worker per CPU, and its
+    matrices (Newton steps of a few hundred cells) are too small for threads to pay: two
+    OpenBLAS threads per worker made a journey-to-work Hessian product 5x slower."""
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=1, user_api="blas")
+
+
 def run_chunk(chunk: SweepChunk) -> pd.DataFrame:
     """All repetitions of one grid point: release, then refit the released tables as one stack."""
+    with _one_blas_thread():
+        return _run_chunk(chunk)
+
+
+def _run_chunk(chunk: SweepChunk) -> pd.DataFrame:
     from .evaluation import evaluate_releases
     from .mechanisms import run_plan, with_epsilon
 
@@ -207,8 +226,10 @@ def run_chunk(chunk: SweepChunk) -> pd.DataFrame:
         chunk.epsilon,
     )
     original = _original_fit(table, chunk.margins)
+    # Seeds key on the mechanism actually run ("auto" resolved), the name each row records, so
+    # replay_run with a row's own coordinates finds its seed.
     seeds = [
-        run_seed(chunk.master_seed, table.name, chunk.mechanism, chunk.calibration, chunk.epsilon, r)
+        run_seed(chunk.master_seed, table.name, plan.mechanism, chunk.calibration, chunk.epsilon, r)
         for r in range(chunk.repetitions)
     ]
     releases = [run_plan(plan, table.counts, SimulationNoise(seed)) for seed in seeds]
@@ -263,7 +284,7 @@ def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, ep
     tab, margins = grid.tables[index], grid.margins[index]
     plan = plan_release(tab.shape, margins, epsilon, mechanism=mechanism, neighbours=grid.neighbours,
                         delta=grid.delta, calibration=calibration)
-    seed = run_seed(grid.master_seed, table, mechanism, calibration, epsilon, repetition)
+    seed = run_seed(grid.master_seed, table, plan.mechanism, calibration, epsilon, repetition)
     release = run_plan(plan, tab.counts, SimulationNoise(seed))
     return release, evaluate_release(tab, release, _original_fit(tab, margins).model)
 
