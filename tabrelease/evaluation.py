@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .bases import EFRON_STEIN, FOURIER, CoefficientBasis, coefficient_basis, paper_noise_scale, sensitivity
-from .loglinear import facial_set, fit_loglinear, g_squared, ipf, ipf_to_margins, l1_distance
+from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
 from .mechanisms import Release, binary_encoding
 from .models import HierarchicalModel, Margin, default_model
 from .tables import ContingencyTable, margin_counts
@@ -131,8 +131,8 @@ def evaluate_releases(
     refits = {}
     if stacked:
         stack = np.stack([releases[i].table for i in stacked]).astype(float)
-        starts = np.stack([facial_set(s, generators) for s in stack]).astype(float)
-        fitted, _, converged = ipf(stack, generators, start=starts, batch_ndim=1)
+        facial = np.stack([facial_set(s, generators) for s in stack])
+        fitted, _, converged = fit_extended_mle(stack, generators, facial, batch_ndim=1)
         cell_axes = tuple(range(1, stack.ndim))
         g2 = g_squared(stack, fitted, batch_ndim=1)
         probabilities = fitted / fitted.sum(axis=cell_axes, keepdims=True)

@@ -204,6 +204,7 @@ def _one_blas_thread():
     matrices (Newton steps of a few hundred cells) are too small for threads to pay: two
     OpenBLAS threads per worker made a journey-to-work Hessian product 5x slower."""
     if not _BLAS:
+        import scipy.linalg  # noqa: F401  (scipy carries its own BLAS: load it so that the controller sees it)
         from threadpoolctl import ThreadpoolController
 
         _BLAS.append(ThreadpoolController())

@@ -1,5 +1,3 @@
-import itertools
-
 import cvxpy as cp
 import numpy as np
 import pytest

@@ -98,6 +98,7 @@ def test_gaussian_calibration_is_tight_under_opendp_accounting():
     cal = plan.calibration
     basis = coefficient_basis(FOURIER, table.shape, default_model(table).generators)
     assert cal.sensitivity == pytest.approx(np.sqrt(22) / 8)  # sqrt(|B|) / 2^{k/2}
+    assert sensitivity(basis, "add-remove", 2) == pytest.approx(np.sqrt(22) / 8)
     assert cal.epsilon_actual <= 1.0 + 1e-9
     from tabrelease.noise import _gaussian_measurement
 
