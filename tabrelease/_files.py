@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -31,3 +31,21 @@ def write_frame_atomic(frame, path: Path) -> None:
         write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
     else:
         write_atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
+
+
+def foreign_entries(folder: Path, own: Iterable[str]) -> list[str]:
+    """What `folder` holds that this tool did not write there (by name), so that --force never deletes it."""
+    own = set(own)
+    return sorted(p.name for p in Path(folder).iterdir() if p.name not in own and not p.name.startswith(".tmp-"))
+
+
+def remove_own_outputs(folder: Path, own: Iterable[str]) -> None:
+    """--force on a results folder: delete the files and folders this tool writes there, and nothing else."""
+    import shutil
+
+    for name in own:
+        path = Path(folder) / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()

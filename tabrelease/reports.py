@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._files import foreign_entries
 from .errors import TabreleaseError
 from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation, margin_label
@@ -155,6 +156,10 @@ def write_release_bundle(
         raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
     if out.exists() and not out.is_dir():
         raise TabreleaseError(f"{out} exists and is not a folder")
+    if out.exists() and (foreign := foreign_entries(out, ("public", "internal"))):
+        # --force replaces a release bundle, never a folder of other things (a mistyped --out).
+        raise TabreleaseError(f"{out} is not a release folder (it holds {', '.join(foreign[:3])}"
+                              f"{', ...' if len(foreign) > 3 else ''}); --force replaces only a release; choose another --out")
     parent = out.resolve().parent
     if not parent.is_dir():
         raise TabreleaseError(f"the parent folder of {out} does not exist")

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._files import write_frame_atomic, write_text_atomic
+from ._files import remove_own_outputs, write_frame_atomic, write_text_atomic
 from .errors import TabreleaseError
 from .models import Margin, default_model, maximal_margins
 from .noise import SIMULATION, SimulationNoise, check_delta, check_epsilon
@@ -42,6 +42,8 @@ from .tables import ContingencyTable
 TIMING_COLUMNS = ("seconds_noise", "seconds_lp", "seconds_round", "seconds_refit")
 SWEEP_FILE = "sweep.json"
 CHUNK_DIR = "chunks"
+# Everything a sweep writes in its folder: what --force may delete there.
+SWEEP_OUTPUTS = (SWEEP_FILE, CHUNK_DIR, "runs.parquet", "runs.csv", "margin_errors.parquet", "margin_errors.csv")
 
 
 @dataclass(frozen=True, eq=False)
@@ -428,9 +430,7 @@ def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Pa
         if out.exists() and any(out.iterdir()):
             if not force:
                 raise TabreleaseError(f"{out} already exists and is not empty; use --resume to continue it or --force to start over")
-            import shutil
-
-            shutil.rmtree(out)
+            remove_own_outputs(out, SWEEP_OUTPUTS)
         out.mkdir(parents=True, exist_ok=True)
         from . import __version__
 

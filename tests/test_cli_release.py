@@ -87,6 +87,17 @@ def test_existing_output_is_refused_unless_forced(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rel"]  # no staging folders left behind
 
 
+def test_force_never_replaces_a_folder_that_is_not_a_release(capsys, tmp_path):
+    # A mistyped --out with --force must not delete someone's folder.
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    (documents / "thesis.tex").write_text("years of work")
+    code, _, err = run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", documents, "--force")
+    assert code == 2 and "not a release folder" in err and "thesis.tex" in err
+    assert [p.name for p in documents.iterdir()] == ["thesis.tex"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["documents"]
+
+
 BAD = [
     ("zero epsilon", ["edwards", "--epsilon", "0"], "positive finite"),
     ("negative epsilon", ["edwards", "--epsilon", "-2"], "positive finite"),

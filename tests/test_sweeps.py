@@ -116,6 +116,12 @@ def test_resume_refuses_a_different_grid_and_a_fresh_run_refuses_a_used_director
         run_sweep(small_grid(master_seed=8), tmp_path / "s", resume=True, progress=False)
     with pytest.raises(TabreleaseError, match="already exists"):
         run_sweep(small_grid(), tmp_path / "s", progress=False)
+    # --force starts over, deleting what a sweep writes and nothing else.
+    (tmp_path / "s" / "notes.txt").write_text("mine")
+    (tmp_path / "s" / "runs.csv").write_text("stale")
+    forced = run_sweep(small_grid(master_seed=8), tmp_path / "s", force=True, progress=False)
+    assert (tmp_path / "s" / "notes.txt").read_text() == "mine"
+    assert len(pd.read_csv(tmp_path / "s" / "runs.csv")) == len(forced.runs)
 
 
 def test_local_processes_give_the_rows_of_one_process():
@@ -192,3 +198,11 @@ def test_reproduce_quick(tmp_path):
     assert table7.loc["journey_to_work", "g2_paper"] == pytest.approx(365.82)
     report = (out / "report.md").read_text()
     assert "reproduction preset" in report and "simulation" in report and "1.30" in report
+    # --force deletes exactly what a reproduction writes: the list is complete, and other files stay.
+    from tabrelease._files import remove_own_outputs
+    from tabrelease.reproduce import REPRODUCTION_OUTPUTS
+
+    assert sorted(p.name for p in out.iterdir()) == sorted(REPRODUCTION_OUTPUTS)
+    (out / ".gitignore").write_text("sweep/chunks/\n")
+    remove_own_outputs(out, REPRODUCTION_OUTPUTS)
+    assert [p.name for p in out.iterdir()] == [".gitignore"]

@@ -10,13 +10,13 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "fit",
         help="fit a hierarchical log-linear model (MLE or extended MLE)",
-        description="Fit a hierarchical log-linear model by IPF; where zero margins make the MLE not exist, "
+        description="Fit a hierarchical log-linear model by IPF (finished by Newton where IPF is slow); where zero margins make the MLE not exist, "
         "fit the extended MLE on the facial set and adjust the degrees of freedom.",
     )
     add_table_arguments(parser)
     parser.add_argument("--model", help="bracket notation, e.g. '[AB][BC]'; default: the built-in table's paper model")
-    parser.add_argument("--tol", type=positive_float, default=None, help="IPF tolerance on the margins, in counts")
-    parser.add_argument("--max-iter", type=int, default=None, help="IPF iteration cap")
+    parser.add_argument("--tol", type=positive_float, default=None, help="tolerance on the fitted margins, in counts")
+    parser.add_argument("--max-iter", type=int, default=None, help="cap on IPF cycles plus Newton steps")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a summary")
     parser.set_defaults(run=run)
 
@@ -44,7 +44,8 @@ def format_summary(s: dict) -> str:
         f"G2           {s['g2']:.2f}",
         f"Pearson X2   {s['pearson_x2']:.2f}",
         f"df           {s['df']} nominal, {s['df_adjusted']} adjusted for zeros",
-        f"IPF          {s['iterations']} iterations, {'converged' if s['converged'] else 'DID NOT CONVERGE'}",
+        f"fit          {s['iterations']} iterations (IPF cycles + Newton steps), "
+        f"{'converged' if s['converged'] else 'DID NOT CONVERGE'}",
         f"L1 to uniform {s['l1_to_uniform']:.3f}  (total variation {s['l1_to_uniform'] / 2:.3f})",
     ]
     paper = s.get("paper")
