@@ -198,24 +198,11 @@ def _original_fit(table: ContingencyTable, margins):
     return _FITS[key]
 
 
-_BLAS: list = []
-
-
-def _one_blas_thread():
-    """A context with BLAS on one thread. A sweep already runs one worker per CPU, and its
-    matrices (Newton steps of a few hundred cells) are too small for threads to pay: two
-    OpenBLAS threads per worker made a journey-to-work Hessian product 5x slower."""
-    if not _BLAS:
-        import scipy.linalg  # noqa: F401  (scipy carries its own BLAS: load it so that the controller sees it)
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS.append(ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
-
-
 def run_chunk(chunk: SweepChunk) -> pd.DataFrame:
     """All repetitions of one grid point: release, then refit the released tables as one stack."""
-    with _one_blas_thread():
+    from .loglinear import one_blas_thread
+
+    with one_blas_thread():
         return _run_chunk(chunk)
 
 
