@@ -209,14 +209,13 @@ def fit_extended_mle(
     """
     observed = np.asarray(observed, float)
     facial = np.asarray(facial, bool)
+    if batch_ndim == 0:
+        fitted, iterations, converged = fit_extended_mle(observed[None], generators, facial[None], tol=tol,
+                                                         max_iter=max_iter, batch_ndim=1)
+        return fitted[0], int(iterations[0]), bool(converged[0])
     cycles = min(IPF_CYCLES_BEFORE_NEWTON, max_iter)
     fitted, iterations, converged = ipf(observed, generators, start=facial.astype(float), tol=tol, max_iter=cycles,
                                         batch_ndim=batch_ndim)
-    if batch_ndim == 0:
-        if converged:
-            return fitted, iterations, converged
-        f, its, ok = _finish(observed, fitted, facial, generators, tol, max_iter - cycles)
-        return f, cycles + its, ok
     cell_shape = observed.shape[batch_ndim:]
     flat_obs = observed.reshape((-1,) + cell_shape)
     flat_fit = fitted.reshape((-1,) + cell_shape).copy()
