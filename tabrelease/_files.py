@@ -8,11 +8,20 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
+TEMPORARY_PREFIX = ".tmp-"
+
+
+def temporary_path(path: Path) -> Path:
+    """A temporary name beside `path`, unique per process and thread, so that two writers never share (or delete)
+    one."""
+    path = Path(path)
+    return path.with_name(f"{TEMPORARY_PREFIX}{os.getpid()}-{threading.get_ident()}-{path.name}")
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """Call write(temporary path) in the target's folder, then rename it over `path`; no temporary file is left."""
     path = Path(path)
-    # Unique per process and thread, so that two writers never share (or delete) a temporary file.
-    tmp = path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}")
+    tmp = temporary_path(path)
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -36,7 +45,7 @@ def write_frame_atomic(frame, path: Path) -> None:
 def foreign_entries(folder: Path, own: Iterable[str]) -> list[str]:
     """What `folder` holds that this tool did not write there (by name), so that --force never deletes it."""
     own = set(own)
-    return sorted(p.name for p in Path(folder).iterdir() if p.name not in own and not p.name.startswith(".tmp-"))
+    return sorted(p.name for p in Path(folder).iterdir() if p.name not in own and not p.name.startswith(TEMPORARY_PREFIX))
 
 
 def remove_own_outputs(folder: Path, own: Iterable[str]) -> None:

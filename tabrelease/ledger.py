@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ._files import write_text_atomic
+from ._files import temporary_path, write_text_atomic
 from .errors import TabreleaseError
 from .tables import ContingencyTable
 
@@ -84,7 +84,7 @@ def ledger_key(path: str | os.PathLike, *, create: bool = True) -> bytes:
         raise TabreleaseError(f"no key for the ledger {path}: expected {key_path} or ${KEY_ENVIRONMENT}")
     # The key must appear whole or not at all: another process or thread may read it the moment it exists. So
     # it is written to a private temporary file and hard-linked into place; the link fails if a key won the race.
-    tmp = key_path.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{key_path.name}")
+    tmp = temporary_path(key_path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "w") as handle:

@@ -276,9 +276,9 @@ def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps):
     except (la.LinAlgError, ValueError):
         return None
     eta = X @ beta
-    loglik = f @ eta - np.exp(eta).sum()
+    m = np.exp(eta)
+    loglik = f @ eta - m.sum()
     for step in range(1, max_steps + 1):
-        m = np.exp(eta)
         try:
             direction = solve_ridged(m, XT @ (f - m))
         except (la.LinAlgError, ValueError):

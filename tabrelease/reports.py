@@ -140,6 +140,24 @@ def audit_record(
     )
 
 
+def check_release_destination(out, force: bool) -> Path:
+    """Refuse an --out a release may not be written to; the CLI calls this before any noise is drawn or budget
+    charged, and the writer again before it writes."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
+    if out.exists() and not out.is_dir():
+        raise TabreleaseError(f"{out} exists and is not a folder")
+    if out.exists() and (foreign := foreign_entries(out, ("public", "internal"))):
+        # --force replaces a release bundle, never a folder of other things (a mistyped --out).
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise TabreleaseError(f"{out} is not a release folder (it holds {listed}); --force replaces only a release; "
+                              "choose another --out")
+    if not out.resolve().parent.is_dir():
+        raise TabreleaseError(f"the parent folder of {out} does not exist")
+    return out
+
+
 def write_release_bundle(
     out: str | Path,
     table: ContingencyTable,
@@ -151,18 +169,8 @@ def write_release_bundle(
     force: bool = False,
 ) -> Path:
     """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`."""
-    out = Path(out)
-    if out.exists() and not force:
-        raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
-    if out.exists() and not out.is_dir():
-        raise TabreleaseError(f"{out} exists and is not a folder")
-    if out.exists() and (foreign := foreign_entries(out, ("public", "internal"))):
-        # --force replaces a release bundle, never a folder of other things (a mistyped --out).
-        raise TabreleaseError(f"{out} is not a release folder (it holds {', '.join(foreign[:3])}"
-                              f"{', ...' if len(foreign) > 3 else ''}); --force replaces only a release; choose another --out")
+    out = check_release_destination(out, force)
     parent = out.resolve().parent
-    if not parent.is_dir():
-        raise TabreleaseError(f"the parent folder of {out} does not exist")
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
     try:
         public_dir = staging / "public"

@@ -96,6 +96,11 @@ def test_force_never_replaces_a_folder_that_is_not_a_release(capsys, tmp_path):
     assert code == 2 and "not a release folder" in err and "thesis.tex" in err
     assert [p.name for p in documents.iterdir()] == ["thesis.tex"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["documents"]
+    # Refused before the budget is charged: the ledger is never created.
+    code, _, err = run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", documents, "--force",
+                           "--ledger", tmp_path / "ledger.json")
+    assert code == 2 and "not a release folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["documents"]
 
 
 BAD = [

@@ -10,8 +10,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "fit",
         help="fit a hierarchical log-linear model (MLE or extended MLE)",
-        description="Fit a hierarchical log-linear model by IPF (finished by Newton where IPF is slow); where zero margins make the MLE not exist, "
-        "fit the extended MLE on the facial set and adjust the degrees of freedom.",
+        description="Fit a hierarchical log-linear model by IPF (finished by Newton where IPF is slow); where zero "
+        "margins make the MLE not exist, fit the extended MLE on the facial set and adjust the degrees of freedom.",
     )
     add_table_arguments(parser)
     parser.add_argument("--model", help="bracket notation, e.g. '[AB][BC]'; default: the built-in table's paper model")

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..mechanisms import DEFAULT_NONNEG_T, plan_release, run_plan
     from ..models import HierarchicalModel, default_model, parse_model
     from ..noise import RELEASE, SIMULATION, noise_source
-    from ..reports import write_release_bundle
+    from ..reports import check_release_destination, write_release_bundle
 
     mode = SIMULATION if args.simulate else RELEASE
     if not 0 < args.bound_delta < 1:
@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.nonneg_t is not None and args.mechanism != "nonneg":
         raise TabreleaseError("--nonneg-t applies to the nonneg mechanism only")
-    if Path(args.out).exists() and not args.force:
-        raise TabreleaseError(f"{args.out} already exists; choose another --out or pass --force to replace it")
+    check_release_destination(args.out, args.force)
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
     noise = noise_source(mode, args.seed)
