@@ -31,6 +31,7 @@ from .errors import TabreleaseError
 from .models import Margin, default_model, maximal_margins
 from .noise import (
     RELEASE,
+    SIMULATION,
     NoiseCalibration,
     NoiseSource,
     check_delta,
@@ -68,6 +69,8 @@ class Release:
     notes: tuple[str, ...] = ()
     # The plan's operator, kept so that evaluating many releases does not rebuild it.
     basis_operator: CoefficientBasis | None = field(default=None, repr=False)
+    # The seed that replays a simulated release (None for secure noise, which has none).
+    noise_seed: int | None = None
 
     @property
     def n_released(self) -> float:
@@ -188,7 +191,8 @@ def plan_release(
             if calibration == "paper":
                 notes.append(_paper_note(cal))
         if mechanism == "nonneg":
-            return MechanismPlan(mechanism, shape, generators, cal, basis, parameters={"t": float(nonneg_t)}, notes=tuple(notes))
+            plan = MechanismPlan(mechanism, shape, generators, cal, basis, parameters={"t": float(nonneg_t)})
+            return _with_nonneg_shift(plan)
         return MechanismPlan(mechanism, shape, generators, cal, basis, ConsistencyProblem(basis), notes=tuple(notes))
 
     if mechanism == "binary-encoding":
@@ -227,7 +231,20 @@ def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
     notes = tuple(n for n in plan.notes if not n.startswith("paper calibration"))
     if cal.calibration == "paper":
         notes += (_paper_note(new),)
-    return replace(plan, calibration=new, notes=notes)
+    plan = replace(plan, calibration=new, notes=notes)
+    return _with_nonneg_shift(plan) if plan.mechanism == "nonneg" else plan
+
+
+def _with_nonneg_shift(plan: MechanismPlan) -> MechanismPlan:
+    """Record the nonneg shift (it moves with the scale) in the plan's parameters and notes."""
+    shift = nonneg_shift(plan)
+    note = (
+        f"nonneg: every released count is lifted on purpose, by {shift['shift_per_cell']:.6g} per cell of the full "
+        f"table ({shift['shift_total']:.6g} in all; t * d * scale = {shift['constant_term_shift']:.6g} on the constant "
+        "coefficient), so that the margins are non-negative without an LP; the released margins are not counts"
+    )
+    notes = tuple(n for n in plan.notes if not n.startswith("nonneg:")) + (note,)
+    return replace(plan, parameters={"t": plan.parameters["t"], **shift}, notes=notes)
 
 
 def _paper_note(cal: NoiseCalibration) -> str:
@@ -275,11 +292,19 @@ def run_plan(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Rel
         noisy = noise.perturb(exact, plan.calibration, plan.basis.integer_scale)
         # DMT Corollary 1: lift the constant term by t * d * scale so that the implied table is
         # non-negative with probability at least 1 - exp(-t).
-        noisy[plan.basis.empty_set_index] += plan.parameters["t"] * d * plan.calibration.scale
+        noisy[plan.basis.empty_set_index] += nonneg_shift(plan)["constant_term_shift"]
         released = tuple(margin_from_coefficients(plan.basis, noisy, g) for g in plan.margins)
         timings["noise"] = time.perf_counter() - clock
         if any(np.any(m < 0) for m in released):
             notes.append("a released margin has a negative cell (the event Corollary 1 bounds by exp(-t))")
+        # Noisy Fourier coefficients always give consistent margins; noisy Efron-Stein components
+        # need not sum to zero along their axes, and then the margins disagree on what they share.
+        consistent = _mutually_consistent(released, plan.margins, atol=1e-9 * max(1.0, plan.calibration.scale))
+        if not consistent:
+            notes.append(
+                "nonneg: the margins are inconsistent because noisy Efron-Stein components do not sum to zero "
+                "along their axes (even the margins' totals differ)"
+            )
     elif mech == "cells":
         d = counts.size
         noisy = noise.perturb(counts.ravel(), plan.calibration, 1.0).reshape(counts.shape)
@@ -313,16 +338,34 @@ def run_plan(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Rel
         parameters=dict(plan.parameters),
         notes=tuple(notes),
         basis_operator=plan.basis,
+        noise_seed=getattr(noise, "seed", None) if noise.mode == SIMULATION else None,
     )
 
 
-def _mutually_consistent(released: Sequence[np.ndarray], margins: Sequence[Margin]) -> bool:
+def nonneg_shift(plan: MechanismPlan) -> dict[str, float]:
+    """What the nonneg mechanism adds to every release: t * d * scale on the constant coefficient.
+
+    It depends on t, the number of coefficients and the noise scale only (never on the counts),
+    so it may be published. Per cell of the full table the lift is the shift times the constant
+    basis function (2^{-k/2} for Fourier, 1 for Efron-Stein), found here by synthesising the total.
+    """
+    basis = plan.basis
+    shift = float(plan.parameters["t"]) * basis.size * plan.calibration.scale
+    unit = np.zeros(basis.size)
+    unit[basis.empty_set_index] = shift
+    total = float(margin_from_coefficients(basis, unit, ()))
+    cells = float(np.prod(plan.shape))
+    return {"constant_term_shift": shift, "shift_total": total, "shift_per_cell": total / cells}
+
+
+def _mutually_consistent(released: Sequence[np.ndarray], margins: Sequence[Margin], atol: float = 0.0) -> bool:
+    """Do the margins agree on every shared sub-margin (exactly, or within atol for real-valued margins)?"""
     for i, (a, ma) in enumerate(zip(margins, released)):
         for b, mb in zip(margins[i + 1 :], released[i + 1 :]):
             shared = tuple(sorted(set(a) & set(b)))
             sa = margin_counts(ma, [a.index(j) for j in shared]) if shared else ma.sum()
             sb = margin_counts(mb, [b.index(j) for j in shared]) if shared else mb.sum()
-            if not np.array_equal(sa, sb):
+            if not np.allclose(sa, sb, rtol=0.0, atol=atol):
                 return False
     return True
 

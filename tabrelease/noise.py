@@ -14,6 +14,7 @@ it claims holds.
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -137,12 +138,18 @@ class NoiseSource(Protocol):
 
 @dataclass
 class SimulationNoise:
-    """Seeded numpy noise for simulation: reproducible, not for publication."""
+    """Seeded numpy noise for simulation: reproducible, not for publication.
+
+    Without a seed one is drawn (63 bits from the operating system) and kept in `seed`, so every
+    simulated release records the seed that replays it.
+    """
 
     seed: int | None = None
     mode: str = SIMULATION
 
     def __post_init__(self) -> None:
+        if self.seed is None:
+            self.seed = secrets.randbits(63)
         self._rng = np.random.default_rng(self.seed)
 
     def perturb(self, values, calibration, integer_scale=None):

@@ -93,28 +93,45 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
                 "epsilon_holds": cal.epsilon_holds,
                 "mode": release.noise_mode,
                 "sampler": "OpenDP (secure)" if release.noise_mode == "release" else "numpy Generator (seeded, NOT secure)",
+                # The seed that replays a simulated release (`--simulate --seed`); secure noise has none.
+                "seed": release.noise_seed,
                 "coefficients_perturbed": release.coefficients_released,
             },
             "consistent": release.consistent,
             "parameters": dict(release.parameters),
-            "warnings": _public_warnings(release),
+            "warnings": release_warnings(release),
         }
     )
 
 
-def _public_warnings(release: Release) -> list[str]:
+def release_warnings(release: Release) -> list[str]:
+    """What a reader of the release must know before using it. Parameters and DP output only: public."""
     out = []
     if release.noise_mode != "release":
-        out.append(f"made in {release.noise_mode} mode: not produced by a secure sampler; do not publish")
+        seed = "" if release.noise_seed is None else f" (seed {release.noise_seed}: --simulate --seed {release.noise_seed} replays it)"
+        out.append(f"made in {release.noise_mode} mode{seed}: not produced by a secure sampler; do not publish")
     if release.noise.calibration == "paper":
         out.append("paper calibration, for reproducing the paper only")
     if not release.noise.epsilon_holds:
         out.append(
-            f"the stated epsilon {release.noise.epsilon:g} does NOT hold: the noise gives epsilon "
+            f"the stated epsilon {release.noise.epsilon:g} does not hold: the noise gives epsilon "
             f"{release.noise.epsilon_actual:.6g} for the exact sensitivity"
         )
     if not release.consistent:
-        out.append("the released margins are mutually inconsistent (independent noise on each margin)")
+        out.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
+                   "table has them all")
+    out += [n for n in release.notes if n.startswith("nonneg:")]
+    return out
+
+
+def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
+    """What the audit must flag about its own numbers (internal: it reads the confidential table)."""
+    out = []
+    if evaluation.released_fit_converged is False:
+        out.append(
+            "the refit of the model to the released margins did NOT converge: G2 of the release and the MLE "
+            "distances are those of the last iterate, not of an MLE"
+        )
     return out
 
 
@@ -135,7 +152,7 @@ def audit_record(
             "disclosure_risk": disclosure_risk(table, release),
             "calibration_check": release.noise.as_dict(),
             "timings_seconds": dict(release.timings),
-            "notes": list(release.notes),
+            "notes": list(release.notes) + evaluation_warnings(evaluation),
         }
     )
 

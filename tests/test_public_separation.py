@@ -20,8 +20,9 @@ ALLOWED_KEYS = {
     "/basis", "/consistent", "/created", "/delta", "/epsilon", "/margins", "/margins[]/file", "/margins[]/label",
     "/margins[]/variables", "/mechanism", "/neighbours", "/noise", "/noise/calibration",
     "/noise/coefficients_perturbed", "/noise/distribution", "/noise/epsilon_actual", "/noise/epsilon_holds",
-    "/noise/mode", "/noise/sampler", "/noise/scale", "/noise/sensitivity", "/noise/sensitivity_norm", "/parameters",
-    "/parameters/t", "/parameters/bits", "/parameters/structural_zero_cells", "/tool", "/tool_version",
+    "/noise/mode", "/noise/sampler", "/noise/seed", "/noise/scale", "/noise/sensitivity", "/noise/sensitivity_norm", "/parameters",
+    "/parameters/t", "/parameters/constant_term_shift", "/parameters/shift_total", "/parameters/shift_per_cell",
+    "/parameters/bits", "/parameters/structural_zero_cells", "/tool", "/tool_version",
     "/variables", "/variables[]/letter", "/variables[]/levels", "/variables[]/name", "/warnings",
 }
 FORBIDDEN_WORDS = ("g2", "b_star", "lp_b", "n_released", "true_", "original", "disclosure", "audit", "mle",

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..mechanisms import DEFAULT_NONNEG_T, plan_release, run_plan
     from ..models import HierarchicalModel, default_model, parse_model
     from ..noise import RELEASE, SIMULATION, noise_source
-    from ..reports import check_release_destination, write_release_bundle
+    from ..reports import check_release_destination, evaluation_warnings, release_warnings, write_release_bundle
 
     mode = SIMULATION if args.simulate else RELEASE
     if not 0 < args.bound_delta < 1:
@@ -92,10 +92,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
           f"(epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}, "
           f"{cal.distribution} scale {cal.scale:.4g}, {mode} mode)")
-    if not cal.epsilon_holds:
-        print(f"WARNING: paper calibration: the stated epsilon does not hold (actual epsilon {cal.epsilon_actual:.4g})")
-    if mode == SIMULATION:
-        print("WARNING: simulation mode (seeded numpy noise): not for publication")
+    for warning in release_warnings(release) + evaluation_warnings(evaluation):
+        print(f"WARNING: {warning}")
     if entry is not None:
         status = budget_status(args.ledger, table)
         left = "no budget set" if status.epsilon_budget is None else f"{status.epsilon_remaining:g} of {status.epsilon_budget:g} remains"
