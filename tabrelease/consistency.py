@@ -87,6 +87,8 @@ class ConsistencyProblem:
         lp.a_matrix_.value_ = A.data
         lp.a_matrix_.num_col_ = n_col
         lp.a_matrix_.num_row_ = A.shape[0]
+        self._lp = lp
+        self._range_highs = None  # built on first use by total_range
         self._highs = highspy.Highs()
         self._highs.setOptionValue("output_flag", False)
         self._highs.passModel(lp)
@@ -122,6 +124,41 @@ class ConsistencyProblem:
         x = np.asarray(h.getSolution().col_value)
         table = np.maximum(x[: self._cells], 0.0).reshape(self.basis.shape)
         return LPSolution(table=table, b=max(float(x[-1]), 0.0), status="optimal", seconds=seconds)
+
+
+    def total_range(self, noisy: np.ndarray, b_star: float) -> tuple[np.ndarray, np.ndarray]:
+        """The optimal tables with the smallest and the largest total: min and max of sum w subject to the
+        same constraints with b held at its optimum b* (the paper's Remark 3: the optimum is rarely unique).
+
+        A measurement of what the LP leaves open, not part of any release: the released table is
+        whichever optimum `solve` returns. b is allowed 1e-9 (relative) above b* for the solver's
+        tolerances.
+        """
+        import highspy
+
+        noisy = np.asarray(noisy, float)
+        if self._range_highs is None:
+            self._range_highs = highspy.Highs()
+            self._range_highs.setOptionValue("output_flag", False)
+            self._range_highs.passModel(self._lp)
+        h = self._range_highs
+        b_col = self._cells + self._n_margin
+        h.changeColBounds(b_col, 0.0, float(b_star) * (1 + 1e-9) + 1e-9)
+        h.changeRowsBounds(self._d, self._plus_rows, noisy, self._plus_inf)
+        h.changeRowsBounds(self._d, self._minus_rows, self._minus_inf, noisy)
+        tables = []
+        for sense in (1.0, -1.0):
+            cost = np.zeros(b_col + 1)
+            cost[: self._cells] = sense
+            h.changeColsCost(b_col + 1, np.arange(b_col + 1, dtype=np.int32), cost)
+            h.clearSolver()
+            h.run()
+            status = h.getModelStatus()
+            if status != self._optimal:
+                raise TabreleaseError(f"the LP over the optimal set did not solve: HiGHS says {h.modelStatusToString(status)}")
+            x = np.asarray(h.getSolution().col_value)
+            tables.append(np.maximum(x[: self._cells], 0.0).reshape(self.basis.shape))
+        return tables[0], tables[1]
 
 
 def _cells_of_sub_margin(coords: tuple, within: Margin, sub: Margin, shape: tuple[int, ...]) -> np.ndarray:
