@@ -629,6 +629,12 @@ def _lp_text(repro: "Reproduction") -> list[str]:
     return lines
 
 
+def _table8_text(repro: "Reproduction") -> list[str]:
+    from .evaluation import table8_findings
+
+    return table8_findings(repro.table8)
+
+
 def _lp_range_display(lp_range: pd.DataFrame) -> pd.DataFrame:
     """Means over the replayed runs, rounded to whole records, with headers a reader can follow."""
     frame = lp_range.copy()
@@ -663,7 +669,9 @@ def render_markdown(repro: Reproduction, grid: SweepGrid, meta: dict) -> str:
     lines += ["", _markdown_table(_lp_range_display(repro.lp_range))]
     lines += ["", "## Table 7", "", _markdown_table(repro.table7), "",
               "## Table 8 (noise scale and L1 bound multiplier at epsilon = 0.01, 1, 2)", "",
-              _markdown_table(repro.table8), "", "## Figures", ""]
+              _markdown_table(repro.table8), ""]
+    lines += [f"- {t}" for t in _table8_text(repro)]
+    lines += ["", "## Figures", ""]
     for name, _, title in FIGURES:
         lines += [f"### {title}", "", f"![{title}]({name})", ""]
     lines += ["The paper shows Figures 5 and 6 for the Edwards table only; here every table has a row. Figure 4 is "
@@ -687,6 +695,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}img{max-width:100
 <ul>{% for t in lp_text %}<li>{{ t }}</li>{% endfor %}</ul><div class="scroll">{{ lp_range }}</div>
 <h2>Table 7</h2><div class="scroll">{{ table7 }}</div>
 <h2>Table 8 (noise scale and L1 bound multiplier at epsilon = 0.01, 1, 2)</h2><div class="scroll">{{ table8 }}</div>
+<ul>{% for t in table8_text %}<li>{{ t }}</li>{% endfor %}</ul>
 <h2>Figures</h2>{% for name, title in figures %}<h3>{{ title }}</h3><img src="{{ name }}" alt="{{ title }}">{% endfor %}
 <p>The paper shows Figures 5 and 6 for the Edwards table only; here every table has a row.</p>
 </body></html>"""
@@ -694,7 +703,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}img{max-width:100
     from markupsafe import Markup
 
     return template.render(
-        grid_text=_grid_text(grid, meta), lp_text=_lp_text(repro),
+        grid_text=_grid_text(grid, meta), lp_text=_lp_text(repro), table8_text=_table8_text(repro),
         lp_range=Markup(_lp_range_display(repro.lp_range).to_html(index=False, na_rep="")),
         findings=Markup(findings_frame(repro.findings).to_html(index=False, na_rep="")),
         table7=Markup(repro.table7.to_html(index=False, na_rep="")),
