@@ -94,7 +94,7 @@ def evaluate_release(
         encoded = binary_encoding(table.shape) if release.mechanism == "binary-encoding" else None
         bounds = {
             margin_label(g, letters): derived_l1_bound(
-                basis, g, release.noise.scale, bound_delta
+                basis, g if encoded is None else encoded.axes_of(g), release.noise.scale, bound_delta
             )
             for g in release.margins
         }
@@ -188,12 +188,12 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
 def derived_l1_bound(basis: CoefficientBasis, margin: Margin, scale: float, delta: float) -> float:
     """With probability >= 1 - delta, the L1 error of margin alpha after the LP and rounding is at most this.
 
-    Union bound: every coefficient's Laplace noise is below t = scale * log(basis.size / delta) * log(d / delta). The true
+    Union bound: every coefficient's Laplace noise is below t = scale * log(d / delta). The true
     table is feasible with b = max noise, so b* <= t and each coefficient of w is within 2t of
     the truth. Summing the coefficient errors back into the margin: 2^{|alpha|} * 2t * 2^{k/2}
     (Fourier) or 2^{|alpha|} * 2t * prod k_j (Efron-Stein). Rounding adds at most cells / 2.
     """
-    t = scale
+    t = scale * log(basis.size / delta)
     reach = 2.0 ** (basis.k / 2) if basis.kind == FOURIER else float(prod(basis.shape))
     cells = float(prod(basis.shape))
     return 2.0 ** len(margin) * 2.0 * t * reach + cells / 2.0
