@@ -36,7 +36,8 @@ def _small_cells(true: np.ndarray, released: np.ndarray | None, small: int) -> d
             "released_small": int(small_released.sum()),
             "released_small_true_zero": int((small_released & (true == 0)).sum()),
             "released_small_true_small": int((small_released & true_small).sum()),
-            "released_small_true_exact": int((small_released & (np.rint(released) == true)).sum()),
+            # Read as a count the same way as everywhere else here: halves up.
+            "released_small_true_exact": int((small_released & (np.floor(released + 0.5) == true)).sum()),
             "true_small_released_zero": int((true_small & (released < 0.5)).sum()),
         })
     return record
