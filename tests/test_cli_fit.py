@@ -49,39 +49,6 @@ def test_fit_of_a_csv_with_a_model_by_names(capsys, write_csv):
     assert s["df"] == 1 and s["mle_exists"]
 
 
-BAD_INPUTS = [
-    ("missing file", ["fit", "{tmp}/nope.csv", "--model", "[A]"], None, "no such file"),
-    ("directory", ["fit", "{tmp}", "--model", "[A]"], None, "is a directory"),
-    ("unknown name", ["fit", "mildew", "--model", "[A]"], None, "neither a built-in table"),
-    ("no count column", ["fit", "{csv}", "--model", "[A]"], "a,b,n\nx,p,1\nx,q,2\ny,p,3\ny,q,4\n", "no count column"),
-    ("negative", ["fit", "{csv}", "--model", "[A]"], "a,b,count\nx,p,1\nx,q,-2\ny,p,3\ny,q,4\n", "negative count"),
-    ("fractional", ["fit", "{csv}", "--model", "[A]"], "a,b,count\nx,p,1\nx,q,2.5\ny,p,3\ny,q,4\n", "fractional count"),
-    ("missing count", ["fit", "{csv}", "--model", "[A]"], "a,b,count\nx,p,1\nx,q,\ny,p,3\ny,q,4\n", "missing count"),
-    ("duplicate", ["fit", "{csv}", "--model", "[A]"], "a,b,count\nx,p,1\nx,p,2\ny,p,3\ny,q,4\n", "duplicate cell"),
-    ("missing cells", ["fit", "{csv}", "--model", "[A]"], "a,b,count\nx,p,1\nx,q,2\ny,p,3\n", "1 missing"),
-    ("one level", ["fit", "{csv}", "--model", "[A]"], "a,b,count\nx,p,1\nx,q,2\n", "only one level"),
-    ("unknown variable", ["fit", "edwards", "--model", "[AZ]"], None, "unknown variable 'Z'"),
-    ("empty model", ["fit", "edwards", "--model", ""], None, "model is empty"),
-    ("no default model", ["fit", "{csv}"], "a,b,count\nx,p,1\nx,q,2\ny,p,3\ny,q,4\n", "no default model"),
-    ("empty file", ["fit", "{csv}", "--model", "[A]"], "", "not a readable CSV"),
-    ("bad tolerance", ["fit", "edwards", "--tol", "-1"], None, "positive finite"),
-]
-
-
-@pytest.mark.parametrize("label, argv, text, message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_gives_one_line_and_exit_2(capsys, tmp_path, label, argv, text, message):
-    csv = tmp_path / "bad.csv"
-    if text is not None:
-        csv.write_text(text)
-    argv = [a.format(tmp=tmp_path, csv=csv) for a in argv]
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 2
-    assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tabrelease: error:")
-    assert message in lines[0]
-
-
 def test_console_script_reports_errors_without_a_traceback():
     proc = subprocess.run(
         [sys.executable, "-m", "tabrelease", "fit", "edwards", "--model", "[AQ]"], capture_output=True, text=True

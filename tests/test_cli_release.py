@@ -103,29 +103,6 @@ def test_force_never_replaces_a_folder_that_is_not_a_release(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["documents"]
 
 
-BAD = [
-    ("zero epsilon", ["edwards", "--epsilon", "0"], "positive finite"),
-    ("negative epsilon", ["edwards", "--epsilon", "-2"], "positive finite"),
-    ("infinite epsilon", ["edwards", "--epsilon", "inf"], "positive finite"),
-    ("nan epsilon", ["edwards", "--epsilon", "nan"], "positive finite"),
-    ("text epsilon", ["edwards", "--epsilon", "abc"], "not a number"),
-    ("delta out of range", ["edwards", "--epsilon", "1", "--mechanism", "gaussian", "--delta", "1"], "strictly between"),
-    ("fourier on multi-category", ["journey_to_work", "--epsilon", "1", "--mechanism", "fourier"], "all-binary"),
-    ("unknown variable", ["edwards", "--epsilon", "1", "--margins", "[AX]"], "unknown variable 'X'"),
-    ("seed in release mode", ["edwards", "--epsilon", "1", "--seed", "3"], "accepts no seed"),
-    ("unknown table", ["nosuch", "--epsilon", "1"], "neither a built-in table"),
-]
-
-
-@pytest.mark.parametrize("label, argv, message", BAD, ids=[b[0] for b in BAD])
-def test_bad_release_input_is_one_line_and_writes_nothing(capsys, tmp_path, label, argv, message):
-    out = tmp_path / "out"
-    code, stdout, err = run_cli(capsys, "release", *argv, "--out", out)
-    assert code == 2
-    assert len(err.strip().splitlines()) == 1 and message in err
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_solver_failure_is_reported_and_leaves_nothing(capsys, tmp_path, monkeypatch):
     from tabrelease import consistency
     from tabrelease.errors import TabreleaseError

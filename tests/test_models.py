@@ -1,7 +1,6 @@
 import pandas as pd
-import pytest
 
-from tabrelease import TabreleaseError, builtin_table, default_model, downward_closure, parse_model, table_from_frame
+from tabrelease import builtin_table, default_model, downward_closure, parse_model, table_from_frame
 
 
 def test_closure_sizes_match_the_papers_B_with_the_empty_set():
@@ -44,13 +43,3 @@ def test_names_and_letters_give_the_same_model():
     assert parse_model("AB BC", table) == by_letters
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("", "empty"),
-    ("[]", "empty margin"),
-    ("[AQ]", "unknown variable 'Q'"),
-    ("[AA]", "twice"),
-    ("[AB]x", "outside brackets"),
-])
-def test_bad_models_are_refused(spec, message):
-    with pytest.raises(TabreleaseError, match=message):
-        parse_model(spec, builtin_table("edwards"))

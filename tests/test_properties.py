@@ -3,13 +3,16 @@
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.optimize import linprog
 
 from tabrelease import plan_release, run_plan
 from tabrelease.bases import coefficients
 from tabrelease.noise import SimulationNoise
-from tabrelease.tables import margin_counts
+
+from .helpers import RecordingNoise, dense_rows
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -40,22 +43,55 @@ def brute_force_l1_sensitivity(plan, neighbours):
     return max(float(np.abs(one_record[i] - one_record[j]).sum()) for i, j in itertools.combinations(range(cells), 2))
 
 
+def dense_lp_optimum(F, noisy):
+    """min b s.t. |noisy - F w| <= b, w >= 0, solved by SciPy on the dense formulation (no margin columns)."""
+    d, cells = F.shape
+    minus_one = -np.ones((d, 1))
+    result = linprog(
+        np.r_[np.zeros(cells), 1.0],
+        A_ub=np.block([[F, minus_one], [-F, minus_one]]),
+        b_ub=np.r_[noisy, -noisy],
+        bounds=[(0, None)] * (cells + 1),
+        method="highs",
+    )
+    assert result.status == 0, result.message
+    return result.fun
+
+
+@st.composite
+def lp_case(draw):
+    """A release case, on an all-binary table with the Fourier basis half the time (else rarely drawn)."""
+    shape, margins, epsilon, seed, counts, mechanism, neighbours = draw(release_case())
+    if draw(st.booleans()):
+        shape, mechanism = (2,) * len(shape), "auto"
+        counts = np.random.default_rng(seed).poisson(3, size=shape)
+    return shape, margins, epsilon, seed, counts, mechanism, neighbours
+
+
 @SETTINGS
-@given(release_case())
-def test_released_tables_are_non_negative_integers_with_consistent_margins(case):
+@given(lp_case())
+def test_the_lp_finds_the_non_negative_table_closest_to_the_noisy_coefficients(case):
     shape, margins, epsilon, seed, counts, mechanism, neighbours = case
     plan = plan_release(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours)
-    release = run_plan(plan, counts, SimulationNoise(seed))
-    table = release.table
-    assert table.dtype.kind == "i" and (table >= 0).all()
-    for g, released in zip(release.margins, release.released_margins):
-        np.testing.assert_array_equal(released, margin_counts(table, g))
-    # Mutually consistent: shared sub-margins agree between every pair of released margins.
-    for (a, ma), (b, mb) in itertools.combinations(zip(release.margins, release.released_margins), 2):
-        shared = tuple(sorted(set(a) & set(b)))
-        sa = margin_counts(ma, [a.index(j) for j in shared]) if shared else ma.sum()
-        sb = margin_counts(mb, [b.index(j) for j in shared]) if shared else mb.sum()
-        np.testing.assert_array_equal(sa, sb)
+    noise = RecordingNoise(seed)
+    release = run_plan(plan, counts, noise)
+    ((values, noisy),) = noise.calls
+    F = dense_rows(plan.basis)
+    exact = F @ counts.ravel()
+    np.testing.assert_allclose(values, exact, atol=1e-9)  # the noise was added to the true table's coefficients
+    b_star = release.lp.b
+    # The true table is feasible with b = max |noise|, so the optimum is no larger: a bound independent of the LP.
+    assert b_star <= np.abs(noisy - exact).max() + 1e-9
+    # The optimum of the tool's sparse LP (margin columns, fixed start basis) is the dense LP's optimum.
+    assert b_star == pytest.approx(dense_lp_optimum(F, noisy), rel=1e-6, abs=1e-7)
+    # Its table is non-negative and attains b*: every coefficient within b* of the noisy one, hence within
+    # b* + max |noise| <= 2 max |noise| of the truth (step 2 of the audit's error bound).
+    w = release.lp.table
+    assert w.min() >= 0
+    assert np.abs(F @ w.ravel() - noisy).max() <= b_star + 1e-7
+    # Rounding moves each cell by at most 1/2 (step 4 of the bound), to a non-negative integer.
+    assert release.table.dtype.kind == "i" and release.table.min() >= 0
+    assert np.abs(release.table - w).max() <= 0.5 + 1e-9
 
 
 @SETTINGS

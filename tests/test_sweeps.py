@@ -140,16 +140,8 @@ def test_a_local_dask_cluster_gives_the_rows_of_one_process():
     pd.testing.assert_frame_equal(deterministic_columns(one), deterministic_columns(on_dask))
 
 
-def test_grid_checks_fail_before_any_work():
-    table = builtin_table("journey_to_work")
-    with pytest.raises(TabreleaseError, match="Fourier"):
-        make_grid([table], (1.0,), 2, mechanisms=("fourier",))
-    with pytest.raises(TabreleaseError, match="repetitions"):
-        make_grid([table], (1.0,), 0)
-    with pytest.raises(TabreleaseError, match="twice"):
-        make_grid([table], (1.0, 1.0), 2)
-    with pytest.raises(TabreleaseError, match="same name"):
-        make_grid([table, table], (1.0,), 2)
+def test_a_grid_has_one_chunk_per_table_calibration_and_epsilon():
+    # (the grid's refusals are in tests/test_bad_inputs.py)
     assert len(grid_chunks(small_grid())) == 2 * 2 * 3
 
 
