@@ -39,6 +39,7 @@ from .bases import FOURIER, CoefficientBasis, coefficients
 from .errors import TabreleaseError
 from .loglinear import margin_design
 from .models import Margin
+from .rounding import round_table  # noqa: F401  (its home is the rounding step; kept importable here)
 
 # b* below this (in coefficient units) is taken as 0: a non-negative table has the noisy coefficients.
 FEASIBILITY_TOLERANCE = 1e-7
@@ -236,8 +237,3 @@ def _sparse_constraints(basis: CoefficientBasis) -> tuple[sp.csc_matrix, int]:
     )
     A.sum_duplicates()
     return A.tocsc(), n_margin
-
-
-def round_table(table: np.ndarray) -> np.ndarray:
-    """Step 6: the nearest integer to each cell (halves up), never below 0."""
-    return np.maximum(np.floor(np.asarray(table, float) + 0.5), 0).astype(np.int64)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .evaluation import margin_label
-from .mechanisms import Release
+from .release import Release
 from .tables import ContingencyTable, margin_counts
 
 SMALL_COUNT = 2

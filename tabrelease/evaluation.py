@@ -13,9 +13,11 @@ from math import log, prod
 import numpy as np
 import pandas as pd
 
-from .bases import EFRON_STEIN, FOURIER, CoefficientBasis, coefficient_basis, paper_noise_scale, sensitivity
+from .bases import EFRON_STEIN, FOURIER, coefficient_basis, paper_noise_scale, sensitivity
+from .bounds import derived_l1_bound, paper_theorem_bound, paper_theorem_constant  # noqa: F401  (re-exported)
 from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
-from .mechanisms import Release, binary_encoding
+from .mechanisms import get_mechanism
+from .release import Release
 from .models import HierarchicalModel, Margin, default_model
 from .tables import ContingencyTable, margin_counts
 
@@ -88,22 +90,16 @@ def evaluate_release(
     if released_p is not None:
         mle_l1 = l1_distance(original.probabilities, released_p)
     bounds = source = paper_bounds = None
-    if release.basis is not None and release.noise.distribution == "laplace" and release.mechanism != "nonneg":
-        basis = release.basis_operator or coefficient_basis(release.basis, table.shape, release.margins)
-        # A binary-encoded release's margins live on the bits of their variables.
-        encoded = binary_encoding(table.shape) if release.mechanism == "binary-encoding" else None
-        bounds = {
-            margin_label(g, letters): derived_l1_bound(
-                basis, g if encoded is None else encoded.axes_of(g), release.noise.scale, bound_delta
-            )
-            for g in release.margins
-        }
-        source = "derived here: triangle inequality over the closure with the scale actually used (see README)"
-        if release.mechanism in (FOURIER, EFRON_STEIN):
-            paper_bounds = {
-                margin_label(g, letters): paper_theorem_bound(basis, g, release.noise.epsilon, bound_delta)
-                for g in release.margins
-            }
+    if release.plan is not None:
+        # Bounds depend on the plan alone; the mechanism says which it can give.
+        mechanism = get_mechanism(release.plan.mechanism)
+        derived = mechanism.l1_bounds(release.plan, bound_delta)
+        if derived is not None:
+            bounds = {margin_label(g, letters): v for g, v in derived.items()}
+            source = mechanism.bound_source
+        printed = mechanism.paper_bounds(release.plan, bound_delta)
+        if printed is not None:
+            paper_bounds = {margin_label(g, letters): v for g, v in printed.items()}
     return _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
                        bounds, source, paper_bounds)
 
@@ -182,49 +178,6 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
     parent = next(i for i, g in enumerate(release.margins) if set(generator) <= set(g))
     g = release.margins[parent]
     return margin_counts(np.asarray(release.released_margins[parent], float), [g.index(j) for j in generator])
-
-
-# --- bounds -----------------------------------------------------------------------------------------
-def derived_l1_bound(basis: CoefficientBasis, margin: Margin, scale: float, delta: float) -> float:
-    """With probability >= 1 - delta, the L1 error of margin alpha after the LP and rounding is at most this.
-
-    Union bound: every coefficient's Laplace noise is below t = scale * log(2d / delta). The factor 2
-    covers release mode's discrete Laplace on the lattice 1/I (integer scale I), whose tail
-    P(|Z| > t) = 2 q^(floor(tI) + 1) / (1 + q), q = exp(-1/(scale I)), is up to 2/(1+q) times the
-    continuous exp(-t/scale): with log(d/delta) the bound failed at rate 0.076 for delta = 0.05. The true
-    table is feasible with b = max noise, so b* <= t and each coefficient of w is within 2t of
-    the truth. Summing the coefficient errors back into the margin: 2^{|alpha|} * 2t * 2^{k/2}
-    (Fourier) or 2^{|alpha|} * 2t * prod k_j (Efron-Stein). Rounding adds at most cells / 2.
-    """
-    t = scale * log(2.0 * basis.size / delta)
-    reach = 2.0 ** (basis.k / 2) if basis.kind == FOURIER else float(prod(basis.shape))
-    cells = float(prod(basis.shape))
-    return 2.0 ** len(margin) * 2.0 * t * reach + cells / 2.0
-
-
-def paper_theorem_constant(basis: CoefficientBasis, margin: Margin, epsilon: float, constant: float = 8.0) -> tuple[float, float]:
-    """(multiplier of log(X/delta), additive term) of the paper's Theorem 1 (binary) or Theorem 3.
-
-    Theorem 1 of Yang-Fienberg-Rinaldo: 2^{|alpha|} 8 |B| / eps log(|B|/delta) + |B|; Theorem 5 of
-    Dwork-McSherry-Talwar has 2 in place of 8 (`constant=2`). Theorem 3:
-    (2/eps) prod_{i in alpha} k_i sum_{S in B} 1/prod_{j not in S} k_j log(N/delta) + N.
-    """
-    if basis.kind == FOURIER:
-        b = len(basis.closure)
-        return 2.0 ** len(margin) * constant * b / epsilon, float(b)
-    shape, k = basis.shape, basis.k
-    total = sum(1.0 / prod(shape[j] for j in range(k) if j not in s) for s in basis.closure)
-    return 2.0 / epsilon * prod(shape[i] for i in margin) * total, float(basis.size)
-
-
-def paper_theorem_bound(basis: CoefficientBasis, margin: Margin, epsilon: float, delta: float) -> float:
-    """The paper's Theorem 1 (binary) or Theorem 3 (multi-category) bound for margin alpha at delta.
-
-    Stated for the paper's own noise scale (Table 1 / Theorem 2), whatever scale a release used.
-    """
-    mult, add = paper_theorem_constant(basis, margin, epsilon)
-    count = len(basis.closure) if basis.kind == FOURIER else basis.size
-    return mult * log(count / delta) + add
 
 
 # The paper's Table 8 as printed: scale and bound multiplier for eps = 0.01, 1, 2, and the |B| (N) it uses.

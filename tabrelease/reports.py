@@ -28,7 +28,7 @@ from ._files import foreign_entries
 from .errors import TabreleaseError
 from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation, margin_label
-from .mechanisms import Release
+from .release import Release
 from .tables import ContingencyTable
 
 

@@ -208,7 +208,8 @@ def run_chunk(chunk: SweepChunk) -> pd.DataFrame:
 
 def _run_chunk(chunk: SweepChunk) -> pd.DataFrame:
     from .evaluation import evaluate_releases
-    from .mechanisms import run_plan, with_epsilon
+    from .mechanisms import with_epsilon
+    from .release import run_plan
 
     table = chunk.table
     plan = with_epsilon(
@@ -268,7 +269,8 @@ def _run_chunk(chunk: SweepChunk) -> pd.DataFrame:
 def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int):
     """Re-run one run of a sweep alone; returns (Release, ReleaseEvaluation)."""
     from .evaluation import evaluate_release
-    from .mechanisms import plan_release, run_plan
+    from .mechanisms import plan_release
+    from .release import run_plan
 
     index = [t.name for t in grid.tables].index(table)
     tab, margins = grid.tables[index], grid.margins[index]

@@ -27,7 +27,8 @@ import pytest
 from tabrelease import builtin_table, default_model
 from tabrelease.bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients
 from tabrelease.evaluation import evaluate_release
-from tabrelease.mechanisms import plan_release, release_margins, run_plan
+from tabrelease.mechanisms import plan_release
+from tabrelease.release import release_margins, run_plan
 from tabrelease.noise import SecureNoise, SimulationNoise
 from tabrelease.tables import ContingencyTable
 

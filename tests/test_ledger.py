@@ -72,7 +72,7 @@ def test_concurrent_releases_lose_no_entry_and_never_overspend(tmp_path):
 
 
 def test_refusal_happens_before_any_noise_is_drawn(tmp_path, monkeypatch):
-    import tabrelease.mechanisms as mechanisms
+    import tabrelease.noise as noise
 
     ledger = tmp_path / "ledger.json"
     set_budget(ledger, builtin_table("czech"), 0.3)
@@ -80,7 +80,7 @@ def test_refusal_happens_before_any_noise_is_drawn(tmp_path, monkeypatch):
     def no_noise(*args, **kwargs):
         raise AssertionError("noise was drawn for a refused release")
 
-    monkeypatch.setattr(mechanisms, "run_plan", no_noise)
+    monkeypatch.setattr(noise.SecureNoise, "perturb", no_noise)
     code = main(["release", "czech", "--epsilon", "0.5", "--ledger", str(ledger), "--out", str(tmp_path / "r")])
     assert code == 2 and not (tmp_path / "r").exists()
 

@@ -8,7 +8,8 @@ from scipy import stats
 from tabrelease import builtin_table, default_model, table_from_frame
 from tabrelease.bases import FOURIER, coefficient_basis, paper_noise_scale, sensitivity
 from tabrelease.evaluation import evaluate_release, reproduce_table8
-from tabrelease.mechanisms import MECHANISMS, plan_release, release_margins, run_plan
+from tabrelease.mechanisms import MECHANISMS, plan_release
+from tabrelease.release import release_margins, run_plan
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, laplace_calibration, noise_source
 
 from .helpers import RecordingNoise, dense_rows, margin_by_hand, true_margin

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
 from ..errors import TabreleaseError
 from ._common import add_table_arguments, load_from_args, positive_float
 
@@ -44,60 +42,38 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import __version__
-    from ..evaluation import evaluate_release
-    from ..mechanisms import DEFAULT_NONNEG_T, plan_release, run_plan
-    from ..models import HierarchicalModel, default_model, parse_model
-    from ..noise import RELEASE, SIMULATION, noise_source
-    from ..reports import check_release_destination, evaluation_warnings, release_warnings, write_release_bundle
+    from ..models import default_model, parse_model
+    from ..noise import RELEASE, SIMULATION
+    from ..release import publish_release
 
-    mode = SIMULATION if args.simulate else RELEASE
-    if not 0 < args.bound_delta < 1:
-        raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {args.bound_delta:g}")
     if args.seed is not None and not args.simulate:
         raise TabreleaseError(
             "release mode draws from a secure sampler and accepts no seed; add --simulate for seeded, "
             "reproducible (non-secure) noise"
         )
-    if args.nonneg_t is not None and args.mechanism != "nonneg":
-        raise TabreleaseError("--nonneg-t applies to the nonneg mechanism only")
-    check_release_destination(args.out, args.force)
+    if not 0 < args.bound_delta < 1:
+        raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {args.bound_delta:g}")
+    from ..reports import check_release_destination
+
+    check_release_destination(args.out, args.force)  # before the table is read: a wrong --out fails fast
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
-    noise = noise_source(mode, args.seed)
-    plan = plan_release(
-        table.shape, model.generators, args.epsilon, mechanism=args.mechanism, neighbours=args.neighbours,
-        delta=args.delta, calibration=args.calibration, nonneg_t=args.nonneg_t or DEFAULT_NONNEG_T,
+    mode = SIMULATION if args.simulate else RELEASE
+    done = publish_release(
+        table, args.out, args.epsilon, model.generators, mechanism=args.mechanism, neighbours=args.neighbours,
+        delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
+        bound_delta=args.bound_delta, ledger=args.ledger, force=args.force,
     )
-    entry = None
-    if args.ledger is not None:
-        from ..evaluation import margin_label
-        from ..ledger import budget_status, charge
-
-        cal = plan.calibration
-        # Charged before any noise is drawn; paper calibration is charged at the epsilon it really gives.
-        entry = charge(
-            args.ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta,
-            mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
-            output=str(Path(args.out).resolve()), noise_mode=mode,
-        )
-    release = run_plan(plan, table.counts, noise)
-    refit = HierarchicalModel(release.margins, table.k)
-    evaluation = evaluate_release(table, release, refit, bound_delta=args.bound_delta)
-    out = write_release_bundle(
-        args.out, table, release, evaluation, model_label=refit.names(table.variables), version=__version__,
-        force=args.force,
-    )
-    cal = release.noise
+    release, cal = done.release, done.release.noise
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
           f"(epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}, "
           f"{cal.distribution} scale {cal.scale:.4g}, {mode} mode)")
-    for warning in release_warnings(release) + evaluation_warnings(evaluation):
+    for warning in done.warnings:
         print(f"WARNING: {warning}")
-    if entry is not None:
-        status = budget_status(args.ledger, table)
+    if done.ledger_entry is not None:
+        status = done.budget
         left = "no budget set" if status.epsilon_budget is None else f"{status.epsilon_remaining:g} of {status.epsilon_budget:g} remains"
-        print(f"ledger:   charged epsilon {entry['epsilon']:g} to {table.name}; spent {status.epsilon_spent:g}, {left}")
-    print(f"public:   {out / 'public'}")
-    print(f"internal: {out / 'internal' / 'audit.html'}")
+        print(f"ledger:   charged epsilon {done.ledger_entry['epsilon']:g} to {table.name}; spent {status.epsilon_spent:g}, {left}")
+    print(f"public:   {done.out / 'public'}")
+    print(f"internal: {done.out / 'internal' / 'audit.html'}")
     return 0

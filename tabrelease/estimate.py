@@ -1,0 +1,133 @@
+"""Estimators: from measurements to a non-negative table (or margins), before rounding.
+
+An estimator is a named choice, separate from the mechanism: any mechanism whose measurements it
+can read may use it. Each reads the plan and the `Measurements`, never the mechanism's name.
+
+| name                | reads                       | gives                                                         |
+|---------------------|-----------------------------|---------------------------------------------------------------|
+| linf-lp             | coefficient blocks          | the paper's step 5: min b s.t. w >= 0, abs(phi - F w) <= b    |
+| as-measured         | margin-cell blocks          | the measured cells as they are (a full table, or margins)     |
+| shifted-synthesis   | coefficient blocks          | margins synthesised from the coefficients with the constant   |
+|                     |                             | term lifted by t d scale (DMT 4.5.3): no LP                   |
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import TabreleaseError
+from .measurements import COEFFICIENTS, MARGIN_CELLS, Measurements
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consistency import LPSolution
+    from .mechanisms import MechanismPlan
+
+
+@dataclass(frozen=True, eq=False)
+class Estimate:
+    """A real-valued estimate: a non-negative table on the table's own shape, or margins alone."""
+
+    table: np.ndarray | None
+    margins: tuple[np.ndarray, ...] | None
+    seconds: float
+    lp: LPSolution | None = None
+    notes: tuple[str, ...] = ()
+
+
+class Estimator:
+    """Base class: `estimate(plan, measurements)`; `for_plan` builds what can be reused across runs."""
+
+    name: str = ""
+    reads: str = COEFFICIENTS
+
+    def for_plan(self, plan: MechanismPlan) -> Estimator:
+        return self
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        raise NotImplementedError
+
+    def _check(self, measurements: Measurements) -> None:
+        if any(b.query != self.reads for b in measurements.blocks):
+            raise TabreleaseError(f"the {self.name} estimator reads {self.reads} measurements only")
+
+
+class LInfinityLP(Estimator):
+    """The paper's consistency LP (Tables 1-2, step 5), built once per basis and re-solved per run."""
+
+    name = "linf-lp"
+
+    def __init__(self, problem=None):
+        self.problem = problem
+
+    def for_plan(self, plan: MechanismPlan) -> LInfinityLP:
+        from .consistency import ConsistencyProblem
+
+        zeros = None if plan.encoding is None else plan.encoding.structural_zeros()
+        return LInfinityLP(ConsistencyProblem(plan.basis, structural_zeros=zeros))
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        self._check(measurements)
+        if self.problem is None:
+            raise TabreleaseError("internal error: the LP estimator was not prepared for this plan")
+        lp = self.problem.solve(measurements.vector())
+        # The LP lives on the measured domain (a bit encoding, for binary-encoded releases).
+        table = lp.table if plan.encoding is None else plan.encoding.decode(lp.table)
+        return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp)
+
+
+class AsMeasured(Estimator):
+    """Measured cells, taken as they are: the full table if it was measured, else each margin on its own."""
+
+    name = "as-measured"
+    reads = MARGIN_CELLS
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        self._check(measurements)
+        start = time.perf_counter()
+        full = tuple(range(len(plan.shape)))
+        whole = [b for b in measurements.blocks if tuple(b.variables) == full]
+        if whole:
+            return Estimate(table=whole[0].values.reshape(plan.shape), margins=None,
+                            seconds=time.perf_counter() - start)
+        margins = tuple(b.values.reshape(tuple(plan.shape[j] for j in b.variables)) for b in measurements.blocks)
+        return Estimate(table=None, margins=margins, seconds=time.perf_counter() - start)
+
+
+class ShiftedSynthesis(Estimator):
+    """DMT section 4.5.3, Corollary 1: lift the constant coefficient by t * d * scale and synthesise the
+    margins from the coefficients directly; non-negative with probability >= 1 - exp(-t), no LP."""
+
+    name = "shifted-synthesis"
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        from .bases import margin_from_coefficients
+
+        self._check(measurements)
+        start = time.perf_counter()
+        coefficients = measurements.vector().copy()
+        coefficients[plan.basis.empty_set_index] += plan.parameters["constant_term_shift"]
+        margins = tuple(margin_from_coefficients(plan.basis, coefficients, g) for g in plan.margins)
+        notes = []
+        if any(np.any(m < 0) for m in margins):
+            notes.append("a released margin has a negative cell (the event Corollary 1 bounds by exp(-t))")
+        from .rounding import mutually_consistent
+
+        if not mutually_consistent(margins, plan.margins, atol=1e-9 * max(1.0, plan.calibration.scale)):
+            # Fourier blocks are single orthogonal numbers; Efron-Stein blocks are vectors that sum to zero
+            # along each of their axes only when they are exact.
+            notes.append("the margins are inconsistent because noisy Efron-Stein components do not sum to zero "
+                         "along their axes (even the margins' totals differ)")
+        return Estimate(table=None, margins=margins, seconds=time.perf_counter() - start, notes=tuple(notes))
+
+
+ESTIMATORS = {e.name: e for e in (LInfinityLP(), AsMeasured(), ShiftedSynthesis())}
+
+
+def get_estimator(name: str) -> Estimator:
+    if name not in ESTIMATORS:
+        raise TabreleaseError(f"unknown estimator {name!r}; choose one of {', '.join(ESTIMATORS)}")
+    return ESTIMATORS[name]

@@ -1,0 +1,89 @@
+"""Measurements: the only hand-off from the privacy step to everything after it.
+
+A mechanism's `measure` draws noise once and returns `Measurements`: which linear queries of the
+table were answered (a block of Fourier or Efron-Stein coefficients of a set S, or the cells of a
+margin), the noisy answers, and the noise distribution and scale of each block. Estimation,
+rounding, evaluation, reports and sweeps read these records and the plan, never the mechanism's
+name, so an estimator can be run again on the same noisy data (private-pgm's LinearMeasurement
+is the model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+COEFFICIENTS = "coefficients"
+MARGIN_CELLS = "margin_cells"
+
+
+@dataclass(frozen=True, eq=False)
+class Measurement:
+    """One block of noisy answers to linear queries of the table.
+
+    `query` is "coefficients" (a block of `basis` coefficients of the set `variables`, on a table
+    of shape `domain`) or "margin_cells" (the cells of the margin over `variables`). `domain` is
+    the shape the queries are defined on: the table's own, or its binary encoding's.
+    """
+
+    query: str
+    variables: tuple[int, ...]
+    values: np.ndarray
+    distribution: str
+    scale: float
+    domain: tuple[int, ...]
+    basis: str | None = None
+
+    def __post_init__(self) -> None:
+        values = np.array(self.values, dtype=float)
+        values.setflags(write=False)
+        object.__setattr__(self, "values", values)
+
+    @property
+    def size(self) -> int:
+        return int(self.values.size)
+
+
+@dataclass(frozen=True, eq=False)
+class Measurements:
+    """Every block one run of a mechanism measured, with how the noise was drawn."""
+
+    blocks: tuple[Measurement, ...]
+    noise_mode: str
+    seed: int | None  # the simulation seed that replays them; None for secure noise
+
+    @property
+    def size(self) -> int:
+        return sum(b.size for b in self.blocks)
+
+    def vector(self) -> np.ndarray:
+        """All noisy answers, block after block (the order of the plan's queries)."""
+        if not self.blocks:
+            return np.zeros(0)
+        return np.concatenate([b.values for b in self.blocks])
+
+    def describe(self) -> list[dict]:
+        """Plain data for a bundle: the queries and the noise, with the noisy values."""
+        return [
+            {"query": b.query, "basis": b.basis, "variables": list(b.variables), "domain": list(b.domain),
+             "distribution": b.distribution, "scale": b.scale, "values": b.values.tolist()}
+            for b in self.blocks
+        ]
+
+
+def coefficient_blocks(basis, noisy: np.ndarray, distribution: str, scale: float) -> tuple[Measurement, ...]:
+    """Split a vector of noisy coefficients into one measurement per set S of the basis's closure."""
+    return tuple(
+        Measurement(COEFFICIENTS, tuple(s), noisy[lo:hi], distribution, scale, tuple(basis.shape), basis.kind)
+        for s, lo, hi in zip(basis.closure, basis.offsets[:-1], basis.offsets[1:])
+    )
+
+
+def margin_blocks(margins: Sequence[tuple[int, ...]], noisy: Sequence[np.ndarray], distribution: str, scale: float,
+                  domain: tuple[int, ...]) -> tuple[Measurement, ...]:
+    return tuple(
+        Measurement(MARGIN_CELLS, tuple(g), np.ravel(values), distribution, scale, domain)
+        for g, values in zip(margins, noisy)
+    )

@@ -1,0 +1,127 @@
+"""Release mechanisms: one small module each, behind one protocol (`Mechanism`), in a registry.
+
+| name             | measures                                          | default estimator, rounding     |
+|------------------|---------------------------------------------------|---------------------------------|
+| fourier          | Fourier coefficients of the closure (binary)      | linf-lp, nearest (Table 1)      |
+| efron-stein      | Efron-Stein components of the closure             | linf-lp, nearest (Table 2)      |
+| gaussian         | the same coefficients, Gaussian noise, (eps, d)   | linf-lp, nearest (DMT s.5)      |
+| binary-encoding  | Fourier coefficients of a bit encoding            | linf-lp with structural zeros   |
+| cells            | every cell of the full table                      | as-measured, nearest            |
+| margins          | every cell of each released margin independently | as-measured, nearest            |
+| nonneg           | coefficients; the constant term lifted            | shifted-synthesis, none         |
+
+`register(mechanism)` adds one; `plan_release` and `with_epsilon` dispatch through the registry,
+and nothing outside this package branches on a mechanism's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..bases import EFRON_STEIN, FOURIER, NEIGHBOURS
+from ..errors import TabreleaseError
+from ..models import Margin, maximal_margins
+from ..noise import check_delta
+from ._base import Mechanism, MechanismPlan, check_margins_fit
+from .binary_encoding import BinaryEncoding, BinaryEncodingMechanism, binary_encoding
+from .cells import Cells
+from .efron_stein import EfronStein
+from .fourier import Fourier
+from .gaussian import Gaussian
+from .margins import Margins
+from .nonneg import DEFAULT_NONNEG_T, NonNeg, nonneg_shift
+
+AUTO = "auto"
+_REGISTRY: dict[str, Mechanism] = {}
+
+
+def register(mechanism: Mechanism) -> Mechanism:
+    """Add a mechanism (an instance of a `Mechanism` subclass) under its name; returns it."""
+    if not isinstance(mechanism, Mechanism) or not mechanism.name or mechanism.name == AUTO:
+        raise TabreleaseError("a mechanism is a Mechanism instance with a name other than 'auto'")
+    _REGISTRY[mechanism.name] = mechanism
+    return mechanism
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+for _mechanism in (Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(), NonNeg()):
+    register(_mechanism)
+
+# The built-in mechanisms, 'auto' first (what the command line offers).
+MECHANISMS = (AUTO,) + tuple(_REGISTRY)
+
+
+def mechanism_names() -> tuple[str, ...]:
+    """'auto' and every registered mechanism, built-in or not."""
+    return (AUTO,) + tuple(_REGISTRY)
+
+
+def get_mechanism(name: str) -> Mechanism:
+    if name not in _REGISTRY:
+        raise TabreleaseError(f"unknown mechanism {name!r}; choose one of {', '.join(mechanism_names())}")
+    return _REGISTRY[name]
+
+
+def resolve_mechanism(mechanism: str, shape: Sequence[int]) -> str:
+    """'auto' is Fourier for all-binary tables and Efron-Stein otherwise (the paper's choice)."""
+    if mechanism == AUTO:
+        return FOURIER if all(k == 2 for k in shape) else EFRON_STEIN
+    get_mechanism(mechanism)
+    return mechanism
+
+
+def plan_release(
+    shape: Sequence[int],
+    margins: Sequence[Margin],
+    epsilon: float,
+    *,
+    mechanism: str = AUTO,
+    neighbours: str = "add-remove",
+    delta: float | None = None,
+    calibration: str = "exact",
+    nonneg_t: float | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> MechanismPlan:
+    """Everything that does not depend on the counts: queries, exact sensitivity, calibration, estimator."""
+    shape = tuple(int(k) for k in shape)
+    name = resolve_mechanism(mechanism, shape)
+    chosen = get_mechanism(name)
+    if neighbours not in NEIGHBOURS:
+        raise TabreleaseError(f"unknown neighbour relation {neighbours!r}; choose add-remove or replace")
+    if calibration not in ("exact", "paper"):
+        raise TabreleaseError(f"unknown calibration {calibration!r}; choose exact or paper")
+    if calibration == "paper" and not chosen.paper_calibration:
+        raise TabreleaseError("--calibration paper reproduces the Fourier and Efron-Stein mechanisms only")
+    if chosen.needs_delta:
+        if delta is None:
+            raise TabreleaseError(f"the {name} mechanism gives (epsilon, delta)-DP; give --delta")
+        delta = check_delta(delta)
+    elif delta is not None:
+        raise TabreleaseError(f"--delta applies to the gaussian mechanism only, not to {name}")
+    generators, _ = maximal_margins(margins)
+    check_margins_fit(shape, generators)
+    options = dict(options or {})
+    if nonneg_t is not None:
+        options["nonneg_t"] = nonneg_t
+    for option in options:
+        if option not in chosen.options:
+            flag = "--" + option.replace("_", "-")
+            raise TabreleaseError(f"{flag} does not apply to the {name} mechanism")
+    return chosen.plan(shape, tuple(generators), epsilon, neighbours=neighbours, delta=delta,
+                       calibration=calibration, options=options)
+
+
+def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
+    """The same plan at another epsilon: only the noise scale changes; queries and the estimator's LP are shared."""
+    return get_mechanism(plan.mechanism).rescale(plan, epsilon)
+
+
+__all__ = [
+    "AUTO", "BinaryEncoding", "DEFAULT_NONNEG_T", "MECHANISMS", "Mechanism", "MechanismPlan", "binary_encoding",
+    "get_mechanism", "mechanism_names", "nonneg_shift", "plan_release", "register", "resolve_mechanism",
+    "unregister", "with_epsilon",
+]

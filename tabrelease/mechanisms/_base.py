@@ -1,0 +1,108 @@
+"""The protocol every release mechanism follows, and the plan it makes.
+
+A mechanism is a small object with three jobs (emcee's moves are the model):
+
+* `plan`: everything that does not depend on the counts: which queries are measured, their exact
+  sensitivity, the noise calibration, and the default estimator;
+* `measure`: draw the noise through a noise source, once, and return `Measurements`;
+* `rescale`: the same plan at another epsilon (a sweep builds the estimator's LP once).
+
+Optionally `l1_bounds` and `paper_bounds` give per-margin error bounds for the audit. Nothing
+after `measure` knows which mechanism ran: it reads the plan and the measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import TabreleaseError
+from ..measurements import Measurements
+from ..models import Margin
+from ..noise import NoiseCalibration, gaussian_calibration, laplace_calibration
+from ..rounding import NEAREST
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..bases import CoefficientBasis
+    from ..estimate import Estimator
+    from ..noise import NoiseSource
+
+
+
+@dataclass(frozen=True, eq=False)
+class MechanismPlan:
+    """Everything about a release that does not depend on the counts."""
+
+    mechanism: str
+    shape: tuple[int, ...]
+    margins: tuple[Margin, ...]
+    calibration: NoiseCalibration
+    estimator: Estimator
+    basis: CoefficientBasis | None = None
+    encoding: Any = None  # a BinaryEncoding when the queries live on a bit encoding of the table
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    rounding: str = NEAREST
+
+    @property
+    def problem(self):
+        """The estimator's consistency LP, where it has one."""
+        return getattr(self.estimator, "problem", None)
+
+
+class Mechanism:
+    """Base class of the release mechanisms. Subclasses set `name` and implement `plan` and `measure`."""
+
+    name: str = ""
+    summary: str = ""
+    needs_delta: bool = False  # (epsilon, delta)-DP: the plan requires delta
+    paper_calibration: bool = False  # has a --calibration paper preset (reproduction only)
+    options: tuple[str, ...] = ()  # the mechanism-specific options its plan accepts
+
+    def plan(self, shape: tuple[int, ...], margins: tuple[Margin, ...], epsilon: float, *, neighbours: str,
+             delta: float | None, calibration: str, options: Mapping[str, Any]) -> MechanismPlan:
+        raise NotImplementedError
+
+    def measure(self, plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Measurements:
+        raise NotImplementedError
+
+    def rescale(self, plan: MechanismPlan, epsilon: float) -> MechanismPlan:
+        """The same plan at another epsilon: only the calibration changes (same sensitivity and queries)."""
+        return replace(plan, calibration=recalibrate(plan.calibration, epsilon))
+
+    def l1_bounds(self, plan: MechanismPlan, delta: float) -> dict[Margin, float] | None:
+        """Per released margin, an L1 error bound that holds with probability >= 1 - delta, if known."""
+        return None
+
+    def paper_bounds(self, plan: MechanismPlan, delta: float) -> dict[Margin, float] | None:
+        """The paper's own bound per margin, where the mechanism is the paper's."""
+        return None
+
+    bound_source: str = ""
+
+
+def recalibrate(calibration: NoiseCalibration, epsilon: float) -> NoiseCalibration:
+    """An exact calibration at another epsilon, for the same sensitivity, distribution and delta."""
+    if calibration.distribution == "gaussian":
+        return gaussian_calibration(calibration.sensitivity, epsilon, calibration.delta, calibration.neighbours)
+    return laplace_calibration(calibration.sensitivity, epsilon, calibration.neighbours)
+
+
+def no_paper_calibration(name: str, calibration: str) -> None:
+    if calibration != "exact":
+        raise TabreleaseError(f"the paper calibration reproduces the Fourier and Efron-Stein mechanisms only, not {name}")
+
+
+def replace_factor(neighbours: str) -> int:
+    """A changed record moves two cells of a histogram; an added or removed one moves one."""
+    return 2 if neighbours == "replace" else 1
+
+
+def check_margins_fit(shape: Sequence[int], margins: Sequence[Margin]) -> None:
+    if not margins or any(len(g) == 0 for g in margins):
+        raise TabreleaseError("give at least one non-empty margin to release")
+    if any(a < 0 or a >= len(shape) for g in margins for a in g):
+        raise TabreleaseError("a margin names a variable the table does not have")

@@ -1,0 +1,71 @@
+"""Dwork, McSherry & Talwar section 5: each variable with k_j levels as ceil(log2 k_j) bits, Fourier coefficients
+of the bit table, the LP with the codes >= k_j held at 0 (structural zeros), then decode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from math import ceil, log2
+
+import numpy as np
+
+from ..bases import FOURIER, coefficient_basis, sensitivity
+from ..noise import laplace_calibration
+from ._base import MechanismPlan, no_paper_calibration
+from ._coefficients import CoefficientMechanism
+
+
+@dataclass(frozen=True, eq=False)
+class BinaryEncoding:
+    """Each variable with k_j levels as ceil(log2 k_j) bits; codes >= k_j are structural zeros."""
+
+    shape: tuple[int, ...]
+    bits: tuple[int, ...]
+
+    @property
+    def encoded_shape(self) -> tuple[int, ...]:
+        return (2,) * sum(self.bits)
+
+    def axes_of(self, variables: Sequence[int]) -> tuple[int, ...]:
+        starts = np.cumsum((0,) + self.bits)
+        return tuple(a for j in sorted(variables) for a in range(starts[j], starts[j] + self.bits[j]))
+
+    def encode(self, counts: np.ndarray) -> np.ndarray:
+        padded = np.zeros(tuple(2**b for b in self.bits), dtype=float)
+        padded[tuple(slice(0, k) for k in self.shape)] = counts
+        return padded.reshape(self.encoded_shape)
+
+    def decode(self, encoded: np.ndarray) -> np.ndarray:
+        full = np.asarray(encoded).reshape(tuple(2**b for b in self.bits))
+        return full[tuple(slice(0, k) for k in self.shape)]
+
+    def structural_zeros(self) -> np.ndarray:
+        valid = np.zeros(tuple(2**b for b in self.bits), dtype=bool)
+        valid[tuple(slice(0, k) for k in self.shape)] = True
+        return ~valid.reshape(self.encoded_shape)
+
+
+def binary_encoding(shape: Sequence[int]) -> BinaryEncoding:
+    return BinaryEncoding(tuple(shape), tuple(max(1, ceil(log2(k))) for k in shape))
+
+
+class BinaryEncodingMechanism(CoefficientMechanism):
+    name = "binary-encoding"
+    summary = "Fourier coefficients of a bit encoding; LP with structural zeros held at 0, decode"
+
+    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
+        no_paper_calibration(self.name, calibration)
+        encoding = binary_encoding(shape)
+        basis = coefficient_basis(FOURIER, encoding.encoded_shape, [encoding.axes_of(g) for g in margins])
+        cal = laplace_calibration(sensitivity(basis, neighbours, 1), epsilon, neighbours)
+        notes = ()
+        if neighbours == "replace" and any(2**b != k for b, k in zip(encoding.bits, shape)):
+            notes = ("replace-one sensitivity is taken over all bit codes, structural zeros included: an upper bound",)
+        zeros = encoding.structural_zeros()
+        params = {"bits": list(encoding.bits), "structural_zero_cells": int(zeros.sum())}
+        plan = MechanismPlan(self.name, shape, margins, cal, self.estimator, basis, encoding, params, notes)
+        return replace(plan, estimator=self.estimator.for_plan(plan))
+
+    def rescale(self, plan, epsilon):
+        cal = plan.calibration
+        return replace(plan, calibration=laplace_calibration(cal.sensitivity, epsilon, cal.neighbours))

@@ -1,0 +1,27 @@
+"""Dwork, McSherry & Talwar section 3: Laplace noise on every cell of the full table (a histogram: one record
+moves one cell by 1, two when replaced), clip at 0 and round; margins from the rounded table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..estimate import AsMeasured
+from ..measurements import Measurements, margin_blocks
+from ..noise import laplace_calibration
+from ._base import Mechanism, MechanismPlan, no_paper_calibration, replace_factor
+
+
+class Cells(Mechanism):
+    name = "cells"
+    summary = "every cell of the full table (sensitivity 1), clip at 0, round"
+
+    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
+        no_paper_calibration(self.name, calibration)
+        cal = laplace_calibration(1.0 * replace_factor(neighbours), epsilon, neighbours)
+        return MechanismPlan(self.name, shape, margins, cal, AsMeasured())
+
+    def measure(self, plan, counts, noise):
+        noisy = noise.perturb(np.asarray(counts, float).ravel(), plan.calibration, 1.0)
+        full = tuple(range(len(plan.shape)))
+        blocks = margin_blocks([full], [noisy], plan.calibration.distribution, plan.calibration.scale, plan.shape)
+        return Measurements(blocks, noise.mode, getattr(noise, "seed", None) if noise.mode == "simulation" else None)

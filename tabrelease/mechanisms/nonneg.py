@@ -1,0 +1,71 @@
+"""Dwork, McSherry & Talwar section 4.5.3, Corollary 1: the coefficients with Laplace noise, the constant term
+lifted by t * d * scale so that the margins are non-negative with probability >= 1 - exp(-t), and the margins
+synthesised straight from the coefficients (no LP, no rounding: the released margins are not counts)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients, sensitivity
+from ..estimate import ShiftedSynthesis
+from ..noise import laplace_calibration
+from ..rounding import NO_ROUNDING
+from ._base import MechanismPlan, no_paper_calibration
+from ._coefficients import CoefficientMechanism
+
+DEFAULT_NONNEG_T = 5.0
+
+
+class NonNeg(CoefficientMechanism):
+    name = "nonneg"
+    options = ("nonneg_t",)
+    summary = "coefficients, then t·d·scale added to the constant term; margins from the coefficients (no LP)"
+
+    def basis_for(self, shape, margins):
+        return coefficient_basis(FOURIER if all(k == 2 for k in shape) else EFRON_STEIN, shape, margins)
+
+    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
+        no_paper_calibration(self.name, calibration)
+        basis = self.basis_for(shape, margins)
+        cal = laplace_calibration(sensitivity(basis, neighbours, 1), epsilon, neighbours)
+        t = float(options.get("nonneg_t") or DEFAULT_NONNEG_T)
+        plan = MechanismPlan(self.name, shape, margins, cal, ShiftedSynthesis(), basis, parameters={"t": t},
+                             rounding=NO_ROUNDING)
+        return with_shift(plan)
+
+    def rescale(self, plan, epsilon):
+        cal = plan.calibration
+        return with_shift(replace(plan, calibration=laplace_calibration(cal.sensitivity, epsilon, cal.neighbours)))
+
+    def l1_bounds(self, plan, delta):
+        return None  # the lift is a bias of its own: the LP bound does not apply
+
+
+def nonneg_shift(plan: MechanismPlan) -> dict[str, float]:
+    """What the nonneg mechanism adds to every release: t * d * scale on the constant coefficient.
+
+    It depends on t, the number of coefficients and the noise scale only (never on the counts),
+    so it may be published. Per cell of the full table the lift is the shift times the constant
+    basis function (2^{-k/2} for Fourier, 1 for Efron-Stein), found here by synthesising the total.
+    """
+    basis = plan.basis
+    shift = float(plan.parameters["t"]) * basis.size * plan.calibration.scale
+    unit = np.zeros(basis.size)
+    unit[basis.empty_set_index] = shift
+    total = float(margin_from_coefficients(basis, unit, ()))
+    cells = float(np.prod(plan.shape))
+    return {"constant_term_shift": shift, "shift_total": total, "shift_per_cell": total / cells}
+
+
+def with_shift(plan: MechanismPlan) -> MechanismPlan:
+    """Record the shift (it moves with the scale) in the plan's parameters and notes."""
+    shift = nonneg_shift(plan)
+    note = (
+        f"nonneg: every released count is lifted on purpose, by {shift['shift_per_cell']:.6g} per cell of the full "
+        f"table ({shift['shift_total']:.6g} in all; t * d * scale = {shift['constant_term_shift']:.6g} on the constant "
+        "coefficient), so that the margins are non-negative without an LP; the released margins are not counts"
+    )
+    notes = tuple(n for n in plan.notes if not n.startswith("nonneg:")) + (note,)
+    return replace(plan, parameters={"t": plan.parameters["t"], **shift}, notes=notes)

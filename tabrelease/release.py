@@ -1,0 +1,215 @@
+"""The release path, forward: plan -> measure (the privacy step) -> estimate -> round, and the whole workflow
+that an agency runs (destination checked, budget charged before any noise, evaluation, bundle written).
+
+`run_plan` is the only place the steps meet, and it never asks which mechanism ran: the mechanism is
+reached through the registry for its privacy step alone, and everything after reads the plan and the
+`Measurements`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import TabreleaseError
+from .measurements import Measurements
+from .mechanisms import AUTO, MechanismPlan, get_mechanism, plan_release
+from .models import Margin, default_model
+from .noise import RELEASE, NoiseCalibration, NoiseSource, noise_source
+from .rounding import round_estimate
+from .tables import ContingencyTable
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """What one run of a mechanism produced, in one shape for every mechanism.
+
+    `released_margins` is what would be published. `table` is the rounded non-negative table w'
+    whose margins they are (None when only margins were estimated), `lp` the consistency LP's
+    solution where the estimator has one, `measurements` the noisy answers themselves (an
+    estimator can be run again on them).
+    """
+
+    mechanism: str
+    margins: tuple[Margin, ...]
+    released_margins: tuple[np.ndarray, ...]
+    table: np.ndarray | None
+    lp: Any
+    noise: NoiseCalibration
+    noise_mode: str
+    consistent: bool
+    basis: str | None
+    coefficients_released: int
+    timings: Mapping[str, float]
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    noise_seed: int | None = None
+    measurements: Measurements | None = field(default=None, repr=False)
+    estimator: str | None = None
+    plan: MechanismPlan | None = field(default=None, repr=False)
+
+    @property
+    def n_released(self) -> float:
+        """n' = sum of w' (or of the first released margin when there is no table)."""
+        source = self.table if self.table is not None else self.released_margins[0]
+        return float(np.sum(source))
+
+    @property
+    def lp_b(self) -> float | None:
+        return None if self.lp is None else self.lp.b
+
+    @property
+    def basis_operator(self):
+        return None if self.plan is None else self.plan.basis
+
+
+def measure(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Measurements:
+    """The privacy step: the plan's mechanism draws its noise once."""
+    counts = np.asarray(counts)
+    if counts.shape != plan.shape:
+        raise TabreleaseError(f"the plan is for a table of shape {plan.shape}, not {counts.shape}")
+    return get_mechanism(plan.mechanism).measure(plan, counts, noise)
+
+
+def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *, estimator=None,
+                              noise_seconds: float = float("nan")) -> Release:
+    """Post-processing only: estimate (the plan's estimator, or another), round, and take the margins."""
+    estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
+    estimate = estimator.estimate(plan, measurements)
+    rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
+    notes = list(plan.notes) + list(estimate.notes)
+    if not rounded.consistent:
+        notes.append("the released margins disagree on their shared sub-margins: no table has them all")
+    timings = {"noise": noise_seconds, "round": rounded.seconds}
+    timings["lp" if estimate.lp is not None else "estimate"] = estimate.seconds
+    return Release(
+        mechanism=plan.mechanism,
+        margins=plan.margins,
+        released_margins=rounded.margins,
+        table=rounded.table,
+        lp=estimate.lp,
+        noise=plan.calibration,
+        noise_mode=measurements.noise_mode,
+        consistent=rounded.consistent,
+        basis=None if plan.basis is None else plan.basis.kind,
+        coefficients_released=measurements.size,
+        timings=timings,
+        parameters=dict(plan.parameters),
+        notes=tuple(notes),
+        noise_seed=measurements.seed,
+        measurements=measurements,
+        estimator=estimator.name,
+        plan=plan,
+    )
+
+
+def run_plan(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Release:
+    """Draw the noise and produce the release for one table."""
+    start = time.perf_counter()
+    measurements = measure(plan, counts, noise)
+    return release_from_measurements(plan, measurements, noise_seconds=time.perf_counter() - start)
+
+
+def release_margins(
+    table: ContingencyTable,
+    epsilon: float,
+    margins: Sequence[Margin] | None = None,
+    *,
+    mechanism: str = AUTO,
+    neighbours: str = "add-remove",
+    delta: float | None = None,
+    calibration: str = "exact",
+    mode: str = RELEASE,
+    seed: int | None = None,
+    nonneg_t: float | None = None,
+) -> Release:
+    """Release margins of `table` under differential privacy (in memory: no ledger, no files).
+
+    `margins` are axis tuples (default: the table's paper model). `mode="release"` draws from
+    OpenDP and refuses a seed; `mode="simulation"` is seeded numpy noise for experiments.
+    Use `publish_release` for the workflow with a privacy ledger and a written bundle.
+    """
+    if margins is None:
+        margins = default_model(table).generators
+    noise = noise_source(mode, seed)
+    plan = plan_release(table.shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, delta=delta,
+                        calibration=calibration, nonneg_t=nonneg_t)
+    return run_plan(plan, table.counts, noise)
+
+
+# --- the workflow ---------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class PublishedRelease:
+    """What `publish_release` did: the release, its evaluation, where it was written, the ledger's word."""
+
+    release: Release
+    evaluation: Any
+    out: Path
+    ledger_entry: Mapping[str, Any] | None
+    budget: Any  # ledger.BudgetStatus after the charge, or None without a ledger
+    warnings: tuple[str, ...]
+
+
+def publish_release(
+    table: ContingencyTable,
+    out: str | os.PathLike,
+    epsilon: float,
+    margins: Sequence[Margin] | None = None,
+    *,
+    mechanism: str = AUTO,
+    neighbours: str = "add-remove",
+    delta: float | None = None,
+    calibration: str = "exact",
+    mode: str = RELEASE,
+    seed: int | None = None,
+    nonneg_t: float | None = None,
+    bound_delta: float = 0.05,
+    ledger: str | os.PathLike | None = None,
+    force: bool = False,
+    version: str | None = None,
+) -> PublishedRelease:
+    """The whole release, with the guarantees of the command line: check the destination, plan, charge the
+    ledger before any noise is drawn, measure, estimate, evaluate, and write `out/public` and `out/internal`.
+
+    Every check that can refuse happens before the charge; a refusal charges nothing and writes nothing.
+    """
+    from . import __version__
+    from .evaluation import evaluate_release, margin_label
+    from .models import HierarchicalModel
+    from .reports import check_release_destination, evaluation_warnings, release_warnings, write_release_bundle
+
+    if not 0 < bound_delta < 1:
+        raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {bound_delta:g}")
+    check_release_destination(out, force)
+    if margins is None:
+        margins = default_model(table).generators
+    noise = noise_source(mode, seed)
+    plan = plan_release(table.shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, delta=delta,
+                        calibration=calibration, nonneg_t=nonneg_t)
+    entry = budget = None
+    if ledger is not None:
+        from .ledger import budget_status, charge
+
+        cal = plan.calibration
+        # Charged before any noise is drawn; the paper calibration is charged at the epsilon it really gives.
+        entry = charge(
+            ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta, mechanism=plan.mechanism,
+            margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
+            noise_mode=mode,
+        )
+    release = run_plan(plan, table.counts, noise)
+    refit = HierarchicalModel(release.margins, table.k)
+    evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
+    written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
+                                   version=version or __version__, force=force)
+    if ledger is not None:
+        budget = budget_status(ledger, table)
+    warnings = tuple(release_warnings(release) + evaluation_warnings(evaluation))
+    return PublishedRelease(release, evaluation, written, entry, budget, warnings)
+
