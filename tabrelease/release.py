@@ -85,7 +85,8 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
     notes = list(plan.notes) + list(estimate.notes)
     if not rounded.consistent:
-        notes.append("the released margins disagree on their shared sub-margins: no table has them all")
+        notes.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
+                     "table has them all")
     timings = {"noise": noise_seconds, "round": rounded.seconds}
     timings["lp" if estimate.lp is not None else "estimate"] = estimate.seconds
     return Release(

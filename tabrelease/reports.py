@@ -117,10 +117,9 @@ def release_warnings(release: Release) -> list[str]:
             f"the stated epsilon {release.noise.epsilon:g} does not hold: the noise gives epsilon "
             f"{release.noise.epsilon_actual:.6g} for the exact sensitivity"
         )
-    if not release.consistent:
-        out.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
-                   "table has them all")
-    out += [n for n in release.notes if n.startswith("nonneg:")]
+    # Every other note is a function of the plan and the DP output: public. The paper-calibration note
+    # repeats what the lines above say.
+    out += [n for n in release.notes if not n.startswith("paper calibration")]
     return out
 
 
