@@ -78,3 +78,21 @@ def test_unknown_and_malformed_mechanisms_are_refused():
         tr.get_mechanism("magic")
     with pytest.raises(tr.TabreleaseError, match="Mechanism instance"):
         register(object())
+
+
+@pytest.mark.parametrize("module, argv, extra", [
+    ("matplotlib", ["reproduce", "--quick", "--out", "p"], "tabrelease[paper]"),
+    ("distributed", ["sweep", "czech", "--epsilons", "1", "--repetitions", "1", "--out", "s", "--scheduler",
+                     "tcp://127.0.0.1:9"], "tabrelease[dask]"),
+])
+def test_a_missing_extra_is_named_in_one_line(module, argv, extra, monkeypatch, tmp_path, capsys):
+    import sys
+
+    from tabrelease.cli import main
+
+    monkeypatch.setitem(sys.modules, module, None)  # import now raises ImportError
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert extra in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

@@ -307,7 +307,7 @@ def _builtin_dir() -> Path:
     packaged = resources.files("tabrelease") / "_tables"
     if packaged.is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "tables"
+    return Path(__file__).resolve().parents[2] / "tables"  # src/tabrelease/tables.py -> the repository
 
 
 @cache

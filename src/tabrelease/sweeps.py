@@ -386,8 +386,8 @@ def _execute(pending: list[SweepChunk], jobs: int, client):
 def _dask_client(scheduler: str):
     try:
         from distributed import Client
-    except ImportError as exc:  # pragma: no cover - dask is a dependency
-        raise TabreleaseError("--scheduler needs dask.distributed (pip install 'dask[distributed]')") from exc
+    except ImportError:
+        raise TabreleaseError("--scheduler needs Dask: pip install 'tabrelease[dask]'") from None
     try:
         return Client(scheduler, timeout="10s", set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:

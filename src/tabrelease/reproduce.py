@@ -92,6 +92,7 @@ def reproduce(
 ) -> Reproduction:
     """Run the experiment into OUT/sweep/ and write figures, tables and the report into OUT."""
     out = Path(out)
+    _matplotlib()  # before any work: the figures come last
     if out.exists() and any(out.iterdir()) and not (resume or force):
         raise TabreleaseError(f"{out} already exists and is not empty; use --resume to continue it or --force to start over")
     if force and out.exists() and not resume:
@@ -526,12 +527,20 @@ CALIBRATION_STYLE = {
 }
 
 
+def _matplotlib():
+    """matplotlib, or one line naming the extra that brings it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise TabreleaseError("the reproduction's figures need matplotlib: pip install 'tabrelease[paper]'") from None
+    return matplotlib
+
+
 def plot_metric(summary: pd.DataFrame, metric: str, title: str, path: Path, noise_free: pd.DataFrame | None = None,
                 neighbours: str = "add-remove") -> None:
     """Mean and a mean +- 1 sd band (kept inside the quantity's range) against epsilon, one row per
     table, split at epsilon = 1 as in the paper; the no-noise level and, in Figure 1, the true n."""
-    import matplotlib
-
+    matplotlib = _matplotlib()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, NullFormatter
