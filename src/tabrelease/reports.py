@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ._files import foreign_entries
 from .errors import TabreleaseError
 from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation, margin_label
 from .release import Release
-from .tables import ContingencyTable
+from .tables import ContingencyTable, write_long_csv
 
 
 def _clean(value: Any) -> Any:
@@ -50,8 +49,10 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def margin_frame(table: ContingencyTable, margin: tuple[int, ...], values: np.ndarray) -> pd.DataFrame:
-    """A released margin in long format, over the table's own variable names and level labels."""
+def margin_frame(table: ContingencyTable, margin: tuple[int, ...], values: np.ndarray):
+    """A released margin in long format (a pandas frame), over the table's own variable names and level labels."""
+    import pandas as pd
+
     grids = np.meshgrid(*[np.arange(table.shape[j]) for j in margin], indexing="ij")
     data = {
         table.variables[j]: np.asarray(table.levels[j], dtype=object)[g.ravel()] for j, g in zip(margin, grids)
@@ -195,13 +196,13 @@ def write_release_bundle(
         internal_dir.mkdir()
         public = release_parameters(table, release, version)
         for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
-            margin_frame(table, g, values).to_csv(public_dir / spec["file"], index=False)
+            write_long_csv(public_dir / spec["file"], table.variables, table.levels, g, values)
         (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
         audit = audit_record(table, release, evaluation, public, model_label)
         (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
         if release.table is not None:
             # w', the rounded table whose margins were released (itself a post-processed DP output).
-            table.with_counts(release.table).to_frame().to_csv(internal_dir / "released_table.csv", index=False)
+            table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
         (internal_dir / "audit.html").write_text(render_audit_html(audit))
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))

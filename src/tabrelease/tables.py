@@ -7,6 +7,7 @@ a long frame. Everything else in the tool takes a `ContingencyTable`.
 
 from __future__ import annotations
 
+import csv
 import json
 import string
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,12 +15,16 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .errors import TabreleaseError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+# pandas is imported where a frame is read or made: a release of a built-in table needs none, and
+# importing it costs a third of a second of start-up.
 
 LETTERS = string.ascii_uppercase
 BUILTIN_TABLES = ("edwards", "czech", "rochdale", "journey_to_work")
@@ -134,7 +139,13 @@ class ContingencyTable:
             for var, lv, grid in zip(self.variables, self.levels, grids)
         }
         data[count_column] = self.counts.ravel()
+        import pandas as pd
+
         return pd.DataFrame(data)
+
+    def write_csv(self, path: str | Path, count_column: str = "count") -> None:
+        """Long format as CSV, without pandas (the release path writes its bundle this way)."""
+        write_long_csv(path, self.variables, self.levels, tuple(range(self.k)), self.counts, count_column)
 
     def __repr__(self) -> str:
         label = self.name or "table"
@@ -146,6 +157,19 @@ def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) 
     k = counts.ndim - batch_ndim
     drop = tuple(batch_ndim + a for a in range(k) if a not in set(axes))
     return counts.sum(axis=drop) if drop else counts
+
+
+def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
+    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value."""
+    values = np.asarray(values)
+    integer = np.issubdtype(values.dtype, np.integer)
+    labels = [levels[a] for a in axes]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow([variables[a] for a in axes] + [count_column])
+        for index in np.ndindex(*values.shape):
+            v = values[index]
+            out.writerow([lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else repr(round(float(v), 6))])
 
 
 def describe_variables(table: ContingencyTable) -> str:
@@ -195,6 +219,8 @@ def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
     if (text == "").any():
         row = int(np.flatnonzero((text == "").to_numpy())[0])
         raise TabreleaseError(f"missing count in column {count_column!r} (data row {row + 1})")
+    import pandas as pd
+
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
     bad = ~np.isfinite(values)
     if bad.any():
@@ -243,6 +269,8 @@ def table_from_frame(
         if len(lv) < 2:
             raise TabreleaseError(f"variable {var!r} has only one level ({lv}); it carries no information")
     shape = tuple(len(lv) for lv in level_lists)
+    import pandas as pd
+
     index = tuple(
         pd.Categorical(keys[var], categories=lv).codes.astype(np.int64) for var, lv in zip(variables, level_lists)
     )
@@ -278,6 +306,8 @@ def table_from_microdata(
     keys = _as_text(frame, variables)
     level_lists = _resolve_levels(keys, variables, levels)
     shape = tuple(len(lv) for lv in level_lists)
+    import pandas as pd
+
     codes = [pd.Categorical(keys[v], categories=lv).codes for v, lv in zip(variables, level_lists)]
     flat = np.ravel_multi_index(codes, shape)
     array = np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape)
@@ -291,6 +321,8 @@ def read_table_csv(path: str | Path, count_column: str = "count", *, complete: b
         raise TabreleaseError(f"no such file: {path}")
     if path.is_dir():
         raise TabreleaseError(f"{path} is a directory, not a CSV file")
+    import pandas as pd
+
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (OSError, UnicodeDecodeError) as exc:
@@ -322,9 +354,21 @@ def builtin_metadata(name: str) -> dict[str, Any]:
 def builtin_table(name: str) -> ContingencyTable:
     """One of the four reference tables of the Yang-Fienberg-Rinaldo paper, with its metadata."""
     meta = builtin_metadata(name)
-    frame = pd.read_csv(_builtin_dir() / f"{name}.csv", dtype=str, keep_default_na=False)
-    levels = {v["name"]: v["levels"] for v in meta["variables"]}
-    return table_from_frame(frame, "count", complete=True, levels=levels, name=name, metadata=meta)
+    variables = [v["name"] for v in meta["variables"]]
+    levels = [[str(x) for x in v["levels"]] for v in meta["variables"]]
+    # Read with the csv module (no pandas on the release path); the files are ours, and checked all the same.
+    with open(_builtin_dir() / f"{name}.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    if rows[0] != variables + ["count"]:
+        raise TabreleaseError(f"the built-in table {name} has columns {rows[0]}, not {variables + ['count']}")
+    shape = tuple(len(lv) for lv in levels)
+    position = [{label: i for i, label in enumerate(lv)} for lv in levels]
+    counts = np.full(shape, -1, dtype=np.int64)
+    for row in rows[1:]:
+        counts[tuple(p[label] for p, label in zip(position, row[:-1]))] = int(row[-1])
+    if len(rows) - 1 != counts.size or (counts < 0).any():
+        raise TabreleaseError(f"the built-in table {name} does not list every cell once")
+    return ContingencyTable(tuple(variables), tuple(map(tuple, levels)), counts, name, meta)
 
 
 def load_table(source: str | Path | ContingencyTable, count_column: str = "count", *, complete: bool = True) -> ContingencyTable:
