@@ -39,8 +39,12 @@ def test_run_seeds_depend_on_the_run_not_on_its_place_in_the_grid():
 
 def test_a_single_run_replays_alone():
     grid = small_grid()
-    runs = run_sweep(grid, progress=False).runs
+    result = run_sweep(grid, progress=False)
+    runs = result.runs
     row = runs[(runs.table == "journey_to_work") & (runs.calibration == "paper") & (runs.epsilon == 0.5)].iloc[2]
+    # The run id names the mechanism actually run, and the margin errors are long rows under it.
+    assert row.run_id == "journey_to_work/efron-stein/paper/0.5/2"
+    margin_errors = result.margin_errors[result.margin_errors.run_id == row.run_id]
     assert row.mechanism == "efron-stein" and row.seed == run_seed(grid.master_seed, row.table, row.mechanism,
                                                                      row.calibration, row.epsilon, row.repetition)
     # Replayed by the grid's name for the mechanism and by the row's own (a row once failed to replay that way).
@@ -50,7 +54,7 @@ def test_a_single_run_replays_alone():
         assert evaluation.lp_b == pytest.approx(row.lp_b, rel=1e-12)
         assert evaluation.g2_released == pytest.approx(row.g2_released, rel=1e-9)
         assert evaluation.mle_l1 == pytest.approx(row.mle_l1, rel=1e-9)
-        assert json.loads(row.l1_error_by_margin) == evaluation.l1_error_by_margin
+        assert dict(zip(margin_errors.margin, margin_errors.l1_error)) == evaluation.l1_error_by_margin
 
 
 def test_batched_evaluation_equals_one_by_one():
@@ -97,7 +101,7 @@ def test_an_interrupted_sweep_resumed_gives_the_rows_of_an_uninterrupted_one(tmp
 
     with pytest.raises(Interrupt):
         run_sweep(grid, tmp_path / "cut", progress=False, on_chunk=stop_after_three)
-    assert len(list((tmp_path / "cut" / "chunks").glob("*.parquet"))) == 3
+    assert len(list((tmp_path / "cut" / "chunks").glob("*.margins.parquet"))) == 3  # three grid points, two files each
     assert not (tmp_path / "cut" / "runs.parquet").exists()
     resumed = run_sweep(grid, tmp_path / "cut", resume=True, progress=False)
     assert resumed.computed_runs == grid.runs - 3 * grid.repetitions
@@ -138,6 +142,22 @@ def test_a_local_dask_cluster_gives_the_rows_of_one_process():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         on_dask = run_sweep(grid, scheduler=cluster.scheduler_address, progress=False).runs
     pd.testing.assert_frame_equal(deterministic_columns(one), deterministic_columns(on_dask))
+
+
+def test_an_executor_passed_in_with_threads_sharing_one_worker_gives_the_rows_of_one_process():
+    # A plan holds a stateful HiGHS solver: four threads of one Dask worker, and a thread pool, must not share one.
+    distributed = pytest.importorskip("distributed")
+    from concurrent.futures import ThreadPoolExecutor
+
+    grid = small_grid()
+    one = deterministic_columns(run_sweep(grid, jobs=1, progress=False).runs)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=4, processes=False, dashboard_address=None) as cluster:
+        with distributed.Client(cluster, set_as_default=False) as client:
+            on_threads = run_sweep(grid, executor=client, progress=False).runs
+            assert client.status == "running"  # an executor passed in is left open
+    pd.testing.assert_frame_equal(one, deterministic_columns(on_threads))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        pd.testing.assert_frame_equal(one, deterministic_columns(run_sweep(grid, executor=pool, progress=False).runs))
 
 
 def test_a_grid_has_one_chunk_per_table_calibration_and_epsilon():

@@ -6,6 +6,7 @@ public bundle.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from math import log, prod
@@ -43,6 +44,8 @@ class ReleaseEvaluation:
     l1_bound_by_margin: dict[str, float] | None
     bound_source: str | None
     paper_bound_by_margin: dict[str, float] | None
+    # Seconds this run's refit took: its own facial set, plus its share (by iterations) of a stacked fit.
+    refit_seconds: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -126,26 +129,39 @@ def evaluate_releases(
     refits = {}
     if stacked:
         stack = np.stack([releases[i].table for i in stacked]).astype(float)
-        facial = np.stack([facial_set(s, generators) for s in stack])
-        fitted, _, converged = fit_extended_mle(stack, generators, facial, batch_ndim=1)
+        facial_seconds = []
+        facial = []
+        for member in stack:
+            start = time.perf_counter()
+            facial.append(facial_set(member, generators))
+            facial_seconds.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        fitted, iterations, converged = fit_extended_mle(stack, generators, np.stack(facial), batch_ndim=1)
+        fit_seconds = time.perf_counter() - start
         cell_axes = tuple(range(1, stack.ndim))
         g2 = g_squared(stack, fitted, batch_ndim=1)
         probabilities = fitted / fitted.sum(axis=cell_axes, keepdims=True)
         mle_l1 = np.abs(probabilities - original.probabilities).sum(axis=cell_axes)
+        # One stacked fit serves every member: each is charged its share by the iterations it took.
+        share = np.asarray(iterations, float) / max(float(np.sum(iterations)), 1.0)
         for j, i in enumerate(stacked):
-            refits[i] = (float(g2[j]), float(mle_l1[j]), bool(converged[j]))
+            refits[i] = (float(g2[j]), float(mle_l1[j]), bool(converged[j]),
+                         facial_seconds[j] + fit_seconds * float(share[j]))
     evaluations = []
     for i, release in enumerate(releases):
         if i not in refits:
+            start = time.perf_counter()
             single = evaluate_release(table, release, model, original_fit=original)
-            evaluations.append(replace(single, l1_bound_by_margin=None, bound_source=None, paper_bound_by_margin=None))
+            evaluations.append(replace(single, l1_bound_by_margin=None, bound_source=None, paper_bound_by_margin=None,
+                                       refit_seconds=time.perf_counter() - start))
             continue
-        g2_released, l1, converged = refits[i]
+        g2_released, l1, converged, seconds = refits[i]
         errors = {
             margin_label(g, letters): float(np.abs(true_margins[g] - m).sum())
             for g, m in zip(release.margins, release.released_margins)
         }
-        evaluations.append(_evaluation(table, release, original, errors, g2_released, l1, converged))
+        evaluations.append(replace(_evaluation(table, release, original, errors, g2_released, l1, converged),
+                                   refit_seconds=seconds))
     return evaluations
 
 

@@ -1,0 +1,226 @@
+"""Running a grid: where the grid points go (one code path for every executor), what is written, and resume.
+
+`run_sweep` hands each grid point to an executor: anything with `submit(fn, arg)` returning a
+future with `done()` and `result()`: the standard library's pools, or a Dask `Client`. By default it
+builds one itself: none (the grid points run here, one after another) for `jobs=1`, a local process
+pool for more, a Dask client for `scheduler=`. Results are written one grid point per file
+(atomically) as they arrive, so a killed sweep resumes where it stopped; the assembled rows are the
+same whether or not it was interrupted, except for the measured stage times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .._files import remove_own_outputs, write_frame_atomic, write_text_atomic
+from ..errors import TabreleaseError
+from .grid import SweepChunk, SweepGrid, grid_chunks
+from .worker import run_chunk
+
+# Columns measured with a clock: they differ from run to run of the same sweep.
+TIMING_COLUMNS = ("seconds_noise", "seconds_lp", "seconds_round", "seconds_refit")
+SWEEP_FILE = "sweep.json"
+CHUNK_DIR = "chunks"
+# Everything a sweep writes in its folder: what --force may delete there.
+SWEEP_OUTPUTS = (SWEEP_FILE, CHUNK_DIR, "runs.parquet", "runs.csv", "margin_errors.parquet", "margin_errors.csv")
+
+
+@dataclass(frozen=True, eq=False)
+class SweepResult:
+    runs: pd.DataFrame  # one row per run
+    margin_errors: pd.DataFrame  # one row per run and released margin
+    computed_runs: int  # runs computed by this call (the rest were found on disk)
+    seconds: float
+    out: Path | None = None
+    files: tuple[str, ...] = field(default=())
+
+
+class InlineExecutor:
+    """Runs each task when it is submitted, here: the executor of a one-process sweep."""
+
+    def submit(self, fn, *args):
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # handed to whoever asks for the result, as a pool would
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def local_executor(jobs: int):
+    """`jobs` worker processes, started clean (forkserver on Linux: no inherited threads or solver state)."""
+    if jobs == 1:
+        return InlineExecutor()
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+
+
+def dask_client(scheduler: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise TabreleaseError("--scheduler needs Dask: pip install 'tabrelease[dask]'") from None
+    try:
+        return Client(scheduler, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise TabreleaseError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+
+
+def run_sweep(
+    grid: SweepGrid,
+    out: str | os.PathLike | None = None,
+    *,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    executor=None,
+    resume: bool = False,
+    force: bool = False,
+    progress: bool | None = None,
+    on_chunk: Callable[[SweepChunk], None] | None = None,
+) -> SweepResult:
+    """Run a sweep on `executor` (or on one this call builds from `jobs` or `scheduler`).
+
+    With `out`, each grid point is written to OUT/chunks/ as soon as it is done, and the assembled
+    rows to OUT/runs.{parquet,csv} and OUT/margin_errors.{parquet,csv}. `resume` computes only the
+    grid points missing from OUT/chunks/ (the grid must be the one saved in OUT/sweep.json).
+    Progress goes to standard error when it is a terminal, unless `progress=False`. An executor
+    passed in is used and left open; one built here is shut down here.
+    """
+    started = time.perf_counter()
+    if int(jobs) != jobs or jobs < 1:
+        raise TabreleaseError(f"--jobs must be a positive whole number, not {jobs!r}")
+    if executor is not None and scheduler is not None:
+        raise TabreleaseError("give an executor or a scheduler address, not both")
+    chunks = grid_chunks(grid)
+    own = None
+    if executor is None and scheduler is not None:
+        own = executor = dask_client(scheduler)  # an unreachable cluster fails before any file is made
+    done: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
+    chunk_dir = None
+    try:
+        if out is not None:
+            out = Path(out)
+            chunk_dir = _prepare_output(out, grid, resume, force)
+            for chunk in chunks:
+                runs_path, margins_path = _chunk_paths(chunk_dir, chunk)
+                if runs_path.exists() and margins_path.exists():
+                    done[chunk.key] = (pd.read_parquet(runs_path), pd.read_parquet(margins_path))
+        elif resume:
+            raise TabreleaseError("--resume needs --out: the results of the interrupted sweep are read from there")
+        pending = [c for c in chunks if c.key not in done]
+        if executor is None and pending:
+            own = executor = local_executor(jobs)
+        if progress is None:
+            progress = sys.stderr.isatty()
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=grid.runs, initial=grid.runs - len(pending) * grid.repetitions, unit="run",
+                   disable=not progress, desc="sweep", file=sys.stderr)
+        try:
+            for chunk, (runs, margins) in _as_completed(executor, pending):
+                if chunk_dir is not None:
+                    runs_path, margins_path = _chunk_paths(chunk_dir, chunk)
+                    # The margins file first: a chunk counts as done once its runs file exists beside it.
+                    write_frame_atomic(margins, margins_path)
+                    write_frame_atomic(runs, runs_path)
+                done[chunk.key] = (runs, margins)
+                bar.update(len(runs))
+                if on_chunk is not None:
+                    on_chunk(chunk)
+        finally:
+            bar.close()
+    finally:
+        if own is not None:
+            _close(own)
+    runs = pd.concat([done[c.key][0] for c in chunks], ignore_index=True)
+    margin_errors = pd.concat([done[c.key][1] for c in chunks], ignore_index=True)
+    files: tuple[str, ...] = ()
+    if out is not None:
+        files = _write_results(out, runs, margin_errors)
+    return SweepResult(runs, margin_errors, len(pending) * grid.repetitions, time.perf_counter() - started, out, files)
+
+
+def _as_completed(executor, pending: list[SweepChunk]):
+    """Each grid point's result as soon as it is ready, whatever the executor (polling `done()` is what
+    the standard library's and Dask's futures have in common)."""
+    if not pending:
+        return
+    futures = [(executor.submit(run_chunk, chunk), chunk) for chunk in pending]
+    try:
+        while futures:
+            ready = [(f, c) for f, c in futures if f.done()]
+            if not ready:
+                time.sleep(0.02)
+                continue
+            for future, chunk in ready:
+                futures.remove((future, chunk))
+                yield chunk, future.result()
+    except BaseException:
+        for future, _ in futures:
+            future.cancel()
+        raise
+
+
+def _close(executor) -> None:
+    if type(executor).__module__.startswith("distributed"):
+        executor.close()  # a Dask client: its shutdown() would stop the cluster itself
+    else:
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _chunk_paths(chunk_dir: Path, chunk: SweepChunk) -> tuple[Path, Path]:
+    return chunk_dir / f"{chunk.key}.parquet", chunk_dir / f"{chunk.key}.margins.parquet"
+
+
+def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Path:
+    description = grid.describe()
+    saved = out / SWEEP_FILE
+    if resume:
+        if not saved.exists():
+            raise TabreleaseError(f"nothing to resume in {out}: it has no {SWEEP_FILE}")
+        previous = json.loads(saved.read_text())
+        previous_grid = {k: previous.get(k) for k in description}
+        if previous_grid != description:
+            differing = sorted(k for k in description if previous.get(k) != description[k])
+            raise TabreleaseError(f"{out} holds a different sweep (differs in {', '.join(differing)}); resume with the same grid")
+    else:
+        if out.exists() and any(out.iterdir()):
+            if not force:
+                raise TabreleaseError(f"{out} already exists and is not empty; use --resume to continue it or --force to start over")
+            remove_own_outputs(out, SWEEP_OUTPUTS)
+        out.mkdir(parents=True, exist_ok=True)
+        from .. import __version__
+
+        write_text_atomic(saved, json.dumps({**description, "tool_version": __version__}, indent=2))
+    chunk_dir = out / CHUNK_DIR
+    chunk_dir.mkdir(exist_ok=True)
+    return chunk_dir
+
+
+def _write_results(out: Path, runs: pd.DataFrame, margin_errors: pd.DataFrame) -> tuple[str, ...]:
+    written = []
+    for name, frame in (("runs", runs), ("margin_errors", margin_errors)):
+        write_frame_atomic(frame, out / f"{name}.parquet")
+        write_frame_atomic(frame, out / f"{name}.csv")
+        written += [f"{name}.parquet", f"{name}.csv"]
+    return tuple(written)
+
+
+def deterministic_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows without the measured stage times: what must agree between two runs of a sweep."""
+    return runs.drop(columns=[c for c in TIMING_COLUMNS if c in runs.columns])

@@ -1,0 +1,126 @@
+"""One grid point, as a worker runs it: release every repetition, then refit the released tables as one stack.
+
+A plan holds a stateful HiGHS object (its LP is re-solved in place), so the caches of plans and of
+the original tables' fits are per thread: a Dask worker with several threads, or any thread pool,
+never lets two runs share one solver at once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+
+from ..noise import SimulationNoise
+from ..tables import ContingencyTable
+from .grid import SweepChunk, SweepGrid, _counts_digest, plan_for, run_seed
+
+_LOCAL = threading.local()
+
+
+def _cache(name: str) -> dict:
+    if not hasattr(_LOCAL, name):
+        setattr(_LOCAL, name, {})
+    return getattr(_LOCAL, name)
+
+
+def cached_plan(shape, margins, mechanism, calibration, neighbours, delta):
+    plans = _cache("plans")
+    key = (tuple(shape), tuple(margins), mechanism, calibration, neighbours, delta)
+    if key not in plans:
+        plans[key] = plan_for(shape, margins, mechanism, calibration, neighbours, delta)
+    return plans[key]
+
+
+def original_fit(table: ContingencyTable, margins):
+    from ..loglinear import fit_loglinear
+    from ..models import HierarchicalModel
+
+    fits = _cache("fits")
+    key = (table.name, _counts_digest(table), tuple(margins))
+    if key not in fits:
+        fits[key] = fit_loglinear(table, HierarchicalModel(tuple(margins), table.k))
+    return fits[key]
+
+
+def run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """All repetitions of one grid point: (one row per run, one row per run and released margin)."""
+    from ..loglinear import one_blas_thread
+
+    with one_blas_thread():
+        return _run_chunk(chunk)
+
+
+def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from ..evaluation import evaluate_releases
+    from ..mechanisms import with_epsilon
+    from ..release import run_plan
+
+    table = chunk.table
+    plan = with_epsilon(
+        cached_plan(table.shape, chunk.margins, chunk.mechanism, chunk.calibration, chunk.neighbours, chunk.delta),
+        chunk.epsilon,
+    )
+    original = original_fit(table, chunk.margins)
+    # Seeds and run ids key on the mechanism actually run ("auto" resolved), the name each row records,
+    # so replay_run with a row's own coordinates finds its seed.
+    seeds = [
+        run_seed(chunk.master_seed, table.name, plan.mechanism, chunk.calibration, chunk.epsilon, r)
+        for r in range(chunk.repetitions)
+    ]
+    releases = [run_plan(plan, table.counts, SimulationNoise(seed)) for seed in seeds]
+    evaluations = evaluate_releases(table, releases, original.model, original_fit=original)
+    rows, margin_rows = [], []
+    for rep, (seed, release, ev) in enumerate(zip(seeds, releases, evaluations)):
+        cal = release.noise
+        run_id = f"{table.name}/{plan.mechanism}/{chunk.calibration}/{chunk.epsilon!r}/{rep}"
+        rows.append({
+            "run_id": run_id,
+            "table": table.name,
+            "mechanism": release.mechanism,
+            "calibration": chunk.calibration,
+            "neighbours": chunk.neighbours,
+            "epsilon": chunk.epsilon,
+            "repetition": rep,
+            "seed": seed,
+            "noise_mode": release.noise_mode,
+            "noise_distribution": cal.distribution,
+            "noise_scale": cal.scale,
+            "sensitivity": cal.sensitivity,
+            "epsilon_actual": cal.epsilon_actual,
+            "epsilon_holds": cal.epsilon_holds,
+            "n": ev.n,
+            "n_released": ev.n_released,
+            "n_drift": ev.n_released - ev.n,
+            "max_l1_error": ev.max_l1_error,
+            "g2_original": ev.g2_original,
+            "g2_released": ev.g2_released,
+            "g2_difference": ev.g2_difference,
+            "mle_l1": ev.mle_l1,
+            "mle_total_variation": ev.mle_total_variation,
+            "refit_converged": ev.released_fit_converged,
+            "lp_b": ev.lp_b,
+            "lp_infeasible": ev.lp_infeasible,
+            "seconds_noise": release.timings.get("noise", np.nan),
+            "seconds_lp": release.timings.get("lp", np.nan),
+            "seconds_round": release.timings.get("round", np.nan),
+            "seconds_refit": ev.refit_seconds,
+        })
+        margin_rows += [(run_id, margin, error) for margin, error in ev.l1_error_by_margin.items()]
+    return pd.DataFrame(rows), pd.DataFrame(margin_rows, columns=["run_id", "margin", "l1_error"])
+
+
+def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int):
+    """Re-run one run of a sweep alone; returns (Release, ReleaseEvaluation)."""
+    from ..evaluation import evaluate_release
+    from ..mechanisms import plan_release
+    from ..release import run_plan
+
+    index = [t.name for t in grid.tables].index(table)
+    tab, margins = grid.tables[index], grid.margins[index]
+    plan = plan_release(tab.shape, margins, epsilon, mechanism=mechanism, neighbours=grid.neighbours,
+                        delta=grid.delta, calibration=calibration)
+    seed = run_seed(grid.master_seed, table, plan.mechanism, calibration, epsilon, repetition)
+    release = run_plan(plan, tab.counts, SimulationNoise(seed))
+    return release, evaluate_release(tab, release, original_fit(tab, margins).model)
