@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bases import FOURIER, CoefficientBasis, coefficients
+from ._highs import highs_model
 from .errors import TabreleaseError
 from .loglinear import margin_design
 from .models import Margin
@@ -74,25 +75,12 @@ class ConsistencyProblem:
         col_upper = np.full(n_col, inf)
         if structural_zeros is not None:
             col_upper[:cells][np.asarray(structural_zeros).ravel()] = 0.0
-        lp = highspy.HighsLp()
-        lp.num_col_ = n_col
-        lp.num_row_ = A.shape[0]
-        lp.col_cost_ = np.concatenate([np.zeros(n_col - 1), [1.0]])
-        lp.col_lower_ = np.zeros(n_col)
-        lp.col_upper_ = col_upper
-        lp.row_lower_ = np.concatenate([np.zeros(n_margin), np.zeros(d), np.full(d, -inf)])
-        lp.row_upper_ = np.concatenate([np.zeros(n_margin), np.full(d, inf), np.zeros(d)])
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = A.indices.astype(np.int32)
-        lp.a_matrix_.value_ = A.data
-        lp.a_matrix_.num_col_ = n_col
-        lp.a_matrix_.num_row_ = A.shape[0]
-        self._lp = lp
+        self._highs, self._lp = highs_model(
+            A, np.concatenate([np.zeros(n_col - 1), [1.0]]), np.zeros(n_col), col_upper,
+            np.concatenate([np.zeros(n_margin), np.zeros(d), np.full(d, -inf)]),
+            np.concatenate([np.zeros(n_margin), np.full(d, inf), np.zeros(d)]),
+        )
         self._range_highs = None  # built on first use by total_range
-        self._highs = highspy.Highs()
-        self._highs.setOptionValue("output_flag", False)
-        self._highs.passModel(lp)
         self._cells = cells
         self._n_margin = n_margin
         self._d = d
@@ -141,7 +129,7 @@ class ConsistencyProblem:
         if self._range_highs is None:
             self._range_highs = highspy.Highs()
             self._range_highs.setOptionValue("output_flag", False)
-            self._range_highs.passModel(self._lp)
+            self._range_highs.passModel(self._lp)  # the same model, solved with another objective
         h = self._range_highs
         b_col = self._cells + self._n_margin
         h.changeColBounds(b_col, 0.0, float(b_star) * (1 + 1e-9) + 1e-9)

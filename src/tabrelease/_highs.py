@@ -1,0 +1,34 @@
+"""One place that turns a sparse LP into a HiGHS model (the consistency LP and the facial-set LP both do)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def highs_model(matrix, cost, col_lower, col_upper, row_lower, row_upper):
+    """A quiet `highspy.Highs` holding: min cost.x subject to row_lower <= matrix x <= row_upper, col bounds.
+
+    `matrix` is a scipy sparse matrix (converted to CSC); infinite bounds may be given as +-numpy.inf.
+    """
+    import highspy
+
+    matrix = matrix.tocsc()
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_ = matrix.shape[1]
+    lp.num_row_ = matrix.shape[0]
+    lp.col_cost_ = np.asarray(cost, float)
+    lp.col_lower_ = np.clip(np.asarray(col_lower, float), -inf, inf)
+    lp.col_upper_ = np.clip(np.asarray(col_upper, float), -inf, inf)
+    lp.row_lower_ = np.clip(np.asarray(row_lower, float), -inf, inf)
+    lp.row_upper_ = np.clip(np.asarray(row_upper, float), -inf, inf)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
+    lp.a_matrix_.value_ = matrix.data.astype(float)
+    lp.a_matrix_.num_col_ = matrix.shape[1]
+    lp.a_matrix_.num_row_ = matrix.shape[0]
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.passModel(lp)
+    return highs, lp

@@ -1,0 +1,117 @@
+"""The facial set: the cells that some non-negative table with the observed margins puts mass on
+(Fienberg & Rinaldo 2012), without an LP where the support or decomposability settles it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._highs import highs_model
+from ..errors import TabreleaseError
+from ..models import Margin
+from .design import _positive_margin_cells, _unpack, is_decomposable, margin_design
+
+
+def facial_set(observed: np.ndarray, generators: Sequence[Margin]) -> np.ndarray:
+    """Boolean mask of the facial set: cells positive in some non-negative table with the observed margins.
+
+    The facial set depends on the observed table only through its support: t = A w is a
+    positive combination of the design columns of the positive cells, so it lies in the
+    relative interior of the smallest face holding all of them. Between the support and the
+    cells whose every generator margin is positive it is found without an LP when the two
+    coincide, or when the model is decomposable (its extended MLE, the closed form
+    prod clique margins / prod separator margins, is positive exactly there). Otherwise one LP
+    on the support's indicator table decides, cached by support.
+    """
+    observed = np.asarray(observed, float)
+    support = observed > 0
+    if support.all():
+        return support
+    generators = tuple(tuple(g) for g in generators)
+    positive_margins = _positive_margin_cells(support, generators)
+    if np.array_equal(support, positive_margins) or is_decomposable(generators):
+        return positive_margins
+    mask = _facial_set_of_support(observed.shape, generators, np.packbits(support.ravel()).tobytes())
+    return mask.copy()
+
+
+@lru_cache(maxsize=4096)
+def _facial_set_of_support(shape: tuple[int, ...], generators: tuple[Margin, ...], packed: bytes) -> np.ndarray:
+    support = _unpack(packed, int(np.prod(shape))).reshape(shape)
+    candidates = _positive_margin_cells(support, generators)
+    return _facial_set_program(shape, generators).solve(support.ravel(), candidates.ravel()).reshape(shape)
+
+
+class _FacialSetProgram:
+    """The facial-set LP for one design, built once; a support changes only column bounds.
+
+        maximise sum y  subject to  A w = A z,  0 <= y <= w,  y <= 1,  w >= 0,
+                                    z >= 1 on the support,  z = 0 off it.
+
+    A z runs over the relative interior of the face spanned by the support's design columns
+    (scaled without limit), so exactly the cells of the facial set can reach y = 1, all at once
+    (feasible solutions add). This is Fienberg & Rinaldo's (2012) LP with the observed margins
+    moved from the matrix into bounds, so HiGHS re-solves it warm for each new support.
+    """
+
+    def __init__(self, shape: tuple[int, ...], generators: tuple[Margin, ...]):
+        import highspy
+
+        A = margin_design(shape, generators)
+        m, c = A.shape
+        ident = sp.identity(c, format="csr")
+        # columns: w (c), z (c), y (c)
+        matrix = sp.vstack([
+            sp.hstack([A, -A, sp.csr_matrix((m, c))]),
+            sp.hstack([-ident, sp.csr_matrix((c, c)), ident]),
+        ]).tocsc()
+        inf = highspy.kHighsInf
+        self._highs, _ = highs_model(
+            matrix, np.concatenate([np.zeros(2 * c), -np.ones(c)]), np.zeros(3 * c),
+            np.concatenate([np.full(2 * c, inf), np.ones(c)]), np.concatenate([np.zeros(m), np.full(c, -inf)]),
+            np.zeros(m + c),
+        )
+        self._cells = c
+        self._all_columns = np.arange(3 * c, dtype=np.int32)
+        self._inf = inf
+        self._optimal = highspy.HighsModelStatus.kOptimal
+
+    def solve(self, support: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """Facial set of a support; cells outside `candidates` (a zero margin) are known to be out
+        and cells of the support known to be in, so only the rest are left to the simplex method."""
+        c = self._cells
+        lower = np.concatenate([np.zeros(c), support, support]).astype(float)
+        upper = np.concatenate([
+            np.where(candidates, self._inf, 0.0), np.where(support, self._inf, 0.0), candidates.astype(float)
+        ])
+        h = self._highs
+        h.changeColsBounds(3 * c, self._all_columns, lower, upper)
+        h.run()
+        status = h.getModelStatus()
+        if status != self._optimal:
+            raise TabreleaseError(f"the facial-set linear program failed: HiGHS says {h.modelStatusToString(status)}")
+        y = np.asarray(h.getSolution().col_value)[2 * self._cells :]
+        # Cells with a positive count are in the facial set by definition.
+        return (y > 0.5) | support
+
+
+_PROGRAMS = threading.local()
+
+
+def _facial_set_program(shape: tuple[int, ...], generators: tuple[Margin, ...]) -> _FacialSetProgram:
+    """One program per design and per thread: a HiGHS model is re-solved in place, so threads must not share it."""
+    programs = getattr(_PROGRAMS, "cache", None)
+    if programs is None:
+        programs = _PROGRAMS.cache = {}
+    key = (shape, generators)
+    if key not in programs:
+        if len(programs) >= 16:
+            programs.pop(next(iter(programs)))
+        programs[key] = _FacialSetProgram(shape, generators)
+    return programs[key]
+
+
