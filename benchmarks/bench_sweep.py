@@ -13,7 +13,7 @@ import argparse
 import time
 
 from tabrelease import builtin_table, make_grid, run_sweep
-from tabrelease.reproduce import PAPER_EPSILONS, PAPER_REPETITIONS, PAPER_TABLES, machine_description
+from tabrelease.paper.reproduce import PAPER_EPSILONS, PAPER_REPETITIONS, PAPER_TABLES, machine_description
 
 
 def main() -> None:

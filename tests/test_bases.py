@@ -10,9 +10,9 @@ from tabrelease.bases import (
     coefficient_basis,
     coefficients,
     margin_from_coefficients,
-    paper_noise_scale,
     sensitivity,
 )
+from tabrelease.paper.theorems import paper_noise_scale
 from tabrelease.models import maximal_margins
 
 

@@ -6,8 +6,10 @@ import pytest
 from scipy import stats
 
 from tabrelease import builtin_table, default_model, table_from_frame
-from tabrelease.bases import FOURIER, coefficient_basis, paper_noise_scale, sensitivity
-from tabrelease.evaluation import evaluate_release, reproduce_table8
+from tabrelease.bases import FOURIER, coefficient_basis, sensitivity
+from tabrelease.evaluation import evaluate_release
+from tabrelease.paper.tables import reproduce_table8
+from tabrelease.paper.theorems import paper_noise_scale
 from tabrelease.mechanisms import MECHANISMS, plan_release
 from tabrelease.release import release_margins, run_plan
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, laplace_calibration, noise_source

@@ -10,7 +10,7 @@ from scipy.optimize import linprog
 
 from tabrelease.bases import EFRON_STEIN, coefficient_basis, coefficients
 from tabrelease.consistency import ConsistencyProblem
-from tabrelease.reproduce import compare_with_paper
+from tabrelease.paper.reproduce import compare_with_paper
 
 
 def _frames(n_released_small, infeasible, g2_slope):

@@ -212,7 +212,7 @@ def test_reproduce_quick(tmp_path):
     assert "reproduction preset" in report and "simulation" in report and "1.30" in report
     # --force deletes exactly what a reproduction writes: the list is complete, and other files stay.
     from tabrelease._files import remove_own_outputs
-    from tabrelease.reproduce import REPRODUCTION_OUTPUTS
+    from tabrelease.paper.reproduce import REPRODUCTION_OUTPUTS
 
     assert sorted(p.name for p in out.iterdir()) == sorted(REPRODUCTION_OUTPUTS)
     (out / ".gitignore").write_text("sweep/chunks/\n")

@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "bases": ("coefficient_basis", "coefficients", "margin_from_coefficients", "sensitivity"),
     "errors": ("TabreleaseError",),
-    "evaluation": ("ReleaseEvaluation", "evaluate_release", "evaluate_releases", "reproduce_table8"),
+    "evaluation": ("ReleaseEvaluation", "evaluate_release", "evaluate_releases"),
     "loglinear": (
         "LogLinearFit", "fit_loglinear", "fit_summary", "g_squared", "ipf", "l1_distance", "pearson_x2",
         "total_variation",

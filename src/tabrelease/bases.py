@@ -231,13 +231,3 @@ def _replace_sensitivity(basis: CoefficientBasis, norm: int) -> float:
         total += weight * values[index]
     best = float(total.max())
     return best if norm == 1 else sqrt(best)
-
-
-def paper_noise_scale(basis: CoefficientBasis, epsilon: float) -> float:
-    """The Laplace scale the paper's formulas give (Table 1 step 3, Table 2 step 3 / Theorem 2).
-
-    Reproduction only: for multi-category interactions it is below the true sensitivity / epsilon.
-    """
-    if basis.kind == FOURIER:
-        return 2.0 * len(basis.closure) / (epsilon * 2.0 ** (basis.k / 2))
-    return sum(2.0 / (epsilon * prod(basis.shape[j] for j in range(basis.k) if j not in s)) for s in basis.closure)

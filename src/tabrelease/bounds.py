@@ -1,4 +1,4 @@
-"""Error bounds of a coefficient release: the one derived here, and the paper's Theorems 1 and 3.
+"""The L1 error bound of a coefficient release derived here (the paper's Theorems 1 and 3 are in `paper`).
 
 Both depend on the plan only (basis, scale, epsilon), never on the counts.
 """
@@ -26,30 +26,3 @@ def derived_l1_bound(basis: CoefficientBasis, margin: Margin, scale: float, delt
     reach = 2.0 ** (basis.k / 2) if basis.kind == FOURIER else float(prod(basis.shape))
     cells = float(prod(basis.shape))
     return 2.0 ** len(margin) * 2.0 * t * reach + cells / 2.0
-
-
-def paper_theorem_constant(basis: CoefficientBasis, margin: Margin, epsilon: float, constant: float = 8.0) -> tuple[float, float]:
-    """(multiplier of log(X/delta), additive term) of the paper's Theorem 1 (binary) or Theorem 3.
-
-    Theorem 1 of Yang-Fienberg-Rinaldo: 2^{|alpha|} 8 |B| / eps log(|B|/delta) + |B|; Theorem 5 of
-    Dwork-McSherry-Talwar has 2 in place of 8 (`constant=2`). Theorem 3:
-    (2/eps) prod_{i in alpha} k_i sum_{S in B} 1/prod_{j not in S} k_j log(N/delta) + N.
-    """
-    if basis.kind == FOURIER:
-        b = len(basis.closure)
-        return 2.0 ** len(margin) * constant * b / epsilon, float(b)
-    shape, k = basis.shape, basis.k
-    total = sum(1.0 / prod(shape[j] for j in range(k) if j not in s) for s in basis.closure)
-    return 2.0 / epsilon * prod(shape[i] for i in margin) * total, float(basis.size)
-
-
-def paper_theorem_bound(basis: CoefficientBasis, margin: Margin, epsilon: float, delta: float) -> float:
-    """The paper's Theorem 1 (binary) or Theorem 3 (multi-category) bound for margin alpha at delta.
-
-    Stated for the paper's own noise scale (Table 1 / Theorem 2), whatever scale a release used.
-    """
-    mult, add = paper_theorem_constant(basis, margin, epsilon)
-    count = len(basis.closure) if basis.kind == FOURIER else basis.size
-    return mult * log(count / delta) + add
-
-

@@ -9,16 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from math import log, prod
 
 import numpy as np
 
-from .bases import EFRON_STEIN, FOURIER, coefficient_basis, paper_noise_scale, sensitivity
-from .bounds import derived_l1_bound, paper_theorem_bound, paper_theorem_constant  # noqa: F401  (re-exported)
 from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
 from .mechanisms import get_mechanism
 from .release import Release
-from .models import HierarchicalModel, Margin, default_model
+from .models import HierarchicalModel, Margin
 from .tables import ContingencyTable, margin_counts
 
 DEFAULT_BOUND_DELTA = 0.05
@@ -193,101 +190,3 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
     parent = next(i for i, g in enumerate(release.margins) if set(generator) <= set(g))
     g = release.margins[parent]
     return margin_counts(np.asarray(release.released_margins[parent], float), [g.index(j) for j in generator])
-
-
-# The paper's Table 8 as printed: scale and bound multiplier for eps = 0.01, 1, 2, and the |B| (N) it uses.
-PAPER_TABLE8 = {
-    "edwards": {"B": 12, 0.01: (300, 38400), 1: (3, 384), 2: (1.5, 192)},
-    "czech": {"B": 22, 0.01: (550, 70400), 1: (5.5, 704), 2: (2.75, 352)},
-    "rochdale": {"B": 29, 0.01: (362.5, 185600), 1: (3.625, 1856), 2: (1.8125, 928)},
-    "journey_to_work": {"B": 169, 0.01: (132, 8450), 1: (1.32, 84.5), 2: (0.66, 42.25)},
-}
-
-
-def reproduce_table8(epsilons=(0.01, 1.0, 2.0), neighbours: str = "add-remove"):
-    """The paper's Table 8 beside what its formulas give with the true |B|, and beside exact calibration.
-
-    One row per table and epsilon. The bound multiplier is for the largest released margin
-    (the paper's Czech entry uses 2^2 where its largest margin, ABCE, has |alpha| = 4).
-    """
-    from .tables import builtin_table
-
-    rows = []
-    for name, printed in PAPER_TABLE8.items():
-        table = builtin_table(name)
-        model = default_model(table)
-        kind = FOURIER if table.is_binary else EFRON_STEIN
-        basis = coefficient_basis(kind, table.shape, model.generators)
-        widest = max(model.generators, key=lambda g: (prod(table.shape[j] for j in g), len(g)))
-        exact_sensitivity = sensitivity(basis, neighbours, 1)
-        for eps in epsilons:
-            paper_scale, paper_mult = printed.get(eps, (None, None))
-            formula_scale = paper_noise_scale(basis, eps)
-            mult, add = paper_theorem_constant(basis, widest, eps)
-            dmt_mult, _ = paper_theorem_constant(basis, widest, eps, constant=2.0) if kind == FOURIER else (None, None)
-            exact_scale = exact_sensitivity / eps
-            rows.append(
-                {
-                    "table": name,
-                    "epsilon": eps,
-                    "basis": kind,
-                    "printed_B": printed["B"],
-                    "true_B": len(basis.closure) if kind == FOURIER else basis.size,
-                    "printed_scale": paper_scale,
-                    "paper_formula_scale": formula_scale,
-                    "printed_bound_multiplier": paper_mult,
-                    "paper_formula_bound_multiplier": mult,
-                    "paper_formula_bound_additive": add,
-                    "dmt_theorem5_bound_multiplier": dmt_mult,
-                    "widest_margin": margin_label(widest, table.letters),
-                    "exact_sensitivity": exact_sensitivity,
-                    "exact_scale": exact_scale,
-                    "paper_scale_actual_epsilon": exact_sensitivity / formula_scale,
-                    "paper_scale_epsilon_holds": exact_sensitivity / formula_scale <= eps * (1 + 1e-9),
-                }
-            )
-    import pandas as pd
-
-    return pd.DataFrame(rows)
-
-
-# A fact about the paper's text, not a number this tool computes.
-TABLE8_TEXT_NOTE = "The paper's text says Table 8 is for epsilon = 0.1, 1 and 2; its header and its numbers are for 0.01, 1 and 2."
-
-
-def table8_findings(frame) -> list[str]:
-    """Where the printed Table 8 and its own formulas disagree, computed from `reproduce_table8`'s rows."""
-    out = []
-    for name, rows in frame.groupby("table", sort=False):
-        row = rows.sort_values("epsilon").iloc[0]
-        eps = row.epsilon
-        if row.printed_B != row.true_B:
-            out.append(
-                f"{name}: the printed Lap({row.printed_scale:g}) at epsilon {eps:g} uses |B| = {row.printed_B}; the "
-                f"model's downward closure has {row.true_B} sets (empty set included), which gives "
-                f"Lap({row.paper_formula_scale:g})."
-            )
-        printed, formula = row.printed_bound_multiplier, row.paper_formula_bound_multiplier
-        explained = printed * row.true_B / row.printed_B
-        if not np.isclose(explained, formula, rtol=1e-3):
-            ratio = formula / explained
-            power = np.log2(ratio)
-            as_power = f" = 2^{power:.0f}" if np.isclose(power, round(power)) else ""
-            out.append(
-                f"{name}: the printed bound multiplier {printed:g} at epsilon {eps:g} is {ratio:g}{as_power} times "
-                f"smaller than the paper's own formula gives for the widest margin {row.widest_margin} "
-                f"({formula:g})."
-            )
-        if row.dmt_theorem5_bound_multiplier is not None and np.isfinite(row.dmt_theorem5_bound_multiplier):
-            ratio = formula / row.dmt_theorem5_bound_multiplier
-            out.append(
-                f"{name}: Theorem 1's bound multiplier is {ratio:g} times that of Dwork-McSherry-Talwar's Theorem 5 "
-                f"({formula:g} against {row.dmt_theorem5_bound_multiplier:g} at epsilon {eps:g})."
-            )
-        if not row.paper_scale_epsilon_holds:
-            out.append(
-                f"{name}: the paper's scale ({row.paper_formula_scale * eps:.4g}/epsilon) is below the exact L1 "
-                f"sensitivity ({row.exact_sensitivity:.4g}/epsilon), so a release at that scale is only "
-                f"{row.paper_scale_actual_epsilon / eps:.2f} x epsilon-DP."
-            )
-    return out + [TABLE8_TEXT_NOTE]

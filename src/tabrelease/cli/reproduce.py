@@ -22,7 +22,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..errors import TabreleaseError
-    from ..reproduce import DEFAULT_MASTER_SEED, reproduce
+    from ..paper.reproduce import DEFAULT_MASTER_SEED, reproduce
 
     if args.resume and args.force:
         raise TabreleaseError("--resume and --force contradict each other; give one")

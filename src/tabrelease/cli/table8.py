@@ -18,7 +18,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..evaluation import reproduce_table8, table8_findings
+    from ..paper.tables import reproduce_table8, table8_findings
 
     frame = reproduce_table8(neighbours=args.neighbours)
     findings = table8_findings(frame)

@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..bases import FOURIER, coefficient_basis, coefficients, paper_noise_scale, sensitivity
-from ..bounds import derived_l1_bound, paper_theorem_bound
+from ..bases import FOURIER, coefficient_basis, coefficients, sensitivity
+from ..bounds import derived_l1_bound
+from ..paper.theorems import paper_noise_scale, paper_theorem_bound
 from ..estimate import LInfinityLP
 from ..measurements import Measurements, coefficient_blocks
 from ..noise import laplace_calibration
