@@ -186,7 +186,7 @@ def test_cli_sweep_writes_tidy_results_and_resumes(tmp_path):
 
 
 def test_cli_epsilon_ranges():
-    from tabrelease.cli.sweep import epsilon_list
+    from tabrelease.cli._common import epsilon_list
 
     paper = epsilon_list("0.005:2:0.01")
     assert len(paper) == 200 and paper[0] == 0.005 and paper[-1] == 1.995

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .evaluation import margin_label
+from .models import margin_label
 from .release import Release
 from .tables import ContingencyTable, margin_counts
 

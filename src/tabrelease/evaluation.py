@@ -15,7 +15,7 @@ import numpy as np
 from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
 from .mechanisms import get_mechanism
 from .release import Release
-from .models import HierarchicalModel, Margin
+from .models import HierarchicalModel, Margin, margin_label  # noqa: F401  (margin_label re-exported)
 from .tables import ContingencyTable, margin_counts
 
 DEFAULT_BOUND_DELTA = 0.05
@@ -46,10 +46,6 @@ class ReleaseEvaluation:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def margin_label(margin: Margin, letters) -> str:
-    return "[" + "".join(letters[j] for j in margin) + "]"
 
 
 def evaluate_release(

@@ -43,16 +43,21 @@ class HierarchicalModel:
         return free_parameters(self.generators, shape)
 
     def letters(self) -> str:
-        return "".join("[" + "".join(LETTERS[a] for a in g) + "]" for g in self.generators)
+        return "".join(margin_label(g, LETTERS) for g in self.generators)
 
     def names(self, variables: Sequence[str]) -> str:
         """Bracket notation with the variables' own names (letters when the names are letters)."""
         if all(len(v) == 1 for v in variables):
-            return "".join("[" + "".join(variables[a] for a in g) + "]" for g in self.generators)
+            return "".join(margin_label(g, variables) for g in self.generators)
         return "".join("[" + ",".join(variables[a] for a in g) + "]" for g in self.generators)
 
     def __str__(self) -> str:
         return self.letters()
+
+
+def margin_label(margin: Margin, letters: Sequence[str]) -> str:
+    """A margin in the papers' bracket notation: [AC] for axes (0, 2) with letters A, B, C."""
+    return "[" + "".join(letters[j] for j in margin) + "]"
 
 
 def maximal_margins(margins: Iterable[Margin]) -> tuple[tuple[Margin, ...], tuple[Margin, ...]]:

@@ -181,7 +181,8 @@ def publish_release(
     Every check that can refuse happens before the charge; a refusal charges nothing and writes nothing.
     """
     from . import __version__
-    from .evaluation import evaluate_release, margin_label
+    from .evaluation import evaluate_release
+    from .models import margin_label
     from .models import HierarchicalModel
     from .reports import check_release_destination, evaluation_warnings, release_warnings, write_release_bundle
 

@@ -26,7 +26,8 @@ import numpy as np
 from ._files import foreign_entries
 from .errors import TabreleaseError
 from .disclosure import disclosure_risk
-from .evaluation import ReleaseEvaluation, margin_label
+from .evaluation import ReleaseEvaluation
+from .models import margin_label
 from .release import Release
 from .tables import ContingencyTable, write_long_csv
 

@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 
-
 def add_table_arguments(parser) -> None:
     parser.add_argument("table", metavar="TABLE", help="a built-in table name or a long-format CSV path")
     parser.add_argument("--count-column", default="count", help="name of the count column in a CSV (default: count)")
@@ -32,6 +31,47 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
     return value
+
+
+def epsilon_list(text: str) -> tuple[float, ...]:
+    try:
+        if ":" in text:
+            start, stop, step = (float(p) for p in text.split(":"))
+            if step <= 0 or stop <= start:
+                raise ValueError
+            count = math.ceil((stop - start) / step - 1e-9)
+            values = tuple(round(start + i * step, 12) for i in range(count))
+        else:
+            values = tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers or START:STOP:STEP") from None
+    if not values or any(not math.isfinite(v) or v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every epsilon must be a positive finite number")
+    return values
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one name")
+    return names
+
+
+def _whole_number(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {minimum}")
+        return value
+
+    return parse
+
+
+positive_int = _whole_number(1)
+non_negative_int = _whole_number(0)
 
 
 def print_json(payload: Any) -> None:

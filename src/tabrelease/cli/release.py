@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from ..errors import TabreleaseError
-from ._common import add_table_arguments, load_from_args, positive_float
+from ._common import add_table_arguments, load_from_args, non_negative_int, positive_float
 
 
 def register(subparsers) -> None:
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                         help="exact sensitivity (default) or the paper's formulas, for reproduction only")
     parser.add_argument("--simulate", action="store_true",
                         help="seeded, reproducible numpy noise instead of the secure sampler (not for publication)")
-    parser.add_argument("--seed", type=int, help="seed of the simulation noise (only with --simulate)")
+    parser.add_argument("--seed", type=non_negative_int, help="seed of the simulation noise (only with --simulate)")
     parser.add_argument("--nonneg-t", type=positive_float, default=None,
                         help="t of the nonneg mechanism: the implied table is non-negative w.p. 1 - exp(-t) (default 5)")
     parser.add_argument("--bound-delta", type=float, default=0.05,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TabreleaseError
-from ..models import HierarchicalModel, free_parameters, parse_model
+from ..models import HierarchicalModel, free_parameters, margin_label, parse_model
 from ..tables import ContingencyTable
 from .design import design_rank
 from .distances import g_squared, l1_distance, pearson_x2
@@ -116,7 +116,7 @@ def fit_summary(
         "zero_cells": table.zero_cells,
         "model": model.names(table.variables),
         "dropped_generators": [
-            "[" + "".join(table.letters[a] for a in g) + "]" for g in model.dropped
+            margin_label(g, table.letters) for g in model.dropped
         ],
         "free_parameters": model.free_parameters(table.shape),
         "g2": result.g2,

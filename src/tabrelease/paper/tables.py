@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, sensitivity
-from ..evaluation import margin_label
+from ..models import margin_label
 from ..models import default_model
 from .theorems import paper_noise_scale, paper_theorem_constant
 
