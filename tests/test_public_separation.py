@@ -14,17 +14,19 @@ import pytest
 
 from tabrelease import builtin_table
 from tabrelease.cli import main
+from tabrelease.schemas import RELEASE, load_schema, validate
 from tabrelease.tables import margin_counts
 
-ALLOWED_KEYS = {
-    "/basis", "/consistent", "/created", "/delta", "/epsilon", "/margins", "/margins[]/file", "/margins[]/label",
-    "/margins[]/variables", "/mechanism", "/neighbours", "/noise", "/noise/calibration",
-    "/noise/coefficients_perturbed", "/noise/distribution", "/noise/epsilon_actual", "/noise/epsilon_holds",
-    "/noise/mode", "/noise/sampler", "/noise/seed", "/noise/scale", "/noise/sensitivity", "/noise/sensitivity_norm", "/parameters",
-    "/parameters/t", "/parameters/constant_term_shift", "/parameters/shift_total", "/parameters/shift_per_cell",
-    "/parameters/bits", "/parameters/structural_zero_cells", "/tool", "/tool_version",
-    "/variables", "/variables[]/letter", "/variables[]/levels", "/variables[]/name", "/warnings",
-}
+def _schema_keys(schema, prefix=""):
+    """Every key path the release schema allows: the schema is the allow-list of public/."""
+    for key, sub in schema.get("properties", {}).items():
+        yield f"{prefix}/{key}"
+        yield from _schema_keys(sub, f"{prefix}/{key}")
+    if isinstance(schema.get("items"), dict):
+        yield from _schema_keys(schema["items"], f"{prefix}[]")
+
+
+ALLOWED_KEYS = set(_schema_keys(load_schema(RELEASE)))
 FORBIDDEN_WORDS = ("g2", "b_star", "lp_b", "n_released", "true_", "original", "disclosure", "audit", "mle",
                    "l1_error", "count_1", "smallest")
 
@@ -55,6 +57,7 @@ def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsy
     expected = sorted(["release.json"] + [m["file"] for m in release["margins"]])
     assert public_files == expected
     assert set(_keys(release)) <= ALLOWED_KEYS, set(_keys(release)) - ALLOWED_KEYS
+    validate(release, RELEASE)
     for path in (out / "public").iterdir():
         text = path.read_text().lower()
         for word in FORBIDDEN_WORDS:

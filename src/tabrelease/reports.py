@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from . import schemas
 from ._files import foreign_entries
+from .schemas import validate
 from .errors import TabreleaseError
 from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation
@@ -68,10 +70,12 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
     cal = release.noise
     return _clean(
         {
+            "schema": "tabrelease/release/1",
             "tool": "tabrelease",
             "tool_version": version,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "mechanism": release.mechanism,
+            "estimator": release.estimator,
             "basis": release.basis,
             "epsilon": cal.epsilon,
             "delta": cal.delta,
@@ -141,6 +145,7 @@ def audit_record(
 ) -> dict:
     return _clean(
         {
+            "schema": "tabrelease/audit/1",
             "release": dict(public),
             "table": {"name": table.name, "shape": list(table.shape), "n": table.n, "cells": table.cells,
                       "zero_cells": table.zero_cells},
@@ -196,10 +201,13 @@ def write_release_bundle(
         public_dir.mkdir()
         internal_dir.mkdir()
         public = release_parameters(table, release, version)
+        # The schema is the allow-list of public/: nothing it does not name is written.
+        validate(public, schemas.RELEASE)
         for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
             write_long_csv(public_dir / spec["file"], table.variables, table.levels, g, values)
         (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
         audit = audit_record(table, release, evaluation, public, model_label)
+        validate(audit, schemas.AUDIT)
         (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
         if release.table is not None:
             # w', the rounded table whose margins were released (itself a post-processed DP output).

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..noise import SimulationNoise
+from ..schemas import SWEEP_MARGIN_ROW, SWEEP_ROW, check_columns
 from ..tables import ContingencyTable
 from .grid import SweepChunk, SweepGrid, _counts_digest, plan_for, run_seed
 
@@ -108,7 +109,11 @@ def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
             "seconds_refit": ev.refit_seconds,
         })
         margin_rows += [(run_id, margin, error) for margin, error in ev.l1_error_by_margin.items()]
-    return pd.DataFrame(rows), pd.DataFrame(margin_rows, columns=["run_id", "margin", "l1_error"])
+    runs = pd.DataFrame(rows)
+    margins = pd.DataFrame(margin_rows, columns=["run_id", "margin", "l1_error"])
+    check_columns(runs, SWEEP_ROW)
+    check_columns(margins, SWEEP_MARGIN_ROW)
+    return runs, margins
 
 
 def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int):
