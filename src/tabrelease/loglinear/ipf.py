@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -100,6 +102,9 @@ def one_blas_thread():
     """A context with BLAS on one thread. Our matrices (Newton steps and ranks over a few hundred
     cells) are too small for threads to pay, and sweeps already run one worker per CPU: with two
     OpenBLAS threads a 144 x 144 Cholesky took 6.5 ms on the reference machine, on one 0.2 ms."""
+    if os.environ.get("TABRELEASE_SINGLE_THREAD_BLAS") == "1":
+        # The command line set one BLAS thread before numpy loaded (cli.entry): nothing to limit.
+        return contextlib.nullcontext()
     if not _BLAS:
         import scipy.linalg  # noqa: F401  (scipy carries its own BLAS: load it so that the controller sees it)
         from threadpoolctl import ThreadpoolController
