@@ -73,6 +73,20 @@ def test_an_estimator_runs_again_on_the_same_measurements():
     assert release.measurements.size == release.coefficients_released == 30  # |B| of the Rochdale model
 
 
+def test_estimators_are_chosen_by_name_and_refuse_what_they_cannot_read():
+    table = tr.builtin_table("czech")
+    release = tr.release_margins(table, 1.0, mode="simulation", seed=4)
+    by_name = tr.release_from_measurements(release.plan, release.measurements, estimator="linf-lp")
+    for a, b in zip(release.released_margins, by_name.released_margins):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(tr.TabreleaseError, match="reads margin_cells measurements only"):
+        tr.release_from_measurements(release.plan, release.measurements, estimator="as-measured")
+    with pytest.raises(tr.TabreleaseError, match="needs a plan with a lift"):
+        tr.release_from_measurements(release.plan, release.measurements, estimator="shifted-synthesis")
+    with pytest.raises(tr.TabreleaseError, match="unknown estimator"):
+        tr.release_from_measurements(release.plan, release.measurements, estimator="magic")
+
+
 def test_unknown_and_malformed_mechanisms_are_refused():
     with pytest.raises(tr.TabreleaseError, match="unknown mechanism 'magic'"):
         tr.get_mechanism("magic")

@@ -107,6 +107,8 @@ class ShiftedSynthesis(Estimator):
         from .bases import margin_from_coefficients
 
         self._check(measurements)
+        if "constant_term_shift" not in plan.parameters:
+            raise TabreleaseError("the shifted-synthesis estimator needs a plan with a lift t (the nonneg mechanism's)")
         start = time.perf_counter()
         coefficients = measurements.vector().copy()
         coefficients[plan.basis.empty_set_index] += plan.parameters["constant_term_shift"]

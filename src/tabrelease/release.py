@@ -79,7 +79,11 @@ def measure(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Meas
 
 def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *, estimator=None,
                               noise_seconds: float = float("nan")) -> Release:
-    """Post-processing only: estimate (the plan's estimator, or another), round, and take the margins."""
+    """Post-processing only: estimate (the plan's estimator, or another, by name or object), round, take the margins."""
+    if isinstance(estimator, str):
+        from .estimate import get_estimator
+
+        estimator = get_estimator(estimator)
     estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
     estimate = estimator.estimate(plan, measurements)
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
