@@ -4,7 +4,8 @@ import pytest
 
 from tabrelease import builtin_table, default_model
 from tabrelease.bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, sensitivity
-from tabrelease.consistency import ConsistencyProblem, round_table
+from tabrelease.consistency import ConsistencyProblem
+from tabrelease.rounding import round_table
 
 
 def dense_rows(basis):

@@ -32,9 +32,11 @@ def test_a_simulation_without_a_seed_records_one_that_replays_it(tmp_path, capsy
     # Two unseeded runs draw different seeds.
     assert release_margins(builtin_table("rochdale"), 1.0, mode="simulation").noise_seed != first.noise_seed
 
-    out, stdout, public, _ = _release(tmp_path, capsys, "czech", "--simulate")
-    seed = public["noise"]["seed"]
+    out, stdout, public, audit = _release(tmp_path, capsys, "czech", "--simulate")
+    seed = audit["noise_seed"]
     assert isinstance(seed, int) and f"--seed {seed}" in stdout
+    # Not published: with the released values the seed would give the noise back.
+    assert "seed" not in public["noise"] and str(seed) not in (out / "public" / "release.json").read_text()
     replay = tmp_path / "replay"
     assert main(["release", "czech", "--epsilon", "1", "--simulate", "--seed", str(seed), "--out", str(replay)]) == 0
     for spec in public["margins"]:
@@ -43,8 +45,8 @@ def test_a_simulation_without_a_seed_records_one_that_replays_it(tmp_path, capsy
 
 
 def test_secure_noise_records_no_seed(tmp_path, capsys):
-    _, _, public, _ = _release(tmp_path, capsys, "edwards")
-    assert public["noise"]["mode"] == "release" and public["noise"]["seed"] is None
+    _, _, public, audit = _release(tmp_path, capsys, "edwards")
+    assert public["noise"]["mode"] == "release" and audit["noise_seed"] is None
 
 
 @pytest.mark.parametrize("name, per_cell, cells", [

@@ -110,3 +110,41 @@ def test_a_missing_extra_is_named_in_one_line(module, argv, extra, monkeypatch, 
     err = capsys.readouterr().err
     assert extra in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_nonneg_t_is_refused_before_the_ledger_is_charged(tmp_path):
+    ledger = tmp_path / "ledger.json"
+    for t in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(tr.TabreleaseError, match="nonneg-t"):
+            tr.publish_release(tr.builtin_table("edwards"), tmp_path / "out", 1.0, mechanism="nonneg", nonneg_t=t,
+                               ledger=ledger, mode="simulation")
+    assert not ledger.exists() and not (tmp_path / "out").exists()
+    # t = 0 is a lift of 0, not the default of 5.
+    plan = tr.plan_release((2, 2), [(0, 1)], 1.0, mechanism="nonneg", nonneg_t=0.0)
+    assert plan.parameters["t"] == 0.0 and plan.parameters["shift_total"] == 0.0
+
+
+def test_two_names_for_one_mechanism_are_refused_in_a_grid():
+    with pytest.raises(tr.TabreleaseError, match="auto and fourier are the same mechanism"):
+        tr.make_grid([tr.builtin_table("edwards")], [1.0], 2, mechanisms=("auto", "fourier"))
+    with pytest.raises(tr.TabreleaseError, match="auto and efron-stein"):
+        tr.make_grid([tr.builtin_table("journey_to_work")], [1.0], 2, mechanisms=("auto", "efron-stein"))
+
+
+def test_the_registry_keeps_its_built_in_mechanisms(toy):
+    from tabrelease.mechanisms.fourier import Fourier
+
+    with pytest.raises(tr.TabreleaseError, match="registered already"):
+        register(Fourier())
+    with pytest.raises(tr.TabreleaseError, match="built-in"):
+        unregister("fourier")
+    with pytest.raises(tr.TabreleaseError, match="registered already"):
+        register(ToyMargins())
+
+
+def test_measurements_are_not_re_estimated_under_another_plans_privacy():
+    table = tr.builtin_table("czech")
+    release = tr.release_margins(table, 5.0, mode="simulation", seed=4)
+    weaker_looking = tr.with_epsilon(release.plan, 0.5)
+    with pytest.raises(tr.TabreleaseError, match="not drawn with this plan's noise"):
+        tr.release_from_measurements(weaker_looking, release.measurements)

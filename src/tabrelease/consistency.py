@@ -40,7 +40,6 @@ from ._highs import highs_model
 from .errors import TabreleaseError
 from .loglinear import margin_design
 from .models import Margin
-from .rounding import round_table  # noqa: F401  (its home is the rounding step; kept importable here)
 
 # b* below this (in coefficient units) is taken as 0: a non-negative table has the noisy coefficients.
 FEASIBILITY_TOLERANCE = 1e-7

@@ -70,6 +70,7 @@ def evaluate_release(
         for g, m in zip(release.margins, release.released_margins)
     }
     original = original_fit or fit_loglinear(table, model)
+    refit_start = time.perf_counter()
     g2_released = mle_l1 = converged = None
     if release.table is not None and release.table.sum() > 0:
         refit = fit_loglinear(release.table, model)
@@ -84,6 +85,7 @@ def evaluate_release(
         released_p = None
     if released_p is not None:
         mle_l1 = l1_distance(original.probabilities, released_p)
+    refit_seconds = time.perf_counter() - refit_start
     bounds = source = paper_bounds = None
     if release.plan is not None:
         # Bounds depend on the plan alone; the mechanism says which it can give.
@@ -95,8 +97,9 @@ def evaluate_release(
         printed = mechanism.paper_bounds(release.plan, bound_delta)
         if printed is not None:
             paper_bounds = {margin_label(g, letters): v for g, v in printed.items()}
-    return _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
-                       bounds, source, paper_bounds)
+    evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
+                             bounds, source, paper_bounds)
+    return replace(evaluation, refit_seconds=refit_seconds)
 
 
 def evaluate_releases(

@@ -64,14 +64,6 @@ class Measurements:
             return np.zeros(0)
         return np.concatenate([b.values for b in self.blocks])
 
-    def describe(self) -> list[dict]:
-        """Plain data for a bundle: the queries and the noise, with the noisy values."""
-        return [
-            {"query": b.query, "basis": b.basis, "variables": list(b.variables), "domain": list(b.domain),
-             "distribution": b.distribution, "scale": b.scale, "values": b.values.tolist()}
-            for b in self.blocks
-        ]
-
 
 def coefficient_blocks(basis, noisy: np.ndarray, distribution: str, scale: float) -> tuple[Measurement, ...]:
     """Split a vector of noisy coefficients into one measurement per set S of the basis's closure."""

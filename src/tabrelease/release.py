@@ -85,6 +85,10 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
 
         estimator = get_estimator(estimator)
     estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
+    # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
+    if any(b.scale != plan.calibration.scale or b.distribution != plan.calibration.distribution
+           for b in measurements.blocks):
+        raise TabreleaseError("these measurements were not drawn with this plan's noise (scale or distribution differ)")
     estimate = estimator.estimate(plan, measurements)
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
     notes = list(plan.notes) + list(estimate.notes)

@@ -52,19 +52,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def margin_frame(table: ContingencyTable, margin: tuple[int, ...], values: np.ndarray):
-    """A released margin in long format (a pandas frame), over the table's own variable names and level labels."""
-    import pandas as pd
-
-    grids = np.meshgrid(*[np.arange(table.shape[j]) for j in margin], indexing="ij")
-    data = {
-        table.variables[j]: np.asarray(table.levels[j], dtype=object)[g.ravel()] for j, g in zip(margin, grids)
-    }
-    values = np.asarray(values)
-    data["count"] = values.ravel() if np.issubdtype(values.dtype, np.integer) else np.round(values.ravel(), 6)
-    return pd.DataFrame(data)
-
-
 def release_parameters(table: ContingencyTable, release: Release, version: str) -> dict:
     """The public description of a release: parameters only, nothing computed from the counts."""
     cal = release.noise
@@ -99,8 +86,6 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
                 "epsilon_holds": cal.epsilon_holds,
                 "mode": release.noise_mode,
                 "sampler": "OpenDP (secure)" if release.noise_mode == "release" else "numpy Generator (seeded, NOT secure)",
-                # The seed that replays a simulated release (`--simulate --seed`); secure noise has none.
-                "seed": release.noise_seed,
                 "coefficients_perturbed": release.coefficients_released,
             },
             "consistent": release.consistent,
@@ -114,8 +99,8 @@ def release_warnings(release: Release) -> list[str]:
     """What a reader of the release must know before using it. Parameters and DP output only: public."""
     out = []
     if release.noise_mode != "release":
-        seed = "" if release.noise_seed is None else f" (seed {release.noise_seed}: --simulate --seed {release.noise_seed} replays it)"
-        out.append(f"made in {release.noise_mode} mode{seed}: not produced by a secure sampler; do not publish")
+        # The seed is not published: with the released values it would give the noise back (internal/ has it).
+        out.append(f"made in {release.noise_mode} mode: not produced by a secure sampler; do not publish")
     if release.noise.calibration == "paper":
         out.append("paper calibration, for reproducing the paper only")
     if not release.noise.epsilon_holds:
@@ -157,6 +142,8 @@ def audit_record(
             "evaluation": evaluation.as_dict(),
             "disclosure_risk": disclosure_risk(table, release),
             "calibration_check": release.noise.as_dict(),
+            # The seed that replays a simulated release (`--simulate --seed`); secure noise has none.
+            "noise_seed": release.noise_seed,
             "timings_seconds": dict(release.timings),
             "notes": list(release.notes) + evaluation_warnings(evaluation),
         }

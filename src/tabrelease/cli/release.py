@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
           f"{cal.distribution} scale {cal.scale:.4g}, {mode} mode)")
     for warning in done.warnings:
         print(f"WARNING: {warning}")
+    if release.noise_seed is not None:
+        print(f"seed:     {release.noise_seed} (--simulate --seed {release.noise_seed} replays it; kept in internal/audit.json)")
     if done.ledger_entry is not None:
         status = done.budget
         left = "no budget set" if status.epsilon_budget is None else f"{status.epsilon_remaining:g} of {status.epsilon_budget:g} remains"

@@ -37,14 +37,19 @@ _REGISTRY: dict[str, Mechanism] = {}
 
 
 def register(mechanism: Mechanism) -> Mechanism:
-    """Add a mechanism (an instance of a `Mechanism` subclass) under its name; returns it."""
+    """Add a mechanism (an instance of a `Mechanism` subclass) under a name not yet taken; returns it."""
     if not isinstance(mechanism, Mechanism) or not mechanism.name or mechanism.name == AUTO:
         raise TabreleaseError("a mechanism is a Mechanism instance with a name other than 'auto'")
+    if mechanism.name in _REGISTRY:
+        raise TabreleaseError(f"a mechanism named {mechanism.name!r} is registered already; choose another name")
     _REGISTRY[mechanism.name] = mechanism
     return mechanism
 
 
 def unregister(name: str) -> None:
+    """Remove a mechanism that was registered here (the built-in ones stay)."""
+    if name in BUILT_IN:
+        raise TabreleaseError(f"{name!r} is a built-in mechanism and cannot be removed")
     _REGISTRY.pop(name, None)
 
 
@@ -52,7 +57,8 @@ for _mechanism in (Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(
     register(_mechanism)
 
 # The built-in mechanisms, 'auto' first (what the command line offers).
-MECHANISMS = (AUTO,) + tuple(_REGISTRY)
+BUILT_IN = tuple(_REGISTRY)
+MECHANISMS = (AUTO,) + BUILT_IN
 
 
 def mechanism_names() -> tuple[str, ...]:

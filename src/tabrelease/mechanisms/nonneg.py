@@ -4,11 +4,13 @@ synthesised straight from the coefficients (no LP, no rounding: the released mar
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 
 from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients, sensitivity
+from ..errors import TabreleaseError
 from ..estimate import ShiftedSynthesis
 from ..noise import laplace_calibration
 from ..rounding import NO_ROUNDING
@@ -30,7 +32,9 @@ class NonNeg(CoefficientMechanism):
         no_paper_calibration(self.name, calibration)
         basis = self.basis_for(shape, margins)
         cal = laplace_calibration(sensitivity(basis, neighbours, 1), epsilon, neighbours)
-        t = float(options.get("nonneg_t") or DEFAULT_NONNEG_T)
+        t = DEFAULT_NONNEG_T if options.get("nonneg_t") is None else float(options["nonneg_t"])
+        if not math.isfinite(t) or t < 0:
+            raise TabreleaseError(f"--nonneg-t must be a finite number of at least 0, not {options['nonneg_t']!r}")
         plan = MechanismPlan(self.name, shape, margins, cal, ShiftedSynthesis(), basis, parameters={"t": t},
                              rounding=NO_ROUNDING)
         return with_shift(plan)

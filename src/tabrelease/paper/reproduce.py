@@ -231,7 +231,7 @@ def lp_optimal_set(grid: SweepGrid, epsilons=LP_RANGE_EPSILONS, repetitions: int
     total (b held at b*). All three are rounded as the release rounds.
     """
     from ..release import run_plan
-    from ..consistency import round_table
+    from ..rounding import round_table
     from ..noise import SimulationNoise
     from ..sweeps import run_seed
     from ..tables import margin_counts

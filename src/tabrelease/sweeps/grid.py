@@ -116,8 +116,16 @@ def make_grid(
         tables, margins, epsilons, int(repetitions), tuple(mechanisms), tuple(calibrations), neighbours,
         delta, int(master_seed),
     )
-    # Fail before any work: every table x mechanism x calibration must make a valid plan.
+    # Fail before any work: every table x mechanism x calibration must make a valid plan, and two names of the
+    # grid must not be one mechanism (auto and fourier on a binary table would run the same seeds twice).
+    from ..mechanisms import resolve_mechanism
+
     for table, m in zip(tables, margins):
+        resolved = [resolve_mechanism(mech, table.shape) for mech in grid.mechanisms]
+        for name in set(resolved):
+            if resolved.count(name) > 1:
+                same = " and ".join(mech for mech, r in zip(grid.mechanisms, resolved) if r == name)
+                raise TabreleaseError(f"the mechanisms {same} are the same mechanism ({name}) on {table.name}; give it once")
         for mech in grid.mechanisms:
             for cal in grid.calibrations:
                 plan_for(table.shape, m, mech, cal, neighbours, delta)
