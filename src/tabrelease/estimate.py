@@ -7,6 +7,7 @@ can read may use it. Each reads the plan and the `Measurements`, never the mecha
 |---------------------|-----------------------------|---------------------------------------------------------------|
 | linf-lp             | coefficient blocks          | the paper's step 5: min b s.t. w >= 0, abs(phi - F w) <= b    |
 | as-measured         | margin-cell blocks          | the measured cells as they are (a full table, or margins)     |
+| least-squares       | coefficient blocks          | GLS over w >= 0 with the total pinned to its estimate          |
 | shifted-synthesis   | coefficient blocks          | margins synthesised from the coefficients with the constant   |
 |                     |                             | term lifted by t d scale (DMT 4.5.3): no LP                   |
 """
@@ -79,6 +80,39 @@ class LInfinityLP(Estimator):
         return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp)
 
 
+class LeastSquares(Estimator):
+    """Generalised least squares over non-negative tables, the total pinned to its estimate from the
+    measurements (the constant block's: only it carries the total), weighted by 1 / noise variance."""
+
+    name = "least-squares"
+
+    def __init__(self, problem=None):
+        self.problem = problem
+
+    def for_plan(self, plan: MechanismPlan) -> LeastSquares:
+        from .consistency import LeastSquaresProblem
+
+        zeros = None if plan.encoding is None else plan.encoding.structural_zeros()
+        return LeastSquares(LeastSquaresProblem(plan.basis, structural_zeros=zeros))
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        from .bases import margin_from_coefficients
+
+        self._check(measurements)
+        if self.problem is None:
+            raise TabreleaseError("internal error: the least-squares estimator was not prepared for this plan")
+        noisy = measurements.vector()
+        # Variance of Laplace(b) is 2 b^2, of a Gaussian sigma^2: the weights need only be proportional.
+        weights = np.concatenate([
+            np.full(b.size, 1.0 / (2.0 * b.scale**2 if b.distribution == "laplace" else b.scale**2))
+            for b in measurements.blocks
+        ])
+        total = float(margin_from_coefficients(plan.basis, noisy, ()))
+        table, seconds = self.problem.solve(noisy, weights, total)
+        table = table if plan.encoding is None else plan.encoding.decode(table)
+        return Estimate(table=table, margins=None, seconds=seconds)
+
+
 class AsMeasured(Estimator):
     """Measured cells, taken as they are: the full table if it was measured, else each margin on its own."""
 
@@ -126,7 +160,7 @@ class ShiftedSynthesis(Estimator):
         return Estimate(table=None, margins=margins, seconds=time.perf_counter() - start, notes=tuple(notes))
 
 
-ESTIMATORS = {e.name: e for e in (LInfinityLP(), AsMeasured(), ShiftedSynthesis())}
+ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), AsMeasured(), ShiftedSynthesis())}
 
 
 def get_estimator(name: str) -> Estimator:

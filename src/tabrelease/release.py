@@ -50,6 +50,8 @@ class Release:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     noise_seed: int | None = None
+    rounding: str | None = None
+    rounding_gap: float | None = None  # controlled rounding's MILP gap (0: proved closest)
     measurements: Measurements | None = field(default=None, repr=False)
     estimator: str | None = None
     plan: MechanismPlan | None = field(default=None, repr=False)
@@ -112,6 +114,8 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         parameters=dict(plan.parameters),
         notes=tuple(notes),
         noise_seed=measurements.seed,
+        rounding=plan.rounding,
+        rounding_gap=rounded.gap,
         measurements=measurements,
         estimator=estimator.name,
         plan=plan,
@@ -137,6 +141,8 @@ def release_margins(
     mode: str = RELEASE,
     seed: int | None = None,
     nonneg_t: float | None = None,
+    estimator: str | None = None,
+    rounding: str | None = None,
 ) -> Release:
     """Release margins of `table` under differential privacy (in memory: no ledger, no files).
 
@@ -148,7 +154,7 @@ def release_margins(
         margins = default_model(table).generators
     noise = noise_source(mode, seed)
     plan = plan_release(table.shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, delta=delta,
-                        calibration=calibration, nonneg_t=nonneg_t)
+                        calibration=calibration, nonneg_t=nonneg_t, estimator=estimator, rounding=rounding)
     return run_plan(plan, table.counts, noise)
 
 
@@ -178,6 +184,8 @@ def publish_release(
     mode: str = RELEASE,
     seed: int | None = None,
     nonneg_t: float | None = None,
+    estimator: str | None = None,
+    rounding: str | None = None,
     bound_delta: float = 0.05,
     ledger: str | os.PathLike | None = None,
     force: bool = False,
@@ -201,7 +209,7 @@ def publish_release(
         margins = default_model(table).generators
     noise = noise_source(mode, seed)
     plan = plan_release(table.shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, delta=delta,
-                        calibration=calibration, nonneg_t=nonneg_t)
+                        calibration=calibration, nonneg_t=nonneg_t, estimator=estimator, rounding=rounding)
     entry = budget = None
     if ledger is not None:
         from .ledger import budget_status, charge

@@ -63,6 +63,7 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "mechanism": release.mechanism,
             "estimator": release.estimator,
+            "rounding": release.rounding,
             "basis": release.basis,
             "epsilon": cal.epsilon,
             "delta": cal.delta,
@@ -145,6 +146,7 @@ def audit_record(
             # The seed that replays a simulated release (`--simulate --seed`); secure noise has none.
             "noise_seed": release.noise_seed,
             "timings_seconds": dict(release.timings),
+            "rounding_gap": release.rounding_gap,
             "notes": list(release.notes) + evaluation_warnings(evaluation),
         }
     )

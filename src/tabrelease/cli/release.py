@@ -32,6 +32,12 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=non_negative_int, help="seed of the simulation noise (only with --simulate)")
     parser.add_argument("--nonneg-t", type=positive_float, default=None,
                         help="t of the nonneg mechanism: the implied table is non-negative w.p. 1 - exp(-t) (default 5)")
+    parser.add_argument("--estimator", default=None,
+                        help="linf-lp (the paper's LP; default for coefficient mechanisms), least-squares (GLS over "
+                        "non-negative tables with the total pinned), as-measured, shifted-synthesis")
+    parser.add_argument("--rounding", default=None, choices=("nearest", "controlled", "none"),
+                        help="nearest (each cell, the paper's step 6; default), controlled (an integer table whose "
+                        "margins are as close as possible to the estimate's), none")
     parser.add_argument("--bound-delta", type=float, default=0.05,
                         help="the audit's L1 error bounds hold with probability 1 - this (default 0.05)")
     parser.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
@@ -62,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     done = publish_release(
         table, args.out, args.epsilon, model.generators, mechanism=args.mechanism, neighbours=args.neighbours,
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
+        estimator=args.estimator, rounding=args.rounding,
         bound_delta=args.bound_delta, ledger=args.ledger, force=args.force,
     )
     release, cal = done.release, done.release.noise

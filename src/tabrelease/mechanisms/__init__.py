@@ -91,6 +91,8 @@ def plan_release(
     calibration: str = "exact",
     nonneg_t: float | None = None,
     options: Mapping[str, Any] | None = None,
+    estimator: str | None = None,
+    rounding: str | None = None,
 ) -> MechanismPlan:
     """Everything that does not depend on the counts: queries, exact sensitivity, calibration, estimator."""
     shape = tuple(int(k) for k in shape)
@@ -117,8 +119,29 @@ def plan_release(
         if option not in chosen.options:
             flag = "--" + option.replace("_", "-")
             raise TabreleaseError(f"{flag} does not apply to the {name} mechanism")
-    return chosen.plan(shape, tuple(generators), epsilon, neighbours=neighbours, delta=delta,
+    plan = chosen.plan(shape, tuple(generators), epsilon, neighbours=neighbours, delta=delta,
                        calibration=calibration, options=options)
+    return with_post_processing(plan, estimator, rounding)
+
+
+def with_post_processing(plan: MechanismPlan, estimator: str | None = None, rounding: str | None = None) -> MechanismPlan:
+    """The plan with another estimator and/or rounding (post-processing: the privacy is the plan's)."""
+    from dataclasses import replace
+
+    from ..estimate import get_estimator
+    from ..rounding import ROUNDINGS
+
+    if estimator is not None:
+        chosen = get_estimator(estimator)
+        if chosen.reads != plan.estimator.reads:
+            raise TabreleaseError(f"the {estimator} estimator reads {chosen.reads} measurements; the {plan.mechanism} "
+                                  f"mechanism measures {plan.estimator.reads}")
+        plan = replace(plan, estimator=chosen.for_plan(plan))
+    if rounding is not None:
+        if rounding not in ROUNDINGS:
+            raise TabreleaseError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+        plan = replace(plan, rounding=rounding)
+    return plan
 
 
 def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:

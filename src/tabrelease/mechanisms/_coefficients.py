@@ -62,7 +62,8 @@ class CoefficientMechanism(Mechanism):
         return margin if plan.encoding is None else plan.encoding.axes_of(margin)
 
     def l1_bounds(self, plan, delta):
-        if plan.calibration.distribution != "laplace":
+        # The derivation is for the L-infinity LP followed by plain rounding; other post-processing has none here.
+        if plan.calibration.distribution != "laplace" or plan.estimator.name != "linf-lp" or plan.rounding != "nearest":
             return None
         return {g: derived_l1_bound(plan.basis, self.bound_axes(plan, g), plan.calibration.scale, delta)
                 for g in plan.margins}

@@ -1,0 +1,88 @@
+"""The least-squares estimator (GLS over non-negative tables, total pinned) and controlled rounding, against
+independent computations: scipy's SLSQP on the dense problem, and brute force over every integer table."""
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import tabrelease as tr
+from tabrelease.bases import EFRON_STEIN, coefficient_basis, coefficients, margin_from_coefficients
+from tabrelease.consistency import LeastSquaresProblem
+from tabrelease.noise import NoNoise
+from tabrelease.rounding import controlled_round
+from tabrelease.tables import margin_counts
+
+
+def dense_rows(basis):
+    cells = int(np.prod(basis.shape))
+    return coefficients(basis, np.eye(cells).reshape((cells,) + basis.shape), batch_ndim=1).T
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_least_squares_optimum_agrees_with_scipy_on_the_dense_problem(seed):
+    shape, margins = (3, 2, 2), [(0, 1), (1, 2)]
+    rng = np.random.default_rng(seed)
+    basis = coefficient_basis(EFRON_STEIN, shape, margins)
+    counts = rng.poisson(2, size=shape)
+    noisy = coefficients(basis, counts) + rng.laplace(0, 1.5, basis.size)
+    weights = np.full(basis.size, 1.0)
+    total = max(float(margin_from_coefficients(basis, noisy, ())), 0.0)
+    ours, _ = LeastSquaresProblem(basis).solve(noisy, weights, total)
+    F = dense_rows(basis)
+
+    def objective(w):
+        r = noisy - F @ w
+        return 0.5 * float(r @ r)
+
+    ref = minimize(objective, np.full(F.shape[1], total / F.shape[1]), jac=lambda w: -(F.T @ (noisy - F @ w)),
+                   method="SLSQP", bounds=[(0, None)] * F.shape[1],
+                   constraints=[{"type": "eq", "fun": lambda w: w.sum() - total, "jac": lambda w: np.ones_like(w)}],
+                   options={"ftol": 1e-12, "maxiter": 1000})
+    assert ref.success
+    assert ours.sum() == pytest.approx(total, abs=1e-6) and ours.min() >= 0
+    assert objective(ours.ravel()) == pytest.approx(ref.fun, rel=1e-6, abs=1e-8)
+    # The released margins are unique at the optimum, whatever table the solvers chose.
+    for g in margins:
+        np.testing.assert_allclose(margin_counts(ours, g), margin_counts(ref.x.reshape(shape), g), atol=1e-4)
+
+
+def test_controlled_rounding_is_the_closest_integer_table_by_brute_force():
+    estimate = np.array([[2.4, 0.7], [1.6, 3.3]])
+    margins = [(0,), (1,)]
+    total = 8
+    table, gap = controlled_round(estimate, margins, total)
+    assert gap == 0.0 and table.sum() == total and table.min() >= 0
+
+    def cost(t):
+        return sum(np.abs(margin_counts(t, g) - margin_counts(estimate, g)).sum() for g in margins)
+
+    best = min(cost(np.array(c).reshape(2, 2)) for c in itertools.product(range(total + 1), repeat=4) if sum(c) == total)
+    assert cost(table) == pytest.approx(best)
+
+
+@pytest.mark.parametrize("name", ["edwards", "czech", "rochdale", "journey_to_work"])
+def test_without_noise_least_squares_with_controlled_rounding_is_exact(name):
+    table = tr.builtin_table(name)
+    plan = tr.plan_release(table.shape, tr.default_model(table).generators, 1.0, estimator="least-squares",
+                           rounding="controlled")
+    release = tr.run_plan(plan, table.counts, NoNoise())
+    for g, released in zip(release.margins, release.released_margins):
+        np.testing.assert_array_equal(released, margin_counts(table.counts, g))  # Rochdale's moved by 1 under the LP
+    assert release.rounding_gap == 0.0 and release.table.sum() == table.n
+
+
+def test_post_processing_choices_are_checked_and_the_lp_bound_is_not_claimed_for_them():
+    table = tr.builtin_table("czech")
+    with pytest.raises(tr.TabreleaseError, match="reads coefficients measurements; the cells mechanism"):
+        tr.plan_release(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="least-squares")
+    with pytest.raises(tr.TabreleaseError, match="unknown rounding"):
+        tr.plan_release(table.shape, [(0, 1)], 1.0, rounding="stochastic")
+    lp = tr.release_margins(table, 1.0, mode="simulation", seed=1)
+    ls = tr.release_margins(table, 1.0, mode="simulation", seed=1, estimator="least-squares", rounding="controlled")
+    assert tr.evaluate_release(table, lp).l1_bound_by_margin is not None
+    assert tr.evaluate_release(table, ls).l1_bound_by_margin is None  # derived for the LP and plain rounding only
+    # Same noise, other post-processing: integer, consistent margins of one table.
+    assert ls.consistent and ls.table.dtype.kind == "i" and ls.table.min() >= 0
+    np.testing.assert_array_equal(ls.measurements.vector(), lp.measurements.vector())
