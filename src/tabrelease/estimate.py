@@ -15,6 +15,7 @@ can read may use it. Each reads the plan and the `Measurements`, never the mecha
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,7 @@ class Estimate:
     notes: tuple[str, ...] = ()
 
 
-class Estimator:
+class Estimator(ABC):
     """Base class: `estimate(plan, measurements)`; `for_plan` builds what can be reused across runs."""
 
     name: str = ""
@@ -48,59 +49,68 @@ class Estimator:
     def for_plan(self, plan: MechanismPlan) -> Estimator:
         return self
 
+    @abstractmethod
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
-        raise NotImplementedError
+        """The real-valued estimate from the measurements (post-processing only)."""
 
     def _check(self, measurements: Measurements) -> None:
         if any(b.query != self.reads for b in measurements.blocks):
             raise TabreleaseError(f"the {self.name} estimator reads {self.reads} measurements only")
 
 
-class LInfinityLP(Estimator):
-    """The paper's consistency LP (Tables 1-2, step 5), built once per basis and re-solved per run."""
-
-    name = "linf-lp"
+class _ProblemEstimator(Estimator):
+    """An estimator with an optimisation problem built once per plan (its basis and structural zeros)."""
 
     def __init__(self, problem=None):
         self.problem = problem
 
-    def for_plan(self, plan: MechanismPlan) -> LInfinityLP:
+    @abstractmethod
+    def build(self, basis, structural_zeros):
+        """The problem for this basis (and structural zeros), built once and solved per run."""
+
+    def for_plan(self, plan: MechanismPlan) -> _ProblemEstimator:
+        zeros = None if plan.encoding is None else plan.encoding.structural_zeros()
+        return type(self)(self.build(plan.basis, zeros))
+
+    def _problem(self):
+        if self.problem is None:
+            raise TabreleaseError(f"internal error: the {self.name} estimator was not prepared for this plan")
+        return self.problem
+
+
+class LInfinityLP(_ProblemEstimator):
+    """The paper's consistency LP (Tables 1-2, step 5), built once per basis and re-solved per run."""
+
+    name = "linf-lp"
+
+    def build(self, basis, structural_zeros):
         from .consistency import ConsistencyProblem
 
-        zeros = None if plan.encoding is None else plan.encoding.structural_zeros()
-        return LInfinityLP(ConsistencyProblem(plan.basis, structural_zeros=zeros))
+        return ConsistencyProblem(basis, structural_zeros=structural_zeros)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         self._check(measurements)
-        if self.problem is None:
-            raise TabreleaseError("internal error: the LP estimator was not prepared for this plan")
-        lp = self.problem.solve(measurements.vector())
+        lp = self._problem().solve(measurements.vector())
         # The LP lives on the measured domain (a bit encoding, for binary-encoded releases).
         table = lp.table if plan.encoding is None else plan.encoding.decode(lp.table)
         return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp)
 
 
-class LeastSquares(Estimator):
+class LeastSquares(_ProblemEstimator):
     """Generalised least squares over non-negative tables, the total pinned to its estimate from the
     measurements (the constant block's: only it carries the total), weighted by 1 / noise variance."""
 
     name = "least-squares"
 
-    def __init__(self, problem=None):
-        self.problem = problem
-
-    def for_plan(self, plan: MechanismPlan) -> LeastSquares:
+    def build(self, basis, structural_zeros):
         from .consistency import LeastSquaresProblem
 
-        zeros = None if plan.encoding is None else plan.encoding.structural_zeros()
-        return LeastSquares(LeastSquaresProblem(plan.basis, structural_zeros=zeros))
+        return LeastSquaresProblem(basis, structural_zeros=structural_zeros)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         from .bases import margin_from_coefficients
 
         self._check(measurements)
-        if self.problem is None:
-            raise TabreleaseError("internal error: the least-squares estimator was not prepared for this plan")
         noisy = measurements.vector()
         # Variance of Laplace(b) is 2 b^2, of a Gaussian sigma^2: the weights need only be proportional.
         weights = np.concatenate([
@@ -108,7 +118,7 @@ class LeastSquares(Estimator):
             for b in measurements.blocks
         ])
         total = float(margin_from_coefficients(plan.basis, noisy, ()))
-        table, seconds = self.problem.solve(noisy, weights, total)
+        table, seconds = self._problem().solve(noisy, weights, total)
         table = table if plan.encoding is None else plan.encoding.decode(table)
         return Estimate(table=table, margins=None, seconds=seconds)
 

@@ -65,6 +65,12 @@ class Measurements:
         return np.concatenate([b.values for b in self.blocks])
 
 
+def measured(blocks: Sequence[Measurement], noise) -> Measurements:
+    """The blocks one noise source drew, with its mode and (for simulation only) the seed that replays them."""
+    seed = getattr(noise, "seed", None) if noise.mode == "simulation" else None
+    return Measurements(tuple(blocks), noise.mode, seed)
+
+
 def coefficient_blocks(basis, noisy: np.ndarray, distribution: str, scale: float) -> tuple[Measurement, ...]:
     """Split a vector of noisy coefficients into one measurement per set S of the basis's closure."""
     return tuple(

@@ -150,12 +150,18 @@ def release_margins(
     OpenDP and refuses a seed; `mode="simulation"` is seeded numpy noise for experiments.
     Use `publish_release` for the workflow with a privacy ledger and a written bundle.
     """
+    plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
+                                  delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
+                                  rounding=rounding)
+    return run_plan(plan, table.counts, noise)
+
+
+def _plan_and_noise(table, epsilon, margins, mode, seed, **plan_options):
+    """The noise source (a seed is refused in release mode) and the plan; margins default to the paper model."""
     if margins is None:
         margins = default_model(table).generators
     noise = noise_source(mode, seed)
-    plan = plan_release(table.shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, delta=delta,
-                        calibration=calibration, nonneg_t=nonneg_t, estimator=estimator, rounding=rounding)
-    return run_plan(plan, table.counts, noise)
+    return plan_release(table.shape, margins, epsilon, **plan_options), noise
 
 
 # --- the workflow ---------------------------------------------------------------------------------
@@ -198,18 +204,15 @@ def publish_release(
     """
     from . import __version__
     from .evaluation import evaluate_release
-    from .models import margin_label
-    from .models import HierarchicalModel
+    from .models import HierarchicalModel, margin_label
     from .reports import check_release_destination, evaluation_warnings, release_warnings, write_release_bundle
 
     if not 0 < bound_delta < 1:
         raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {bound_delta:g}")
     check_release_destination(out, force)
-    if margins is None:
-        margins = default_model(table).generators
-    noise = noise_source(mode, seed)
-    plan = plan_release(table.shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, delta=delta,
-                        calibration=calibration, nonneg_t=nonneg_t, estimator=estimator, rounding=rounding)
+    plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
+                                  delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
+                                  rounding=rounding)
     entry = budget = None
     if ledger is not None:
         from .ledger import budget_status, charge

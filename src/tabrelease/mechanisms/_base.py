@@ -13,6 +13,7 @@ after `measure` knows which mechanism ran: it reads the plan and the measurement
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -53,7 +54,7 @@ class MechanismPlan:
         return getattr(self.estimator, "problem", None)
 
 
-class Mechanism:
+class Mechanism(ABC):
     """Base class of the release mechanisms. Subclasses set `name` and implement `plan` and `measure`."""
 
     name: str = ""
@@ -62,12 +63,14 @@ class Mechanism:
     paper_calibration: bool = False  # has a --calibration paper preset (reproduction only)
     options: tuple[str, ...] = ()  # the mechanism-specific options its plan accepts
 
+    @abstractmethod
     def plan(self, shape: tuple[int, ...], margins: tuple[Margin, ...], epsilon: float, *, neighbours: str,
              delta: float | None, calibration: str, options: Mapping[str, Any]) -> MechanismPlan:
-        raise NotImplementedError
+        """Everything that does not depend on the counts."""
 
+    @abstractmethod
     def measure(self, plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Measurements:
-        raise NotImplementedError
+        """The privacy step: draw the noise once, through `noise`."""
 
     def rescale(self, plan: MechanismPlan, epsilon: float) -> MechanismPlan:
         """The same plan at another epsilon: only the calibration changes (same sensitivity and queries)."""

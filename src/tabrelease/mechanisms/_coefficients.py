@@ -7,55 +7,76 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..bases import FOURIER, coefficient_basis, coefficients, sensitivity
+from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, sensitivity
 from ..bounds import derived_l1_bound
 from ..paper.theorems import paper_noise_scale, paper_theorem_bound
 from ..estimate import LInfinityLP
-from ..measurements import Measurements, coefficient_blocks
+from ..measurements import coefficient_blocks, measured
 from ..noise import laplace_calibration
-from ._base import Mechanism, MechanismPlan, no_paper_calibration
+from ..rounding import NEAREST
+from ._base import Mechanism, MechanismPlan, no_paper_calibration, recalibrate
 
 
 class CoefficientMechanism(Mechanism):
-    """Laplace noise on the coefficients of a basis (`basis_kind`), then the consistency LP."""
+    """Noise on the coefficients of a basis, then (by default) the consistency LP.
 
-    basis_kind: str = FOURIER
+    One `plan` and one `rescale` serve every coefficient mechanism; a mechanism changes only the hooks:
+    `basis_kind` (None: Fourier for all-binary tables, Efron-Stein otherwise), `queries` (the basis, and
+    an encoding with its parameters and notes), `calibrate` (Laplace at the L1 sensitivity by default),
+    `parameters` and `finish` (what depends on the calibration, redone at every epsilon).
+    """
+
+    basis_kind: str | None = FOURIER
     estimator = LInfinityLP()
+    rounding = NEAREST
     bound_source = "derived here: triangle inequality over the closure with the scale actually used (see README)"
 
     def basis_for(self, shape, margins):
-        return coefficient_basis(self.basis_kind, shape, margins)
+        kind = self.basis_kind or (FOURIER if all(k == 2 for k in shape) else EFRON_STEIN)
+        return coefficient_basis(kind, shape, margins)
 
-    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
-        if not self.paper_calibration:
-            no_paper_calibration(self.name, calibration)
-        basis = self.basis_for(shape, margins)
-        exact = sensitivity(basis, neighbours, 1)
+    def queries(self, shape, margins, neighbours):
+        """(basis, encoding, parameters, notes) of what is measured."""
+        return self.basis_for(shape, margins), None, {}, ()
+
+    def calibrate(self, basis, epsilon, neighbours, delta, calibration):
         paper = paper_noise_scale(basis, epsilon) if calibration == "paper" else None
-        cal = laplace_calibration(exact, epsilon, neighbours, paper_scale=paper)
-        plan = MechanismPlan(self.name, shape, margins, cal, self.estimator, basis)
-        plan = replace(plan, estimator=self.estimator.for_plan(plan))
-        return self._with_notes(plan)
+        return laplace_calibration(sensitivity(basis, neighbours, 1), epsilon, neighbours, paper_scale=paper)
 
-    def _with_notes(self, plan: MechanismPlan) -> MechanismPlan:
+    def parameters(self, options) -> dict:
+        return {}
+
+    def finish(self, plan: MechanismPlan) -> MechanismPlan:
         notes = tuple(n for n in plan.notes if not n.startswith("paper calibration"))
         if plan.calibration.calibration == "paper":
             notes += (paper_note(plan.calibration),)
         return replace(plan, notes=notes)
 
+    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
+        if not self.paper_calibration:
+            no_paper_calibration(self.name, calibration)
+        basis, encoding, parameters, notes = self.queries(shape, margins, neighbours)
+        cal = self.calibrate(basis, epsilon, neighbours, delta, calibration)
+        plan = MechanismPlan(self.name, shape, margins, cal, self.estimator, basis, encoding,
+                             {**parameters, **self.parameters(options)}, notes, self.rounding)
+        return self.finish(replace(plan, estimator=self.estimator.for_plan(plan)))
+
     def rescale(self, plan, epsilon):
         cal = plan.calibration
-        paper = paper_noise_scale(plan.basis, epsilon) if cal.calibration == "paper" else None
-        new = laplace_calibration(cal.sensitivity, epsilon, cal.neighbours, paper_scale=paper)
-        return self._with_notes(replace(plan, calibration=new))
+        if cal.calibration == "paper":
+            new = laplace_calibration(cal.sensitivity, epsilon, cal.neighbours,
+                                      paper_scale=paper_noise_scale(plan.basis, epsilon))
+        else:
+            new = recalibrate(cal, epsilon)
+        return self.finish(replace(plan, calibration=new))
 
     def measure(self, plan, counts, noise):
         source = counts if plan.encoding is None else plan.encoding.encode(counts)
         exact = coefficients(plan.basis, source)
         noisy = noise.perturb(exact, plan.calibration, plan.basis.integer_scale)
-        return Measurements(coefficient_blocks(plan.basis, np.asarray(noisy, float), plan.calibration.distribution,
-                                               plan.calibration.scale),
-                            noise.mode, getattr(noise, "seed", None) if noise.mode == "simulation" else None)
+        blocks = coefficient_blocks(plan.basis, np.asarray(noisy, float), plan.calibration.distribution,
+                                    plan.calibration.scale)
+        return measured(blocks, noise)
 
     def bound_axes(self, plan, margin):
         """The margin's axes in the measured domain (bits, for a binary encoding)."""

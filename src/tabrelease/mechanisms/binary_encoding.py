@@ -4,14 +4,12 @@ of the bit table, the LP with the codes >= k_j held at 0 (structural zeros), the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from math import ceil, log2
 
 import numpy as np
 
-from ..bases import FOURIER, coefficient_basis, sensitivity
-from ..noise import laplace_calibration
-from ._base import MechanismPlan, no_paper_calibration
+from ..bases import FOURIER, coefficient_basis
 from ._coefficients import CoefficientMechanism
 
 
@@ -53,19 +51,11 @@ class BinaryEncodingMechanism(CoefficientMechanism):
     name = "binary-encoding"
     summary = "Fourier coefficients of a bit encoding; LP with structural zeros held at 0, decode"
 
-    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
-        no_paper_calibration(self.name, calibration)
+    def queries(self, shape, margins, neighbours):
         encoding = binary_encoding(shape)
         basis = coefficient_basis(FOURIER, encoding.encoded_shape, [encoding.axes_of(g) for g in margins])
-        cal = laplace_calibration(sensitivity(basis, neighbours, 1), epsilon, neighbours)
         notes = ()
         if neighbours == "replace" and any(2**b != k for b, k in zip(encoding.bits, shape)):
             notes = ("replace-one sensitivity is taken over all bit codes, structural zeros included: an upper bound",)
-        zeros = encoding.structural_zeros()
-        params = {"bits": list(encoding.bits), "structural_zero_cells": int(zeros.sum())}
-        plan = MechanismPlan(self.name, shape, margins, cal, self.estimator, basis, encoding, params, notes)
-        return replace(plan, estimator=self.estimator.for_plan(plan))
-
-    def rescale(self, plan, epsilon):
-        cal = plan.calibration
-        return replace(plan, calibration=laplace_calibration(cal.sensitivity, epsilon, cal.neighbours))
+        params = {"bits": list(encoding.bits), "structural_zero_cells": int(encoding.structural_zeros().sum())}
+        return basis, encoding, params, notes

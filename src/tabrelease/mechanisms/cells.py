@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..estimate import AsMeasured
-from ..measurements import Measurements, margin_blocks
+from ..measurements import margin_blocks, measured
 from ..noise import laplace_calibration
 from ._base import Mechanism, MechanismPlan, no_paper_calibration, replace_factor
 
@@ -24,4 +24,4 @@ class Cells(Mechanism):
         noisy = noise.perturb(np.asarray(counts, float).ravel(), plan.calibration, 1.0)
         full = tuple(range(len(plan.shape)))
         blocks = margin_blocks([full], [noisy], plan.calibration.distribution, plan.calibration.scale, plan.shape)
-        return Measurements(blocks, noise.mode, getattr(noise, "seed", None) if noise.mode == "simulation" else None)
+        return measured(blocks, noise)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..estimate import AsMeasured
-from ..measurements import Measurements, margin_blocks
+from ..measurements import margin_blocks, measured
 from ..noise import laplace_calibration
 from ..tables import margin_counts
 from ._base import Mechanism, MechanismPlan, no_paper_calibration, replace_factor
@@ -27,4 +27,4 @@ class Margins(Mechanism):
         noisy = noise.perturb(flat, plan.calibration, 1.0)
         pieces = np.split(np.asarray(noisy, float), np.cumsum([m.size for m in exact])[:-1])
         blocks = margin_blocks(plan.margins, pieces, plan.calibration.distribution, plan.calibration.scale, plan.shape)
-        return Measurements(blocks, noise.mode, getattr(noise, "seed", None) if noise.mode == "simulation" else None)
+        return measured(blocks, noise)

@@ -9,12 +9,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients, sensitivity
+from ..bases import margin_from_coefficients
 from ..errors import TabreleaseError
 from ..estimate import ShiftedSynthesis
-from ..noise import laplace_calibration
 from ..rounding import NO_ROUNDING
-from ._base import MechanismPlan, no_paper_calibration
+from ._base import MechanismPlan
 from ._coefficients import CoefficientMechanism
 
 DEFAULT_NONNEG_T = 5.0
@@ -24,24 +23,18 @@ class NonNeg(CoefficientMechanism):
     name = "nonneg"
     options = ("nonneg_t",)
     summary = "coefficients, then t·d·scale added to the constant term; margins from the coefficients (no LP)"
+    basis_kind = None  # Fourier for all-binary tables, Efron-Stein otherwise
+    estimator = ShiftedSynthesis()
+    rounding = NO_ROUNDING
 
-    def basis_for(self, shape, margins):
-        return coefficient_basis(FOURIER if all(k == 2 for k in shape) else EFRON_STEIN, shape, margins)
-
-    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
-        no_paper_calibration(self.name, calibration)
-        basis = self.basis_for(shape, margins)
-        cal = laplace_calibration(sensitivity(basis, neighbours, 1), epsilon, neighbours)
+    def parameters(self, options):
         t = DEFAULT_NONNEG_T if options.get("nonneg_t") is None else float(options["nonneg_t"])
         if not math.isfinite(t) or t < 0:
             raise TabreleaseError(f"--nonneg-t must be a finite number of at least 0, not {options['nonneg_t']!r}")
-        plan = MechanismPlan(self.name, shape, margins, cal, ShiftedSynthesis(), basis, parameters={"t": t},
-                             rounding=NO_ROUNDING)
-        return with_shift(plan)
+        return {"t": t}
 
-    def rescale(self, plan, epsilon):
-        cal = plan.calibration
-        return with_shift(replace(plan, calibration=laplace_calibration(cal.sensitivity, epsilon, cal.neighbours)))
+    def finish(self, plan):
+        return with_shift(plan)  # the lift moves with the scale
 
     def l1_bounds(self, plan, delta):
         return None  # the lift is a bias of its own: the LP bound does not apply
