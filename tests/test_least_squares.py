@@ -10,6 +10,7 @@ from scipy.optimize import minimize
 import tabrelease as tr
 from tabrelease.bases import EFRON_STEIN, coefficient_basis, coefficients, margin_from_coefficients
 from tabrelease.consistency import LeastSquaresProblem
+from tabrelease.measurements import COEFFICIENTS
 from tabrelease.noise import NoNoise
 from tabrelease.rounding import controlled_round
 from tabrelease.tables import margin_counts
@@ -29,7 +30,8 @@ def test_least_squares_optimum_agrees_with_scipy_on_the_dense_problem(seed):
     noisy = coefficients(basis, counts) + rng.laplace(0, 1.5, basis.size)
     weights = np.full(basis.size, 1.0)
     total = max(float(margin_from_coefficients(basis, noisy, ())), 0.0)
-    ours, _ = LeastSquaresProblem(basis).solve(noisy, weights, total)
+    signature = tuple((COEFFICIENTS, s, basis.kind) for s in basis.closure)
+    ours, _ = LeastSquaresProblem(basis.shape, signature).solve(noisy, weights, total)
     F = dense_rows(basis)
 
     def objective(w):
@@ -76,7 +78,14 @@ def test_without_noise_least_squares_with_controlled_rounding_is_exact(name):
 def test_post_processing_choices_are_checked_and_the_lp_bound_is_not_claimed_for_them():
     table = tr.builtin_table("czech")
     with pytest.raises(tr.TabreleaseError, match="reads coefficients measurements; the cells mechanism"):
-        tr.plan_release(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="least-squares")
+        tr.plan_release(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="linf-lp")
+    # Least squares reads any linear measurement: on measured cells it is their projection onto w >= 0 with the
+    # total pinned to the measured cells' sum.
+    cells = tr.plan_release(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="least-squares",
+                            rounding="controlled")
+    noisy = tr.run_plan(cells, table.counts, tr.SimulationNoise(3))
+    assert noisy.table.min() >= 0
+    assert noisy.table.sum() == np.floor(noisy.measurements.vector().sum() + 0.5)
     with pytest.raises(tr.TabreleaseError, match="unknown rounding"):
         tr.plan_release(table.shape, [(0, 1)], 1.0, rounding="stochastic")
     lp = tr.release_margins(table, 1.0, mode="simulation", seed=1)

@@ -181,34 +181,45 @@ def _difference_norms(ks: Sequence[int]) -> tuple[float, float]:
 
 def sensitivity(basis: CoefficientBasis, neighbours: str = "add-remove", norm: int = 1) -> float:
     """Exact L1 (norm=1) or L2 (norm=2) sensitivity of the whole coefficient vector."""
+    changes = block_changes(basis, neighbours, norm)
+    best = float(changes.sum(axis=1).max())
+    return best if norm == 1 else sqrt(best)
+
+
+def block_changes(basis: CoefficientBasis, neighbours: str = "add-remove", norm: int = 1) -> np.ndarray:
+    """How far one neighbouring record moves each block: L1 norm (norm=1) or squared L2 norm (norm=2).
+
+    Rows are the ways two neighbouring tables can differ: one row for add-remove (by symmetry a record
+    at any x moves a block by the same amount), one row per non-empty set D of coordinates on which the
+    old and new record differ for replace (the change depends on D only). Columns are the closure's
+    blocks. The sensitivity of blocks measured with scales b_B is the largest row of sum_B change / b_B
+    (L1) or sum_B change / b_B^2 (squared L2).
+    """
     if neighbours not in NEIGHBOURS:
         raise TabreleaseError(f"unknown neighbour relation {neighbours!r}; choose add-remove or replace")
     if norm not in (1, 2):
         raise TabreleaseError("norm must be 1 or 2")
     shape = basis.shape
     if neighbours == "add-remove":
-        # A record at x moves every block by its basis vector at x; by symmetry the norm is the same for every x.
-        if basis.kind == FOURIER:
-            total = len(basis.closure) * (2.0 ** (-basis.k / 2)) ** norm
-        else:
-            total = sum(
-                _block_weight(basis, s) ** norm * prod(_per_axis_norms(shape[j])[norm - 1] for j in s)
-                for s in basis.closure
-            )
-        return total if norm == 1 else sqrt(total)
-    return _replace_sensitivity(basis, norm)
+        row = [
+            _block_weight(basis, s) ** norm * (1.0 if basis.kind == FOURIER
+                                               else prod(_per_axis_norms(shape[j])[norm - 1] for j in s))
+            for s in basis.closure
+        ]
+        return np.array([row])
+    return _replace_changes(basis, norm)
 
 
-def _replace_sensitivity(basis: CoefficientBasis, norm: int) -> float:
-    """max over the set D of coordinates where the old and new record differ (the value depends only on D)."""
+def _replace_changes(basis: CoefficientBasis, norm: int) -> np.ndarray:
+    """Per set D of coordinates where the old and new record differ (rows), each block's change (columns)."""
     k = basis.k
     if k > MAX_REPLACE_VARIABLES:
         raise TabreleaseError(
             f"replace-one sensitivity enumerates 2^{k} patterns; use --neighbours add-remove for tables this wide"
         )
     patterns = np.arange(1, 2**k, dtype=np.int64)
-    total = np.zeros(patterns.size)
-    for s in basis.closure:
+    changes = np.zeros((patterns.size, len(basis.closure)))
+    for column, s in enumerate(basis.closure):
         if not s:
             continue  # the empty-set block (the total) does not change when a record is replaced
         weight = _block_weight(basis, s) ** norm
@@ -228,6 +239,5 @@ def _replace_sensitivity(basis: CoefficientBasis, norm: int) -> float:
         index = np.zeros(patterns.size, dtype=np.int64)
         for i, j in enumerate(s):
             index |= ((patterns >> j) & 1) << i
-        total += weight * values[index]
-    best = float(total.max())
-    return best if norm == 1 else sqrt(best)
+        changes[:, column] = weight * values[index]
+    return changes

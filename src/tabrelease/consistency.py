@@ -149,73 +149,93 @@ class ConsistencyProblem:
         return tables[0], tables[1]
 
 
+def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind: str | None) -> sp.csr_matrix:
+    """The sparse linear map from a table's cells (flattened) to one measured block's values."""
+    from .measurements import MARGIN_CELLS
+
+    cells = int(np.prod(domain))
+    if not variables:
+        total = sp.csr_matrix(np.ones((1, cells)))
+        if query == MARGIN_CELLS:
+            return total
+        return total * (2.0 ** (-len(domain) / 2) if kind == FOURIER else 1.0 / cells)
+    margin = margin_design(domain, [variables])
+    if query == MARGIN_CELLS:
+        return margin
+    from .bases import coefficient_basis
+
+    basis = coefficient_basis(kind, domain, [variables])
+    analysis = basis.analysis[basis.closure.index(tuple(variables))]  # parent is `variables` itself
+    return (sp.csr_matrix(analysis) @ margin).tocsr()
+
+
 class LeastSquaresProblem:
-    """Generalised least squares over non-negative tables with the total pinned.
+    """Generalised least squares over non-negative tables with the total pinned, for any linear measurements.
 
-        minimise  1/2 (phi - G x)' W (phi - G x)   subject to  x = (w, m),  m = margins of w,  w >= 0,
-                                                               sum w = total
+        minimise  1/2 sum_B (y_B - Q_B w)' (y_B - Q_B w) / v_B   subject to  w >= 0,  sum w = total
 
-    G is the sparse coefficient operator over the margin columns (as in the LP), W the weights
-    1 / variance. Expanded, the objective is 1/2 x' G'WG x - (G'W phi)' x + const: a convex QP,
-    solved by Clarabel's interior-point method (HiGHS's active-set QP solver cycled on these
-    degenerate problems for 500,000 iterations and more; Clarabel took 1-10 ms on the built-in
-    tables). The released margins are unique: the objective is strictly convex in G x.
+    Q_B is block B's sparse query operator (margin cells, Fourier or Efron-Stein coefficients) and
+    v_B its noise variance per value. A convex QP, solved by Clarabel's interior-point method
+    (HiGHS's active-set QP solver cycled on these degenerate problems for 500,000 iterations and
+    more). The fitted margins are unique: the objective is strictly convex in the measured
+    queries, and the released margins are determined by them.
     """
 
-    def __init__(self, basis: CoefficientBasis, structural_zeros: np.ndarray | None = None):
-        self.basis = basis
-        cells = int(np.prod(basis.shape))
-        A, n_margin = _sparse_constraints(basis)
-        d = basis.size
-        A = A.tocsr()
-        n_col = cells + n_margin
-        self._G = A[n_margin : n_margin + d][:, :n_col].tocsc()
-        definitions = A[:n_margin][:, :n_col]
-        total = sp.csr_matrix(np.concatenate([np.ones(cells), np.zeros(n_margin)])[None, :])
-        # Clarabel's form: A x + s = b with s in cones: equalities (zero cone) first, then -w <= 0.
+    def __init__(self, domain: tuple[int, ...], blocks: tuple[tuple[str, Margin, str | None], ...],
+                 structural_zeros: np.ndarray | None = None):
+        self.domain = tuple(domain)
+        self.blocks = tuple(blocks)
+        cells = int(np.prod(self.domain))
+        operators = [block_operator(self.domain, q, v, kind) for q, v, kind in self.blocks]
+        self._Q = sp.vstack(operators).tocsr() if operators else sp.csr_matrix((0, cells))
+        self._sizes = [op.shape[0] for op in operators]
         free = np.ones(cells, bool)
         if structural_zeros is not None:
             free = ~np.asarray(structural_zeros, bool).ravel()
+        total = sp.csr_matrix(np.ones((1, cells)))
         fixed = sp.identity(cells, format="csr")[~free]  # structural zeros: w = 0
         nonneg = -sp.identity(cells, format="csr")[free]
-        pad = lambda m: sp.hstack([m, sp.csr_matrix((m.shape[0], n_margin))])  # noqa: E731
-        self._A = sp.vstack([definitions, total, pad(fixed), pad(nonneg)]).tocsc()
-        self._equalities = n_margin + 1 + int((~free).sum())
+        # Clarabel's form: A x + s = b with s in cones: equalities (zero cone) first, then -w <= 0.
+        self._A = sp.vstack([total, fixed, nonneg]).tocsc()
+        self._equalities = 1 + int((~free).sum())
         self._inequalities = int(free.sum())
-        self._total_row = n_margin
-        self._cells, self._d, self._n_col = cells, d, n_col
+        self._cells = cells
         self._hessian_of: dict = {}
+
+    @property
+    def size(self) -> int:
+        return int(self._Q.shape[0])
 
     def _hessian(self, weights: np.ndarray):
         key = weights.tobytes()
         if key not in self._hessian_of:
             # one weighting per plan in practice: keep the last only
-            self._hessian_of = {key: sp.triu(self._G.T @ sp.diags(weights) @ self._G).tocsc()}
+            self._hessian_of = {key: sp.triu(self._Q.T @ sp.diags(weights) @ self._Q).tocsc()}
         return self._hessian_of[key]
 
-    def solve(self, noisy: np.ndarray, weights: np.ndarray, total: float) -> tuple[np.ndarray, float]:
-        """(the non-negative table, seconds); `weights` are 1 / variance per coefficient."""
+    def solve(self, values: np.ndarray, weights: np.ndarray, total: float) -> tuple[np.ndarray, float]:
+        """(the non-negative table, seconds); `weights` are 1 / variance per measured value."""
         import clarabel
 
-        noisy = np.asarray(noisy, float)
-        if noisy.shape != (self._d,) or not np.all(np.isfinite(noisy)):
-            raise TabreleaseError("the least-squares fit needs one finite value per coefficient")
+        values = np.asarray(values, float)
+        if values.shape != (self.size,) or not np.all(np.isfinite(values)):
+            raise TabreleaseError("the least-squares fit needs one finite value per measured query")
         start = time.perf_counter()
         weights = np.asarray(weights, float)
         b = np.zeros(self._A.shape[0])
-        b[self._total_row] = max(float(total), 0.0)
+        b[0] = max(float(total), 0.0)
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         # Tight: the margins of the fit are what is released (after rounding), to well under one count.
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
         solver = clarabel.DefaultSolver(
-            self._hessian(weights), -(self._G.T @ (weights * noisy)), self._A, b,
+            self._hessian(weights), -(self._Q.T @ (weights * values)), self._A, b,
             [clarabel.ZeroConeT(self._equalities), clarabel.NonnegativeConeT(self._inequalities)], settings,
         )
         solution = solver.solve()
         if str(solution.status) not in ("Solved", "AlmostSolved"):
             raise TabreleaseError(f"the least-squares fit did not solve: Clarabel says {solution.status}")
-        table = np.maximum(np.asarray(solution.x)[: self._cells], 0.0).reshape(self.basis.shape)
+        table = np.maximum(np.asarray(solution.x)[: self._cells], 0.0).reshape(self.domain)
         return table, time.perf_counter() - start
 
 

@@ -7,7 +7,7 @@ can read may use it. Each reads the plan and the `Measurements`, never the mecha
 |---------------------|-----------------------------|---------------------------------------------------------------|
 | linf-lp             | coefficient blocks          | the paper's step 5: min b s.t. w >= 0, abs(phi - F w) <= b    |
 | as-measured         | margin-cell blocks          | the measured cells as they are (a full table, or margins)     |
-| least-squares       | coefficient blocks          | GLS over w >= 0 with the total pinned to its estimate          |
+| least-squares       | any linear measurements     | GLS over w >= 0 with the total pinned to its estimate          |
 | shifted-synthesis   | coefficient blocks          | margins synthesised from the coefficients with the constant   |
 |                     |                             | term lifted by t d scale (DMT 4.5.3): no LP                   |
 """
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import TabreleaseError
-from .measurements import COEFFICIENTS, MARGIN_CELLS, Measurements
+from .measurements import COEFFICIENTS, EXACT, LINEAR, MARGIN_CELLS, Measurements
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consistency import LPSolution
@@ -44,7 +44,7 @@ class Estimator(ABC):
     """Base class: `estimate(plan, measurements)`; `for_plan` builds what can be reused across runs."""
 
     name: str = ""
-    reads: str = COEFFICIENTS
+    reads: tuple[str, ...] = (COEFFICIENTS,)  # the query kinds of the measurements it can read
 
     def for_plan(self, plan: MechanismPlan) -> Estimator:
         return self
@@ -54,8 +54,8 @@ class Estimator(ABC):
         """The real-valued estimate from the measurements (post-processing only)."""
 
     def _check(self, measurements: Measurements) -> None:
-        if any(b.query != self.reads for b in measurements.blocks):
-            raise TabreleaseError(f"the {self.name} estimator reads {self.reads} measurements only")
+        if any(b.query not in self.reads for b in measurements.blocks):
+            raise TabreleaseError(f"the {self.name} estimator reads {' and '.join(self.reads)} measurements only")
 
 
 class _ProblemEstimator(Estimator):
@@ -96,38 +96,76 @@ class LInfinityLP(_ProblemEstimator):
         return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp)
 
 
-class LeastSquares(_ProblemEstimator):
-    """Generalised least squares over non-negative tables, the total pinned to its estimate from the
-    measurements (the constant block's: only it carries the total), weighted by 1 / noise variance."""
+class LeastSquares(Estimator):
+    """Generalised least squares over non-negative tables from any linear measurements (coefficient blocks,
+    margin cells, or both, each weighted by 1 / its noise variance), the total pinned to its best linear
+    unbiased estimate from the measurements, or to an exactly measured (public) total."""
 
     name = "least-squares"
+    reads = LINEAR
 
-    def build(self, basis, structural_zeros):
+    def __init__(self, structural_zeros=None):
+        self.structural_zeros = structural_zeros
+        self._problems: dict = {}
+
+    def for_plan(self, plan: MechanismPlan) -> LeastSquares:
+        return LeastSquares(None if plan.encoding is None else plan.encoding.structural_zeros())
+
+    def problem_for(self, domain, signature):
         from .consistency import LeastSquaresProblem
 
-        return LeastSquaresProblem(basis, structural_zeros=structural_zeros)
+        key = (tuple(domain), signature)
+        if key not in self._problems:
+            self._problems = {key: LeastSquaresProblem(domain, signature, self.structural_zeros)}
+        return self._problems[key]
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
-        from .bases import margin_from_coefficients
-
         self._check(measurements)
-        noisy = measurements.vector()
-        # Variance of Laplace(b) is 2 b^2, of a Gaussian sigma^2: the weights need only be proportional.
-        weights = np.concatenate([
-            np.full(b.size, 1.0 / (2.0 * b.scale**2 if b.distribution == "laplace" else b.scale**2))
-            for b in measurements.blocks
-        ])
-        total = float(margin_from_coefficients(plan.basis, noisy, ()))
-        table, seconds = self._problem().solve(noisy, weights, total)
+        start = time.perf_counter()
+        fitted = [b for b in measurements.blocks if b.distribution != EXACT]
+        exact = [b for b in measurements.blocks if b.distribution == EXACT]
+        if not fitted:
+            raise TabreleaseError("the least-squares estimator needs at least one noisy measurement")
+        if any(b.query != MARGIN_CELLS or b.variables for b in exact):
+            raise TabreleaseError("only the total can be given exactly (a public total)")
+        domain = fitted[0].domain
+        problem = self.problem_for(domain, tuple((b.query, tuple(b.variables), b.basis) for b in fitted))
+        values = np.concatenate([b.values for b in fitted])
+        # Variance of Laplace(b) is 2 b^2, of a Gaussian sigma^2.
+        weights = np.concatenate([np.full(b.size, 1.0 / noise_variance(b)) for b in fitted])
+        total = float(exact[0].values[0]) if exact else best_total(fitted)
+        table, _ = problem.solve(values, weights, total)
         table = table if plan.encoding is None else plan.encoding.decode(table)
-        return Estimate(table=table, margins=None, seconds=seconds)
+        return Estimate(table=table, margins=None, seconds=time.perf_counter() - start)
+
+
+def noise_variance(block) -> float:
+    return 2.0 * block.scale**2 if block.distribution == "laplace" else block.scale**2
+
+
+def best_total(blocks) -> float:
+    """The best linear unbiased estimate of n from the blocks that carry it: the sums of measured margins and
+    the empty set's coefficient (the total is the only thing these share), weighted by 1 / variance."""
+    estimates, variances = [], []
+    for b in blocks:
+        if b.query == MARGIN_CELLS:
+            estimates.append(float(np.sum(b.values)))
+            variances.append(noise_variance(b) * b.size)
+        elif not b.variables:
+            factor = 2.0 ** (len(b.domain) / 2) if b.basis == "fourier" else float(np.prod(b.domain))
+            estimates.append(float(b.values[0]) * factor)
+            variances.append(noise_variance(b) * factor**2)
+    if not estimates:
+        raise TabreleaseError("no measurement carries the total")
+    precision = 1.0 / np.asarray(variances)
+    return float(precision @ np.asarray(estimates) / precision.sum())
 
 
 class AsMeasured(Estimator):
     """Measured cells, taken as they are: the full table if it was measured, else each margin on its own."""
 
     name = "as-measured"
-    reads = MARGIN_CELLS
+    reads = (MARGIN_CELLS,)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         self._check(measurements)

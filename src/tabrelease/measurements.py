@@ -17,6 +17,9 @@ import numpy as np
 
 COEFFICIENTS = "coefficients"
 MARGIN_CELLS = "margin_cells"
+LINEAR = (COEFFICIENTS, MARGIN_CELLS)
+# A block measured without noise: only a public total (an invariant the release treats as public).
+EXACT = "exact"
 
 
 @dataclass(frozen=True, eq=False)

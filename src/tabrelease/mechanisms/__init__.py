@@ -133,9 +133,9 @@ def with_post_processing(plan: MechanismPlan, estimator: str | None = None, roun
 
     if estimator is not None:
         chosen = get_estimator(estimator)
-        if chosen.reads != plan.estimator.reads:
-            raise TabreleaseError(f"the {estimator} estimator reads {chosen.reads} measurements; the {plan.mechanism} "
-                                  f"mechanism measures {plan.estimator.reads}")
+        if not set(plan.estimator.reads) <= set(chosen.reads):
+            raise TabreleaseError(f"the {estimator} estimator reads {' and '.join(chosen.reads)} measurements; the "
+                                  f"{plan.mechanism} mechanism measures {' and '.join(plan.estimator.reads)}")
         plan = replace(plan, estimator=chosen.for_plan(plan))
     if rounding is not None:
         if rounding not in ROUNDINGS:

@@ -1,0 +1,255 @@
+"""Measurement planning: what to measure, and how much noise each block gets, before any count is read.
+
+The released margins are determined by the residuals (ANOVA / Efron-Stein components) of their
+downward closure. A measured block carries information about some residuals:
+
+* a Fourier coefficient (binary tables) or an Efron-Stein block of a set S: about residual S only;
+* the cells of the margin over S: about every residual T of a subset of S (summing over S \\ T).
+
+With noise of variance v_B per value on block B, the linear unbiased reconstruction (generalised
+least squares, before non-negativity and rounding) estimates residual T with information
+I_T = sum_B lambda_(B,T) / v_B, independently of the other residuals, and the expected squared
+error summed over the cells of a margin A is
+
+    E || m_A_hat - m_A ||^2 = sum_(T subset of A)  K_out(A) dim(T) / I_T,
+
+where dim(T) = prod_(j in T) (k_j - 1), K_out(A) = prod_(j not in A) k_j, and lambda is 1 for a
+Fourier coefficient, 1 / K_out(S) for an Efron-Stein block and K_out(S) for the margin over S.
+(Derivation: the information matrix sum_B Q_B' Q_B / v_B of the queries Q_B is diagonal in the
+residual basis; see the README.) The privacy cost is exact: for Laplace noise of scale b_B on each
+block, epsilon = max over neighbouring pairs of sum_B ||change_B||_1 / b_B; for Gaussian noise, the
+whitened L2 sensitivity sqrt(max sum_B ||change_B||_2^2 / sigma_B^2) goes to OpenDP's accountant.
+
+Planning chooses the relative scales beta_B (block scale = multiplier * beta_B) to minimise the total
+expected squared error of the released margins at a fixed privacy cost:
+
+* Gaussian: Efron-Stein (or Fourier) residual blocks only, the closed form of ResidualPlanner
+  (Xiao, Kifer et al., NeurIPS 2023): 1 / sigma_T^2 proportional to sqrt(W_T / (lambda_T c_T)),
+  total error (sum_T sqrt(W_T c_T / lambda_T))^2 / (sensitivity budget).
+* Laplace: residual blocks and margin blocks together (for a non-binary axis a margin is cheaper per
+  unit of information than its Efron-Stein block, and it informs every lower residual at once);
+  the cube-root closed form for residual blocks alone is the starting point of a numerical
+  optimisation over the shares of epsilon (the problem is small: one variable per candidate block).
+
+For the replace neighbour relation n is the same in every neighbouring table (sensitivity 0): the total
+is released exactly, as with a public total. The shape is planned with each block's largest change and the
+multiplier is then set from the exact maximum over every pattern of differing coordinates, so the
+privacy is exact and the plan near-optimal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod, sqrt
+
+import numpy as np
+
+from .bases import EFRON_STEIN, FOURIER, MAX_REPLACE_VARIABLES, block_changes, coefficient_basis
+from .errors import TabreleaseError
+from .measurements import COEFFICIENTS, MARGIN_CELLS
+from .models import Margin, downward_closure, maximal_margins
+
+
+
+@dataclass(frozen=True)
+class PlannedBlock:
+    """One block to measure: the Fourier/Efron-Stein coefficients of a set, or the cells of its margin."""
+
+    query: str  # COEFFICIENTS or MARGIN_CELLS
+    variables: Margin
+    relative_scale: float  # the block's noise scale is the plan's multiplier times this
+
+
+@dataclass(frozen=True, eq=False)
+class MeasurementDesign:
+    """What is measured, with which relative scales, and how far a neighbouring record moves each block."""
+
+    shape: tuple[int, ...]
+    margins: tuple[Margin, ...]
+    basis_kind: str  # of the coefficient blocks
+    distribution: str
+    neighbours: str
+    blocks: tuple[PlannedBlock, ...]
+    changes: np.ndarray  # rows: neighbouring pairs (patterns); columns: blocks; L1 (Laplace) or squared L2
+    public_total: bool
+
+    @property
+    def norm(self) -> int:
+        return 1 if self.distribution == "laplace" else 2
+
+    def whitened_sensitivity(self) -> float:
+        """The sensitivity of the blocks divided by their relative scales: with multiplier t, Laplace gives
+        epsilon = this / t exactly; Gaussian has this L2 sensitivity against noise of standard deviation t."""
+        beta = np.array([b.relative_scale for b in self.blocks])
+        worst = float((self.changes / beta**self.norm).sum(axis=1).max())
+        return worst if self.norm == 1 else sqrt(worst)
+
+    def scales(self, multiplier: float) -> dict[tuple[str, Margin], float]:
+        return {(b.query, b.variables): multiplier * b.relative_scale for b in self.blocks}
+
+
+@dataclass(frozen=True)
+class MarginError:
+    """The expected error of one released margin under the linear unbiased reconstruction."""
+
+    total_variance: float  # E || m_hat - m ||^2 summed over the margin's cells
+    cell_sd: float  # standard deviation of each cell (the same for every cell of the margin)
+    expected_l1: float  # E || m_hat - m ||_1 under a normal approximation: cells * sd * sqrt(2 / pi)
+    cells: int
+
+    def as_dict(self) -> dict:
+        return {"expected_squared_error": self.total_variance, "cell_sd": self.cell_sd,
+                "expected_l1_normal_approx": self.expected_l1, "cells": self.cells}
+
+
+# --- the algebra ----------------------------------------------------------------------------------
+def _k_out(shape: Sequence[int], s: Sequence[int]) -> int:
+    return prod(k for j, k in enumerate(shape) if j not in s)
+
+
+def _dim(shape: Sequence[int], t: Sequence[int]) -> int:
+    return prod(shape[j] - 1 for j in t)
+
+
+def information(shape: Sequence[int], query: str, s: Margin, kind: str, t: Margin) -> float:
+    """lambda_(B, T): information about residual T per unit of inverse variance of block B over S."""
+    if query == MARGIN_CELLS:
+        return float(_k_out(shape, s)) if set(t) <= set(s) else 0.0
+    if tuple(t) != tuple(s):
+        return 0.0
+    return 1.0 if kind == FOURIER else 1.0 / _k_out(shape, s)
+
+
+def residual_weights(shape: Sequence[int], margins: Sequence[Margin], residuals: Sequence[Margin]) -> np.ndarray:
+    """W_T = sum over released margins A containing T of K_out(A) dim(T): the total error is sum_T W_T / I_T."""
+    return np.array([sum(_k_out(shape, a) * _dim(shape, t) for a in margins if set(t) <= set(a)) for t in residuals],
+                    float)
+
+
+def expected_margin_errors(shape: Sequence[int], margins: Sequence[Margin],
+                           blocks: Sequence[tuple[str, Margin, str, float]],
+                           public_total: bool = False) -> dict[Margin, MarginError]:
+    """Per released margin, the expected error of the linear unbiased reconstruction from `blocks`, given as
+    (query, variables, basis kind, variance per value). A residual no block informs has infinite error."""
+    shape = tuple(shape)
+    residuals = downward_closure(maximal_margins(margins)[0])
+    info = {t: sum(information(shape, q, s, kind, t) / v for q, s, kind, v in blocks) for t in residuals}
+    out = {}
+    for a in margins:
+        total = 0.0
+        for t in residuals:
+            if not set(t) <= set(a) or (public_total and not t):
+                continue
+            total += np.inf if info[t] <= 0 else _k_out(shape, a) * _dim(shape, t) / info[t]
+        cells = prod(shape[j] for j in a)
+        sd = sqrt(total / cells)
+        out[tuple(a)] = MarginError(float(total), float(sd), float(cells * sd * sqrt(2 / np.pi)), int(cells))
+    return out
+
+
+# --- planning -------------------------------------------------------------------------------------
+def _margin_changes(shape: Sequence[int], s: Margin, neighbours: str) -> np.ndarray:
+    """One record moves the margin over S by 1 in one cell (add-remove), or by 1 in two cells when the
+    replaced record differs on a coordinate of S (replace): L1 2, squared L2 2."""
+    if neighbours == "add-remove":
+        return np.ones(1)
+    patterns = np.arange(1, 2 ** len(shape), dtype=np.int64)
+    mask = sum(1 << j for j in s)
+    return np.where(patterns & mask, 2.0, 0.0)
+
+
+def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distribution: str = "laplace",
+                      neighbours: str = "add-remove", public_total: bool = False) -> MeasurementDesign:
+    """Choose the blocks and their relative scales (counts are never read)."""
+    shape = tuple(int(k) for k in shape)
+    if neighbours == "replace" and len(shape) > MAX_REPLACE_VARIABLES:
+        raise TabreleaseError(f"replace-one planning enumerates 2^{len(shape)} patterns; use add-remove")
+    generators = tuple(maximal_margins(margins)[0])
+    # No replaced record changes n (sensitivity 0): under replace the total is exact whatever is asked.
+    public_total = public_total or neighbours == "replace"
+    kind = FOURIER if all(k == 2 for k in shape) else EFRON_STEIN
+    basis = coefficient_basis(kind, shape, generators)
+    norm = 1 if distribution == "laplace" else 2
+    coefficient_changes = block_changes(basis, neighbours, norm)
+    residuals = [t for t in basis.closure if t or not public_total]
+    # Candidates: the residual blocks, and (Laplace) the margins of every non-empty set of the closure.
+    candidates: list[tuple[str, Margin]] = [(COEFFICIENTS, t) for t in residuals]
+    columns = [coefficient_changes[:, basis.closure.index(t)] for t in residuals]
+    if distribution == "laplace":
+        for s in basis.closure:
+            if s:
+                candidates.append((MARGIN_CELLS, s))
+                columns.append(_margin_changes(shape, s, neighbours))
+    changes = np.column_stack(columns)
+    proxy = changes.max(axis=0)  # each block's largest change: exact for add-remove (one row)
+    lam = np.array([[information(shape, q, s, kind, t) for t in residuals] for q, s in candidates])
+    weights = residual_weights(shape, generators, residuals)
+    if distribution == "laplace":
+        inverse_scale = _plan_laplace(proxy, lam, weights)
+    else:
+        inverse_scale = _plan_gaussian(proxy, lam, weights)
+    keep = inverse_scale > 0
+    blocks = tuple(PlannedBlock(q, s, float(1 / x)) for (q, s), x, k in zip(candidates, inverse_scale, keep) if k)
+    return MeasurementDesign(shape, generators, kind, distribution, neighbours, blocks, changes[:, keep],
+                             public_total)
+
+
+def _plan_gaussian(cost, lam, weights) -> np.ndarray:
+    """ResidualPlanner's closed form: 1/sigma_T^2 proportional to sqrt(W_T / (lambda_T c_T)), residual blocks
+    only; returns 1 / sigma_B up to a common factor."""
+    n_res = lam.shape[1]
+    precision = np.zeros(lam.shape[0])
+    own = lam[np.arange(n_res), np.arange(n_res)]  # residual block T informs T alone
+    precision[:n_res] = np.sqrt(weights / (own * cost[:n_res]))
+    return np.sqrt(precision / (precision @ cost))  # normalised to a unit budget (only the shape counts)
+
+
+def _plan_laplace(cost, lam, weights) -> np.ndarray:
+    """Shares p_B of epsilon (x_B = p_B / c_B is the block's 1 / scale): minimise sum_T W_T / I_T with
+    I_T = sum_B lambda_(B,T) x_B^2 / 2 over the simplex, from several starts; returns x_B = 1 / b_B."""
+    from scipy.optimize import minimize
+
+    n_blocks, n_res = lam.shape
+
+    def total(p):
+        x = p / cost
+        info = (x**2 / 2) @ lam
+        return float(weights @ (1.0 / np.maximum(info, 1e-300)))
+
+    def value_and_gradient(theta):
+        theta = theta - theta.max()
+        p = np.exp(theta)
+        p /= p.sum()
+        x = p / cost
+        info = np.maximum((x**2 / 2) @ lam, 1e-300)
+        f = float(weights @ (1.0 / info))
+        df_dx = -(lam @ (weights / info**2)) * x
+        df_dp = df_dx / cost
+        return f, p * (df_dp - p @ df_dp)
+
+    starts = []
+    # the residual blocks alone, in closed form: x_T proportional to (W_T / (lambda_T c_T))^(1/3)
+    own = lam[np.arange(n_res), np.arange(n_res)]
+    residual_only = np.zeros(n_blocks)
+    residual_only[:n_res] = cost[:n_res] * (weights / (own * cost[:n_res])) ** (1 / 3)
+    starts.append(residual_only / residual_only.sum())
+    if n_blocks > n_res:
+        margins_only = np.zeros(n_blocks)
+        margins_only[n_res:] = 1.0
+        margins_only[: n_res] = 1e-6
+        starts.append(margins_only / margins_only.sum())
+        starts.append(0.5 * starts[0] + 0.5 * starts[1])
+    best_p, best_f = None, np.inf
+    for p0 in starts:
+        theta0 = np.log(np.maximum(p0, 1e-12))
+        result = minimize(value_and_gradient, theta0, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
+        theta = result.x - result.x.max()
+        p = np.exp(theta) / np.exp(theta).sum()
+        # Blocks with a negligible share are not worth a measurement of their own.
+        p = np.where(p < 1e-4 * p.max(), 0.0, p)
+        p /= p.sum()
+        f = total(p)
+        if f < best_f:
+            best_p, best_f = p, f
+    return best_p / cost
