@@ -32,7 +32,7 @@ def main() -> None:
         table = builtin_table(name)
         model = default_model(table)
         start = time.perf_counter()
-        plan = plan_release(table.shape, model.generators, args.epsilon)
+        plan = plan_release(table.shape, model.generators, args.epsilon, mechanism="auto")
         plan_ms = 1000 * (time.perf_counter() - start)
         original = fit_loglinear(table, model)
         noise = SimulationNoise(seed=1)

@@ -27,7 +27,7 @@ def main() -> None:
         model = default_model(table)
         original = fit_loglinear(table, model)
         for calibration in ("exact", "paper"):
-            plan = plan_release(table.shape, model.generators, args.epsilon, calibration=calibration)
+            plan = plan_release(table.shape, model.generators, args.epsilon, calibration=calibration, mechanism="auto")
             noise = SimulationNoise(seed=2026)
             paper = derived = 0
             for _ in range(args.repeats):

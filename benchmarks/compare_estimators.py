@@ -36,7 +36,7 @@ def main() -> None:
     for name in ("edwards", "czech", "rochdale", "journey_to_work"):
         table = tr.builtin_table(name)
         for eps in epsilons:
-            lp_plan = tr.plan_release(table.shape, tr.default_model(table).generators, eps)
+            lp_plan = tr.plan_release(table.shape, tr.default_model(table).generators, eps, mechanism="auto")
             ls_plan = with_post_processing(lp_plan, "least-squares", "controlled")
             rows = []
             for seed in range(args.runs):

@@ -15,7 +15,8 @@ def run_cli(capsys, *argv):
 
 def test_release_writes_public_and_internal(capsys, tmp_path):
     out = tmp_path / "rel"
-    code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--out", out)
+    code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--mechanism", "auto",
+                              "--out", out)
     assert code == 0, stdout
     public = sorted(p.name for p in (out / "public").iterdir())
     assert public == ["margin_AB.csv", "margin_AC.csv", "margin_BC.csv", "release.json"]
@@ -70,7 +71,8 @@ def test_simulation_is_reproducible_and_labelled(capsys, tmp_path):
 
 
 def test_paper_calibration_says_epsilon_does_not_hold(capsys, tmp_path):
-    code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--calibration", "paper", "--out", tmp_path / "p")
+    code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--calibration", "paper",
+                              "--mechanism", "auto", "--out", tmp_path / "p")
     assert code == 0 and "does not hold" in stdout
     rel = json.loads((tmp_path / "p" / "public" / "release.json").read_text())
     assert rel["noise"]["calibration"] == "paper" and rel["noise"]["epsilon_holds"] is False
@@ -111,7 +113,8 @@ def test_solver_failure_is_reported_and_leaves_nothing(capsys, tmp_path, monkeyp
         raise TabreleaseError("the consistency LP did not solve: HiGHS says Time limit reached")
 
     monkeypatch.setattr(consistency.ConsistencyProblem, "solve", failing)
-    code, _, err = run_cli(capsys, "release", "edwards", "--epsilon", "1", "--out", tmp_path / "out")
+    code, _, err = run_cli(capsys, "release", "edwards", "--epsilon", "1", "--mechanism", "auto",
+                           "--out", tmp_path / "out")
     assert code == 2 and "did not solve" in err
     assert list(tmp_path.iterdir()) == []
 

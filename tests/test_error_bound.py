@@ -113,7 +113,7 @@ def test_simulated_noise_exceeds_the_union_bound_t_at_the_rate_the_derivation_st
     # t = scale log(d / delta) is 1 - (1 - delta/d)^d (= 0.183 for d = 12: the union bound is nearly tight), and
     # the exact quantile is exceeded at rate delta. 20,000 draws: standard error 0.003; 4 standard errors allowed.
     edwards = builtin_table("edwards")
-    plan = plan_release(edwards.shape, default_model(edwards).generators, 1.0)  # Fourier, 12 coefficients
+    plan = plan_release(edwards.shape, default_model(edwards).generators, 1.0, mechanism="auto")  # Fourier, 12 coefficients
     d, scale, delta = plan.basis.size, plan.calibration.scale, 0.2
     assert d == 12
     draws = SimulationNoise(seed=20260906).perturb(np.zeros((20_000, d)), plan.calibration)

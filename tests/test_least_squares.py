@@ -68,7 +68,7 @@ def test_controlled_rounding_is_the_closest_integer_table_by_brute_force():
 def test_without_noise_least_squares_with_controlled_rounding_is_exact(name):
     table = tr.builtin_table(name)
     plan = tr.plan_release(table.shape, tr.default_model(table).generators, 1.0, estimator="least-squares",
-                           rounding="controlled")
+                           rounding="controlled", mechanism="auto")
     release = tr.run_plan(plan, table.counts, NoNoise())
     for g, released in zip(release.margins, release.released_margins):
         np.testing.assert_array_equal(released, margin_counts(table.counts, g))  # Rochdale's moved by 1 under the LP
@@ -87,9 +87,9 @@ def test_post_processing_choices_are_checked_and_the_lp_bound_is_not_claimed_for
     assert noisy.table.min() >= 0
     assert noisy.table.sum() == np.floor(noisy.measurements.vector().sum() + 0.5)
     with pytest.raises(tr.TabreleaseError, match="unknown rounding"):
-        tr.plan_release(table.shape, [(0, 1)], 1.0, rounding="stochastic")
-    lp = tr.release_margins(table, 1.0, mode="simulation", seed=1)
-    ls = tr.release_margins(table, 1.0, mode="simulation", seed=1, estimator="least-squares", rounding="controlled")
+        tr.plan_release(table.shape, [(0, 1)], 1.0, rounding="stochastic", mechanism="auto")
+    lp = tr.release_margins(table, 1.0, mode="simulation", seed=1, mechanism="auto")
+    ls = tr.release_margins(table, 1.0, mode="simulation", seed=1, estimator="least-squares", rounding="controlled", mechanism="auto")
     assert tr.evaluate_release(table, lp).l1_bound_by_margin is not None
     assert tr.evaluate_release(table, ls).l1_bound_by_margin is None  # derived for the LP and plain rounding only
     # Same noise, other post-processing: integer, consistent margins of one table.

@@ -103,7 +103,8 @@ def test_deltas_add_and_a_pure_budget_refuses_delta(tmp_path):
 
 def test_paper_calibration_is_charged_at_the_epsilon_it_really_gives(tmp_path):
     ledger = tmp_path / "ledger.json"
-    code = main(["release", "journey_to_work", "--epsilon", "1", "--calibration", "paper", "--simulate",
+    code = main(["release", "journey_to_work", "--epsilon", "1", "--calibration", "paper", "--mechanism", "auto",
+                 "--simulate",
                  "--ledger", str(ledger), "--out", str(tmp_path / "r")])
     assert code == 0
     (entry,) = json.loads(ledger.read_text())["entries"]

@@ -43,7 +43,8 @@ def _keys(value, prefix=""):
 
 @pytest.mark.parametrize("name, extra", [
     ("edwards", []), ("journey_to_work", []), ("czech", ["--mechanism", "gaussian", "--delta", "1e-6"]),
-    ("rochdale", ["--calibration", "paper"]), ("journey_to_work", ["--mechanism", "binary-encoding"]),
+    ("rochdale", ["--calibration", "paper", "--mechanism", "auto"]), ("czech", ["--delta", "1e-6"]),
+    ("rochdale", ["--mechanism", "fourier"]), ("edwards", ["--public-total"]), ("journey_to_work", ["--mechanism", "binary-encoding"]),
     ("czech", ["--mechanism", "margins"]), ("edwards", ["--mechanism", "nonneg"]),
 ])
 def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsys):

@@ -192,26 +192,23 @@ class LeastSquaresProblem:
         free = np.ones(cells, bool)
         if structural_zeros is not None:
             free = ~np.asarray(structural_zeros, bool).ravel()
-        total = sp.csr_matrix(np.ones((1, cells)))
-        fixed = sp.identity(cells, format="csr")[~free]  # structural zeros: w = 0
-        nonneg = -sp.identity(cells, format="csr")[free]
+        m = self._Q.shape[0]
+        # Variables x = (w, r) with r = Q w - y: the objective 1/2 r' diag(weights) r keeps the KKT system as
+        # sparse as Q (the dense Q'WQ made every interior-point step a dense factorisation).
         # Clarabel's form: A x + s = b with s in cones: equalities (zero cone) first, then -w <= 0.
-        self._A = sp.vstack([total, fixed, nonneg]).tocsc()
-        self._equalities = 1 + int((~free).sum())
+        residual = sp.hstack([self._Q, -sp.identity(m)])
+        pad = lambda block: sp.hstack([block, sp.csr_matrix((block.shape[0], m))])  # noqa: E731
+        total = pad(sp.csr_matrix(np.ones((1, cells))))
+        fixed = pad(sp.identity(cells, format="csr")[~free])  # structural zeros: w = 0
+        nonneg = pad(-sp.identity(cells, format="csr")[free])
+        self._A = sp.vstack([residual, total, fixed, nonneg]).tocsc()
+        self._equalities = m + 1 + int((~free).sum())
         self._inequalities = int(free.sum())
-        self._cells = cells
-        self._hessian_of: dict = {}
+        self._cells, self._m = cells, m
 
     @property
     def size(self) -> int:
         return int(self._Q.shape[0])
-
-    def _hessian(self, weights: np.ndarray):
-        key = weights.tobytes()
-        if key not in self._hessian_of:
-            # one weighting per plan in practice: keep the last only
-            self._hessian_of = {key: sp.triu(self._Q.T @ sp.diags(weights) @ self._Q).tocsc()}
-        return self._hessian_of[key]
 
     def solve(self, values: np.ndarray, weights: np.ndarray, total: float) -> tuple[np.ndarray, float]:
         """(the non-negative table, seconds); `weights` are 1 / variance per measured value."""
@@ -223,13 +220,15 @@ class LeastSquaresProblem:
         start = time.perf_counter()
         weights = np.asarray(weights, float)
         b = np.zeros(self._A.shape[0])
-        b[0] = max(float(total), 0.0)
+        b[: self._m] = values
+        b[self._m] = max(float(total), 0.0)
+        hessian = sp.diags(np.concatenate([np.zeros(self._cells), weights])).tocsc()
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         # Tight: the margins of the fit are what is released (after rounding), to well under one count.
         settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
         solver = clarabel.DefaultSolver(
-            self._hessian(weights), -(self._Q.T @ (weights * values)), self._A, b,
+            hessian, np.zeros(self._cells + self._m), self._A, b,
             [clarabel.ZeroConeT(self._equalities), clarabel.NonnegativeConeT(self._inequalities)], settings,
         )
         solution = solver.solve()

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from .errors import TabreleaseError
-from .measurements import Measurements
-from .mechanisms import AUTO, MechanismPlan, get_mechanism, plan_release
+from .measurements import EXACT, Measurements
+from .mechanisms import DEFAULT, MechanismPlan, get_mechanism, plan_release
 from .models import Margin, default_model
 from .noise import RELEASE, NoiseCalibration, NoiseSource, noise_source
 from .rounding import round_estimate
@@ -88,7 +88,8 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         estimator = get_estimator(estimator)
     estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
     # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
-    if any(b.scale != plan.calibration.scale or b.distribution != plan.calibration.distribution
+    if any(b.distribution != EXACT and (b.scale != plan.block_scale(b.query, b.variables)
+                                        or b.distribution != plan.calibration.distribution)
            for b in measurements.blocks):
         raise TabreleaseError("these measurements were not drawn with this plan's noise (scale or distribution differ)")
     estimate = estimator.estimate(plan, measurements)
@@ -134,7 +135,7 @@ def release_margins(
     epsilon: float,
     margins: Sequence[Margin] | None = None,
     *,
-    mechanism: str = AUTO,
+    mechanism: str = DEFAULT,
     neighbours: str = "add-remove",
     delta: float | None = None,
     calibration: str = "exact",
@@ -143,6 +144,7 @@ def release_margins(
     nonneg_t: float | None = None,
     estimator: str | None = None,
     rounding: str | None = None,
+    public_total: bool = False,
 ) -> Release:
     """Release margins of `table` under differential privacy (in memory: no ledger, no files).
 
@@ -152,15 +154,17 @@ def release_margins(
     """
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
-                                  rounding=rounding)
+                                  rounding=rounding, public_total=public_total)
     return run_plan(plan, table.counts, noise)
 
 
-def _plan_and_noise(table, epsilon, margins, mode, seed, **plan_options):
+def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, **plan_options):
     """The noise source (a seed is refused in release mode) and the plan; margins default to the paper model."""
     if margins is None:
         margins = default_model(table).generators
     noise = noise_source(mode, seed)
+    if public_total:
+        plan_options["options"] = {"public_total": True}
     return plan_release(table.shape, margins, epsilon, **plan_options), noise
 
 
@@ -183,7 +187,7 @@ def publish_release(
     epsilon: float,
     margins: Sequence[Margin] | None = None,
     *,
-    mechanism: str = AUTO,
+    mechanism: str = DEFAULT,
     neighbours: str = "add-remove",
     delta: float | None = None,
     calibration: str = "exact",
@@ -192,6 +196,7 @@ def publish_release(
     nonneg_t: float | None = None,
     estimator: str | None = None,
     rounding: str | None = None,
+    public_total: bool = False,
     bound_delta: float = 0.05,
     ledger: str | os.PathLike | None = None,
     force: bool = False,
@@ -212,7 +217,7 @@ def publish_release(
     check_release_destination(out, force)
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
-                                  rounding=rounding)
+                                  rounding=rounding, public_total=public_total)
     entry = budget = None
     if ledger is not None:
         from .ledger import budget_status, charge

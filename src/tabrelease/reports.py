@@ -91,9 +91,32 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
             },
             "consistent": release.consistent,
             "parameters": dict(release.parameters),
+            "plan": plan_description(release.plan, table),
             "warnings": release_warnings(release),
         }
     )
+
+
+def plan_description(plan, table: ContingencyTable) -> dict | None:
+    """What the plan measured, each block's noise scale and each margin's expected error (before any noise)."""
+    from .mechanisms import get_mechanism
+    from .measurements import MARGIN_CELLS
+
+    if plan is None or plan.design is None:
+        return None
+    design = plan.design
+    if plan.parameters.get("total_is_public"):
+        total = "public"
+    else:
+        total = "exact (replace neighbours)" if design.public_total else "noised"
+    expected = get_mechanism(plan.mechanism).expected_errors(plan) or {}
+    return {
+        "total": total,
+        "blocks": [{"query": "margin" if b.query == MARGIN_CELLS else "residual",
+                    "variables": [table.variables[j] for j in b.variables],
+                    "scale": plan.block_scale(b.query, b.variables)} for b in design.blocks],
+        "expected_error": [{"margin": margin_label(g, table.letters), **e.as_dict()} for g, e in expected.items()],
+    }
 
 
 def release_warnings(release: Release) -> list[str]:

@@ -19,12 +19,16 @@ def register(subparsers) -> None:
     parser.add_argument("--epsilon", required=True, type=positive_float, help="privacy loss epsilon (> 0)")
     parser.add_argument("--margins", help="margins to release, e.g. '[AB][BC]'; default: the table's paper model")
     # Checked by the API (importing it here would slow every command's start-up).
-    parser.add_argument("--mechanism", default="auto",
-                        help="auto (Fourier for all-binary tables, Efron-Stein otherwise), fourier, efron-stein, "
+    parser.add_argument("--mechanism", default="planned",
+                        help="planned (default: noise planned per block, least squares, controlled rounding), auto "
+                        "(the paper's: Fourier for all-binary tables, Efron-Stein otherwise), fourier, efron-stein, "
                         "gaussian, binary-encoding, cells, margins or nonneg")
+    parser.add_argument("--public-total", action="store_true",
+                        help="treat the total n as public (an invariant): released exactly, not noised (planned only)")
     parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"),
                         help="neighbouring data sets differ by one added/removed record (default) or one changed record")
-    parser.add_argument("--delta", type=float, help="delta, for the gaussian mechanism only, in (0, 1)")
+    parser.add_argument("--delta", type=float,
+                        help="delta in (0, 1): Gaussian noise, (epsilon, delta)-DP (gaussian and planned mechanisms)")
     parser.add_argument("--calibration", default="exact", choices=("exact", "paper"),
                         help="exact sensitivity (default) or the paper's formulas, for reproduction only")
     parser.add_argument("--simulate", action="store_true",
@@ -68,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     done = publish_release(
         table, args.out, args.epsilon, model.generators, mechanism=args.mechanism, neighbours=args.neighbours,
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
-        estimator=args.estimator, rounding=args.rounding,
+        estimator=args.estimator, rounding=args.rounding, public_total=args.public_total,
         bound_delta=args.bound_delta, ledger=args.ledger, force=args.force,
     )
     release, cal = done.release, done.release.noise

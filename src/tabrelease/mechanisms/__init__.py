@@ -2,6 +2,8 @@
 
 | name             | measures                                          | default estimator, rounding     |
 |------------------|---------------------------------------------------|---------------------------------|
+| planned          | margins or residual blocks, scales planned per    | least-squares, controlled       |
+|                  | block (Laplace; Gaussian with delta)              | (the default of `release`)      |
 | fourier          | Fourier coefficients of the closure (binary)      | linf-lp, nearest (Table 1)      |
 | efron-stein      | Efron-Stein components of the closure             | linf-lp, nearest (Table 2)      |
 | gaussian         | the same coefficients, Gaussian noise, (eps, d)   | linf-lp, nearest (DMT s.5)      |
@@ -31,8 +33,10 @@ from .fourier import Fourier
 from .gaussian import Gaussian
 from .margins import Margins
 from .nonneg import DEFAULT_NONNEG_T, NonNeg, nonneg_shift
+from .planned import Planned
 
 AUTO = "auto"
+DEFAULT = "planned"  # what `release` uses unless told otherwise; 'auto' is the paper's choice
 _REGISTRY: dict[str, Mechanism] = {}
 
 
@@ -53,7 +57,7 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-for _mechanism in (Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(), NonNeg()):
+for _mechanism in (Planned(), Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(), NonNeg()):
     register(_mechanism)
 
 # The built-in mechanisms, 'auto' first (what the command line offers).
@@ -85,7 +89,7 @@ def plan_release(
     margins: Sequence[Margin],
     epsilon: float,
     *,
-    mechanism: str = AUTO,
+    mechanism: str = DEFAULT,
     neighbours: str = "add-remove",
     delta: float | None = None,
     calibration: str = "exact",
@@ -109,7 +113,9 @@ def plan_release(
             raise TabreleaseError(f"the {name} mechanism gives (epsilon, delta)-DP; give --delta")
         delta = check_delta(delta)
     elif delta is not None:
-        raise TabreleaseError(f"--delta applies to the gaussian mechanism only, not to {name}")
+        if not chosen.accepts_delta:
+            raise TabreleaseError(f"--delta applies to the gaussian and planned mechanisms only, not to {name}")
+        delta = check_delta(delta)
     generators, _ = maximal_margins(margins)
     check_margins_fit(shape, generators)
     options = dict(options or {})
@@ -150,7 +156,7 @@ def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
 
 
 __all__ = [
-    "AUTO", "BinaryEncoding", "DEFAULT_NONNEG_T", "MECHANISMS", "Mechanism", "MechanismPlan", "binary_encoding",
+    "AUTO", "DEFAULT", "BinaryEncoding", "DEFAULT_NONNEG_T", "MECHANISMS", "Mechanism", "MechanismPlan", "binary_encoding",
     "get_mechanism", "mechanism_names", "nonneg_shift", "plan_release", "register", "resolve_mechanism",
     "unregister", "with_epsilon",
 ]

@@ -47,6 +47,13 @@ class MechanismPlan:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     rounding: str = NEAREST
+    design: Any = None  # a planning.MeasurementDesign when blocks have scales of their own
+
+    def block_scale(self, query: str, variables) -> float:
+        """The noise scale of one measured block: the calibration's, times the block's relative scale if planned."""
+        if self.design is None:
+            return self.calibration.scale
+        return self.design.scales(self.calibration.scale).get((query, tuple(variables)))
 
     @property
     def problem(self):
@@ -60,6 +67,7 @@ class Mechanism(ABC):
     name: str = ""
     summary: str = ""
     needs_delta: bool = False  # (epsilon, delta)-DP: the plan requires delta
+    accepts_delta: bool = False  # with delta, the plan gives (epsilon, delta)-DP (Gaussian); without, pure epsilon
     paper_calibration: bool = False  # has a --calibration paper preset (reproduction only)
     options: tuple[str, ...] = ()  # the mechanism-specific options its plan accepts
 
@@ -78,6 +86,10 @@ class Mechanism(ABC):
 
     def l1_bounds(self, plan: MechanismPlan, delta: float) -> dict[Margin, float] | None:
         """Per released margin, an L1 error bound that holds with probability >= 1 - delta, if known."""
+        return None
+
+    def expected_errors(self, plan: MechanismPlan) -> dict | None:
+        """Per released margin, the planned expected error (a planning.MarginError), where the plan has one."""
         return None
 
     def paper_bounds(self, plan: MechanismPlan, delta: float) -> dict[Margin, float] | None:

@@ -1,0 +1,87 @@
+"""The planned release (tabrelease's default): noise planned per block to minimise the expected error of the
+released margins at an exact privacy cost, least squares over non-negative tables with the total pinned,
+controlled rounding to one integer table.
+
+What is measured and each block's scale come from `tabrelease.planning` (margins, Fourier or Efron-Stein
+residual blocks; Laplace, or Gaussian under (epsilon, delta) with ResidualPlanner's closed form); the
+privacy is that of the whitened sensitivity, computed exactly for the neighbour relation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..bases import coefficient_basis, coefficients
+from ..estimate import LeastSquares
+from ..measurements import EXACT, MARGIN_CELLS, Measurement, measured
+from ..noise import gaussian_calibration, laplace_calibration
+from ..planning import expected_margin_errors, plan_measurements
+from ..rounding import CONTROLLED
+from ..tables import margin_counts
+from ._base import Mechanism, MechanismPlan, no_paper_calibration
+
+PUBLIC_TOTAL_NOTE = ("the total n is treated as public (an invariant, as in census practice): it is released "
+                     "exactly and the privacy guarantee covers everything else")
+REPLACE_TOTAL_NOTE = "under replace neighbours no neighbouring pair changes n: the total is exact (sensitivity 0)"
+
+
+class Planned(Mechanism):
+    name = "planned"
+    summary = ("margins or residual blocks with noise planned per block (Laplace; Gaussian with --delta), least "
+               "squares with the total pinned, controlled rounding")
+    accepts_delta = True
+    options = ("public_total",)
+    bound_source = ""
+
+    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
+        no_paper_calibration(self.name, calibration)
+        distribution = "laplace" if delta is None else "gaussian"
+        design = plan_measurements(shape, margins, distribution=distribution, neighbours=neighbours,
+                                   public_total=bool(options.get("public_total", False)))
+        notes = ()
+        if design.public_total:
+            notes = (REPLACE_TOTAL_NOTE if neighbours == "replace" and not options.get("public_total")
+                     else PUBLIC_TOTAL_NOTE,)
+        plan = MechanismPlan(self.name, tuple(shape), tuple(margins), _calibrate(design, epsilon, delta, neighbours),
+                             LeastSquares(), parameters={"total_is_public": int(bool(options.get("public_total")))},
+                             notes=notes, rounding=CONTROLLED, design=design)
+        return replace(plan, estimator=plan.estimator.for_plan(plan))
+
+    def rescale(self, plan, epsilon):
+        d = plan.design
+        return replace(plan, calibration=_calibrate(d, epsilon, plan.calibration.delta, d.neighbours))
+
+    def measure(self, plan, counts, noise):
+        design, multiplier = plan.design, plan.calibration.scale
+        blocks = []
+        for block in design.blocks:
+            scale = multiplier * block.relative_scale
+            if block.query == MARGIN_CELLS:
+                exact, integer_scale, kind = margin_counts(counts, block.variables).ravel(), 1.0, None
+            else:
+                basis = coefficient_basis(design.basis_kind, plan.shape, [block.variables])
+                exact = basis.block(coefficients(basis, counts), block.variables)
+                integer_scale, kind = basis.integer_scale, design.basis_kind
+            noisy = noise.perturb(exact, replace(plan.calibration, scale=scale), integer_scale)
+            blocks.append(Measurement(block.query, block.variables, np.asarray(noisy, float), design.distribution,
+                                      scale, plan.shape, kind))
+        if design.public_total:
+            blocks.append(Measurement(MARGIN_CELLS, (), np.array([float(np.sum(counts))]), EXACT, 0.0, plan.shape))
+        return measured(blocks, noise)
+
+    def expected_errors(self, plan):
+        d = plan.design
+        variance = 2.0 if d.distribution == "laplace" else 1.0
+        blocks = [(b.query, b.variables, d.basis_kind, variance * (plan.calibration.scale * b.relative_scale) ** 2)
+                  for b in d.blocks]
+        return expected_margin_errors(plan.shape, plan.margins, blocks, d.public_total)
+
+
+def _calibrate(design, epsilon, delta, neighbours):
+    """The multiplier of the relative scales: exact for the whitened sensitivity of everything measured."""
+    sensitivity = design.whitened_sensitivity()
+    if design.distribution == "laplace":
+        return laplace_calibration(sensitivity, epsilon, neighbours)
+    return gaussian_calibration(sensitivity, epsilon, delta, neighbours)
