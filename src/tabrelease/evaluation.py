@@ -41,6 +41,8 @@ class ReleaseEvaluation:
     l1_bound_by_margin: dict[str, float] | None
     bound_source: str | None
     paper_bound_by_margin: dict[str, float] | None
+    # The plan's expected L1 error per margin, drawn up before the noise (None for mechanisms without one).
+    expected_l1_by_margin: dict[str, float] | None = None
     # Seconds this run's refit took: its own facial set, plus its share (by iterations) of a stacked fit.
     refit_seconds: float | None = None
 
@@ -86,7 +88,7 @@ def evaluate_release(
     if released_p is not None:
         mle_l1 = l1_distance(original.probabilities, released_p)
     refit_seconds = time.perf_counter() - refit_start
-    bounds = source = paper_bounds = None
+    bounds = source = paper_bounds = expected = None
     if release.plan is not None:
         # Bounds depend on the plan alone; the mechanism says which it can give.
         mechanism = get_mechanism(release.plan.mechanism)
@@ -97,9 +99,13 @@ def evaluate_release(
         printed = mechanism.paper_bounds(release.plan, bound_delta)
         if printed is not None:
             paper_bounds = {margin_label(g, letters): v for g, v in printed.items()}
+        # The plan's own expectation, where the noise was planned (the paper's LP has none to compare with).
+        planned = mechanism.expected_errors(release.plan) if release.plan.design is not None else None
+        if planned is not None:
+            expected = {margin_label(g, letters): e.expected_l1 for g, e in planned.items()}
     evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
                              bounds, source, paper_bounds)
-    return replace(evaluation, refit_seconds=refit_seconds)
+    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected)
 
 
 def evaluate_releases(

@@ -168,6 +168,29 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, **p
     return plan_release(table.shape, margins, epsilon, **plan_options), noise
 
 
+def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float], *,
+                          neighbours: str = "add-remove", delta: float | None = None,
+                          public_total: bool = False) -> list[dict]:
+    """Per margin and epsilon: the planned mechanism's expected error and the paper mechanism's (the unbiased
+    linear reconstruction of each one's measurements), from the shape and margins alone (no counts)."""
+    from .mechanisms import AUTO, with_epsilon
+
+    options = {"public_total": True} if public_total else None
+    planned = plan_release(shape, margins, epsilons[0], neighbours=neighbours, delta=delta, options=options)
+    paper = plan_release(shape, margins, epsilons[0], mechanism=AUTO if delta is None else "gaussian",
+                         neighbours=neighbours, delta=delta)
+    rows = []
+    for epsilon in epsilons:
+        ours = get_mechanism(planned.mechanism).expected_errors(with_epsilon(planned, epsilon))
+        theirs = get_mechanism(paper.mechanism).expected_errors(with_epsilon(paper, epsilon))
+        for g in planned.margins:
+            rows.append({"axes": g, "cells": ours[g].cells, "epsilon": float(epsilon),
+                         "expected_l1": ours[g].expected_l1, "cell_sd": ours[g].cell_sd,
+                         "expected_squared_error": ours[g].total_variance,
+                         "paper_mechanism": paper.mechanism, "paper_expected_l1": theirs[g].expected_l1})
+    return rows
+
+
 # --- the workflow ---------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class PublishedRelease:

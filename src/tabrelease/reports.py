@@ -127,6 +127,9 @@ def release_warnings(release: Release) -> list[str]:
         out.append(f"made in {release.noise_mode} mode: not produced by a secure sampler; do not publish")
     if release.noise.calibration == "paper":
         out.append("paper calibration, for reproducing the paper only")
+    if release.parameters.get("total_is_public"):
+        out.append("the total n is treated as public (an invariant): it is released exactly, and the privacy "
+                   "guarantee covers everything else")
     if not release.noise.epsilon_holds:
         out.append(
             f"the stated epsilon {release.noise.epsilon:g} does not hold: the noise gives epsilon "
@@ -277,12 +280,12 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <tr><th>MLE distance, original vs released</th><td>{% if e.mle_l1 is not none %}L1 {{ "%.4f"|format(e.mle_l1) }}, total variation {{ "%.4f"|format(e.mle_total_variation) }}{% else %}not defined: the released margins are inconsistent{% endif %}</td></tr>
 </table>
 <h2>Per margin</h2>
-<table><tr><th>margin</th><th>L1 error</th><th>derived bound at &delta; = {{ e.bound_delta }}</th><th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th></tr>
+<table><tr><th>margin</th><th>L1 error</th><th>planned expected L1</th><th>derived bound at &delta; = {{ e.bound_delta }}</th><th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th></tr>
 {% for label, err in e.l1_error_by_margin.items() %}
-<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td><td>{% if e.l1_bound_by_margin %}{{ "%.6g"|format(e.l1_bound_by_margin[label]) }}{% else %}—{% endif %}</td>
+<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td><td>{% if e.expected_l1_by_margin %}{{ "%.4g"|format(e.expected_l1_by_margin[label]) }}{% else %}—{% endif %}</td><td>{% if e.l1_bound_by_margin %}{{ "%.6g"|format(e.l1_bound_by_margin[label]) }}{% else %}—{% endif %}</td>
 <td>{% if e.paper_bound_by_margin %}{{ "%.6g"|format(e.paper_bound_by_margin[label]) }}{% else %}—{% endif %}</td></tr>
 {% endfor %}</table>
-<p>The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.</p>
+<p>The planned expected L1 error is the plan's, computed before the noise was drawn: that of the unbiased linear reconstruction of the measurements (before non-negativity, the estimator and rounding, which usually reduce it), under a normal approximation. The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.</p>
 <h2>Disclosure risk (classical view)</h2>
 {% set d = a.disclosure_risk %}
 <p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to {{ d.small_count }}).</p>

@@ -11,7 +11,8 @@ from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, sensi
 from ..bounds import derived_l1_bound
 from ..paper.theorems import paper_noise_scale, paper_theorem_bound
 from ..estimate import LInfinityLP
-from ..measurements import coefficient_blocks, measured
+from ..measurements import COEFFICIENTS, coefficient_blocks, measured
+from ..planning import expected_margin_errors
 from ..noise import laplace_calibration
 from ..rounding import NEAREST
 from ._base import Mechanism, MechanismPlan, no_paper_calibration, recalibrate
@@ -77,6 +78,16 @@ class CoefficientMechanism(Mechanism):
         blocks = coefficient_blocks(plan.basis, np.asarray(noisy, float), plan.calibration.distribution,
                                     plan.calibration.scale)
         return measured(blocks, noise)
+
+    def expected_errors(self, plan):
+        """The expected error of the unbiased linear reconstruction of these equal-scale coefficients (for
+        comparison with a planned release; the LP's error is not this)."""
+        if plan.encoding is not None:
+            return None
+        cal = plan.calibration
+        variance = 2.0 * cal.scale**2 if cal.distribution == "laplace" else cal.scale**2
+        blocks = [(COEFFICIENTS, s, plan.basis.kind, variance) for s in plan.basis.closure]
+        return expected_margin_errors(plan.shape, plan.margins, blocks)
 
     def bound_axes(self, plan, margin):
         """The margin's axes in the measured domain (bits, for a binary encoding)."""

@@ -27,6 +27,9 @@ class NonNeg(CoefficientMechanism):
     estimator = ShiftedSynthesis()
     rounding = NO_ROUNDING
 
+    def expected_errors(self, plan):
+        return None  # the lifted constant term biases every cell: not the unbiased reconstruction's error
+
     def parameters(self, options):
         t = DEFAULT_NONNEG_T if options.get("nonneg_t") is None else float(options["nonneg_t"])
         if not math.isfinite(t) or t < 0:

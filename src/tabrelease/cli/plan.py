@@ -1,0 +1,57 @@
+"""`tabrelease plan`: the expected error of each released margin at each epsilon, before anything is drawn."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..errors import TabreleaseError
+from ._common import add_table_arguments, epsilon_list, load_from_args
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="expected error of each margin at each epsilon, before any noise is drawn",
+        description="What a release would cost in accuracy, before spending any epsilon: per released margin and "
+        "epsilon, the expected L1 error and per-cell standard deviation of the planned mechanism, beside the "
+        "paper mechanism's (the unbiased linear reconstruction of each one's measurements). Reads only the "
+        "table's variables and levels: no count enters the plan, and nothing is charged.",
+    )
+    add_table_arguments(parser)
+    parser.add_argument("--epsilon", required=True, type=epsilon_list, help="one epsilon or a comma list (0.1,0.5,1)")
+    parser.add_argument("--margins", help="margins to release, e.g. '[AB][BC]'; default: the table's paper model")
+    parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"))
+    parser.add_argument("--delta", type=float, help="plan Gaussian noise, (epsilon, delta)-DP")
+    parser.add_argument("--public-total", action="store_true", help="treat the total n as public")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..models import default_model, margin_label, parse_model
+    from ..release import expected_errors_table
+
+    if args.delta is not None and not 0 < args.delta < 1:
+        raise TabreleaseError(f"delta must lie strictly between 0 and 1, not {args.delta:g}")
+    table = load_from_args(args)
+    model = default_model(table) if args.margins is None else parse_model(args.margins, table)
+    rows = expected_errors_table(table.shape, model.generators, args.epsilon, neighbours=args.neighbours,
+                                 delta=args.delta, public_total=args.public_total)
+    for row in rows:
+        row["margin"] = margin_label(row.pop("axes"), table.letters)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    noise = "Gaussian" if args.delta else "Laplace"
+    print(f"{table.name}: expected error of each released margin ({noise}, {args.neighbours} neighbours"
+          f"{', public total' if args.public_total else ''}); computed from the shape and margins only")
+    print(f"{'margin':<12} {'cells':>5} {'epsilon':>8} {'E L1 planned':>13} {'cell sd':>9} "
+          f"{'E L1 ' + rows[0]['paper_mechanism']:>18} {'ratio':>6}")
+    for r in rows:
+        paper = r["paper_expected_l1"]
+        print(f"{r['margin']:<12} {r['cells']:>5} {r['epsilon']:>8g} {r['expected_l1']:>13.4g} {r['cell_sd']:>9.4g} "
+              f"{paper:>18.4g} {r['expected_l1'] / paper:>6.2f}")
+    print("E L1: expected L1 error of the unbiased linear reconstruction of the measurements (normal approximation);"
+          " non-negativity and rounding usually reduce it.")
+    return 0

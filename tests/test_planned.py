@@ -1,0 +1,151 @@
+"""The planned mechanism (release's default), checked against computations that do not use its code path:
+margins and coefficients built by hand from the table, the least-squares fit against scipy on the dense
+problem, noise-free exactness on every built-in table, and the plan never worse than equal scales."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import tabrelease as tr
+from tabrelease.cli import main
+from tabrelease.mechanisms import get_mechanism, plan_release, with_epsilon, with_post_processing
+from tabrelease.noise import NoNoise
+
+from .helpers import RecordingNoise, true_margin
+
+TABLES = ["edwards", "czech", "rochdale", "journey_to_work"]
+
+
+def by_hand(counts, query, variables, kind):
+    """A block's exact values from the definitions (margin cells; Fourier; Efron-Stein components)."""
+    k = counts.ndim
+    margin = counts.sum(axis=tuple(j for j in range(k) if j not in variables)) if variables else np.array(counts.sum())
+    if query == "margin_cells":
+        return np.ravel(margin).astype(float)
+    if kind == "fourier":
+        signs = np.ones(margin.shape)
+        for i in range(len(variables)):
+            shape = [1] * len(variables)
+            shape[i] = 2
+            signs = signs * np.array([1.0, -1.0]).reshape(shape)
+        return np.array([float((signs * margin).sum()) * 2.0 ** (-k / 2)])
+    centred = np.asarray(margin, float)
+    for i in range(len(variables)):
+        centred = centred - centred.mean(axis=i, keepdims=True)
+    outside = np.prod([counts.shape[j] for j in range(k) if j not in variables])
+    return centred.ravel() / outside
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_each_block_is_the_table_s_own_query_with_the_planned_scale(name):
+    table = tr.builtin_table(name)
+    plan = plan_release(table.shape, tr.default_model(table).generators, 0.5)
+    noise = RecordingNoise(11)
+    release = tr.run_plan(plan, table.counts, noise)
+    assert len(noise.calls) == len(plan.design.blocks)
+    for block, (values, noisy), measured in zip(plan.design.blocks, noise.calls, release.measurements.blocks):
+        np.testing.assert_allclose(values, by_hand(table.counts, block.query, block.variables, plan.design.basis_kind),
+                                   atol=1e-9)
+        assert measured.scale == pytest.approx(0.5 ** -1 * plan.design.whitened_sensitivity() * block.relative_scale)
+        np.testing.assert_array_equal(measured.values, noisy)
+    # What is released: integer, non-negative margins of one table, whose total is the rounded estimate.
+    assert release.table.dtype.kind == "i" and release.table.min() >= 0 and release.consistent
+    for g, m in zip(release.margins, release.released_margins):
+        np.testing.assert_array_equal(m, true_margin(release.table, g))
+
+
+@pytest.mark.parametrize("name", TABLES)
+@pytest.mark.parametrize("variant", ["laplace", "gaussian", "public-total", "replace"])
+def test_without_noise_every_margin_comes_back_exactly(name, variant):
+    table = tr.builtin_table(name)
+    plan = plan_release(table.shape, tr.default_model(table).generators, 1.0,
+                        delta=1e-6 if variant == "gaussian" else None,
+                        neighbours="replace" if variant == "replace" else "add-remove",
+                        options={"public_total": True} if variant == "public-total" else None)
+    release = tr.run_plan(plan, table.counts, NoNoise())
+    for g, m in zip(release.margins, release.released_margins):
+        np.testing.assert_array_equal(m, true_margin(table.counts, g))
+    assert release.rounding_gap == 0.0 and release.table.sum() == table.n
+
+
+def test_least_squares_on_mixed_blocks_agrees_with_scipy_on_the_dense_problem():
+    """GLS over w >= 0 with the total pinned, on margin blocks of unequal scales, against SLSQP."""
+    shape, margins = (3, 2, 3), [(0, 1), (1, 2), (0, 2)]
+    rng = np.random.default_rng(4)
+    counts = rng.poisson(3, size=shape)
+    plan = plan_release(shape, margins, 0.3)
+    release = tr.run_plan(plan, counts, tr.SimulationNoise(9))
+    blocks = release.measurements.blocks
+    rows, values, weights = [], [], []
+    eye = np.eye(counts.size).reshape((counts.size,) + shape)
+    for b in blocks:
+        rows.append(np.stack([by_hand(e, b.query, b.variables, b.basis) for e in eye], axis=1))
+        values.append(b.values)
+        weights.append(np.full(b.size, 1 / (2 * b.scale**2)))
+    Q, y, wts = np.vstack(rows), np.concatenate(values), np.concatenate(weights)
+    # The total: inverse-variance mean of the measured margins' sums.
+    sums = [(b.values.sum(), 2 * b.scale**2 * b.size) for b in blocks if b.query == "margin_cells"]
+    total = sum(s / v for s, v in sums) / sum(1 / v for s, v in sums)
+    fit = minimize(lambda w: 0.5 * float(wts @ (y - Q @ w) ** 2), np.full(counts.size, total / counts.size),
+                   jac=lambda w: -(Q.T @ (wts * (y - Q @ w))), method="SLSQP", bounds=[(0, None)] * counts.size,
+                   constraints=[{"type": "eq", "fun": lambda w: w.sum() - total}], options={"ftol": 1e-14, "maxiter": 1000})
+    ours = tr.release_from_measurements(with_post_processing(plan, rounding="none"), release.measurements)
+    for g in margins:
+        np.testing.assert_allclose(true_margin(ours.table, g), true_margin(fit.x.reshape(shape), g), atol=2e-3)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_plan_is_never_worse_than_equal_scales(seed):
+    """The planned expected error against the same reconstruction of the paper's equal-scale measurements."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(2, 6))
+    shape = tuple(int(v) for v in (np.full(k, 2) if seed % 3 == 0 else rng.integers(2, 5, size=k)))
+    margins = list({tuple(sorted(rng.choice(k, size=int(rng.integers(1, min(k, 3) + 1)), replace=False).tolist()))
+                    for _ in range(int(rng.integers(1, 4)))})
+    planned = plan_release(shape, margins, 1.0)
+    paper = plan_release(shape, margins, 1.0, mechanism="auto")
+    ours = get_mechanism("planned").expected_errors(planned)
+    theirs = get_mechanism(paper.mechanism).expected_errors(paper)
+    assert sum(e.total_variance for e in ours.values()) <= sum(e.total_variance for e in theirs.values()) * (1 + 1e-9)
+    # Epsilon scales the error by 1 / epsilon^2 and changes nothing else.
+    tenth = get_mechanism("planned").expected_errors(with_epsilon(planned, 0.1))
+    for g in ours:
+        assert tenth[g].total_variance == pytest.approx(100 * ours[g].total_variance)
+
+
+def test_public_total_releases_n_exactly_and_says_so(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["release", "czech", "--epsilon", "0.2", "--public-total", "--simulate", "--seed", "3",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    release = json.loads((out / "public" / "release.json").read_text())
+    assert release["plan"]["total"] == "public" and release["parameters"]["total_is_public"] == 1
+    margins = [np.loadtxt(out / "public" / m["file"], delimiter=",", skiprows=1, usecols=-1) for m in release["margins"]]
+    assert all(m.sum() == tr.builtin_table("czech").n for m in margins)
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    assert any("treated as public" in w for w in release["warnings"])
+
+
+def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, capsys):
+    assert main(["plan", "rochdale", "--epsilon", "0.1,1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    table = tr.builtin_table("rochdale")
+    planned = plan_release(table.shape, tr.default_model(table).generators, 1.0)
+    expected = get_mechanism("planned").expected_errors(planned)
+    at_one = {r["margin"]: r for r in rows if r["epsilon"] == 1.0}
+    for g, e in expected.items():
+        row = at_one[tr.models.margin_label(g, table.letters)]
+        assert row["expected_l1"] == pytest.approx(e.expected_l1)
+        # normal approximation: cells * sd * sqrt(2 / pi)
+        assert row["expected_l1"] == pytest.approx(row["cells"] * row["cell_sd"] * np.sqrt(2 / np.pi))
+        assert row["paper_expected_l1"] > row["expected_l1"]
+    assert main(["release", "rochdale", "--epsilon", "1", "--simulate", "--seed", "2", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
+    audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
+    for item in public["plan"]["expected_error"]:
+        assert item["expected_l1_normal_approx"] == pytest.approx(at_one[item["margin"]]["expected_l1"])
+        assert audit["evaluation"]["expected_l1_by_margin"][item["margin"]] == pytest.approx(
+            item["expected_l1_normal_approx"])
