@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -106,18 +107,13 @@ class LeastSquares(Estimator):
 
     def __init__(self, structural_zeros=None):
         self.structural_zeros = structural_zeros
-        self._problems: dict = {}
 
     def for_plan(self, plan: MechanismPlan) -> LeastSquares:
         return LeastSquares(None if plan.encoding is None else plan.encoding.structural_zeros())
 
     def problem_for(self, domain, signature):
-        from .consistency import LeastSquaresProblem
-
-        key = (tuple(domain), signature)
-        if key not in self._problems:
-            self._problems = {key: LeastSquaresProblem(domain, signature, self.structural_zeros)}
-        return self._problems[key]
+        zeros = None if self.structural_zeros is None else np.asarray(self.structural_zeros, bool)
+        return _least_squares_problem(tuple(domain), signature, None if zeros is None else (zeros.tobytes(), zeros.shape))
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         self._check(measurements)
@@ -137,6 +133,15 @@ class LeastSquares(Estimator):
         table, _ = problem.solve(values, weights, total)
         table = table if plan.encoding is None else plan.encoding.decode(table)
         return Estimate(table=table, margins=None, seconds=time.perf_counter() - start)
+
+
+@lru_cache(maxsize=16)
+def _least_squares_problem(domain, signature, zeros):
+    """The problem's operators depend on what was measured, not on the values: built once per design."""
+    from .consistency import LeastSquaresProblem
+
+    structural = None if zeros is None else np.frombuffer(zeros[0], bool).reshape(zeros[1])
+    return LeastSquaresProblem(domain, signature, structural)
 
 
 def noise_variance(block) -> float:

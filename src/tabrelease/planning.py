@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod, sqrt
 
 import numpy as np
@@ -161,8 +162,14 @@ def _margin_changes(shape: Sequence[int], s: Margin, neighbours: str) -> np.ndar
 
 def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distribution: str = "laplace",
                       neighbours: str = "add-remove", public_total: bool = False) -> MeasurementDesign:
-    """Choose the blocks and their relative scales (counts are never read)."""
-    shape = tuple(int(k) for k in shape)
+    """Choose the blocks and their relative scales (counts are never read). The design does not depend on
+    epsilon (the error scales as 1 / epsilon^2 at any fixed shape), so it is kept for the next release."""
+    return _plan_measurements(tuple(int(k) for k in shape), tuple(tuple(int(j) for j in g) for g in margins),
+                              distribution, neighbours, bool(public_total))
+
+
+@lru_cache(maxsize=64)
+def _plan_measurements(shape, margins, distribution, neighbours, public_total) -> MeasurementDesign:
     if neighbours == "replace" and len(shape) > MAX_REPLACE_VARIABLES:
         raise TabreleaseError(f"replace-one planning enumerates 2^{len(shape)} patterns; use add-remove")
     generators = tuple(maximal_margins(margins)[0])
@@ -191,8 +198,9 @@ def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distri
         inverse_scale = _plan_gaussian(proxy, lam, weights)
     keep = inverse_scale > 0
     blocks = tuple(PlannedBlock(q, s, float(1 / x)) for (q, s), x, k in zip(candidates, inverse_scale, keep) if k)
-    return MeasurementDesign(shape, generators, kind, distribution, neighbours, blocks, changes[:, keep],
-                             public_total)
+    kept = changes[:, keep].copy()
+    kept.setflags(write=False)
+    return MeasurementDesign(shape, generators, kind, distribution, neighbours, blocks, kept, public_total)
 
 
 def _plan_gaussian(cost, lam, weights) -> np.ndarray:

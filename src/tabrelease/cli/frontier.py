@@ -1,0 +1,50 @@
+"""`tabrelease frontier`: every release strategy's error against epsilon on the built-in tables."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ._common import epsilon_list, name_list
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "frontier",
+        help="error against epsilon of every release strategy on the built-in tables (report and figures)",
+        description="The planned release, the paper's LP, least squares without planning, cells and margins, on "
+        "each built-in table with its paper model: mean and spread of the max and mean L1 margin error, |n' - n|, "
+        "integer/consistent shares, one figure per table, ratios, and the checks of the planned release.",
+    )
+    parser.add_argument("--out", required=True, metavar="DIR")
+    parser.add_argument("--epsilon", type=epsilon_list, default=None, help="default 0.05,0.1,0.25,0.5,1,2")
+    parser.add_argument("--repetitions", type=int, default=None, help="runs per point (default 50)")
+    parser.add_argument("--tables", type=name_list, default=None, help="default: the four built-in tables")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..errors import TabreleaseError
+    from ..frontier import EPSILONS, REPETITIONS, TABLES, run_frontier, write_frontier
+    from ..sweeps.driver import local_executor
+    from ..tables import BUILTIN_TABLES
+
+    tables = args.tables or TABLES
+    for name in tables:
+        if name not in BUILTIN_TABLES:
+            raise TabreleaseError(f"unknown built-in table {name!r}; choose from {', '.join(BUILTIN_TABLES)}")
+    repetitions = REPETITIONS if args.repetitions is None else args.repetitions
+    if repetitions < 2 or args.jobs < 1:
+        raise TabreleaseError("--repetitions must be at least 2 and --jobs at least 1")
+    start = time.perf_counter()
+    executor = local_executor(args.jobs)
+    try:
+        runs = run_frontier(tables, args.epsilon or EPSILONS, repetitions, executor=executor)
+    finally:
+        executor.shutdown()
+    command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
+    out = write_frontier(args.out, runs, seconds=time.perf_counter() - start, command=command)
+    print(f"{len(runs)} releases in {time.perf_counter() - start:.1f} s (simulation-mode noise); "
+          f"report: {out / 'report.md'}")
+    return 0
