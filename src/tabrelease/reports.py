@@ -127,9 +127,6 @@ def release_warnings(release: Release) -> list[str]:
         out.append(f"made in {release.noise_mode} mode: not produced by a secure sampler; do not publish")
     if release.noise.calibration == "paper":
         out.append("paper calibration, for reproducing the paper only")
-    if release.parameters.get("total_is_public"):
-        out.append("the total n is treated as public (an invariant): it is released exactly, and the privacy "
-                   "guarantee covers everything else")
     if not release.noise.epsilon_holds:
         out.append(
             f"the stated epsilon {release.noise.epsilon:g} does not hold: the noise gives epsilon "

@@ -76,9 +76,15 @@ def run(args: argparse.Namespace) -> int:
         bound_delta=args.bound_delta, ledger=args.ledger, force=args.force,
     )
     release, cal = done.release, done.release.noise
+    design = release.plan.design if release.plan is not None else None
+    if design is not None:
+        scales = [release.plan.block_scale(b.query, b.variables) for b in design.blocks]
+        noise = f"{cal.distribution} noise planned per block, scales {min(scales):.4g} to {max(scales):.4g}"
+    else:
+        noise = f"{cal.distribution} scale {cal.scale:.4g}"
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
           f"(epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}, "
-          f"{cal.distribution} scale {cal.scale:.4g}, {mode} mode)")
+          f"{noise}, {mode} mode)")
     for warning in done.warnings:
         print(f"WARNING: {warning}")
     if release.noise_seed is not None:
