@@ -149,3 +149,17 @@ def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, ca
         assert item["expected_l1_normal_approx"] == pytest.approx(at_one[item["margin"]]["expected_l1"])
         assert audit["evaluation"]["expected_l1_by_margin"][item["margin"]] == pytest.approx(
             item["expected_l1_normal_approx"])
+
+
+@pytest.mark.parametrize("delta", [None, 1e-6])
+@pytest.mark.parametrize("name", ["rochdale", "journey_to_work"])
+def test_the_max_cell_variance_objective_trades_total_error_for_the_worst_cell(name, delta):
+    table = tr.builtin_table(name)
+    margins = tr.default_model(table).generators
+    total = get_mechanism("planned").expected_errors(plan_release(table.shape, margins, 1.0, delta=delta))
+    worst = get_mechanism("planned").expected_errors(
+        plan_release(table.shape, margins, 1.0, delta=delta, options={"plan_objective": "max-cell-variance"}))
+    assert max(e.cell_sd for e in worst.values()) < max(e.cell_sd for e in total.values())
+    assert sum(e.total_variance for e in worst.values()) >= sum(e.total_variance for e in total.values()) * (1 - 1e-9)
+    with pytest.raises(tr.TabreleaseError, match="--plan-objective does not apply to the fourier mechanism"):
+        plan_release(table.shape, margins, 1.0, mechanism="fourier", options={"plan_objective": "max-cell-variance"})

@@ -51,6 +51,10 @@ from .errors import TabreleaseError
 from .measurements import COEFFICIENTS, MARGIN_CELLS
 from .models import Margin, downward_closure, maximal_margins
 
+TOTAL_SQUARED_ERROR = "total-squared-error"
+MAX_CELL_VARIANCE = "max-cell-variance"
+OBJECTIVES = (TOTAL_SQUARED_ERROR, MAX_CELL_VARIANCE)
+
 
 
 @dataclass(frozen=True)
@@ -161,15 +165,19 @@ def _margin_changes(shape: Sequence[int], s: Margin, neighbours: str) -> np.ndar
 
 
 def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distribution: str = "laplace",
-                      neighbours: str = "add-remove", public_total: bool = False) -> MeasurementDesign:
-    """Choose the blocks and their relative scales (counts are never read). The design does not depend on
-    epsilon (the error scales as 1 / epsilon^2 at any fixed shape), so it is kept for the next release."""
+                      neighbours: str = "add-remove", public_total: bool = False,
+                      objective: str = TOTAL_SQUARED_ERROR) -> MeasurementDesign:
+    """Choose the blocks and their relative scales (counts are never read), minimising the total expected squared
+    error of the released margins, or (objective "max-cell-variance") the largest variance of a released cell.
+    The design does not depend on epsilon (errors scale as 1 / epsilon^2), so it is kept for the next release."""
+    if objective not in OBJECTIVES:
+        raise TabreleaseError(f"unknown planning objective {objective!r}; choose {' or '.join(OBJECTIVES)}")
     return _plan_measurements(tuple(int(k) for k in shape), tuple(tuple(int(j) for j in g) for g in margins),
-                              distribution, neighbours, bool(public_total))
+                              distribution, neighbours, bool(public_total), objective)
 
 
 @lru_cache(maxsize=64)
-def _plan_measurements(shape, margins, distribution, neighbours, public_total) -> MeasurementDesign:
+def _plan_measurements(shape, margins, distribution, neighbours, public_total, objective) -> MeasurementDesign:
     if neighbours == "replace" and len(shape) > MAX_REPLACE_VARIABLES:
         raise TabreleaseError(f"replace-one planning enumerates 2^{len(shape)} patterns; use add-remove")
     generators = tuple(maximal_margins(margins)[0])
@@ -196,11 +204,46 @@ def _plan_measurements(shape, margins, distribution, neighbours, public_total) -
         inverse_scale = _plan_laplace(proxy, lam, weights)
     else:
         inverse_scale = _plan_gaussian(proxy, lam, weights)
+    if objective == MAX_CELL_VARIANCE:
+        per_cell = np.array([[_k_out(shape, a) * _dim(shape, t) / prod(shape[j] for j in a) if set(t) <= set(a)
+                              else 0.0 for t in residuals] for a in generators])
+        inverse_scale = _minimise_largest(proxy, lam, per_cell, inverse_scale, norm)
     keep = inverse_scale > 0
     blocks = tuple(PlannedBlock(q, s, float(1 / x)) for (q, s), x, k in zip(candidates, inverse_scale, keep) if k)
     kept = changes[:, keep].copy()
     kept.setflags(write=False)
     return MeasurementDesign(shape, generators, kind, distribution, neighbours, blocks, kept, public_total)
+
+
+def _minimise_largest(cost, lam, per_cell, start, norm) -> np.ndarray:
+    """From the total-error plan, minimise the largest per-cell variance of a released margin at the same
+    privacy cost. The variables are shares p_B of the budget: sum_B cost_B x_B^norm = 1 with x_B = 1 / relative
+    scale, so x_B^norm = p_B / cost_B, and block B's precision is proportional to x_B^2. Returns x."""
+    from scipy.optimize import minimize
+
+    n = len(cost)
+    shares0 = cost * start**norm / (cost @ start**norm)
+
+    def variances(shares):
+        precision = (shares / cost) ** (2 / norm)
+        return per_cell @ (1.0 / np.maximum(precision @ lam, 1e-300))
+
+    reference = float(variances(shares0).max())
+    result = minimize(
+        lambda v: v[-1], np.concatenate([np.maximum(shares0, 1e-9), [1.0]]),
+        jac=lambda v: np.concatenate([np.zeros(n), [1.0]]), method="SLSQP",
+        bounds=[(1e-12, 1.0)] * n + [(0.0, None)],
+        constraints=[{"type": "eq", "fun": lambda v: v[:n].sum() - 1.0},
+                     {"type": "ineq", "fun": lambda v: v[-1] - variances(v[:n]) / reference}],
+        options={"maxiter": 500, "ftol": 1e-12},
+    )
+    shares = shares0
+    if result.success:
+        found = np.where(result.x[:n] < 1e-6 * result.x[:n].max(), 0.0, result.x[:n])
+        found /= found.sum()
+        if variances(found).max() < reference:
+            shares = found
+    return (shares / cost) ** (1 / norm)
 
 
 def _plan_gaussian(cost, lam, weights) -> np.ndarray:

@@ -145,6 +145,7 @@ def release_margins(
     estimator: str | None = None,
     rounding: str | None = None,
     public_total: bool = False,
+    plan_objective: str | None = None,
 ) -> Release:
     """Release margins of `table` under differential privacy (in memory: no ledger, no files).
 
@@ -154,28 +155,34 @@ def release_margins(
     """
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
-                                  rounding=rounding, public_total=public_total)
+                                  rounding=rounding, public_total=public_total,
+                                  plan_objective=plan_objective)
     return run_plan(plan, table.counts, noise)
 
 
-def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, **plan_options):
+def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, plan_objective=None, **plan_options):
     """The noise source (a seed is refused in release mode) and the plan; margins default to the paper model."""
     if margins is None:
         margins = default_model(table).generators
     noise = noise_source(mode, seed)
-    if public_total:
-        plan_options["options"] = {"public_total": True}
+    options = {"public_total": True} if public_total else {}
+    if plan_objective is not None:
+        options["plan_objective"] = plan_objective
+    if options:
+        plan_options["options"] = options
     return plan_release(table.shape, margins, epsilon, **plan_options), noise
 
 
 def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float], *,
                           neighbours: str = "add-remove", delta: float | None = None,
-                          public_total: bool = False) -> list[dict]:
+                          public_total: bool = False, plan_objective: str | None = None) -> list[dict]:
     """Per margin and epsilon: the planned mechanism's expected error and the paper mechanism's (the unbiased
     linear reconstruction of each one's measurements), from the shape and margins alone (no counts)."""
     from .mechanisms import AUTO, with_epsilon
 
-    options = {"public_total": True} if public_total else None
+    options = {"public_total": True} if public_total else {}
+    if plan_objective is not None:
+        options["plan_objective"] = plan_objective
     planned = plan_release(shape, margins, epsilons[0], neighbours=neighbours, delta=delta, options=options)
     paper = plan_release(shape, margins, epsilons[0], mechanism=AUTO if delta is None else "gaussian",
                          neighbours=neighbours, delta=delta)
@@ -220,6 +227,7 @@ def publish_release(
     estimator: str | None = None,
     rounding: str | None = None,
     public_total: bool = False,
+    plan_objective: str | None = None,
     bound_delta: float = 0.05,
     ledger: str | os.PathLike | None = None,
     force: bool = False,
@@ -240,7 +248,8 @@ def publish_release(
     check_release_destination(out, force)
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
-                                  rounding=rounding, public_total=public_total)
+                                  rounding=rounding, public_total=public_total,
+                                  plan_objective=plan_objective)
     entry = budget = None
     if ledger is not None:
         from .ledger import budget_status, charge

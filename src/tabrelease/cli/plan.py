@@ -24,6 +24,9 @@ def register(subparsers) -> None:
     parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"))
     parser.add_argument("--delta", type=float, help="plan Gaussian noise, (epsilon, delta)-DP")
     parser.add_argument("--public-total", action="store_true", help="treat the total n as public")
+    parser.add_argument("--plan-objective", choices=("total-squared-error", "max-cell-variance"), default=None,
+                        help="what the planned mechanism minimises: the total expected squared error of the released "
+                        "margins (default) or the largest variance of a released cell")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(run=run)
 
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, neighbours=args.neighbours,
-                                 delta=args.delta, public_total=args.public_total)
+                                 delta=args.delta, public_total=args.public_total, plan_objective=args.plan_objective)
     for row in rows:
         row["margin"] = margin_label(row.pop("axes"), table.letters)
     if args.json:

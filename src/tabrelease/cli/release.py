@@ -25,6 +25,9 @@ def register(subparsers) -> None:
                         "gaussian, binary-encoding, cells, margins or nonneg")
     parser.add_argument("--public-total", action="store_true",
                         help="treat the total n as public (an invariant): released exactly, not noised (planned only)")
+    parser.add_argument("--plan-objective", choices=("total-squared-error", "max-cell-variance"), default=None,
+                        help="what the planned mechanism minimises: the total expected squared error of the released "
+                        "margins (default) or the largest variance of a released cell")
     parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"),
                         help="neighbouring data sets differ by one added/removed record (default) or one changed record")
     parser.add_argument("--delta", type=float,
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     done = publish_release(
         table, args.out, args.epsilon, model.generators, mechanism=args.mechanism, neighbours=args.neighbours,
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
-        estimator=args.estimator, rounding=args.rounding, public_total=args.public_total,
+        estimator=args.estimator, rounding=args.rounding, public_total=args.public_total, plan_objective=args.plan_objective,
         bound_delta=args.bound_delta, ledger=args.ledger, force=args.force,
     )
     release, cal = done.release, done.release.noise

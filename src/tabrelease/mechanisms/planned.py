@@ -17,7 +17,7 @@ from ..bases import coefficient_basis, coefficients
 from ..estimate import LeastSquares
 from ..measurements import EXACT, MARGIN_CELLS, Measurement, measured
 from ..noise import gaussian_calibration, laplace_calibration
-from ..planning import expected_margin_errors, plan_measurements
+from ..planning import TOTAL_SQUARED_ERROR, expected_margin_errors, plan_measurements
 from ..rounding import CONTROLLED
 from ..tables import margin_counts
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
@@ -32,14 +32,15 @@ class Planned(Mechanism):
     summary = ("margins or residual blocks with noise planned per block (Laplace; Gaussian with --delta), least "
                "squares with the total pinned, controlled rounding")
     accepts_delta = True
-    options = ("public_total",)
+    options = ("public_total", "plan_objective")
     bound_source = ""
 
     def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
         no_paper_calibration(self.name, calibration)
         distribution = "laplace" if delta is None else "gaussian"
         design = plan_measurements(shape, margins, distribution=distribution, neighbours=neighbours,
-                                   public_total=bool(options.get("public_total", False)))
+                                   public_total=bool(options.get("public_total", False)),
+                                   objective=options.get("plan_objective") or TOTAL_SQUARED_ERROR)
         notes = ()
         if design.public_total:
             notes = (REPLACE_TOTAL_NOTE if neighbours == "replace" and not options.get("public_total")
