@@ -258,49 +258,57 @@ def _plan_gaussian(cost, lam, weights) -> np.ndarray:
 
 def _plan_laplace(cost, lam, weights) -> np.ndarray:
     """Shares p_B of epsilon (x_B = p_B / c_B is the block's 1 / scale): minimise sum_T W_T / I_T with
-    I_T = sum_B lambda_(B,T) x_B^2 / 2 over the simplex, from several starts; returns x_B = 1 / b_B."""
+    I_T = sum_B lambda_(B,T) x_B^2 / 2 over the simplex; returns x_B = 1 / b_B.
+
+    The problem is not convex, and a block whose share is near 0 has a gradient near 0 (the softmax), so the
+    search starts from several points that each give every candidate a real share: the residual blocks'
+    closed form, the margins alone, even shares, and seeded random mixtures, each blended with even shares.
+    """
     from scipy.optimize import minimize
 
     n_blocks, n_res = lam.shape
 
     def total(p):
-        x = p / cost
-        info = (x**2 / 2) @ lam
-        return float(weights @ (1.0 / np.maximum(info, 1e-300)))
+        info = ((p / cost) ** 2 / 2) @ lam
+        with np.errstate(divide="ignore"):
+            return float(weights @ np.where(info > 0, 1.0 / np.where(info > 0, info, 1.0), np.inf))
 
     def value_and_gradient(theta):
         theta = theta - theta.max()
         p = np.exp(theta)
         p /= p.sum()
         x = p / cost
-        info = np.maximum((x**2 / 2) @ lam, 1e-300)
-        f = float(weights @ (1.0 / info))
-        df_dx = -(lam @ (weights / info**2)) * x
+        info = np.maximum((x**2 / 2) @ lam, 1e-150)
+        inverse = 1.0 / info
+        f = float(weights @ inverse)
+        df_dx = -(lam @ (weights * inverse * inverse)) * x
         df_dp = df_dx / cost
         return f, p * (df_dp - p @ df_dp)
 
-    starts = []
-    # the residual blocks alone, in closed form: x_T proportional to (W_T / (lambda_T c_T))^(1/3)
+    even = np.full(n_blocks, 1.0 / n_blocks)
     own = lam[np.arange(n_res), np.arange(n_res)]
     residual_only = np.zeros(n_blocks)
     residual_only[:n_res] = cost[:n_res] * (weights / (own * cost[:n_res])) ** (1 / 3)
-    starts.append(residual_only / residual_only.sum())
+    residual_only /= residual_only.sum()
+    starts = [residual_only, even]
     if n_blocks > n_res:
         margins_only = np.zeros(n_blocks)
-        margins_only[n_res:] = 1.0
-        margins_only[: n_res] = 1e-6
-        starts.append(margins_only / margins_only.sum())
-        starts.append(0.5 * starts[0] + 0.5 * starts[1])
+        margins_only[n_res:] = 1.0 / (n_blocks - n_res)
+        starts.append(margins_only)
+    rng = np.random.default_rng(20261122)  # fixed: a plan is a function of the shape and margins alone
+    starts += [rng.dirichlet(np.full(n_blocks, 0.5)) for _ in range(4)]
     best_p, best_f = None, np.inf
     for p0 in starts:
-        theta0 = np.log(np.maximum(p0, 1e-12))
-        result = minimize(value_and_gradient, theta0, jac=True, method="L-BFGS-B", options={"maxiter": 2000})
-        theta = result.x - result.x.max()
-        p = np.exp(theta) / np.exp(theta).sum()
-        # Blocks with a negligible share are not worth a measurement of their own.
-        p = np.where(p < 1e-4 * p.max(), 0.0, p)
-        p /= p.sum()
-        f = total(p)
-        if f < best_f:
-            best_p, best_f = p, f
+        for blend in (0.0, 0.3):
+            start = (1 - blend) * p0 + blend * even
+            theta0 = np.log(np.maximum(start, 1e-12))
+            result = minimize(value_and_gradient, theta0, jac=True, method="L-BFGS-B", options={"maxiter": 3000})
+            theta = result.x - result.x.max()
+            p = np.exp(theta) / np.exp(theta).sum()
+            # Blocks with a negligible share are not worth a measurement of their own.
+            p = np.where(p < 1e-4 * p.max(), 0.0, p)
+            p /= p.sum()
+            f = total(p)
+            if f < best_f:
+                best_p, best_f = p, f
     return best_p / cost
