@@ -17,8 +17,8 @@ class RecordingNoise:
         self._inner = SimulationNoise(seed)
         self.calls = []
 
-    def perturb(self, values, calibration, integer_scale=None):
-        noisy = self._inner.perturb(values, calibration, integer_scale)
+    def perturb(self, values, calibration, integer_scale=None, integers=None):
+        noisy = self._inner.perturb(values, calibration, integer_scale, integers)
         self.calls.append((np.array(values, float), np.array(noisy, float)))
         return noisy
 

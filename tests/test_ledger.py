@@ -1,10 +1,10 @@
-"""The privacy ledger: keyed fingerprints, budgets, composition, refusal before noise, concurrency."""
+"""The privacy ledger: budgets per dataset, a MAC chain that finds edits, explicit keys, real paths, refusal
+before noise, concurrency through links."""
 
 import json
 import os
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -12,12 +12,27 @@ import pytest
 from tabrelease import builtin_table
 from tabrelease.cli import main
 from tabrelease.errors import TabreleaseError
-from tabrelease.ledger import budget_status, charge, ledger_key, ledger_summary, set_budget, table_fingerprint
+from tabrelease.ledger import (budget_status, charge, init_ledger, ledger_key, ledger_summary, set_budget,
+                               table_fingerprint, verify_ledger)
+
+
+@pytest.fixture(autouse=True)
+def no_environment_key(monkeypatch):
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
 
 
 def cli(*args, cwd):
     env = {k: v for k, v in os.environ.items() if k != "TABRELEASE_LEDGER_KEY"}
     return subprocess.run([sys.executable, "-m", "tabrelease", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def new_ledger(tmp_path, name="ledger.json"):
+    return init_ledger(tmp_path / name)
+
+
+def release_charge(ledger, table, epsilon=0.1, **kw):
+    return charge(ledger, table, epsilon=epsilon, delta=None, mechanism="planned", margins=["[AB]"], output=None,
+                  noise_mode="simulation", **kw)
 
 
 def test_fingerprint_is_keyed_and_depends_on_the_counts():
@@ -32,8 +47,8 @@ def test_fingerprint_is_keyed_and_depends_on_the_counts():
 
 def test_budget_of_one_allows_two_halves_across_processes_and_refuses_a_tenth(tmp_path):
     ledger = tmp_path / "ledger.json"
+    assert cli("ledger", "init", str(ledger), cwd=tmp_path).returncode == 0
     assert cli("ledger", str(ledger), "--set-budget", "czech", "--epsilon", "1", cwd=tmp_path).returncode == 0
-    # Two releases of 0.5 at once, from two processes.
     commands = [[sys.executable, "-m", "tabrelease", "release", "czech", "--epsilon", "0.5", "--simulate",
                  "--seed", str(i), "--ledger", str(ledger), "--out", str(tmp_path / f"r{i}")] for i in range(2)]
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
@@ -44,38 +59,55 @@ def test_budget_of_one_allows_two_halves_across_processes_and_refuses_a_tenth(tm
     assert third.returncode == 2
     assert third.stderr.count("\n") == 1 and "exceeded" in third.stderr and "0 of 1 remains" in third.stderr
     assert not (tmp_path / "r3").exists()
-    data = json.loads(ledger.read_text())
-    assert len(data["entries"]) == 2 and sum(e["epsilon"] for e in data["entries"]) == pytest.approx(1.0)
-    shown = cli("ledger", str(ledger), "--json", cwd=tmp_path)
-    row = json.loads(shown.stdout)["tables"][0]
-    assert row["releases"] == 2 and row["epsilon_remaining"] == pytest.approx(0.0)
+    shown = json.loads(cli("ledger", str(ledger), "--json", cwd=tmp_path).stdout)
+    (row,) = shown["datasets"]
+    assert row["dataset"] == "czech" and row["releases"] == 2 and row["epsilon_remaining"] == pytest.approx(0.0)
 
 
-def test_concurrent_releases_lose_no_entry_and_never_overspend(tmp_path):
-    ledger = tmp_path / "ledger.json"
-    table = builtin_table("edwards")
-    set_budget(ledger, table, 1.0)
-    commands = [[sys.executable, "-m", "tabrelease", "release", "edwards", "--epsilon", "0.25", "--simulate",
-                 "--seed", str(i), "--ledger", str(ledger), "--out", str(tmp_path / f"r{i}")] for i in range(6)]
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
-    codes = [p.wait() for p in procs]
-    assert sorted(codes) == [0, 0, 0, 0, 2, 2]
-    status = budget_status(ledger, table)
-    assert status.releases == 4 and status.epsilon_spent == pytest.approx(1.0)
-    # Without a budget, many threads appending at once keep every entry.
-    free = tmp_path / "free.json"
+RACE = """
+import sys
+from tabrelease import builtin_table
+from tabrelease.errors import TabreleaseError
+from tabrelease.ledger import charge
+try:
+    charge(sys.argv[1], builtin_table("edwards"), epsilon=0.2, delta=None, mechanism="planned", margins=[],
+           output=None, noise_mode="simulation")
+except TabreleaseError:
+    sys.exit(3)
+"""
+
+
+@pytest.mark.slow
+def test_eight_processes_through_a_link_and_the_real_file_spend_exactly_the_budget(tmp_path):
+    """A budget for exactly 5 releases; 8 processes, half through a symlink: exactly 5 succeed, 10 times."""
+    env = {k: v for k, v in os.environ.items() if k != "TABRELEASE_LEDGER_KEY"}
+    for attempt in range(10):
+        real = init_ledger(tmp_path / f"ledger{attempt}.json")
+        link = tmp_path / f"link{attempt}.json"
+        link.symlink_to(real)
+        set_budget(real, "edwards", 1.0)
+        procs = [subprocess.Popen([sys.executable, "-c", RACE, str(link if i % 2 else real)], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(8)]
+        codes = sorted(p.wait() for p in procs)
+        assert codes == [0] * 5 + [3] * 3, (attempt, codes, [p.stderr.read() for p in procs])
+        status = budget_status(real, "edwards")
+        assert status.releases == 5 and status.epsilon_spent == pytest.approx(1.0)
+        assert link.is_symlink() and verify_ledger(link) == []
+
+
+def test_threads_appending_at_once_keep_every_entry(tmp_path):
+    free = new_ledger(tmp_path)
     czech = builtin_table("czech")
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda i: charge(free, czech, epsilon=0.1, delta=None, mechanism="fourier", margins=["[AB]"],
-                                       output=None, noise_mode="simulation"), range(40)))
-    assert budget_status(free, czech).releases == 40
+        list(pool.map(lambda i: release_charge(free, czech), range(40)))
+    assert budget_status(free, "czech").releases == 40 and verify_ledger(free) == []
 
 
 def test_refusal_happens_before_any_noise_is_drawn(tmp_path, monkeypatch):
     import tabrelease.noise as noise
 
-    ledger = tmp_path / "ledger.json"
-    set_budget(ledger, builtin_table("czech"), 0.3)
+    ledger = new_ledger(tmp_path)
+    set_budget(ledger, "czech", 0.3)
 
     def no_noise(*args, **kwargs):
         raise AssertionError("noise was drawn for a refused release")
@@ -86,61 +118,185 @@ def test_refusal_happens_before_any_noise_is_drawn(tmp_path, monkeypatch):
 
 
 def test_deltas_add_and_a_pure_budget_refuses_delta(tmp_path):
-    ledger = tmp_path / "ledger.json"
+    ledger = new_ledger(tmp_path)
     table = builtin_table("czech")
-    set_budget(ledger, table, 2.0, delta=1e-6)
+    set_budget(ledger, "czech", 2.0, delta=1e-6)
     for _ in range(2):
         charge(ledger, table, epsilon=0.5, delta=4e-7, mechanism="gaussian", margins=[], output=None, noise_mode="simulation")
     with pytest.raises(TabreleaseError, match="delta"):
         charge(ledger, table, epsilon=0.5, delta=4e-7, mechanism="gaussian", margins=[], output=None, noise_mode="simulation")
-    status = budget_status(ledger, table)
+    status = budget_status(ledger, "czech")
     assert status.delta_spent == pytest.approx(8e-7) and status.epsilon_spent == pytest.approx(1.0)
-    pure = tmp_path / "pure.json"
-    set_budget(pure, table, 2.0)
+    pure = new_ledger(tmp_path, "pure.json")
+    set_budget(pure, "czech", 2.0)
     with pytest.raises(TabreleaseError, match="delta"):
         charge(pure, table, epsilon=0.5, delta=1e-9, mechanism="gaussian", margins=[], output=None, noise_mode="simulation")
 
 
 def test_paper_calibration_is_charged_at_the_epsilon_it_really_gives(tmp_path):
-    ledger = tmp_path / "ledger.json"
+    ledger = new_ledger(tmp_path)
     code = main(["release", "journey_to_work", "--epsilon", "1", "--calibration", "paper", "--mechanism", "auto",
-                 "--simulate",
-                 "--ledger", str(ledger), "--out", str(tmp_path / "r")])
+                 "--simulate", "--ledger", str(ledger), "--out", str(tmp_path / "r")])
     assert code == 0
-    (entry,) = json.loads(ledger.read_text())["entries"]
+    (entry,) = [r for r in json.loads(ledger.read_text())["records"] if r["kind"] == "release"]
     audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
     actual = audit["calibration_check"]["epsilon_actual"]
     assert actual == pytest.approx(1.2988, abs=1e-3)  # 1.715 / 1.3203, the paper's Theorem 2 scale
     assert entry["epsilon"] == pytest.approx(actual)
 
 
-def test_the_ledger_holds_no_data_and_its_key_stays_beside_it(tmp_path):
-    ledger = tmp_path / "ledger.json"
-    table = builtin_table("edwards")
-    set_budget(ledger, table, 1.0)
+def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
+    ledger = new_ledger(tmp_path)
+    set_budget(ledger, "edwards", 1.0)
+    release_charge(ledger, builtin_table("edwards"))
     data = json.loads(ledger.read_text())
-    assert set(data) == {"version", "budgets", "entries"}
-    assert [set(b) for b in data["budgets"].values()] == [{"table", "epsilon", "delta", "set"}]
+    assert set(data) == {"version", "key_id", "records", "head"}
+    assert set(data["records"][1]) == {"kind", "dataset", "fingerprint", "table", "epsilon", "delta", "mechanism",
+                                       "margins", "output", "noise_mode", "time", "process", "mac"}
     key = tmp_path / "ledger.json.key"
     assert key.exists() and (key.stat().st_mode & 0o777) == 0o600
     (status,) = ledger_summary(ledger)
-    assert status.table == "edwards" and status.epsilon_budget == 1.0
+    assert status.dataset == "edwards" and status.epsilon_budget == 1.0
 
 
-def test_a_new_key_is_never_seen_half_written(tmp_path, monkeypatch):
-    # CI once saw an empty key file: one thread created it while another read it. Threads released together
-    # must all get the same whole key, and only the key file (0600) is left behind.
-    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
-    for attempt in range(20):
-        ledger = tmp_path / f"ledger{attempt}.json"
-        start = threading.Barrier(16)
+# --- budgets per dataset ----------------------------------------------------------------------------
+def test_a_changed_table_under_one_dataset_spends_the_same_budget_and_is_shown(tmp_path, capsys):
+    ledger = new_ledger(tmp_path)
+    set_budget(ledger, "census-2026", 0.5)
+    czech = builtin_table("czech")
+    counts = czech.counts.copy()
+    counts.flat[3] += 1  # one record added
+    relabelled = czech.with_counts(counts)
+    release_charge(ledger, czech, epsilon=0.3, dataset="census-2026")
+    with pytest.raises(TabreleaseError, match="privacy budget of census-2026 exceeded"):
+        release_charge(ledger, relabelled, epsilon=0.3, dataset="census-2026")
+    release_charge(ledger, relabelled, epsilon=0.2, dataset="census-2026")
+    status = budget_status(ledger, "census-2026")
+    assert status.releases == 2 and len(status.fingerprints) == 2
+    assert main(["ledger", str(ledger)]) == 0
+    assert "released from 2 different tables" in capsys.readouterr().out
 
-        def read_key(_):
-            start.wait()
-            return ledger_key(ledger)
 
-        with ThreadPoolExecutor(16) as pool:
-            keys = set(pool.map(read_key, range(16)))
-        assert len(keys) == 1 and len(keys.pop()) == 64
-        assert (os.stat(f"{ledger}.key").st_mode & 0o777) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"ledger{a}.json.key" for a in range(20))
+def test_a_ledger_with_budgets_refuses_a_dataset_without_one_unless_told(tmp_path):
+    ledger = new_ledger(tmp_path)
+    release_charge(ledger, builtin_table("edwards"))  # no budgets at all: recorded
+    set_budget(ledger, "czech", 1.0)
+    with pytest.raises(TabreleaseError, match="none for the dataset 'edwards'"):
+        release_charge(ledger, builtin_table("edwards"))
+    release_charge(ledger, builtin_table("edwards"), allow_unbudgeted=True)
+    assert budget_status(ledger, "edwards").releases == 2
+    code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
+                 "--out", str(tmp_path / "r")])
+    assert code == 2 and not (tmp_path / "r").exists()
+
+
+# --- tamper evidence --------------------------------------------------------------------------------
+def _tampered(tmp_path, change):
+    ledger = new_ledger(tmp_path)
+    set_budget(ledger, "edwards", 1.0)
+    for _ in range(3):
+        release_charge(ledger, builtin_table("edwards"), epsilon=0.2)
+    assert verify_ledger(ledger) == []
+    data = json.loads(ledger.read_text())
+    change(data)
+    ledger.write_text(json.dumps(data))
+    return ledger
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda d: d["records"][2].update(epsilon=-5), "record 3 was edited"),
+    (lambda d: d["records"][0].update(epsilon=float(100)), "record 1 was edited"),
+    (lambda d: d["records"].pop(1), "record 2 was edited, inserted, removed"),
+    (lambda d: d["records"].insert(1, d["records"].pop(2)), "record 2 was edited, inserted, removed"),
+    (lambda d: (d["records"].pop(), d["head"].update(count=3)), "end of the ledger does not match"),
+    (lambda d: d["records"].pop(), "end of the ledger does not match"),
+    (lambda d: d["records"][1].pop("fingerprint"), "record 2 was edited"),
+    (lambda d: d["records"][1].update(epsilon="0.2"), "record 2 was edited"),
+    (lambda d: d.update(key_id="0" * 16), "the key is not this ledger's key"),
+])
+def test_an_edited_deleted_or_reordered_record_is_found_and_stops_spending(tmp_path, capsys, change, expected):
+    ledger = _tampered(tmp_path, change)
+    problems = verify_ledger(ledger)
+    assert problems and expected in problems[0], problems
+    assert main(["ledger", "verify", str(ledger)]) == 1
+    assert expected in capsys.readouterr().out
+    code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
+                 "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "fails verification" in err and not (tmp_path / "r").exists()
+    with pytest.raises(TabreleaseError, match="fails verification"):
+        set_budget(ledger, "edwards", 5.0)
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("{", "not valid JSON"),
+    ('{"version": 2}', "damaged"),
+    ('{"version": 2, "key_id": "x", "records": {}, "head": {}}', "damaged"),
+    ('{"version": 1, "budgets": {}, "entries": []}', "version 2"),
+    ('[1, 2]', "version 2"),
+])
+def test_a_damaged_ledger_gives_one_line(tmp_path, capsys, content, expected):
+    ledger = new_ledger(tmp_path)
+    ledger.write_text(content)
+    assert main(["ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err
+
+
+# --- keys ---------------------------------------------------------------------------------------------
+def test_keys_are_made_only_by_init_and_must_be_the_ledgers_own(tmp_path, monkeypatch, capsys):
+    ledger = tmp_path / "ledger.json"
+    with pytest.raises(TabreleaseError, match="no ledger at .*ledger init"):
+        set_budget(ledger, "edwards", 1.0)
+    assert not (tmp_path / "ledger.json.key").exists()  # never made silently
+    assert main(["ledger", "init", str(ledger)]) == 0
+    with pytest.raises(TabreleaseError, match="already exists"):
+        init_ledger(ledger)
+    set_budget(ledger, "edwards", 1.0)
+    key = tmp_path / "ledger.json.key"
+    original = key.read_text()
+    key.unlink()
+    with pytest.raises(TabreleaseError, match="no key for the ledger"):
+        budget_status(ledger, "edwards")
+    key.write_text("f" * 64 + "\n")
+    key.chmod(0o600)
+    with pytest.raises(TabreleaseError, match="the key is not this ledger's key"):
+        release_charge(ledger, builtin_table("edwards"))
+    key.write_text(original)
+    key.chmod(0o644)
+    with pytest.raises(TabreleaseError, match="can be read by others"):
+        release_charge(ledger, builtin_table("edwards"))
+    key.chmod(0o600)
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "x")
+    with pytest.raises(TabreleaseError, match="too short to be a key"):
+        release_charge(ledger, builtin_table("edwards"))
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "y" * 40)  # a long key, but not this ledger's
+    with pytest.raises(TabreleaseError, match="not this ledger's key"):
+        release_charge(ledger, builtin_table("edwards"))
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY")
+    assert len(ledger_key(ledger)) == 64
+
+
+def test_a_ledger_made_with_an_environment_key_has_no_key_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "z" * 48)
+    ledger = new_ledger(tmp_path)
+    set_budget(ledger, "czech", 1.0)
+    assert not (tmp_path / "ledger.json.key").exists() and verify_ledger(ledger) == []
+
+
+def test_a_release_that_fails_after_its_charge_stays_charged_and_says_so(tmp_path, monkeypatch):
+    import tabrelease.reports as reports
+
+    ledger = new_ledger(tmp_path)
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reports, "render_audit_html", broken)
+    code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
+                 "--out", str(tmp_path / "r")])
+    assert code == 2 and not (tmp_path / "r").exists()
+    records = json.loads(ledger.read_text())["records"]
+    assert [r["kind"] for r in records] == ["release", "failure"]
+    assert records[1]["release_mac"] == records[0]["mac"] and "OSError" in records[1]["reason"]
+    assert budget_status(ledger, "edwards").epsilon_spent == pytest.approx(0.1) and verify_ledger(ledger) == []

@@ -185,4 +185,6 @@ def test_release_mode_noise_of_every_block_has_its_planned_scale(name):
         assert b == pytest.approx(block.relative_scale * plan.design.whitened_sensitivity() / 0.5)
         q = np.exp(-1.0 / (b * lattice))
         expected = 2 * q / (1 - q**2) / lattice
-        assert np.mean(np.concatenate(deviations[block.variables])) == pytest.approx(expected, rel=0.12)
+        # |Laplace| has sd about its mean: 4.5 standard errors, at least 12% (a halved scale is 50% off)
+        draws = np.concatenate(deviations[block.variables])
+        assert np.mean(draws) == pytest.approx(expected, rel=max(0.12, 4.5 / np.sqrt(draws.size)))

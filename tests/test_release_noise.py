@@ -128,12 +128,14 @@ class RecordingNoise:
         self.inner, self.draws, self.mode = inner, draws, inner.mode
         self.calls: list[Call] = []
 
-    def perturb(self, values, calibration, integer_scale=None):
-        first = np.array(self.inner.perturb(values, calibration, integer_scale), float)
+    def perturb(self, values, calibration, integer_scale=None, integers=None):
+        first = np.array(self.inner.perturb(values, calibration, integer_scale, integers), float)
         true = np.array(values, float)
         reps = max(0, math.ceil(self.draws / true.size) - 1)
         more_in = np.tile(np.asarray(values), reps)
-        more_out = np.asarray(self.inner.perturb(more_in, calibration, integer_scale), float) if reps else np.empty(0)
+        more_integers = None if integers is None else np.tile(np.asarray(integers), reps)
+        more_out = (np.asarray(self.inner.perturb(more_in, calibration, integer_scale, more_integers), float)
+                    if reps else np.empty(0))
         self.calls.append(
             Call(true, calibration, integer_scale, first.copy(), np.concatenate([true, np.asarray(more_in, float)]),
                  np.concatenate([first, more_out]))

@@ -117,6 +117,24 @@ def coefficients(basis: CoefficientBasis, counts: np.ndarray, batch_ndim: int = 
     return np.concatenate(blocks, axis=-1)
 
 
+def integer_coefficients(basis: CoefficientBasis, counts: np.ndarray) -> np.ndarray:
+    """coefficients * integer_scale, computed exactly in integer arithmetic: each is an integer combination of
+    margin counts (Fourier: +-1; Efron-Stein: the tensor product of (k_j I - J) over S). int64 where that cannot
+    overflow, Python integers otherwise."""
+    counts = np.asarray(counts)
+    total = int(np.sum(counts, dtype=object))
+    blocks = []
+    for p, a in zip(basis.parents, basis.analysis):
+        weights = np.rint(a * basis.integer_scale).astype(np.int64)  # small integers, exactly
+        widest = int(np.abs(weights).sum(axis=1).max())
+        margin = margin_counts(counts.astype(np.int64) if total < 2**62 else counts.astype(object), p).reshape(-1)
+        if total * widest < 2**62:
+            blocks.append(weights @ margin.astype(np.int64))
+        else:
+            blocks.append(np.array([sum(int(w) * int(m) for w, m in zip(row, margin)) for row in weights], object))
+    return np.concatenate(blocks)
+
+
 def margin_from_coefficients(basis: CoefficientBasis, coeffs: np.ndarray, margin: Margin) -> np.ndarray:
     """The margin over `margin` (a subset of some generator) that the coefficients determine."""
     margin = tuple(sorted(margin))

@@ -132,8 +132,14 @@ def gaussian_calibration(l2_sensitivity: float, epsilon: float, delta: float, ne
 class NoiseSource(Protocol):
     mode: str
 
-    def perturb(self, values: np.ndarray, calibration: NoiseCalibration, integer_scale: float | None = None) -> np.ndarray:
-        """Return values plus noise of the calibrated distribution and scale."""
+    def perturb(self, values: np.ndarray, calibration: NoiseCalibration, integer_scale: float | None = None,
+                integers: np.ndarray | None = None) -> np.ndarray:
+        """Return values plus noise of the calibrated distribution and scale. `integers`, where given, are
+        values * integer_scale computed exactly in integer arithmetic (what a discrete sampler perturbs)."""
+
+
+# Release mode draws integers on 64-bit domains: anything larger is refused before any budget is charged.
+MAX_SAMPLER_INTEGER = 2**62
 
 
 @dataclass
@@ -152,7 +158,7 @@ class SimulationNoise:
             self.seed = secrets.randbits(63)
         self._rng = np.random.default_rng(self.seed)
 
-    def perturb(self, values, calibration, integer_scale=None):
+    def perturb(self, values, calibration, integer_scale=None, integers=None):
         values = np.asarray(values, float)
         if calibration.distribution == "laplace":
             return values + self._rng.laplace(0.0, calibration.scale, size=values.shape)
@@ -165,17 +171,23 @@ class SecureNoise:
 
     mode: str = RELEASE
 
-    def perturb(self, values, calibration, integer_scale=None):
+    def perturb(self, values, calibration, integer_scale=None, integers=None):
         dp = _opendp()
         values = np.asarray(values, float)
         if calibration.distribution == "laplace" and integer_scale is not None:
-            scaled = np.rint(values * integer_scale)
-            if not np.allclose(scaled, values * integer_scale, atol=1e-6):
-                raise TabreleaseError("internal error: scaled coefficients are not integers")
+            if integers is None:
+                scaled = np.rint(values * integer_scale)
+                if not np.allclose(scaled, values * integer_scale, atol=1e-6):
+                    raise TabreleaseError("internal error: scaled coefficients are not integers")
+                integers = scaled.astype(np.int64)
+            exact = [int(v) for v in np.ravel(integers)]
+            if any(abs(v) > MAX_SAMPLER_INTEGER for v in exact):
+                raise TabreleaseError("the counts are too large for the secure sampler's 64-bit integers")
+            # 64-bit integer domains: OpenDP's default `int` is 32-bit.
             measurement = dp.m.make_laplace(
-                dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=calibration.scale * integer_scale
+                dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=calibration.scale * integer_scale
             )
-            noisy = np.asarray(measurement([int(v) for v in scaled]), float)
+            noisy = np.asarray(measurement(exact), float)
             return noisy / integer_scale
         if calibration.distribution == "laplace":
             measurement = dp.m.make_laplace(
@@ -194,7 +206,7 @@ class NoNoise:
 
     mode: str = "none (test only)"
 
-    def perturb(self, values, calibration, integer_scale=None):
+    def perturb(self, values, calibration, integer_scale=None, integers=None):
         return np.asarray(values, float).copy()
 
 

@@ -173,6 +173,19 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
     return plan_release(table.shape, margins, epsilon, **plan_options), noise
 
 
+def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
+    """Release mode draws on 64-bit integers: refuse, before any charge, a table whose measured integers could
+    exceed them (the message names no count)."""
+    from .noise import MAX_SAMPLER_INTEGER
+
+    if mode != RELEASE or plan.calibration.distribution != "laplace":
+        return
+    n = int(np.sum(table.counts, dtype=object))
+    if n * get_mechanism(plan.mechanism).sampler_bound(plan) > MAX_SAMPLER_INTEGER:
+        raise TabreleaseError("the table's counts are too large for release mode's 64-bit secure sampler "
+                              f"(measured integers may reach {MAX_SAMPLER_INTEGER:.3g}); nothing was charged")
+
+
 def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float], *,
                           neighbours: str = "add-remove", delta: float | None = None,
                           public_total: bool = False, plan_objective: str | None = None) -> list[dict]:
@@ -230,6 +243,8 @@ def publish_release(
     plan_objective: str | None = None,
     bound_delta: float = 0.05,
     ledger: str | os.PathLike | None = None,
+    dataset: str | None = None,
+    allow_unbudgeted: bool = False,
     force: bool = False,
     version: str | None = None,
 ) -> PublishedRelease:
@@ -241,15 +256,19 @@ def publish_release(
     from . import __version__
     from .evaluation import evaluate_release
     from .models import HierarchicalModel, margin_label
-    from .reports import check_release_destination, evaluation_warnings, release_warnings, write_release_bundle
+    from .reports import (check_release_destination, check_writable, evaluation_warnings, release_warnings,
+                          remove_stale_staging, write_release_bundle)
 
     if not 0 < bound_delta < 1:
         raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {bound_delta:g}")
     check_release_destination(out, force)
+    check_writable(out)
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,
                                   plan_objective=plan_objective)
+    check_sampler_domain(plan, table, mode)
+    stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
     entry = budget = None
     if ledger is not None:
         from .ledger import budget_status, charge
@@ -259,15 +278,25 @@ def publish_release(
         entry = charge(
             ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta, mechanism=plan.mechanism,
             margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
-            noise_mode=mode,
+            noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted,
         )
-    release = run_plan(plan, table.counts, noise)
-    refit = HierarchicalModel(release.margins, table.k)
-    evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
-    written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
-                                   version=version or __version__, force=force)
+    try:
+        release = run_plan(plan, table.counts, noise)
+        refit = HierarchicalModel(release.margins, table.k)
+        evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
+        written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
+                                       version=version or __version__, force=force)
+    except BaseException as exc:
+        if entry is not None:
+            from .ledger import record_failure
+
+            # The charge stands (noise may have been drawn); the ledger says the release did not happen. Only the
+            # kind of failure is kept: a message could hold something derived from the counts.
+            record_failure(ledger, entry, f"the release failed after its charge ({type(exc).__name__})")
+        raise
     if ledger is not None:
-        budget = budget_status(ledger, table)
-    warnings = tuple(release_warnings(release) + evaluation_warnings(evaluation))
+        budget = budget_status(ledger, entry["dataset"])
+    warnings = tuple([f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
+                     + release_warnings(release) + evaluation_warnings(evaluation))
     return PublishedRelease(release, evaluation, written, entry, budget, warnings)
 

@@ -193,6 +193,47 @@ def check_release_destination(out, force: bool) -> Path:
     return out
 
 
+def _staging_prefix(out: Path) -> str:
+    return f".{Path(out).name}.staging-"
+
+
+def check_writable(out) -> None:
+    """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged."""
+    parent = Path(out).resolve().parent
+    try:
+        probe = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}probe-", dir=parent))
+        probe.rmdir()
+    except OSError as exc:
+        raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
+
+
+def remove_stale_staging(out) -> list[Path]:
+    """Staging folders beside `out` left by releases that were killed (their process is gone): removed, and
+    returned so that the caller can say so. They may hold an audit of the confidential table."""
+    out = Path(out)
+    parent = out.resolve().parent
+    removed = []
+    for candidate in parent.glob(f"{_staging_prefix(out)}*"):
+        try:
+            pid = int(candidate.name[len(_staging_prefix(out)):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if candidate.is_dir() and not candidate.is_symlink() and not _process_alive(pid):
+            shutil.rmtree(candidate, ignore_errors=True)
+            removed.append(candidate)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def write_release_bundle(
     out: str | Path,
     table: ContingencyTable,
@@ -206,7 +247,8 @@ def write_release_bundle(
     """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`."""
     out = check_release_destination(out, force)
     parent = out.resolve().parent
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
+    staging = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-", dir=parent))
     try:
         public_dir = staging / "public"
         internal_dir = staging / "internal"
@@ -226,7 +268,7 @@ def write_release_bundle(
             table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
         (internal_dir / "audit.html").write_text(render_audit_html(audit))
         if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+            old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
             os.replace(out, old / out.name)
             os.replace(staging, out)
             shutil.rmtree(old, ignore_errors=True)

@@ -50,7 +50,12 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--ledger", metavar="FILE",
-                        help="record the release in this privacy ledger, and refuse it if the table's budget would be exceeded")
+                        help="record the release in this privacy ledger (made with `tabrelease ledger init FILE`), and "
+                        "refuse it if its dataset's budget would be exceeded")
+    parser.add_argument("--dataset", metavar="ID", help="the dataset the table is drawn from, whose budget the release "
+                        "spends (default: the table's name)")
+    parser.add_argument("--allow-unbudgeted", action="store_true",
+                        help="let a ledger that holds budgets record a release of a dataset that has none")
     parser.set_defaults(run=run)
 
 
@@ -76,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         table, args.out, args.epsilon, model.generators, mechanism=args.mechanism, neighbours=args.neighbours,
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
         estimator=args.estimator, rounding=args.rounding, public_total=args.public_total, plan_objective=args.plan_objective,
-        bound_delta=args.bound_delta, ledger=args.ledger, force=args.force,
+        bound_delta=args.bound_delta, ledger=args.ledger, dataset=args.dataset,
+        allow_unbudgeted=args.allow_unbudgeted, force=args.force,
     )
     release, cal = done.release, done.release.noise
     design = release.plan.design if release.plan is not None else None
@@ -95,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     if done.ledger_entry is not None:
         status = done.budget
         left = "no budget set" if status.epsilon_budget is None else f"{status.epsilon_remaining:g} of {status.epsilon_budget:g} remains"
-        print(f"ledger:   charged epsilon {done.ledger_entry['epsilon']:g} to {table.name}; spent {status.epsilon_spent:g}, {left}")
+        print(f"ledger:   charged epsilon {done.ledger_entry['epsilon']:g} to the dataset {status.dataset}; spent "
+              f"{status.epsilon_spent:g}, {left}")
     print(f"public:   {done.out / 'public'}")
     print(f"internal: {done.out / 'internal' / 'audit.html'}")
     return 0

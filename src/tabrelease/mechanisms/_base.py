@@ -88,6 +88,10 @@ class Mechanism(ABC):
         """Per released margin, an L1 error bound that holds with probability >= 1 - delta, if known."""
         return None
 
+    def sampler_bound(self, plan: MechanismPlan) -> float:
+        """W such that every integer the secure sampler perturbs is at most W * n in absolute value."""
+        return 1.0
+
     def expected_errors(self, plan: MechanismPlan) -> dict | None:
         """Per released margin, the planned expected error (a planning.MarginError), where the plan has one."""
         return None

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, sensitivity
+from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, integer_coefficients, sensitivity
 from ..bounds import derived_l1_bound
 from ..paper.theorems import paper_noise_scale, paper_theorem_bound
 from ..estimate import LInfinityLP
@@ -74,10 +74,14 @@ class CoefficientMechanism(Mechanism):
     def measure(self, plan, counts, noise):
         source = counts if plan.encoding is None else plan.encoding.encode(counts)
         exact = coefficients(plan.basis, source)
-        noisy = noise.perturb(exact, plan.calibration, plan.basis.integer_scale)
+        noisy = noise.perturb(exact, plan.calibration, plan.basis.integer_scale,
+                              integers=integer_coefficients(plan.basis, source))
         blocks = coefficient_blocks(plan.basis, np.asarray(noisy, float), plan.calibration.distribution,
                                     plan.calibration.scale)
         return measured(blocks, noise)
+
+    def sampler_bound(self, plan):
+        return integer_row_bound(plan.basis)
 
     def expected_errors(self, plan):
         """The expected error of the unbiased linear reconstruction of these equal-scale coefficients (for
@@ -108,6 +112,11 @@ class PaperCoefficientMechanism(CoefficientMechanism):
 
     def paper_bounds(self, plan, delta):
         return {g: paper_theorem_bound(plan.basis, g, plan.calibration.epsilon, delta) for g in plan.margins}
+
+
+def integer_row_bound(basis) -> float:
+    """The largest L1 norm of a row of the integer-scaled analysis: |coefficient * integer_scale| <= it * n."""
+    return float(max(np.abs(np.rint(a * basis.integer_scale)).sum(axis=1).max() for a in basis.analysis))
 
 
 def paper_note(cal) -> str:

@@ -21,7 +21,8 @@ class Cells(Mechanism):
         return MechanismPlan(self.name, shape, margins, cal, AsMeasured())
 
     def measure(self, plan, counts, noise):
-        noisy = noise.perturb(np.asarray(counts, float).ravel(), plan.calibration, 1.0)
+        integers = np.asarray(counts, np.int64).ravel()
+        noisy = noise.perturb(integers.astype(float), plan.calibration, 1.0, integers=integers)
         full = tuple(range(len(plan.shape)))
         blocks = margin_blocks([full], [noisy], plan.calibration.distribution, plan.calibration.scale, plan.shape)
         return measured(blocks, noise)

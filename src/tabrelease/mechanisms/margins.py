@@ -22,9 +22,9 @@ class Margins(Mechanism):
         return MechanismPlan(self.name, shape, margins, cal, AsMeasured())
 
     def measure(self, plan, counts, noise):
-        exact = [margin_counts(counts, g) for g in plan.margins]
-        flat = np.concatenate([m.ravel() for m in exact])
-        noisy = noise.perturb(flat, plan.calibration, 1.0)
+        exact = [margin_counts(np.asarray(counts, np.int64), g) for g in plan.margins]
+        integers = np.concatenate([m.ravel() for m in exact])
+        noisy = noise.perturb(integers.astype(float), plan.calibration, 1.0, integers=integers)
         pieces = np.split(np.asarray(noisy, float), np.cumsum([m.size for m in exact])[:-1])
         blocks = margin_blocks(plan.margins, pieces, plan.calibration.distribution, plan.calibration.scale, plan.shape)
         return measured(blocks, noise)

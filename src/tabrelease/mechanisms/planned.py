@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..bases import coefficient_basis, coefficients
+from ..bases import coefficient_basis, coefficients, integer_coefficients
 from ..estimate import LeastSquares
 from ..measurements import EXACT, MARGIN_CELLS, Measurement, measured
 from ..noise import gaussian_calibration, laplace_calibration
@@ -21,6 +21,7 @@ from ..planning import TOTAL_SQUARED_ERROR, expected_margin_errors, plan_measure
 from ..rounding import CONTROLLED
 from ..tables import margin_counts
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
+from ._coefficients import integer_row_bound
 
 PUBLIC_TOTAL_NOTE = ("the total n is treated as public (an invariant, as in census practice): it is released "
                      "exactly and the privacy guarantee covers everything else")
@@ -60,17 +61,26 @@ class Planned(Mechanism):
         for block in design.blocks:
             scale = multiplier * block.relative_scale
             if block.query == MARGIN_CELLS:
-                exact, integer_scale, kind = margin_counts(counts, block.variables).ravel(), 1.0, None
+                integers = margin_counts(np.asarray(counts, np.int64), block.variables).ravel()
+                exact, integer_scale, kind = integers.astype(float), 1.0, None
             else:
                 basis = coefficient_basis(design.basis_kind, plan.shape, [block.variables])
                 exact = basis.block(coefficients(basis, counts), block.variables)
+                integers = basis.block(integer_coefficients(basis, counts), block.variables)
                 integer_scale, kind = basis.integer_scale, design.basis_kind
-            noisy = noise.perturb(exact, replace(plan.calibration, scale=scale), integer_scale)
+            noisy = noise.perturb(exact, replace(plan.calibration, scale=scale), integer_scale, integers=integers)
             blocks.append(Measurement(block.query, block.variables, np.asarray(noisy, float), design.distribution,
                                       scale, plan.shape, kind))
         if design.public_total:
             blocks.append(Measurement(MARGIN_CELLS, (), np.array([float(np.sum(counts))]), EXACT, 0.0, plan.shape))
         return measured(blocks, noise)
+
+    def sampler_bound(self, plan):
+        d = plan.design
+        coefficient_sets = [b.variables for b in d.blocks if b.query != MARGIN_CELLS]
+        if not coefficient_sets:
+            return 1.0
+        return integer_row_bound(coefficient_basis(d.basis_kind, plan.shape, coefficient_sets))
 
     def expected_errors(self, plan):
         d = plan.design

@@ -181,8 +181,8 @@ class _RecordingNoise:
     def __init__(self, source):
         self.source, self.mode, self.seed, self.noisy = source, source.mode, getattr(source, "seed", None), None
 
-    def perturb(self, values, calibration, integer_scale=None):
-        self.noisy = self.source.perturb(values, calibration, integer_scale)
+    def perturb(self, values, calibration, integer_scale=None, integers=None):
+        self.noisy = self.source.perturb(values, calibration, integer_scale, integers)
         return self.noisy
 
 
