@@ -54,11 +54,11 @@ CLI_CASES = [
     ("no count column", _csv("A,B,n\n0,0,1\n0,1,1\n1,0,1\n1,1,1\n"), ["fit", "t.csv"],
      "no count column 'count'; the columns are ['A', 'B', 'n']"),
     ("negative count", _csv(GOOD.replace("0,0,3", "0,0,-3")), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
-     "negative count -3 in column 'count' (data row 1)"),
+     "a negative count in column 'count' (data row 1)"),
     ("fractional count", _csv(GOOD.replace("0,0,3", "0,0,2.5")), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
-     "fractional count 2.5 in column 'count' (data row 1)"),
+     "a fractional count in column 'count' (data row 1)"),
     ("text count", _csv(GOOD.replace("0,0,3", "0,0,many")), ["fit", "t.csv"],
-     "count 'many' in column 'count' (data row 1) is not a number"),
+     "the count in column 'count' (data row 1) is not a number"),
     ("missing count", _csv(GOOD.replace("0,1,1", "0,1,")), ["fit", "t.csv", "--model", "[A]"],
      "missing count in column 'count' (data row 2)"),
     ("duplicate cell", _csv(GOOD + "1,1,2\n"), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
@@ -152,10 +152,13 @@ def _grid(tables=("journey_to_work",), epsilons=(1.0,), repetitions=2, **kwargs)
 # (label, call, message)
 API_CASES = [
     # tables
-    ("negative count", lambda: table_from_frame(_frame(["1", "-2", "3", "4"])), "negative count -2"),
-    ("fractional count", lambda: table_from_frame(_frame(["1", "2.5", "3", "4"])), "fractional count 2.5"),
+    ("negative count", lambda: table_from_frame(_frame(["1", "-2", "3", "4"])), "a negative count in column 'count' (data row 2)"),
+    ("fractional count", lambda: table_from_frame(_frame(["1", "2.5", "3", "4"])), "a fractional count in column 'count' (data row 2)"),
+    ("count above 2^63", lambda: table_from_frame(_frame(["1", str(2**63), "3", "4"])), "is too large (above 2^63 - 1)"),
+    ("counts adding past 2^63", lambda: table_from_frame(_frame(["1", str(2**62), str(2**62), "4"])),
+     "add up to more than 2^63 - 1"),
     ("missing count", lambda: table_from_frame(_frame(["1", "", "3", "4"])), "missing count in column 'count'"),
-    ("text count", lambda: table_from_frame(_frame(["1", "abc", "3", "4"])), "count 'abc' in column 'count' (data row 2) is not a number"),
+    ("text count", lambda: table_from_frame(_frame(["1", "abc", "3", "4"])), "the count in column 'count' (data row 2) is not a number"),
     ("duplicate cell", lambda: table_from_frame(
         pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["p", "p", "p", "q"], "count": [1, 2, 3, 4]})),
      "duplicate cell {'a': 'x', 'b': 'p'}"),

@@ -162,8 +162,14 @@ def release_margins(
 
 def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, plan_objective=None, **plan_options):
     """The noise source (a seed is refused in release mode) and the plan; margins default to the paper model."""
+    from .tables import LEVELS_FROM_DATA
+
     if margins is None:
         margins = default_model(table).generators
+    if mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
+        raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
+                              "a --sparse table): the published schema would reveal which values occur; declare "
+                              "every variable's levels (--levels FILE, or levels= in the API)")
     noise = noise_source(mode, seed)
     options = {"public_total": True} if public_total else {}
     if plan_objective is not None:
@@ -296,7 +302,13 @@ def publish_release(
         raise
     if ledger is not None:
         budget = budget_status(ledger, entry["dataset"])
+    from .tables import LEVELS_FROM_DATA
+
+    undeclared = (["the levels were read from the data: the published schema reveals which values occur (declare "
+                   "them with --levels FILE before a release for publication)"]
+                  if table.metadata.get(LEVELS_FROM_DATA) else [])
     warnings = tuple([f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
+                     + undeclared
                      + release_warnings(release) + evaluation_warnings(evaluation))
     return PublishedRelease(release, evaluation, written, entry, budget, warnings)
 

@@ -180,12 +180,13 @@ def describe_variables(table: ContingencyTable) -> str:
 
 # --- construction --------------------------------------------------------------------------------
 def _level_order(values: pd.Series) -> list[str]:
-    """Numeric order when every level is a number, else the order of first appearance."""
-    seen = list(dict.fromkeys(values.tolist()))
+    """Numeric order when every level is a number, else sorted text: never the order of the file, which would
+    let the published schema and row order depend on the confidential data (a file sorted by count)."""
+    seen = set(values.tolist())
     try:
-        return sorted(seen, key=float)
+        return sorted(seen, key=lambda v: (float(v), v))
     except ValueError:
-        return seen
+        return sorted(seen)
 
 
 def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mapping[str, Sequence[str]] | None):
@@ -214,26 +215,36 @@ def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return out
 
 
-def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
-    text = raw.map(lambda v: "" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v).strip())
-    if (text == "").any():
-        row = int(np.flatnonzero((text == "").to_numpy())[0])
-        raise TabreleaseError(f"missing count in column {count_column!r} (data row {row + 1})")
-    import pandas as pd
+MAX_COUNT = 2**63 - 1
 
-    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise TabreleaseError(f"count {text.iloc[row]!r} in column {count_column!r} (data row {row + 1}) is not a number")
-    if (values < 0).any():
-        row = int(np.flatnonzero(values < 0)[0])
-        raise TabreleaseError(f"negative count {text.iloc[row]} in column {count_column!r} (data row {row + 1})")
-    fractional = values != np.round(values)
-    if fractional.any():
-        row = int(np.flatnonzero(fractional)[0])
-        raise TabreleaseError(f"fractional count {text.iloc[row]} in column {count_column!r} (data row {row + 1})")
-    return values.astype(np.int64)
+
+def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
+    """Counts parsed exactly as integers. Messages name the row, never the value (it is a confidential count)."""
+    from decimal import Decimal, InvalidOperation
+
+    values = []
+    for row, item in enumerate(raw.tolist()):
+        text = "" if item is None or (isinstance(item, float) and np.isnan(item)) else str(item).strip()
+        where = f"in column {count_column!r} (data row {row + 1})"
+        if text == "":
+            raise TabreleaseError(f"missing count {where}")
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            raise TabreleaseError(f"the count {where} is not a number") from None
+        if not number.is_finite():
+            raise TabreleaseError(f"the count {where} is not a number")
+        if number < 0:
+            raise TabreleaseError(f"a negative count {where}")
+        if number != number.to_integral_value():
+            raise TabreleaseError(f"a fractional count {where}")
+        value = int(number)
+        if value > MAX_COUNT:
+            raise TabreleaseError(f"the count {where} is too large (above 2^63 - 1)")
+        values.append(value)
+    if sum(values) > MAX_COUNT:
+        raise TabreleaseError(f"the counts in column {count_column!r} add up to more than 2^63 - 1")
+    return np.array(values, dtype=np.int64)
 
 
 def table_from_frame(
@@ -283,7 +294,18 @@ def table_from_frame(
         )
     array = np.zeros(shape, dtype=np.int64)
     array[index] = counts
-    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, dict(metadata or {}))
+    metadata = dict(metadata or {})
+    if not complete and not _all_declared(variables, levels):
+        metadata[LEVELS_FROM_DATA] = True  # a level nobody has would be missing from the schema
+    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
+
+
+# Set in a table's metadata when its levels were read from data that need not show every level.
+LEVELS_FROM_DATA = "levels_from_data"
+
+
+def _all_declared(variables, levels) -> bool:
+    return levels is not None and all(v in levels for v in variables)
 
 
 def table_from_microdata(
@@ -311,16 +333,26 @@ def table_from_microdata(
     codes = [pd.Categorical(keys[v], categories=lv).codes for v, lv in zip(variables, level_lists)]
     flat = np.ravel_multi_index(codes, shape)
     array = np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape)
-    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name)
+    metadata = {} if _all_declared(variables, levels) else {LEVELS_FROM_DATA: True}
+    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
 
 
-def read_table_csv(path: str | Path, count_column: str = "count", *, complete: bool = True) -> ContingencyTable:
+def read_table_csv(path: str | Path, count_column: str = "count", *, complete: bool = True,
+                   levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable:
     """A long-format CSV file; every field is read as text so that level labels such as '01' survive."""
     path = Path(path)
     if not path.exists():
         raise TabreleaseError(f"no such file: {path}")
     if path.is_dir():
         raise TabreleaseError(f"{path} is a directory, not a CSV file")
+    if not path.is_file():  # a FIFO, a device (/dev/zero), a socket: reading could block or never end
+        raise TabreleaseError(f"{path} is not a regular file")
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        header = next(csv.reader(fh), [])
+    names = [h.strip() for h in header]
+    repeated = sorted({h for h in names if names.count(h) > 1})
+    if repeated:
+        raise TabreleaseError(f"{path} has duplicate column names: {', '.join(repeated)}")
     import pandas as pd
 
     try:
@@ -329,7 +361,7 @@ def read_table_csv(path: str | Path, count_column: str = "count", *, complete: b
         raise TabreleaseError(f"cannot read {path}: {exc}") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
         raise TabreleaseError(f"{path} is not a readable CSV table: {str(exc).splitlines()[0]}") from None
-    return table_from_frame(frame, count_column, complete=complete, name=path.stem)
+    return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
 
 # --- built-in tables ---------------------------------------------------------------------------
@@ -371,7 +403,8 @@ def builtin_table(name: str) -> ContingencyTable:
     return ContingencyTable(tuple(variables), tuple(map(tuple, levels)), counts, name, meta)
 
 
-def load_table(source: str | Path | ContingencyTable, count_column: str = "count", *, complete: bool = True) -> ContingencyTable:
+def load_table(source: str | Path | ContingencyTable, count_column: str = "count", *, complete: bool = True,
+               levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable:
     """A built-in table by name, a long-format CSV by path, or a table passed through."""
     if isinstance(source, ContingencyTable):
         return source
@@ -382,7 +415,7 @@ def load_table(source: str | Path | ContingencyTable, count_column: str = "count
         raise TabreleaseError(
             f"{str(source)!r} is neither a built-in table ({', '.join(BUILTIN_TABLES)}) nor an existing CSV file"
         )
-    return read_table_csv(path, count_column, complete=complete)
+    return read_table_csv(path, count_column, complete=complete, levels=levels)
 
 
 def describe_builtin_tables() -> list[dict[str, Any]]:

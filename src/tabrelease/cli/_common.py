@@ -15,12 +15,33 @@ def add_table_arguments(parser) -> None:
     parser.add_argument(
         "--sparse", action="store_true", help="a CSV may omit zero cells (by default every cell must be listed)"
     )
+    parser.add_argument("--levels", metavar="FILE", help="a JSON file declaring each variable's levels in order, "
+                        '{"sex": ["f", "m"], ...}: needed in release mode for a --sparse table')
 
 
 def load_from_args(args):
     from ..tables import load_table
 
-    return load_table(args.table, args.count_column, complete=not args.sparse)
+    return load_table(args.table, args.count_column, complete=not args.sparse,
+                      levels=read_levels(getattr(args, "levels", None)))
+
+
+def read_levels(path):
+    """The declared levels of a --levels JSON file: {variable: [level, ...]}."""
+    if path is None:
+        return None
+    from ..errors import TabreleaseError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            levels = json.load(fh)
+    except OSError as exc:
+        raise TabreleaseError(f"cannot read the levels file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TabreleaseError(f"the levels file {path} is not valid JSON") from None
+    if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
+        raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
+    return {str(k): [str(x) for x in v] for k, v in levels.items()}
 
 
 def positive_float(text: str) -> float:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..bases import EFRON_STEIN, FOURIER, NEIGHBOURS
 from ..errors import TabreleaseError
 from ..models import Margin, maximal_margins
@@ -99,7 +101,7 @@ def plan_release(
     rounding: str | None = None,
 ) -> MechanismPlan:
     """Everything that does not depend on the counts: queries, exact sensitivity, calibration, estimator."""
-    shape = tuple(int(k) for k in shape)
+    shape, margins = _checked_shape(shape), _checked_margins(margins)
     name = resolve_mechanism(mechanism, shape)
     chosen = get_mechanism(name)
     if neighbours not in NEIGHBOURS:
@@ -128,6 +130,30 @@ def plan_release(
     plan = chosen.plan(shape, tuple(generators), epsilon, neighbours=neighbours, delta=delta,
                        calibration=calibration, options=options)
     return with_post_processing(plan, estimator, rounding)
+
+
+def _checked_shape(shape) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(k) for k in shape)
+    except (TypeError, ValueError):
+        raise TabreleaseError(f"a table's shape is a sequence of level counts, not {shape!r}") from None
+    if not shape or any(k < 2 for k in shape):
+        raise TabreleaseError(f"every variable needs at least 2 levels; the shape {list(shape)} has fewer")
+    return shape
+
+
+def _checked_margins(margins) -> list[tuple[int, ...]]:
+    """Margins as sequences of axis numbers (a margin given as text, or axes that are not numbers, are refused)."""
+    if isinstance(margins, (str, bytes)) or not isinstance(margins, Sequence):
+        raise TabreleaseError(f"give the margins as a list of axis tuples, e.g. [(0, 1), (1, 2)], not {margins!r}; "
+                              "parse_model reads the bracket notation")
+    out = []
+    for g in margins:
+        if isinstance(g, (str, bytes)) or not isinstance(g, Sequence) or not all(
+                isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in g):
+            raise TabreleaseError(f"a margin is a tuple of axis numbers, not {g!r}")
+        out.append(tuple(int(a) for a in g))
+    return out
 
 
 def with_post_processing(plan: MechanismPlan, estimator: str | None = None, rounding: str | None = None) -> MechanismPlan:

@@ -62,6 +62,9 @@ def nonneg_shift(plan: MechanismPlan) -> dict[str, float]:
 def with_shift(plan: MechanismPlan) -> MechanismPlan:
     """Record the shift (it moves with the scale) in the plan's parameters and notes."""
     shift = nonneg_shift(plan)
+    if not all(math.isfinite(v) and abs(v) < 1e15 for v in shift.values()):
+        raise TabreleaseError(f"--nonneg-t {plan.parameters['t']:g} lifts the counts by more than 1e15: choose a "
+                              "smaller t (the default is 5)")
     note = (
         f"nonneg: every released count is lifted on purpose, by {shift['shift_per_cell']:.6g} per cell of the full "
         f"table ({shift['shift_total']:.6g} in all; t * d * scale = {shift['constant_term_shift']:.6g} on the constant "
