@@ -218,10 +218,15 @@ class LeastSquaresProblem:
         if values.shape != (self.size,) or not np.all(np.isfinite(values)):
             raise TabreleaseError("the least-squares fit needs one finite value per measured query")
         start = time.perf_counter()
+        # Scaled to counts of order 1 and weights of at most 1 (the minimiser is unchanged): at n of 1e8-1e12 the
+        # raw problem is ill-conditioned enough for the interior-point method to call it infeasible.
+        unit = max(1.0, abs(float(total)) / self._cells, float(np.abs(values).max(initial=0.0)) / 1e3)
         weights = np.asarray(weights, float)
+        weights = weights / weights.max()
+        values = values / unit
         b = np.zeros(self._A.shape[0])
         b[: self._m] = values
-        b[self._m] = max(float(total), 0.0)
+        b[self._m] = max(float(total), 0.0) / unit
         hessian = sp.diags(np.concatenate([np.zeros(self._cells), weights])).tocsc()
         settings = clarabel.DefaultSettings()
         settings.verbose = False
@@ -234,7 +239,7 @@ class LeastSquaresProblem:
         solution = solver.solve()
         if str(solution.status) not in ("Solved", "AlmostSolved"):
             raise TabreleaseError(f"the least-squares fit did not solve: Clarabel says {solution.status}")
-        table = np.maximum(np.asarray(solution.x)[: self._cells], 0.0).reshape(self.domain)
+        table = np.maximum(np.asarray(solution.x)[: self._cells], 0.0).reshape(self.domain) * unit
         return table, time.perf_counter() - start
 
 

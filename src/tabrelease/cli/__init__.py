@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
 SINGLE_THREAD_BLAS = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
+def _terminate(signum, frame):
+    # SIGTERM (a scheduler's kill, a timeout) unwinds like an interrupt, so that a half-written release's staging
+    # folder is removed on the way out. (SIGKILL cannot be caught: the next run removes what it left.)
+    raise SystemExit(128 + signum)
+
+
 def entry() -> int:
     """The console script: one BLAS thread (unless the user chose otherwise), then `main`."""
     if "numpy" not in sys.modules and not any(var in os.environ for var in SINGLE_THREAD_BLAS):
@@ -51,6 +57,11 @@ def entry() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -1,0 +1,168 @@
+"""Governance (issue 13): release mode at any n, checks before the charge, a public schema that depends only on
+declared metadata, no confidential residue, and bad inputs that hang or lie."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tabrelease as tr
+from tabrelease.cli import main
+from tabrelease.ledger import budget_status, init_ledger
+from tabrelease.tables import margin_counts
+
+
+@pytest.fixture(autouse=True)
+def no_environment_key(monkeypatch):
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
+
+
+def _table(shape, big_cell, seed=0):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 50, size=shape).astype(np.int64)
+    counts.flat[7] = big_cell
+    levels = [[str(i) for i in range(k)] for k in shape]
+    return tr.ContingencyTable(tuple(f"V{i}" for i in range(len(shape))), tuple(map(tuple, levels)), counts, "big")
+
+
+@pytest.mark.parametrize("shape, cell", [((10, 10, 2), 3 * 10**7), ((51, 18, 2), 3.3 * 10**8), ((4, 3, 2), 10**12)])
+@pytest.mark.parametrize("mechanism", ["planned", "auto", "cells", "margins"])
+def test_release_mode_draws_exact_64_bit_integers_at_any_n(shape, cell, mechanism):
+    """The 32-bit OpenDP domain failed at 2.4e9 and the float check at n = 3.3e8; the released margins are the
+    truth plus noise of the planned size (a relative error far below 1e-3 at these n)."""
+    table = _table(shape, int(cell))
+    margins = [(0, 1), (1, 2)]
+    release = tr.release_margins(table, 1.0, margins, mechanism=mechanism, mode="release")
+    for g, m in zip(release.margins, release.released_margins):
+        truth = margin_counts(table.counts, g)
+        assert np.abs(m - truth).sum() < 1e-3 * table.n
+
+
+def test_counts_too_large_for_the_sampler_are_refused_before_the_charge(tmp_path, capsys):
+    table = _table((4, 3, 2), 2**61)
+    table.with_counts(table.counts).write_csv(tmp_path / "huge.csv")
+    ledger = init_ledger(tmp_path / "ledger.json")
+    code = main(["release", str(tmp_path / "huge.csv"), "--epsilon", "1", "--mechanism", "auto", "--margins", "[AB][BC]",
+                 "--ledger", str(ledger), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "too large for release mode's 64-bit secure sampler" in err
+    assert str(2**61) not in err and str(table.n) not in err
+    assert budget_status(ledger, "huge").releases == 0 and not (tmp_path / "r").exists()
+
+
+def test_the_public_files_do_not_depend_on_the_input_file_s_order(tmp_path, capsys):
+    frame = tr.builtin_table("journey_to_work").to_frame()
+    frame["A"] = frame["A"].map({"a": "walk", "b": "bus", "c": "car", "d": "rail"})
+    outputs = []
+    for i, ordered in enumerate([frame, frame.sort_values("count", ascending=False), frame.sample(frac=1, random_state=3)]):
+        ordered.to_csv(tmp_path / f"t{i}.csv", index=False)
+        out = tmp_path / f"r{i}"
+        assert main(["release", str(tmp_path / f"t{i}.csv"), "--epsilon", "1", "--simulate", "--seed", "4",
+                     "--margins", "[AB][AC][BC]", "--out", str(out)]) == 0
+        release = json.loads((out / "public" / "release.json").read_text())
+        release.pop("created")
+        files = {p.name: p.read_text() for p in (out / "public").iterdir() if p.suffix == ".csv"}
+        outputs.append((release, files))
+    capsys.readouterr()
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0][0]["variables"][0]["levels"] == ["bus", "car", "rail", "walk"]
+
+
+def test_levels_read_from_sparse_data_are_refused_in_release_mode_and_flagged_in_simulation(tmp_path, capsys):
+    (tmp_path / "s.csv").write_text("A,B,count\nx,p,4\ny,q,1\nx,q,2\n")  # a level nobody has would be missing
+    base = ["release", str(tmp_path / "s.csv"), "--epsilon", "1", "--sparse", "--margins", "[AB]"]
+    assert main([*base, "--out", str(tmp_path / "r1")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "declare every variable's levels (--levels FILE" in err
+    assert not (tmp_path / "r1").exists()
+    assert main([*base, "--simulate", "--out", str(tmp_path / "r2")]) == 0
+    assert "the published schema reveals which values occur" in capsys.readouterr().out
+    (tmp_path / "levels.json").write_text(json.dumps({"A": ["x", "y", "z"], "B": ["p", "q"]}))
+    assert main([*base, "--levels", str(tmp_path / "levels.json"), "--out", str(tmp_path / "r3")]) == 0
+    release = json.loads((tmp_path / "r3" / "public" / "release.json").read_text())
+    assert release["variables"][0]["levels"] == ["x", "y", "z"]  # the declared level nobody has is published
+
+
+def test_a_killed_run_s_staging_folder_is_removed_by_the_next_run(tmp_path, capsys):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".r.staging-{dead.pid}-abc"
+    (stale / "internal").mkdir(parents=True)
+    (stale / "internal" / "audit.json").write_text("{}")
+    alive = tmp_path / f".r.staging-{os.getpid()}-xyz"  # a run still going (this process) is left alone
+    alive.mkdir()
+    assert main(["release", "czech", "--epsilon", "1", "--simulate", "--out", str(tmp_path / "r")]) == 0
+    assert f"removed {stale.name}" in capsys.readouterr().out
+    assert not stale.exists() and alive.exists()
+
+
+SLOW_WRITE = """
+import sys, time
+import tabrelease.reports as reports
+def slow(audit):
+    open(sys.argv[2], "w").close()
+    time.sleep(60)
+reports.render_audit_html = slow
+from tabrelease.cli import main
+sys.exit(main(["release", "czech", "--epsilon", "1", "--simulate", "--out", sys.argv[1]]))
+"""
+
+
+def test_a_terminated_release_leaves_nothing_behind(tmp_path):
+    marker = tmp_path / "writing"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(tmp_path / "out"), str(marker)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(600):
+        if marker.exists():
+            break
+        time.sleep(0.05)
+    assert any(p.name.startswith(".out.staging-") for p in tmp_path.iterdir())  # mid-write, the audit staged
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["writing"]
+
+
+@pytest.mark.parametrize("label, prepare, argv, message", [
+    ("a FIFO", lambda d: os.mkfifo(d / "t.csv"), ["fit", "t.csv"], "t.csv is not a regular file"),
+    ("a device", None, ["fit", "/dev/zero"], "/dev/zero is not a regular file"),
+    ("duplicate columns", lambda d: (d / "t.csv").write_text("A,A,count\n0,0,1\n0,1,1\n1,0,1\n1,1,1\n"),
+     ["fit", "t.csv"], "duplicate column names: A"),
+    ("a huge lift", None, ["release", "czech", "--epsilon", "1", "--mechanism", "nonneg", "--nonneg-t", "1e308",
+                           "--simulate", "--out", "o"], "lifts the counts by more than 1e15"),
+    ("a negative seed", None, ["release", "czech", "--epsilon", "1", "--simulate", "--seed", "-1", "--out", "o"],
+     "must be at least 0"),
+])
+def test_inputs_that_hung_or_lied_get_one_line(tmp_path, monkeypatch, capsys, label, prepare, argv, message):
+    monkeypatch.chdir(tmp_path)
+    if prepare:
+        prepare(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(argv) == 2, label
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_count_above_2_to_the_53_is_kept_exactly():
+    frame = pd.DataFrame({"A": ["0", "0", "1", "1"], "B": ["0", "1", "0", "1"],
+                          "count": [str(2**53 + 1), "1", "2", "3"]})
+    table = tr.table_from_frame(frame)
+    assert int(table.counts[0, 0]) == 2**53 + 1 and table.n == 2**53 + 7
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t: tr.release_margins(t, 1.0, "AB", mode="simulation", seed=1), "give the margins as a list of axis tuples"),
+    (lambda t: tr.release_margins(t, 1.0, [(0, "B")], mode="simulation", seed=1), "a margin is a tuple of axis numbers"),
+    (lambda t: tr.plan_release((2, 0, 3), [(0, 1)], 1.0), "every variable needs at least 2 levels"),
+    (lambda t: tr.release_margins(t, 1.0, mechanism="nonneg", nonneg_t=float("nan"), mode="simulation", seed=1),
+     "--nonneg-t must be a finite number"),
+])
+def test_api_misuse_is_refused_in_words(call, message):
+    with pytest.raises(tr.TabreleaseError, match=message):
+        call(tr.builtin_table("czech"))
