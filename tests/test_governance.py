@@ -122,7 +122,8 @@ def test_a_terminated_release_leaves_nothing_behind(tmp_path):
         if marker.exists():
             break
         time.sleep(0.05)
-    assert any(p.name.startswith(".out.staging-") for p in tmp_path.iterdir())  # mid-write, the audit staged
+    staged = [p for p in tmp_path.iterdir() if p.name.startswith(".out.staging-")]
+    assert staged and all((p.stat().st_mode & 0o777) == 0o700 for p in staged)  # mid-write, owner-only
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert sorted(p.name for p in tmp_path.iterdir()) == ["writing"]
@@ -166,3 +167,12 @@ def test_a_count_above_2_to_the_53_is_kept_exactly():
 def test_api_misuse_is_refused_in_words(call, message):
     with pytest.raises(tr.TabreleaseError, match=message):
         call(tr.builtin_table("czech"))
+
+
+def test_an_unwritable_destination_is_found_before_the_charge(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    # /proc takes no new folders, even from root (a chmod would not stop root)
+    code = main(["release", "czech", "--epsilon", "1", "--ledger", str(ledger), "--out", "/proc/tabrelease-release"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cannot write a release into /proc" in err
+    assert budget_status(ledger, "czech").releases == 0

@@ -151,7 +151,8 @@ def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
     release_charge(ledger, builtin_table("edwards"))
     data = json.loads(ledger.read_text())
     assert set(data) == {"version", "key_id", "records", "head"}
-    assert set(data["records"][1]) == {"kind", "dataset", "fingerprint", "table", "epsilon", "delta", "mechanism",
+    assert set(data["records"][1]) == {"kind", "dataset", "fingerprint", "table", "epsilon", "delta", "neighbours",
+                                       "total_public", "mechanism",
                                        "margins", "output", "noise_mode", "time", "process", "mac"}
     key = tmp_path / "ledger.json.key"
     assert key.exists() and (key.stat().st_mode & 0o777) == 0o600
@@ -300,3 +301,43 @@ def test_a_release_that_fails_after_its_charge_stays_charged_and_says_so(tmp_pat
     assert [r["kind"] for r in records] == ["release", "failure"]
     assert records[1]["release_mac"] == records[0]["mac"] and "OSError" in records[1]["reason"]
     assert budget_status(ledger, "edwards").epsilon_spent == pytest.approx(0.1) and verify_ledger(ledger) == []
+
+
+def test_releases_that_publish_n_exactly_do_not_add_to_an_add_remove_budget(tmp_path):
+    """A review found 0.5 (add-remove) + 0.3 (public total) + 0.2 (replace) recorded as 1 spent of 1, where the
+    releases together have no add-remove guarantee and are 2(0.5) + 2(0.3) + 0.2 = 1.8-DP under replace."""
+    czech = builtin_table("czech")
+    ledger = new_ledger(tmp_path)
+    set_budget(ledger, "czech", 1.0)
+    release_charge(ledger, czech, epsilon=0.5)
+    with pytest.raises(TabreleaseError, match="publishes n exactly .a public total.*--budget-neighbours replace"):
+        release_charge(ledger, czech, epsilon=0.3, total_public=True)
+    with pytest.raises(TabreleaseError, match="publishes n exactly .replace neighbours"):
+        release_charge(ledger, czech, epsilon=0.2, neighbours="replace")
+    replace = new_ledger(tmp_path, "replace.json")
+    set_budget(replace, "czech", 2.0, neighbours="replace")
+    release_charge(replace, czech, epsilon=0.5)
+    release_charge(replace, czech, epsilon=0.3, total_public=True)
+    release_charge(replace, czech, epsilon=0.2, neighbours="replace")
+    status = budget_status(replace, "czech")
+    assert status.neighbours == "replace" and status.epsilon_spent == pytest.approx(1.8)
+    with pytest.raises(TabreleaseError, match="needs epsilon 0.4"):
+        release_charge(replace, czech, epsilon=0.2)  # 2 x 0.2 > 0.2 left
+    free = new_ledger(tmp_path, "free.json")  # no budget: the summary says under which relation the sum holds
+    release_charge(free, czech, epsilon=0.5)
+    assert budget_status(free, "czech").neighbours == "add-remove"
+    release_charge(free, czech, epsilon=0.3, total_public=True)
+    status = budget_status(free, "czech")
+    assert status.neighbours == "replace" and status.epsilon_spent == pytest.approx(1.6)
+
+
+def test_the_command_line_charges_a_public_total_release_as_publishing_n(tmp_path, capsys):
+    ledger = new_ledger(tmp_path)
+    assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "1"]) == 0
+    code = main(["release", "czech", "--epsilon", "0.3", "--public-total", "--simulate", "--ledger", str(ledger),
+                 "--out", str(tmp_path / "r")])
+    assert code == 2 and "publishes n exactly" in capsys.readouterr().err
+    assert main(["ledger", str(ledger), "--set-budget", "other", "--epsilon", "1", "--budget-neighbours", "replace"]) == 0
+    assert main(["release", "czech", "--epsilon", "0.3", "--public-total", "--simulate", "--ledger", str(ledger),
+                 "--dataset", "other", "--out", str(tmp_path / "r2")]) == 0
+    assert budget_status(ledger, "other").epsilon_spent == pytest.approx(0.6)

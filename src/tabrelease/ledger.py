@@ -43,6 +43,8 @@ from ._files import temporary_path, write_text_atomic
 from .errors import TabreleaseError
 from .tables import ContingencyTable
 
+NEIGHBOURS = ("add-remove", "replace")
+
 KEY_ENVIRONMENT = "TABRELEASE_LEDGER_KEY"
 LEDGER_VERSION = 2
 MIN_KEY_LENGTH = 32
@@ -60,6 +62,7 @@ class BudgetStatus:
     epsilon_budget: float | None
     delta_budget: float | None
     fingerprints: tuple[str, ...] = ()  # the distinct tables released under this dataset
+    neighbours: str = "add-remove"  # the relation the spending is summed under
 
     @property
     def table(self) -> str:  # the name a release gave; kept for callers of version 1
@@ -294,19 +297,25 @@ def _check_budget_values(epsilon, delta) -> tuple[float, float]:
     return float(epsilon), float(delta or 0.0)
 
 
-def set_budget(path, dataset: str, epsilon: float, delta: float | None = None) -> BudgetStatus:
-    """Give a dataset a total budget (epsilon, and delta for (epsilon, delta) releases; no delta means 0)."""
+def set_budget(path, dataset: str, epsilon: float, delta: float | None = None,
+               neighbours: str = "add-remove") -> BudgetStatus:
+    """Give a dataset a total budget (epsilon, and delta for (epsilon, delta) releases; no delta means 0), for the
+    guarantee under `neighbours`: "add-remove" (the default) or "replace" (n treated as known)."""
     dataset = _dataset_name(dataset)
     epsilon, delta = _check_budget_values(epsilon, delta)
+    if neighbours not in NEIGHBOURS:
+        raise TabreleaseError(f"a budget's neighbour relation is add-remove or replace, not {neighbours!r}")
     path = _resolve(path)
     _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
     key = ledger_key(path)
     with _lock(path):
         data = _read_verified(path, key)
-        spent = _spent(data, dataset)
+        spent = _spent(data, dataset, neighbours)
         if spent[0] > epsilon * (1 + _SLACK):
-            raise TabreleaseError(f"{dataset} has already spent epsilon {spent[0]:g}; a budget of {epsilon:g} is below that")
-        _append(data, key, {"kind": "budget", "dataset": dataset, "epsilon": epsilon, "delta": delta})
+            raise TabreleaseError(f"{dataset} has already spent epsilon {spent[0]:g} (under {neighbours} neighbours); "
+                                  f"a budget of {epsilon:g} is below that")
+        _append(data, key, {"kind": "budget", "dataset": dataset, "epsilon": epsilon, "delta": delta,
+                            "neighbours": neighbours})
         _write(path, data, key)
         return _status(data, dataset)
 
@@ -319,10 +328,14 @@ def _dataset_name(dataset) -> str:
 
 def charge(path, table: ContingencyTable, *, epsilon: float, delta: float | None, mechanism: str,
            margins: list[str], output: str | None, noise_mode: str, dataset: str | None = None,
-           allow_unbudgeted: bool = False) -> dict:
+           allow_unbudgeted: bool = False, neighbours: str = "add-remove", total_public: bool = False) -> dict:
     """Record a release before its noise is drawn, or refuse it if it would exceed its dataset's budget.
 
-    A ledger that holds any budget refuses a dataset without one, unless `allow_unbudgeted`."""
+    A ledger that holds any budget refuses a dataset without one, unless `allow_unbudgeted`. Releases compose
+    under the budget's neighbour relation: under add-remove only add-remove releases with a noised total count
+    (one that publishes n exactly has no add-remove guarantee); under replace an add-remove release costs 2
+    epsilon (group privacy; and an add-remove release with a public total is 2 epsilon-DP between tables of
+    equal n), a replace release its epsilon."""
     dataset = _check_dataset(table.name if dataset is None else dataset)
     if not (_finite_non_negative(epsilon) and epsilon > 0) or (delta is not None and not _finite_non_negative(delta)):
         raise TabreleaseError(f"a release is charged a positive finite epsilon and a finite delta, not {epsilon!r}, {delta!r}")
@@ -332,9 +345,18 @@ def charge(path, table: ContingencyTable, *, epsilon: float, delta: float | None
     fingerprint = table_fingerprint(table, key)
     with _lock(path):
         data = _read_verified(path, key)
-        eps_spent, delta_spent, _ = _spent(data, dataset)
         budgets = _budgets(data)
         budget = budgets.get(dataset)
+        relation = budget.get("neighbours", "add-remove") if budget is not None else _relation(data, dataset)
+        release = {"neighbours": neighbours, "total_public": bool(total_public), "epsilon": float(epsilon)}
+        cost = _cost(release, relation)
+        if cost is None and budget is not None:
+            raise TabreleaseError(
+                f"the budget of {dataset} bounds an add-remove guarantee, and this release publishes n exactly "
+                f"({'replace neighbours' if neighbours == 'replace' else 'a public total'}), which has none; set the "
+                f"dataset's budget under replace neighbours (--budget-neighbours replace); nothing was released")
+        eps_spent, delta_spent, _ = _spent(data, dataset, relation if cost is not None else "replace")
+        epsilon_charged = cost if cost is not None else 2.0 * float(epsilon)
         if budget is None and budgets and not allow_unbudgeted:
             raise TabreleaseError(
                 f"the ledger has budgets but none for the dataset {dataset!r}; set one (`tabrelease ledger FILE "
@@ -342,9 +364,9 @@ def charge(path, table: ContingencyTable, *, epsilon: float, delta: float | None
         if budget is not None:
             eps_left = budget["epsilon"] - eps_spent
             delta_left = budget["delta"] - delta_spent
-            if epsilon > eps_left + _SLACK * budget["epsilon"]:
+            if epsilon_charged > eps_left + _SLACK * budget["epsilon"]:
                 raise TabreleaseError(
-                    f"privacy budget of {dataset} exceeded: this release needs epsilon {epsilon:g}, "
+                    f"privacy budget of {dataset} exceeded: this release needs epsilon {epsilon_charged:g}, "
                     f"{max(eps_left, 0):g} of {budget['epsilon']:g} remains (spent {eps_spent:g}); nothing was released"
                 )
             if (delta or 0.0) > delta_left + _SLACK * max(budget["delta"], 1e-300):
@@ -354,8 +376,9 @@ def charge(path, table: ContingencyTable, *, epsilon: float, delta: float | None
                 )
         entry = _append(data, key, {
             "kind": "release", "dataset": dataset, "fingerprint": fingerprint, "table": table.name,
-            "epsilon": float(epsilon), "delta": float(delta or 0.0), "mechanism": mechanism,
-            "margins": list(margins), "output": output, "noise_mode": noise_mode,
+            "epsilon": float(epsilon), "delta": float(delta or 0.0), "neighbours": neighbours,
+            "total_public": bool(total_public), "mechanism": mechanism, "margins": list(margins), "output": output,
+            "noise_mode": noise_mode,
         })
         _write(path, data, key)
     return entry
@@ -387,18 +410,37 @@ def _budgets(data: dict) -> dict[str, dict]:
     return out
 
 
-def _spent(data: dict, dataset: str) -> tuple[float, float, int]:
+def _cost(release: dict, relation: str) -> float | None:
+    """What a release spends of a budget under `relation`; None: it has no guarantee under that relation."""
+    epsilon = float(release["epsilon"])
+    publishes_n = release.get("neighbours", "add-remove") == "replace" or release.get("total_public", False)
+    if relation == "add-remove":
+        return None if publishes_n else epsilon
+    return epsilon if release.get("neighbours", "add-remove") == "replace" else 2.0 * epsilon
+
+
+def _relation(data: dict, dataset: str) -> str:
+    """The relation a dataset's releases can be summed under: add-remove while none publishes n exactly."""
     mine = [r for r in data["records"] if r["kind"] == "release" and r["dataset"] == dataset]
-    return sum(r["epsilon"] for r in mine), sum(r["delta"] for r in mine), len(mine)
+    return "add-remove" if all(_cost(r, "add-remove") is not None for r in mine) else "replace"
+
+
+def _spent(data: dict, dataset: str, relation: str | None = None) -> tuple[float, float, int]:
+    relation = relation or _relation(data, dataset)
+    mine = [r for r in data["records"] if r["kind"] == "release" and r["dataset"] == dataset]
+    costs = [_cost(r, relation) for r in mine]
+    return (sum(2.0 * r["epsilon"] if c is None else c for r, c in zip(mine, costs)),
+            sum(r["delta"] for r in mine), len(mine))
 
 
 def _status(data: dict, dataset: str) -> BudgetStatus:
-    eps, delta, count = _spent(data, dataset)
     budget = _budgets(data).get(dataset)
+    relation = budget.get("neighbours", "add-remove") if budget is not None else _relation(data, dataset)
+    eps, delta, count = _spent(data, dataset, relation)
     prints = tuple(dict.fromkeys(r["fingerprint"] for r in data["records"]
                                  if r["kind"] == "release" and r["dataset"] == dataset))
     return BudgetStatus(dataset, count, eps, delta, None if budget is None else budget["epsilon"],
-                        None if budget is None else budget["delta"], prints)
+                        None if budget is None else budget["delta"], prints, relation)
 
 
 def budget_status(path, dataset) -> BudgetStatus:

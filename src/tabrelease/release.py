@@ -284,7 +284,8 @@ def publish_release(
         entry = charge(
             ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta, mechanism=plan.mechanism,
             margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
-            noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted,
+            noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted, neighbours=cal.neighbours,
+            total_public=bool(plan.parameters.get("total_is_public")),
         )
     try:
         release = run_plan(plan, table.counts, noise)

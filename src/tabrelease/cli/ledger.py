@@ -22,6 +22,10 @@ def register(subparsers) -> None:
                         "given with release --dataset) whose total budget to set")
     parser.add_argument("--epsilon", type=positive_float, help="the total epsilon budget (with --set-budget)")
     parser.add_argument("--delta", type=float, default=None, help="the total delta budget (default 0)")
+    parser.add_argument("--budget-neighbours", choices=("add-remove", "replace"), default="add-remove",
+                        help="the guarantee the budget bounds: add-remove (default; releases that publish n exactly, "
+                        "with --public-total or replace neighbours, are refused) or replace (n treated as known; an "
+                        "add-remove release costs 2 epsilon)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(run=run)
 
@@ -50,7 +54,7 @@ def run(args) -> int:
     if args.set_budget is not None:
         if args.epsilon is None:
             raise TabreleaseError("--set-budget needs --epsilon (the dataset's total budget)")
-        set_budget(path, args.set_budget, args.epsilon, args.delta)
+        set_budget(path, args.set_budget, args.epsilon, args.delta, neighbours=args.budget_neighbours)
     elif args.epsilon is not None or args.delta is not None:
         raise TabreleaseError("--epsilon and --delta set a budget: give --set-budget DATASET too")
     rows = ledger_summary(path)
@@ -58,14 +62,15 @@ def run(args) -> int:
         print_json({"ledger": path, "composition": "basic sequential (epsilons add, deltas add)",
                     "datasets": [r.as_dict() for r in rows]})
         return 0
-    print(f"{'dataset':<20} {'tables':>6} {'releases':>8} {'eps spent':>10} {'eps budget':>10} {'eps left':>9} "
-          f"{'delta spent':>11} {'delta left':>10}")
+    print(f"{'dataset':<20} {'tables':>6} {'releases':>8} {'neighbours':>10} {'eps spent':>10} {'eps budget':>10} "
+          f"{'eps left':>9} {'delta spent':>11} {'delta left':>10}")
     for r in rows:
         fmt = lambda v: "-" if v is None else f"{v:.6g}"  # noqa: E731
-        print(f"{r.dataset:<20} {len(r.fingerprints):>6} {r.releases:>8} {r.epsilon_spent:>10.6g} "
+        print(f"{r.dataset:<20} {len(r.fingerprints):>6} {r.releases:>8} {r.neighbours:>10} {r.epsilon_spent:>10.6g} "
               f"{fmt(r.epsilon_budget):>10} {fmt(r.epsilon_remaining):>9} {r.delta_spent:>11.3g} {fmt(r.delta_remaining):>10}")
-    print("composition: basic sequential (epsilons add, deltas add); '-' = no budget set; 'tables': distinct tables "
-          "(keyed fingerprints) released under the dataset")
+    print("composition: basic sequential (epsilons add, deltas add) under the neighbour relation shown: under replace, "
+          "an add-remove release counts 2 epsilon; '-' = no budget set; 'tables': distinct tables (keyed fingerprints) "
+          "released under the dataset")
     for r in rows:
         if len(r.fingerprints) > 1:
             print(f"NOTE: {r.dataset} was released from {len(r.fingerprints)} different tables (the data changed "
