@@ -110,7 +110,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         noise_mode=measurements.noise_mode,
         consistent=rounded.consistent,
         basis=None if plan.basis is None else plan.basis.kind,
-        coefficients_released=measurements.size,
+        coefficients_released=sum(b.size for b in measurements.blocks if b.distribution != EXACT),
         timings=timings,
         parameters=dict(plan.parameters),
         notes=tuple(notes),

@@ -291,15 +291,20 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <h1>Release audit — {{ a.table.name }}</h1>
 <p><strong>Internal: this page describes the confidential table. Do not publish it.</strong></p>
 {% for w in a.release.warnings %}<div class="warn">{{ w }}</div>{% endfor %}
-{% for n in a.notes %}<div class="warn">{{ n }}</div>{% endfor %}
+{% for n in a.notes if n not in a.release.warnings %}<div class="warn">{{ n }}</div>{% endfor %}
 <h2>Release</h2>
 <table>
 <tr><th>mechanism</th><td>{{ a.release.mechanism }}{% if a.release.basis %} ({{ a.release.basis }} basis){% endif %}</td></tr>
 <tr><th>privacy</th><td>&epsilon; = {{ a.release.epsilon }}{% if a.release.delta %}, &delta; = {{ a.release.delta }}{% endif %}, neighbours: {{ a.release.neighbours }}</td></tr>
 <tr><th>margins</th><td>{% for m in a.release.margins %}<code>{{ m.label }}</code> {% endfor %}</td></tr>
-<tr><th>noise</th><td>{{ a.release.noise.distribution }}, scale {{ "%.6g"|format(a.release.noise.scale) }}, {{ a.release.noise.sampler }}</td></tr>
+<tr><th>noise</th><td>{% if a.release.plan %}{{ a.release.noise.distribution }}, planned per block (below); {% else %}{{ a.release.noise.distribution }}, scale {{ "%.6g"|format(a.release.noise.scale) }}, {% endif %}{{ a.release.noise.sampler }}</td></tr>
 <tr><th>made</th><td>{{ a.release.created }} by tabrelease {{ a.release.tool_version }}</td></tr>
 </table>
+{% if a.release.plan %}<h2>What was measured (the plan)</h2>
+<p>Total: {{ a.release.plan.total }}. Margin blocks have their scale in counts; residual blocks (Fourier or Efron–Stein coefficients) in coefficient units.</p>
+<table><tr><th>block</th><th>variables</th><th>noise scale</th></tr>
+{% for b in a.release.plan.blocks %}<tr><td>{{ b.query }}</td><td>{{ b.variables|join(", ") }}</td><td>{{ "%.6g"|format(b.scale) }}</td></tr>
+{% endfor %}</table>{% endif %}
 <h2>Calibration check</h2>
 <table>
 <tr><th>exact {{ a.calibration_check.sensitivity_norm }} sensitivity</th><td>{{ "%.6g"|format(a.calibration_check.sensitivity) }}</td></tr>

@@ -21,6 +21,7 @@ def register(subparsers) -> None:
     parser.add_argument("--repetitions", type=int, default=None, help="runs per point (default 50)")
     parser.add_argument("--tables", type=name_list, default=None, help="default: the four built-in tables")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--force", action="store_true", help="replace the frontier files in an existing --out")
     parser.set_defaults(run=run)
 
 
@@ -34,6 +35,14 @@ def run(args) -> int:
     for name in tables:
         if name not in BUILTIN_TABLES:
             raise TabreleaseError(f"unknown built-in table {name!r}; choose from {', '.join(BUILTIN_TABLES)}")
+    try:
+        import matplotlib  # noqa: F401  (the figures need it: say so before the work, not after)
+    except ImportError:
+        raise TabreleaseError("the frontier's figures need matplotlib: pip install 'tabrelease[paper]'") from None
+    from pathlib import Path
+
+    if Path(args.out).exists() and not args.force and any(Path(args.out).iterdir()):
+        raise TabreleaseError(f"{args.out} exists and is not empty; choose another --out or pass --force")
     repetitions = REPETITIONS if args.repetitions is None else args.repetitions
     if repetitions < 2 or args.jobs < 1:
         raise TabreleaseError("--repetitions must be at least 2 and --jobs at least 1")

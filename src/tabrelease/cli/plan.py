@@ -50,11 +50,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{table.name}: expected error of each released margin ({noise}, {args.neighbours} neighbours"
           f"{', public total' if args.public_total else ''}); computed from the shape and margins only")
     print(f"{'margin':<12} {'cells':>5} {'epsilon':>8} {'E L1 planned':>13} {'cell sd':>9} "
-          f"{'E L1 ' + rows[0]['paper_mechanism']:>18} {'ratio':>6}")
+          f"{'E L1 ' + rows[0]['paper_mechanism'] + '*':>18} {'ratio':>6}")
     for r in rows:
         paper = r["paper_expected_l1"]
         print(f"{r['margin']:<12} {r['cells']:>5} {r['epsilon']:>8g} {r['expected_l1']:>13.4g} {r['cell_sd']:>9.4g} "
               f"{paper:>18.4g} {r['expected_l1'] / paper:>6.2f}")
     print("E L1: expected L1 error of the unbiased linear reconstruction of the measurements (normal approximation);"
           " non-negativity and rounding usually reduce it.")
+    print(f"*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
+          f"(see `tabrelease frontier` for measured errors)")
     return 0

@@ -11,8 +11,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "release",
         help="release margins under differential privacy and write public/ and internal/ folders",
-        description="Release the margins of a table under epsilon-DP (or (epsilon, delta)-DP for the gaussian "
-        "mechanism). Writes DIR/public (the released margins and release.json) and DIR/internal (audit.json and "
+        description="Release the margins of a table under epsilon-DP (or (epsilon, delta)-DP with --delta, for the "
+        "planned and gaussian mechanisms). Writes DIR/public (the released margins and release.json) and DIR/internal (audit.json and "
         "audit.html, which compare the release with the confidential table).",
     )
     add_table_arguments(parser)
@@ -40,11 +40,12 @@ def register(subparsers) -> None:
     parser.add_argument("--nonneg-t", type=positive_float, default=None,
                         help="t of the nonneg mechanism: the implied table is non-negative w.p. 1 - exp(-t) (default 5)")
     parser.add_argument("--estimator", default=None,
-                        help="linf-lp (the paper's LP; default for coefficient mechanisms), least-squares (GLS over "
-                        "non-negative tables with the total pinned), as-measured, shifted-synthesis")
+                        help="least-squares (GLS over non-negative tables with the total pinned; default of planned), "
+                        "linf-lp (the paper's LP; default of the paper's mechanisms), as-measured, shifted-synthesis")
     parser.add_argument("--rounding", default=None, choices=("nearest", "controlled", "none"),
-                        help="nearest (each cell, the paper's step 6; default), controlled (an integer table whose "
-                        "margins are as close as possible to the estimate's), none")
+                        help="controlled (an integer table whose margins are as close as possible to the estimate's; "
+                        "default of planned), nearest (each cell, the paper's step 6; default of the paper's "
+                        "mechanisms), none")
     parser.add_argument("--bound-delta", type=float, default=0.05,
                         help="the audit's L1 error bounds hold with probability 1 - this (default 0.05)")
     parser.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
@@ -87,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
     release, cal = done.release, done.release.noise
     design = release.plan.design if release.plan is not None else None
     if design is not None:
-        scales = [release.plan.block_scale(b.query, b.variables) for b in design.blocks]
-        noise = f"{cal.distribution} noise planned per block, scales {min(scales):.4g} to {max(scales):.4g}"
+        from ..mechanisms import get_mechanism
+
+        sds = [e.cell_sd for e in get_mechanism(release.mechanism).expected_errors(release.plan).values()]
+        noise = (f"{cal.distribution} noise planned per block: expected cell sd {min(sds):.3g} to {max(sds):.3g} "
+                 "counts")
     else:
         noise = f"{cal.distribution} scale {cal.scale:.4g}"
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "

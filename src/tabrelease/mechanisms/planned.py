@@ -24,7 +24,8 @@ from ._base import Mechanism, MechanismPlan, no_paper_calibration
 from ._coefficients import integer_row_bound
 
 PUBLIC_TOTAL_NOTE = ("the total n is treated as public (an invariant, as in census practice): it is released "
-                     "exactly and the privacy guarantee covers everything else")
+                     "exactly; epsilon is the add-remove guarantee of everything else, and between tables of equal n "
+                     "(one record changed) the release is 2 epsilon-DP")
 REPLACE_TOTAL_NOTE = "under replace neighbours no neighbouring pair changes n: the total is exact (sensitivity 0)"
 
 
