@@ -176,3 +176,14 @@ def test_an_unwritable_destination_is_found_before_the_charge(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "cannot write a release into /proc" in err
     assert budget_status(ledger, "czech").releases == 0
+
+
+def test_microdata_levels_must_be_declared_for_release_mode():
+    people = pd.DataFrame({"sex": ["f", "m", "f", "f", "m"], "region": ["n", "s", "s", "s", "n"]})
+    undeclared = tr.table_from_microdata(people)
+    with pytest.raises(tr.TabreleaseError, match="declare every variable's levels"):
+        tr.release_margins(undeclared, 1.0, [(0, 1)], mode="release")
+    tr.release_margins(undeclared, 1.0, [(0, 1)], mode="simulation", seed=1)  # simulation: allowed (and flagged)
+    declared = tr.table_from_microdata(people, levels={"sex": ["f", "m"], "region": ["e", "n", "s"]})
+    release = tr.release_margins(declared, 1.0, [(0, 1)], mode="release")
+    assert release.released_margins[0].shape == (2, 3)  # the declared region nobody lives in is released too
