@@ -318,3 +318,99 @@ def _sparse_constraints(basis: CoefficientBasis) -> tuple[sp.csc_matrix, int]:
     )
     A.sum_duplicates()
     return A.tocsc(), n_margin
+
+
+class LocalLeastSquaresProblem:
+    """Least squares on the released margins themselves, never on the cells (ReM-style, with local
+    non-negativity as in GReM-LNN): the unknowns are the residuals theta_T of every set T in the closure,
+    in a contrast basis (prod_(j in T) (k_j - 1) numbers each), and the margin over A is
+
+        m_A = sum_(T subset of A)  (tensor over A's axes of: C_j for j in T, 1 / k_j for j not in T) theta_T,
+
+    C_j = [I; -1'] (k_j x (k_j - 1)), theta_empty = n. Margins built from shared residuals agree on every shared
+    sub-margin (local consistency) by construction; m_A >= 0 for every generator A (local non-negativity);
+    theta_empty is pinned to the total. Each measured block's query is applied to the margin it lives on. The
+    margins are those of some real table only where the closure is decomposable: the release says "locally
+    consistent", never "one table".
+    """
+
+    def __init__(self, shape: tuple[int, ...], generators: tuple[Margin, ...],
+                 blocks: tuple[tuple[str, Margin, str | None], ...]):
+        from .models import downward_closure
+
+        self.shape = tuple(shape)
+        self.generators = tuple(generators)
+        self.closure = tuple(downward_closure(self.generators))
+        sizes = [int(np.prod([self.shape[j] - 1 for j in t])) for t in self.closure]
+        self._offsets = dict(zip(self.closure, np.cumsum([0] + sizes[:-1]).tolist()))
+        self._p = int(sum(sizes))
+        self._lift = {a: self.lift(a) for a in self.closure}
+        rows = []
+        for query, variables, kind in blocks:
+            lift = self._lift[tuple(variables)]
+            if query == "margin_cells":
+                rows.append(lift)
+            else:
+                from .bases import coefficient_basis
+
+                basis = coefficient_basis(kind, self.shape, [tuple(variables)])
+                rows.append(sp.csr_matrix(basis.analysis[basis.closure.index(tuple(variables))]) @ lift)
+        self._Q = sp.vstack(rows).tocsr()
+        m = self._Q.shape[0]
+        nonneg = sp.vstack([-self._lift[g] for g in self.generators])
+        pin = sp.csr_matrix(([1.0], ([0], [self._offsets[()]])), shape=(1, self._p))
+        pad = lambda block: sp.hstack([block, sp.csr_matrix((block.shape[0], m))])  # noqa: E731
+        self._A = sp.vstack([sp.hstack([self._Q, -sp.identity(m)]), pad(pin), pad(nonneg)]).tocsc()
+        self._m, self._inequalities = m, nonneg.shape[0]
+
+    def lift(self, a: Margin) -> sp.csr_matrix:
+        """The sparse map from the residuals theta to the margin over `a` (its cells in C order)."""
+        pieces = []
+        for t in self.closure:
+            if not set(t) <= set(a):
+                continue
+            factors = [sp.csr_matrix(np.vstack([np.eye(self.shape[j] - 1), -np.ones((1, self.shape[j] - 1))]))
+                       if j in t else sp.csr_matrix(np.full((self.shape[j], 1), 1.0 / self.shape[j])) for j in a]
+            block = sp.csr_matrix(np.ones((1, 1)))
+            for f in factors:
+                block = sp.kron(block, f, format="csr")
+            columns = block.shape[1]
+            placed = sp.csr_matrix((block.shape[0], self._p))
+            placed = sp.hstack([sp.csr_matrix((block.shape[0], self._offsets[t])), block,
+                                sp.csr_matrix((block.shape[0], self._p - self._offsets[t] - columns))]).tocsr()
+            pieces.append(placed)
+        out = pieces[0]
+        for piece in pieces[1:]:
+            out = out + piece
+        return out.tocsr()
+
+    @property
+    def size(self) -> int:
+        return int(self._Q.shape[0])
+
+    def solve(self, values: np.ndarray, weights: np.ndarray, total: float) -> tuple[dict, float]:
+        """({set in the closure: its margin}, seconds)."""
+        import clarabel
+
+        values = np.asarray(values, float)
+        if values.shape != (self.size,) or not np.all(np.isfinite(values)):
+            raise TabreleaseError("the least-squares fit needs one finite value per measured query")
+        start = time.perf_counter()
+        unit = max(1.0, abs(float(total)) / 1e3, float(np.abs(values).max(initial=0.0)) / 1e3)
+        weights = np.asarray(weights, float) / np.max(weights)
+        b = np.zeros(self._A.shape[0])
+        b[: self._m] = values / unit
+        b[self._m] = max(float(total), 0.0) / unit
+        hessian = sp.diags(np.concatenate([np.zeros(self._p), weights])).tocsc()
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
+        solution = clarabel.DefaultSolver(
+            hessian, np.zeros(self._p + self._m), self._A, b,
+            [clarabel.ZeroConeT(self._m + 1), clarabel.NonnegativeConeT(self._inequalities)], settings,
+        ).solve()
+        if str(solution.status) not in ("Solved", "AlmostSolved"):
+            raise TabreleaseError(f"the local least-squares fit did not solve: Clarabel says {solution.status}")
+        theta = np.asarray(solution.x)[: self._p] * unit
+        margins = {a: np.maximum(self._lift[a] @ theta, 0.0).reshape([self.shape[j] for j in a]) for a in self.closure}
+        return margins, time.perf_counter() - start

@@ -8,6 +8,8 @@ can read may use it. Each reads the plan and the `Measurements`, never the mecha
 | linf-lp             | coefficient blocks          | the paper's step 5: min b s.t. w >= 0, abs(phi - F w) <= b    |
 | as-measured         | margin-cell blocks          | the measured cells as they are (a full table, or margins)     |
 | least-squares       | any linear measurements     | GLS over w >= 0 with the total pinned to its estimate          |
+| local-least-squares | any linear measurements     | the same on the margins themselves (no cells): locally         |
+|                     |                             | consistent and non-negative margins                           |
 | shifted-synthesis   | coefficient blocks          | margins synthesised from the coefficients with the constant   |
 |                     |                             | term lifted by t d scale (DMT 4.5.3): no LP                   |
 """
@@ -135,6 +137,41 @@ class LeastSquares(Estimator):
         return Estimate(table=table, margins=None, seconds=time.perf_counter() - start)
 
 
+class LocalLeastSquares(LeastSquares):
+    """Least squares on the released margins themselves (no cells): locally consistent, locally non-negative
+    margins from any linear measurements, the total pinned as for `least-squares` (ReM / GReM-LNN's idea)."""
+
+    name = "local-least-squares"
+
+    def for_plan(self, plan: MechanismPlan) -> LocalLeastSquares:
+        if plan.encoding is not None:
+            raise TabreleaseError("the local least-squares estimator works on the table's own variables only")
+        return LocalLeastSquares()
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        self._check(measurements)
+        start = time.perf_counter()
+        fitted = [b for b in measurements.blocks if b.distribution != EXACT]
+        exact = [b for b in measurements.blocks if b.distribution == EXACT]
+        if not fitted:
+            raise TabreleaseError("the least-squares estimator needs at least one noisy measurement")
+        problem = _local_problem(tuple(plan.shape), tuple(plan.margins),
+                                 tuple((b.query, tuple(b.variables), b.basis) for b in fitted))
+        values = np.concatenate([b.values for b in fitted])
+        weights = np.concatenate([np.full(b.size, 1.0 / noise_variance(b)) for b in fitted])
+        total = float(exact[0].values[0]) if exact else best_total(fitted)
+        margins, _ = problem.solve(values, weights, total)
+        return Estimate(table=None, margins=tuple(margins[g] for g in plan.margins),
+                        seconds=time.perf_counter() - start)
+
+
+@lru_cache(maxsize=8)
+def _local_problem(shape, generators, signature):
+    from .consistency import LocalLeastSquaresProblem
+
+    return LocalLeastSquaresProblem(shape, generators, signature)
+
+
 @lru_cache(maxsize=16)
 def _least_squares_problem(domain, signature, zeros):
     """The problem's operators depend on what was measured, not on the values: built once per design."""
@@ -213,7 +250,7 @@ class ShiftedSynthesis(Estimator):
         return Estimate(table=None, margins=margins, seconds=time.perf_counter() - start, notes=tuple(notes))
 
 
-ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), AsMeasured(), ShiftedSynthesis())}
+ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), LocalLeastSquares(), AsMeasured(), ShiftedSynthesis())}
 
 
 def get_estimator(name: str) -> Estimator:

@@ -13,12 +13,15 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
+from .errors import TabreleaseError
 from .mechanisms import get_mechanism
 from .release import Release
 from .models import HierarchicalModel, Margin, margin_label  # noqa: F401  (margin_label re-exported)
 from .tables import ContingencyTable, margin_counts
 
 DEFAULT_BOUND_DELTA = 0.05
+# The audit's refit works on every cell (facial-set LP, IPF); beyond this it is left out and the audit says so.
+AUDIT_REFIT_MAX_CELLS = 2**12
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,11 @@ class ReleaseEvaluation:
     lp_infeasible: bool | None
     max_l1_error: float
     l1_error_by_margin: dict[str, float]
-    g2_original: float
+    g2_original: float | None
     g2_released: float | None
     g2_difference: float | None
-    df_original: int
-    df_adjusted_original: int
+    df_original: int | None
+    df_adjusted_original: int | None
     mle_l1: float | None
     mle_total_variation: float | None
     released_fit_converged: bool | None
@@ -43,6 +46,8 @@ class ReleaseEvaluation:
     paper_bound_by_margin: dict[str, float] | None
     # The plan's expected L1 error per margin, drawn up before the noise (None for mechanisms without one).
     expected_l1_by_margin: dict[str, float] | None = None
+    # Why the refit is missing, when it is (too many cells to fit here, or a fit that failed).
+    refit_note: str | None = None
     # Seconds this run's refit took: its own facial set, plus its share (by iterations) of a stacked fit.
     refit_seconds: float | None = None
 
@@ -71,22 +76,33 @@ def evaluate_release(
         margin_label(g, letters): float(np.abs(margin_counts(table.counts, g) - m).sum())
         for g, m in zip(release.margins, release.released_margins)
     }
-    original = original_fit or fit_loglinear(table, model)
     refit_start = time.perf_counter()
+    original = None
     g2_released = mle_l1 = converged = None
-    if release.table is not None and release.table.sum() > 0:
-        refit = fit_loglinear(release.table, model)
-        g2_released = refit.g2
-        converged = refit.converged
-        released_p = refit.probabilities
-    elif release.consistent and release.n_released > 0 and all(np.all(m >= 0) for m in release.released_margins):
-        targets = [_margin_for(g, release) for g in model.generators]
-        fitted, _, converged = ipf_to_margins(targets, model.generators, table.shape)
-        released_p = fitted / fitted.sum()
+    refit_note = None
+    if original_fit is None and table.cells > AUDIT_REFIT_MAX_CELLS:
+        refit_note = (f"the log-linear refit was not computed: the table has {table.cells:,} cells, above the "
+                      f"{AUDIT_REFIT_MAX_CELLS:,} this audit fits cell by cell")
     else:
-        released_p = None
-    if released_p is not None:
-        mle_l1 = l1_distance(original.probabilities, released_p)
+        try:
+            original = original_fit or fit_loglinear(table, model)
+            if release.table is not None and release.table.sum() > 0:
+                refit = fit_loglinear(release.table, model)
+                g2_released = refit.g2
+                converged = refit.converged
+                released_p = refit.probabilities
+            elif release.consistent and release.n_released > 0 and all(np.all(m >= 0) for m in release.released_margins):
+                targets = [_margin_for(g, release) for g in model.generators]
+                fitted, _, converged = ipf_to_margins(targets, model.generators, table.shape)
+                released_p = fitted / fitted.sum()
+            else:
+                released_p = None
+            if released_p is not None:
+                mle_l1 = l1_distance(original.probabilities, released_p)
+        except (TabreleaseError, MemoryError, ArithmeticError) as exc:
+            # The release was drawn already: a refit that fails is recorded in the audit, never fatal.
+            original = g2_released = mle_l1 = converged = None
+            refit_note = f"the log-linear refit failed ({type(exc).__name__}); the margin errors above stand"
     refit_seconds = time.perf_counter() - refit_start
     bounds = source = paper_bounds = expected = None
     if release.plan is not None:
@@ -105,7 +121,7 @@ def evaluate_release(
             expected = {margin_label(g, letters): e.expected_l1 for g, e in planned.items()}
     evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
                              bounds, source, paper_bounds)
-    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected)
+    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected, refit_note=refit_note)
 
 
 def evaluate_releases(
@@ -176,11 +192,11 @@ def _evaluation(table, release, original, errors, g2_released, mle_l1, converged
         lp_infeasible=None if release.lp is None else release.lp.infeasible,
         max_l1_error=max(errors.values()),
         l1_error_by_margin=errors,
-        g2_original=original.g2,
+        g2_original=None if original is None else original.g2,
         g2_released=g2_released,
-        g2_difference=None if g2_released is None else g2_released - original.g2,
-        df_original=original.df,
-        df_adjusted_original=original.df_adjusted,
+        g2_difference=None if g2_released is None or original is None else g2_released - original.g2,
+        df_original=None if original is None else original.df,
+        df_adjusted_original=None if original is None else original.df_adjusted,
         mle_l1=mle_l1,
         mle_total_variation=None if mle_l1 is None else 0.5 * mle_l1,
         released_fit_converged=converged,

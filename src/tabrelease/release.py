@@ -63,6 +63,14 @@ class Release:
         return float(np.sum(source))
 
     @property
+    def consistency(self) -> str:
+        """"global": the margins of one released table; "local": they agree on every shared sub-margin (fitted on
+        the margins themselves); "none": they disagree."""
+        if not self.consistent:
+            return "none"
+        return "global" if self.table is not None else "local"
+
+    @property
     def lp_b(self) -> float | None:
         return None if self.lp is None else self.lp.b
 

@@ -90,6 +90,7 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
                 "coefficients_perturbed": release.coefficients_released,
             },
             "consistent": release.consistent,
+            "consistency": release.consistency,
             "parameters": dict(release.parameters),
             "plan": plan_description(release.plan, table),
             "warnings": release_warnings(release),
@@ -319,7 +320,7 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 {% if a.lp %}<tr><th>LP b*</th><td>{{ "%.6g"|format(a.lp.b_star) }} {% if a.lp.infeasible %}(no non-negative table has the noisy coefficients){% else %}(feasible){% endif %}; {{ "%.1f"|format(1000 * a.lp.seconds) }} ms</td></tr>{% endif %}
 <tr><th>max L1 error of a released margin</th><td>{{ "%.6g"|format(e.max_l1_error) }}</td></tr>
 <tr><th>model refitted</th><td><code>{{ a.model_refitted }}</code></td></tr>
-<tr><th>G² original</th><td>{{ "%.4f"|format(e.g2_original) }} (df {{ e.df_original }} nominal, {{ e.df_adjusted_original }} adjusted)</td></tr>
+{% if e.refit_note %}<tr><th>refit</th><td>{{ e.refit_note }}</td></tr>{% else %}<tr><th>G² original</th><td>{{ "%.4f"|format(e.g2_original) }} (df {{ e.df_original }} nominal, {{ e.df_adjusted_original }} adjusted)</td></tr>{% endif %}
 <tr><th>G² released</th><td>{% if e.g2_released is not none %}{{ "%.4f"|format(e.g2_released) }} (difference {{ "%+.4f"|format(e.g2_difference) }}){% else %}not defined: no released table{% endif %}</td></tr>
 <tr><th>MLE distance, original vs released</th><td>{% if e.mle_l1 is not none %}L1 {{ "%.4f"|format(e.mle_l1) }}, total variation {{ "%.4f"|format(e.mle_total_variation) }}{% else %}not defined: the released margins are inconsistent{% endif %}</td></tr>
 </table>

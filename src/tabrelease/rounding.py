@@ -26,6 +26,7 @@ ROUNDINGS = (NEAREST, CONTROLLED, NO_ROUNDING)
 CONTROLLED_TIME_LIMIT_SECONDS = 0.02
 INTEGRAL_TOLERANCE = 1e-6
 SHORTLIST = 24  # cells per side the local search tries first
+FULL_SEARCH_PAIRS = 250_000  # beyond this many pairs the search keeps to its shortlists (memory: pairs x margins)
 CONTROLLED_EXACT_TIME_LIMIT_SECONDS = 10.0
 
 
@@ -155,7 +156,7 @@ def local_search_round(design, flat, lower, upper, total: int, n_margins: int) -
         pair = _best_exchange(up[np.argsort(gain_up[up].sum(1), kind="stable")[:SHORTLIST]],
                               down[np.argsort(gain_down[down].sum(1), kind="stable")[:SHORTLIST]],
                               rows, gain_up, gain_down)
-        if pair is None and (up.size > SHORTLIST or down.size > SHORTLIST):
+        if pair is None and (up.size > SHORTLIST or down.size > SHORTLIST) and up.size * down.size <= FULL_SEARCH_PAIRS:
             pair = _best_exchange(up, down, rows, gain_up, gain_down)
         if pair is None:
             break
@@ -179,6 +180,91 @@ def _best_exchange(up, down, rows, gain_up, gain_down):
     return up[best[0]], down[best[1]]
 
 
+def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequence[Margin], total: int,
+                             time_limit: float = CONTROLLED_TIME_LIMIT_SECONDS) -> tuple[tuple[np.ndarray, ...], float]:
+    """Controlled rounding of locally consistent margins, without cells. The margins must agree where they
+    overlap: on the intersections of the generators (and their subsets follow). So the intersections are
+    rounded first, smallest first (the total before all), each given the rounded intersections inside it, and
+    then each generator given those inside it: every cell to an integer next to its estimate (wider only if no
+    such table exists), as close as possible in L1. With disjoint or nested fixed sub-margins (all 2-way
+    margins, say) this is a transportation problem, totally unimodular: the LP's vertex is integral; otherwise
+    a MILP within its time limit. Returns (rounded generator margins, largest MILP gap)."""
+    generators = [tuple(g) for g in generators]
+    shared = {()}
+    for i, a in enumerate(generators):
+        for b in generators[i + 1:]:
+            shared.add(tuple(sorted(set(a) & set(b))))
+    def target(s):
+        g, m = next((g, m) for g, m in zip(generators, estimates) if set(s) <= set(g))
+        return np.asarray(margin_counts(np.asarray(m, float), [g.index(j) for j in s]) if s else np.sum(m), float)
+
+    rounded = {(): np.asarray(int(total), dtype=np.int64)}
+    gap = 0.0
+    for s in sorted(shared - {()} - set(generators), key=len):
+        inside = {t: rounded[t] for t in rounded if set(t) < set(s)}
+        rounded[s], step_gap = _round_given(target(s), s, inside, time_limit)
+        gap = max(gap, step_gap)
+    out = []
+    for g in generators:
+        inside = {t: rounded[t] for t in rounded if set(t) < set(g)}
+        margin, step_gap = _round_given(target(g), g, inside, time_limit)
+        out.append(margin)
+        gap = max(gap, step_gap)
+    return tuple(out), gap
+
+
+def _round_given(target: np.ndarray, s: Margin, fixed: dict, time_limit: float) -> tuple[np.ndarray, float]:
+    """The integer margin over s, cells adjacent to `target`, whose margins over the sets in `fixed` are given."""
+    import highspy
+    import scipy.sparse as sp
+
+    from ._highs import highs_model
+    from .loglinear.design import margin_design
+
+    flat = target.ravel()
+    shape = target.shape
+    near = np.rint(flat)
+    integral = np.abs(flat - near) <= INTEGRAL_TOLERANCE
+    lower = np.where(integral, near, np.floor(flat))
+    upper = np.where(integral, near, np.ceil(flat))
+    rows, bounds = [], []
+    for t, values in fixed.items():
+        if t:
+            rows.append(margin_design(shape, [[s.index(j) for j in t]]))
+        else:
+            rows.append(sp.csr_matrix(np.ones((1, flat.size))))
+        bounds.append(np.ravel(values).astype(float))
+    matrix = sp.vstack(rows).tocsc()
+    rhs = np.concatenate(bounds)
+    # |x - t| over {floor, ceil} is linear: frac + (x - floor)(1 - 2 frac).
+    cost = 1.0 - 2.0 * (flat - lower)
+    for attempt in ("lp", "milp", "wide"):
+        if attempt == "wide":
+            # No table of adjacent integers has these sub-margins: any non-negative integers, L1 to the target.
+            n = flat.size
+            matrix = sp.vstack([sp.hstack([matrix, sp.csr_matrix((matrix.shape[0], 2 * n))]),
+                                sp.hstack([sp.identity(n), -sp.identity(n), sp.identity(n)])]).tocsc()
+            cost = np.concatenate([np.zeros(n), np.ones(2 * n)])
+            lower, upper = np.zeros(3 * n), np.full(3 * n, np.inf)
+            rhs = np.concatenate([rhs, flat])
+        h, _ = highs_model(matrix, cost, lower, upper, rhs, rhs)
+        if attempt != "lp":
+            h.changeColsIntegrality(flat.size, np.arange(flat.size, dtype=np.int32),
+                                    np.full(flat.size, highspy.HighsVarType.kInteger))
+            h.setOptionValue("time_limit", float(time_limit))
+            h.setOptionValue("mip_rel_gap", 0.0)
+        h.run()
+        if h.getInfo().primal_solution_status != 2:
+            continue
+        x = np.asarray(h.getSolution().col_value)[: flat.size]
+        if np.all(np.abs(x - np.rint(x)) <= 1e-6):
+            optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+            gap = 0.0 if optimal or attempt == "lp" else float(h.getInfo().mip_gap)
+            return np.rint(x).astype(np.int64).reshape(shape), gap
+    raise TabreleaseError(f"controlled rounding found no integer margin over axes {list(s)} that agrees with its "
+                          "rounded sub-margins")
+
+
 def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: float) -> Rounded:
     """Round an estimate as the plan says and take the released margins from it."""
     start = time.perf_counter()
@@ -194,6 +280,10 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         released = tuple(margin_counts(table, g) for g in margins)
         return Rounded(table, released, True, time.perf_counter() - start, gap)
     pieces = estimate.margins
+    if rounding == CONTROLLED:
+        total = int(np.floor(float(np.sum(pieces[0])) + 0.5))
+        released, gap = controlled_round_margins(pieces, margins, total)
+        return Rounded(None, released, mutually_consistent(released, margins), time.perf_counter() - start, gap)
     released = tuple(round_table(m) for m in pieces) if rounding == NEAREST else tuple(pieces)
     # Real-valued margins agree up to floating-point error at best.
     atol = 0.0 if rounding == NEAREST else 1e-9 * max(1.0, scale)

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..bases import coefficient_basis, coefficients, integer_coefficients
-from ..estimate import LeastSquares
+from ..estimate import LeastSquares, LocalLeastSquares
 from ..measurements import EXACT, MARGIN_CELLS, Measurement, measured
 from ..noise import gaussian_calibration, laplace_calibration
 from ..planning import TOTAL_SQUARED_ERROR, expected_margin_errors, plan_measurements
@@ -26,6 +26,12 @@ from ._coefficients import integer_row_bound
 PUBLIC_TOTAL_NOTE = ("the total n is treated as public (an invariant, as in census practice): it is released "
                      "exactly; epsilon is the add-remove guarantee of everything else, and between tables of equal n "
                      "(one record changed) the release is 2 epsilon-DP")
+# Up to this many cells the fit is over the table's cells: the released margins are those of one table. Above,
+# it is over the margins themselves (no cell is materialised), and they agree on every shared sub-margin.
+GLOBAL_MAX_CELLS = 2**12
+LOCAL_NOTE = ("the margins were fitted on themselves, not on the table's cells (it has too many): they agree on "
+              "every shared sub-margin (locally consistent), and are the margins of one table only where the model "
+              "is decomposable")
 REPLACE_TOTAL_NOTE = "under replace neighbours no neighbouring pair changes n: the total is exact (sensitivity 0)"
 
 
@@ -47,8 +53,11 @@ class Planned(Mechanism):
         if design.public_total:
             notes = (REPLACE_TOTAL_NOTE if neighbours == "replace" and not options.get("public_total")
                      else PUBLIC_TOTAL_NOTE,)
+        local = int(np.prod(shape)) > GLOBAL_MAX_CELLS
+        if local:
+            notes += (LOCAL_NOTE,)
         plan = MechanismPlan(self.name, tuple(shape), tuple(margins), _calibrate(design, epsilon, delta, neighbours),
-                             LeastSquares(), parameters={"total_is_public": int(bool(options.get("public_total")))},
+                             LocalLeastSquares() if local else LeastSquares(), parameters={"total_is_public": int(bool(options.get("public_total")))},
                              notes=notes, rounding=CONTROLLED, design=design)
         return replace(plan, estimator=plan.estimator.for_plan(plan))
 
