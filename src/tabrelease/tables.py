@@ -182,7 +182,7 @@ def describe_variables(table: ContingencyTable) -> str:
 def _level_order(values: pd.Series) -> list[str]:
     """Numeric order when every level is a number, else sorted text: never the order of the file, which would
     let the published schema and row order depend on the confidential data (a file sorted by count)."""
-    seen = set(values.tolist())
+    seen = set(values.unique().tolist())
     try:
         return sorted(seen, key=lambda v: (float(v), v))
     except ValueError:
@@ -195,7 +195,7 @@ def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mappi
         observed = frame[var]
         if levels is not None and var in levels:
             given = [str(x) for x in levels[var]]
-            unknown = sorted(set(observed) - set(given))
+            unknown = sorted(set(observed.unique().tolist()) - set(given))
             if unknown:
                 raise TabreleaseError(f"variable {var!r} has values {unknown[:5]} that are not among its levels {given}")
             resolved.append(given)
@@ -209,7 +209,8 @@ def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     for col in columns:
         if out[col].isna().any():
             raise TabreleaseError(f"column {col!r} has missing values")
-        out[col] = out[col].map(lambda v: str(v).strip())
+        # Vectorised (a million rows per column in well under a second, where a Python map took seconds).
+        out[col] = out[col].astype(str).str.strip()
         if (out[col] == "").any():
             raise TabreleaseError(f"column {col!r} has missing values")
     return out
