@@ -117,21 +117,26 @@ class LeastSquares(Estimator):
         zeros = None if self.structural_zeros is None else np.asarray(self.structural_zeros, bool)
         return _least_squares_problem(tuple(domain), signature, None if zeros is None else (zeros.tobytes(), zeros.shape))
 
-    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+    def prepared(self, measurements: Measurements):
+        """(signature of the noisy blocks, their values, weights 1 / variance, the total to pin)."""
         self._check(measurements)
-        start = time.perf_counter()
         fitted = [b for b in measurements.blocks if b.distribution != EXACT]
         exact = [b for b in measurements.blocks if b.distribution == EXACT]
         if not fitted:
             raise TabreleaseError("the least-squares estimator needs at least one noisy measurement")
         if any(b.query != MARGIN_CELLS or b.variables for b in exact):
             raise TabreleaseError("only the total can be given exactly (a public total)")
-        domain = fitted[0].domain
-        problem = self.problem_for(domain, tuple((b.query, tuple(b.variables), b.basis) for b in fitted))
+        signature = tuple((b.query, tuple(b.variables), b.basis) for b in fitted)
         values = np.concatenate([b.values for b in fitted])
         # Variance of Laplace(b) is 2 b^2, of a Gaussian sigma^2.
         weights = np.concatenate([np.full(b.size, 1.0 / noise_variance(b)) for b in fitted])
         total = float(exact[0].values[0]) if exact else best_total(fitted)
+        return signature, values, weights, total
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        start = time.perf_counter()
+        signature, values, weights, total = self.prepared(measurements)
+        problem = self.problem_for(measurements.blocks[0].domain, signature)
         table, _ = problem.solve(values, weights, total)
         table = table if plan.encoding is None else plan.encoding.decode(table)
         return Estimate(table=table, margins=None, seconds=time.perf_counter() - start)
@@ -149,17 +154,9 @@ class LocalLeastSquares(LeastSquares):
         return LocalLeastSquares()
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
-        self._check(measurements)
         start = time.perf_counter()
-        fitted = [b for b in measurements.blocks if b.distribution != EXACT]
-        exact = [b for b in measurements.blocks if b.distribution == EXACT]
-        if not fitted:
-            raise TabreleaseError("the least-squares estimator needs at least one noisy measurement")
-        problem = _local_problem(tuple(plan.shape), tuple(plan.margins),
-                                 tuple((b.query, tuple(b.variables), b.basis) for b in fitted))
-        values = np.concatenate([b.values for b in fitted])
-        weights = np.concatenate([np.full(b.size, 1.0 / noise_variance(b)) for b in fitted])
-        total = float(exact[0].values[0]) if exact else best_total(fitted)
+        signature, values, weights, total = self.prepared(measurements)
+        problem = _local_problem(tuple(plan.shape), tuple(plan.margins), signature)
         margins, _ = problem.solve(values, weights, total)
         return Estimate(table=None, margins=tuple(margins[g] for g in plan.margins),
                         seconds=time.perf_counter() - start)
