@@ -94,3 +94,19 @@ def test_an_audit_refit_that_fails_does_not_fail_the_release(tmp_path, monkeypat
     assert "refit failed (TabreleaseError)" in done.evaluation.refit_note
     audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
     assert audit["evaluation"]["g2_original"] is None and (tmp_path / "r" / "public" / "release.json").exists()
+
+
+def test_a_table_too_large_to_hold_as_cells_is_refused_in_one_line_before_any_work(tmp_path, capsys):
+    import pandas as pd
+
+    from tabrelease.cli import main
+
+    people = pd.DataFrame({f"V{j}": ["0", "1"] * 5 for j in range(30)})
+    with pytest.raises(tr.TabreleaseError, match=r"has 1.07e\+09 cells; tables are held as cells up to"):
+        tr.table_from_microdata(people)
+    frame = people.assign(count=1).drop_duplicates(subset=[f"V{j}" for j in range(30)])
+    frame.to_csv(tmp_path / "wide.csv", index=False)
+    code = main(["release", str(tmp_path / "wide.csv"), "--epsilon", "1", "--sparse", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cells; tables are held as cells" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wide.csv"]

@@ -172,6 +172,18 @@ def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_colu
             out.writerow([lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else repr(round(float(v), 6))])
 
 
+# A table is held as an array of cells (8 bytes each): past this it is refused before any work, in one line.
+MAX_TABLE_CELLS = 2**27
+
+
+def check_cells(variables: Sequence[str], shape: Sequence[int]) -> None:
+    cells = int(np.prod([int(k) for k in shape], dtype=object))
+    if cells > MAX_TABLE_CELLS:
+        levels = " x ".join(str(k) for k in shape)
+        raise TabreleaseError(f"the table of {len(variables)} variables ({levels}) has {cells:.3g} cells; tables are held "
+                              f"as cells up to {MAX_TABLE_CELLS:,} (2^27, 1 GiB) for now: release fewer variables")
+
+
 def describe_variables(table: ContingencyTable) -> str:
     if table.variables == table.letters:
         return "variables " + ", ".join(table.variables)
@@ -281,6 +293,7 @@ def table_from_frame(
         if len(lv) < 2:
             raise TabreleaseError(f"variable {var!r} has only one level ({lv}); it carries no information")
     shape = tuple(len(lv) for lv in level_lists)
+    check_cells(variables, shape)
     import pandas as pd
 
     index = tuple(
@@ -329,6 +342,7 @@ def table_from_microdata(
     keys = _as_text(frame, variables)
     level_lists = _resolve_levels(keys, variables, levels)
     shape = tuple(len(lv) for lv in level_lists)
+    check_cells(variables, shape)
     import pandas as pd
 
     codes = [pd.Categorical(keys[v], categories=lv).codes for v, lv in zip(variables, level_lists)]
