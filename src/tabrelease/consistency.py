@@ -169,6 +169,22 @@ def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind:
     return (sp.csr_matrix(analysis) @ margin).tocsr()
 
 
+def _residual_qp(unknowns: int, weights: np.ndarray, A, b: np.ndarray, equalities: int, inequalities: int):
+    """Clarabel on min 1/2 r' diag(weights) r over x = (unknowns, r) with A x + s = b, s in the zero cone
+    (`equalities` rows) then the non-negative cone: the shape both least-squares problems take."""
+    import clarabel
+
+    hessian = sp.diags(np.concatenate([np.zeros(unknowns), weights])).tocsc()
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    # Tight: the margins of the fit are what is released (after rounding), to well under one count.
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
+    return clarabel.DefaultSolver(
+        hessian, np.zeros(unknowns + len(weights)), A, b,
+        [clarabel.ZeroConeT(equalities), clarabel.NonnegativeConeT(inequalities)], settings,
+    ).solve()
+
+
 class LeastSquaresProblem:
     """Generalised least squares over non-negative tables with the total pinned, for any linear measurements.
 
@@ -212,8 +228,6 @@ class LeastSquaresProblem:
 
     def solve(self, values: np.ndarray, weights: np.ndarray, total: float) -> tuple[np.ndarray, float]:
         """(the non-negative table, seconds); `weights` are 1 / variance per measured value."""
-        import clarabel
-
         values = np.asarray(values, float)
         if values.shape != (self.size,) or not np.all(np.isfinite(values)):
             raise TabreleaseError("the least-squares fit needs one finite value per measured query")
@@ -227,16 +241,7 @@ class LeastSquaresProblem:
         b = np.zeros(self._A.shape[0])
         b[: self._m] = values
         b[self._m] = max(float(total), 0.0) / unit
-        hessian = sp.diags(np.concatenate([np.zeros(self._cells), weights])).tocsc()
-        settings = clarabel.DefaultSettings()
-        settings.verbose = False
-        # Tight: the margins of the fit are what is released (after rounding), to well under one count.
-        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
-        solver = clarabel.DefaultSolver(
-            hessian, np.zeros(self._cells + self._m), self._A, b,
-            [clarabel.ZeroConeT(self._equalities), clarabel.NonnegativeConeT(self._inequalities)], settings,
-        )
-        solution = solver.solve()
+        solution = _residual_qp(self._cells, weights, self._A, b, self._equalities, self._inequalities)
         if str(solution.status) not in ("Solved", "AlmostSolved"):
             raise TabreleaseError(f"the least-squares fit did not solve: Clarabel says {solution.status}")
         table = np.maximum(np.asarray(solution.x)[: self._cells], 0.0).reshape(self.domain) * unit
@@ -390,8 +395,6 @@ class LocalLeastSquaresProblem:
 
     def solve(self, values: np.ndarray, weights: np.ndarray, total: float) -> tuple[dict, float]:
         """({set in the closure: its margin}, seconds)."""
-        import clarabel
-
         values = np.asarray(values, float)
         if values.shape != (self.size,) or not np.all(np.isfinite(values)):
             raise TabreleaseError("the least-squares fit needs one finite value per measured query")
@@ -401,14 +404,7 @@ class LocalLeastSquaresProblem:
         b = np.zeros(self._A.shape[0])
         b[: self._m] = values / unit
         b[self._m] = max(float(total), 0.0) / unit
-        hessian = sp.diags(np.concatenate([np.zeros(self._p), weights])).tocsc()
-        settings = clarabel.DefaultSettings()
-        settings.verbose = False
-        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
-        solution = clarabel.DefaultSolver(
-            hessian, np.zeros(self._p + self._m), self._A, b,
-            [clarabel.ZeroConeT(self._m + 1), clarabel.NonnegativeConeT(self._inequalities)], settings,
-        ).solve()
+        solution = _residual_qp(self._p, weights, self._A, b, self._m + 1, self._inequalities)
         if str(solution.status) not in ("Solved", "AlmostSolved"):
             raise TabreleaseError(f"the local least-squares fit did not solve: Clarabel says {solution.status}")
         theta = np.asarray(solution.x)[: self._p] * unit
