@@ -183,7 +183,8 @@ def test_microdata_levels_must_be_declared_for_release_mode():
     undeclared = tr.table_from_microdata(people)
     with pytest.raises(tr.TabreleaseError, match="declare every variable's levels"):
         tr.release_margins(undeclared, 1.0, [(0, 1)], mode="release")
-    tr.release_margins(undeclared, 1.0, [(0, 1)], mode="simulation", seed=1)  # simulation: allowed (and flagged)
+    simulated = tr.release_margins(undeclared, 1.0, [(0, 1)], mode="simulation", seed=1)  # simulation: allowed
+    assert simulated.noise_mode == "simulation" and simulated.released_margins[0].shape == (2, 2)
     declared = tr.table_from_microdata(people, levels={"sex": ["f", "m"], "region": ["e", "n", "s"]})
     release = tr.release_margins(declared, 1.0, [(0, 1)], mode="release")
     assert release.released_margins[0].shape == (2, 3)  # the declared region nobody lives in is released too

@@ -126,6 +126,7 @@ def test_public_total_releases_n_exactly_and_says_so(tmp_path, capsys):
     assert all(m.sum() == tr.builtin_table("czech").n for m in margins)
     audit = json.loads((out / "internal" / "audit.json").read_text())
     assert any("treated as public" in w for w in release["warnings"])
+    assert audit["release"]["plan"]["total"] == "public" and audit["evaluation"]["n_released"] == audit["evaluation"]["n"]
 
 
 def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, capsys):

@@ -129,6 +129,7 @@ class RecordingNoise:
         self.calls: list[Call] = []
 
     def perturb(self, values, calibration, integer_scale=None, integers=None):
+        integers = integers() if callable(integers) else integers
         first = np.array(self.inner.perturb(values, calibration, integer_scale, integers), float)
         true = np.array(values, float)
         reps = max(0, math.ceil(self.draws / true.size) - 1)

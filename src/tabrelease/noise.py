@@ -135,7 +135,8 @@ class NoiseSource(Protocol):
     def perturb(self, values: np.ndarray, calibration: NoiseCalibration, integer_scale: float | None = None,
                 integers: np.ndarray | None = None) -> np.ndarray:
         """Return values plus noise of the calibrated distribution and scale. `integers`, where given, are
-        values * integer_scale computed exactly in integer arithmetic (what a discrete sampler perturbs)."""
+        values * integer_scale computed exactly in integer arithmetic (what a discrete sampler perturbs): an
+        array, or a function returning one, so that only a sampler that needs them pays for them."""
 
 
 # Release mode draws integers on 64-bit domains: anything larger is refused before any budget is charged.
@@ -175,6 +176,8 @@ class SecureNoise:
         dp = _opendp()
         values = np.asarray(values, float)
         if calibration.distribution == "laplace" and integer_scale is not None:
+            if callable(integers):
+                integers = integers()
             if integers is None:
                 scaled = np.rint(values * integer_scale)
                 if not np.allclose(scaled, values * integer_scale, atol=1e-6):

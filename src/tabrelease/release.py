@@ -179,12 +179,18 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
                               "a --sparse table): the published schema would reveal which values occur; declare "
                               "every variable's levels (--levels FILE, or levels= in the API)")
     noise = noise_source(mode, seed)
-    options = {"public_total": True} if public_total else {}
-    if plan_objective is not None:
-        options["plan_objective"] = plan_objective
+    options = _planned_options(public_total, plan_objective)
     if options:
         plan_options["options"] = options
     return plan_release(table.shape, margins, epsilon, **plan_options), noise
+
+
+def _planned_options(public_total: bool, plan_objective: str | None) -> dict:
+    """The planned mechanism's options, as plan_release takes them (only those given)."""
+    options = {"public_total": True} if public_total else {}
+    if plan_objective is not None:
+        options["plan_objective"] = plan_objective
+    return options
 
 
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
@@ -207,9 +213,7 @@ def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsil
     linear reconstruction of each one's measurements), from the shape and margins alone (no counts)."""
     from .mechanisms import AUTO, with_epsilon
 
-    options = {"public_total": True} if public_total else {}
-    if plan_objective is not None:
-        options["plan_objective"] = plan_objective
+    options = _planned_options(public_total, plan_objective)
     planned = plan_release(shape, margins, epsilons[0], neighbours=neighbours, delta=delta, options=options)
     paper = plan_release(shape, margins, epsilons[0], mechanism=AUTO if delta is None else "gaussian",
                          neighbours=neighbours, delta=delta)

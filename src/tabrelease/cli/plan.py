@@ -57,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
               f"{paper:>18.4g} {r['expected_l1'] / paper:>6.2f}")
     print("E L1: expected L1 error of the unbiased linear reconstruction of the measurements (normal approximation);"
           " non-negativity and rounding usually reduce it.")
-    print(f"*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
-          f"(see `tabrelease frontier` for measured errors)")
+    print("*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
+          "(see `tabrelease frontier` for measured errors)")
     return 0

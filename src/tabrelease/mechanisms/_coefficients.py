@@ -75,7 +75,7 @@ class CoefficientMechanism(Mechanism):
         source = counts if plan.encoding is None else plan.encoding.encode(counts)
         exact = coefficients(plan.basis, source)
         noisy = noise.perturb(exact, plan.calibration, plan.basis.integer_scale,
-                              integers=integer_coefficients(plan.basis, source))
+                              integers=lambda: integer_coefficients(plan.basis, source))
         blocks = coefficient_blocks(plan.basis, np.asarray(noisy, float), plan.calibration.distribution,
                                     plan.calibration.scale)
         return measured(blocks, noise)

@@ -76,7 +76,8 @@ class Planned(Mechanism):
             else:
                 basis = coefficient_basis(design.basis_kind, plan.shape, [block.variables])
                 exact = basis.block(coefficients(basis, counts), block.variables)
-                integers = basis.block(integer_coefficients(basis, counts), block.variables)
+                # computed only if the noise source draws on integers (release mode), not in every simulation
+                integers = lambda b=basis, s=block.variables: b.block(integer_coefficients(b, counts), s)  # noqa: E731
                 integer_scale, kind = basis.integer_scale, design.basis_kind
             noisy = noise.perturb(exact, replace(plan.calibration, scale=scale), integer_scale, integers=integers)
             blocks.append(Measurement(block.query, block.variables, np.asarray(noisy, float), design.distribution,
