@@ -67,7 +67,7 @@ CLI_CASES = [
      "the long table lists 3 of 4 cells (1 missing)"),
     ("one-level variable", _csv("A,B,count\n0,0,3\n0,1,1\n"), ["fit", "t.csv"],
      "variable 'A' has only one level"),
-    ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"], "this table has no default model; give one with --model"),
+    ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"], "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
     # models and margins
     ("model names an unknown variable", None, ["fit", "czech", "--model", "[AZ]"], "model names unknown variable 'Z' in [AZ]"),
     ("margins name an unknown variable", None, ["release", "edwards", "--epsilon", "1", "--margins", "[AX]", "--out", "o"],

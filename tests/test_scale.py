@@ -104,10 +104,165 @@ def test_a_table_too_large_to_hold_as_cells_is_refused_in_one_line_before_any_wo
 
     people = pd.DataFrame({f"V{j}": ["0", "1"] * 5 for j in range(30)})
     with pytest.raises(tr.TabreleaseError, match=r"has 1.07e\+09 cells; tables are held as cells up to"):
-        tr.table_from_microdata(people)
+        tr.table_from_microdata(people, as_records=False)
     frame = people.assign(count=1).drop_duplicates(subset=[f"V{j}" for j in range(30)])
     frame.to_csv(tmp_path / "wide.csv", index=False)
     code = main(["release", str(tmp_path / "wide.csv"), "--epsilon", "1", "--sparse", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "cells; tables are held as cells" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wide.csv"]
+
+
+def _table_with_margins_exists(margins, released, shape) -> bool:
+    """An independent check of global consistency: scipy's LP looks for a non-negative table over every cell with
+    exactly these margins."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    cells = int(np.prod(shape))
+    index = np.arange(cells).reshape(shape)
+    rows, rhs = [], []
+    for g, m in zip(margins, released):
+        labels = margin_counts(np.zeros(shape), g).shape
+        flat = np.ravel_multi_index(tuple(np.indices(shape)[list(g)].reshape(len(g), -1)), labels)
+        rows.append(sp.csr_matrix((np.ones(cells), (flat, index.ravel())), shape=(int(np.prod(labels)), cells)))
+        rhs.append(np.ravel(m))
+    result = linprog(np.zeros(cells), A_eq=sp.vstack(rows), b_eq=np.concatenate(rhs).astype(float),
+                     bounds=(0, None), method="highs")
+    return result.status == 0
+
+
+CYCLE = [(0, 1), (1, 2), (2, 3), (0, 3), (4, 5), (5, 6), (6, 7)]  # a 4-cycle (not decomposable) and a chain
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_past_the_cell_limit_a_non_decomposable_model_is_fitted_on_a_junction_tree_and_is_globally_consistent(seed):
+    shape = (3,) * 8  # 6561 cells: past the cell fit
+    counts = np.random.default_rng(seed).poisson(1.5, size=shape)
+    release = tr.run_plan(plan_release(shape, CYCLE, 0.3), counts, tr.SimulationNoise(seed))
+    assert release.plan.estimator.cliques is not None and release.consistency == "global"
+    assert any("clique margins of a junction tree" in note for note in release.notes)
+    assert all(m.dtype.kind == "i" and m.min() >= 0 for m in release.released_margins)
+    assert _table_with_margins_exists(release.margins, release.released_margins, shape)
+
+
+def test_the_junction_tree_fit_without_noise_returns_every_margin_exactly():
+    shape = (3,) * 8
+    counts = np.random.default_rng(5).poisson(1.5, size=shape)
+    release = tr.run_plan(plan_release(shape, CYCLE, 1.0), counts, NoNoise())
+    for g, m in zip(release.margins, release.released_margins):
+        np.testing.assert_array_equal(m, margin_counts(counts, g))
+
+
+def test_margins_that_only_agree_pairwise_are_called_local_and_can_have_no_table():
+    """The classic counterexample: three 2-way margins of binary variables that agree pairwise (every one-way
+    margin is (1, 1)) yet no table has them all; the release path must call such margins local, never global."""
+    from tabrelease.rounding import _guarantee
+
+    x_eq_y = np.array([[1, 0], [0, 1]])
+    x_ne_y = np.array([[0, 1], [1, 0]])
+    margins = [(0, 1), (1, 2), (0, 2)]
+    released = (x_eq_y, x_eq_y, x_ne_y)
+    assert mutually_consistent(released, margins)
+    assert not _table_with_margins_exists(margins, released, (2, 2, 2))
+    assert _guarantee(True, margins) == "local"
+    assert _guarantee(True, [(0, 1), (1, 2)]) == "global"
+
+
+def _records(seed, k=6, levels=3, n=4000):
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, levels, size=(n, k))
+    codes[:, 1] = np.where(rng.random(n) < 0.7, codes[:, 0], codes[:, 1])  # some association
+    import pandas as pd
+
+    frame = pd.DataFrame({f"V{j}": codes[:, j].astype(str) for j in range(k)})
+    declared = {f"V{j}": [str(i) for i in range(levels)] for j in range(k)}
+    return frame, declared
+
+
+def test_a_table_held_as_records_gives_every_margin_its_cells_would():
+    frame, declared = _records(0)
+    cells = tr.table_from_microdata(frame, levels=declared, as_records=False)
+    records = tr.table_from_microdata(frame, levels=declared, as_records=True)
+    assert type(records).__name__ == "MicrodataTable" and not records.held_as_cells
+    for r in range(0, 4):
+        for axes in itertools.combinations(range(6), r):
+            np.testing.assert_array_equal(records.margin_counts(axes), margin_counts(cells.counts, axes))
+    np.testing.assert_array_equal(records.counts, cells.counts)
+    assert (records.n, records.cells, records.zero_cells) == (cells.n, cells.cells, cells.zero_cells)
+    rows, counts = records.distinct_records()
+    assert [cells.counts[tuple(r)] for r in rows] == counts.tolist() and len(rows) == np.count_nonzero(cells.counts)
+
+
+@pytest.mark.parametrize("margins", [[(0, 1), (1, 2), (3, 4, 5)], list(itertools.combinations(range(6), 2))])
+def test_the_release_of_records_is_the_release_of_their_cells(margins):
+    """Same plan, same seed: the planned mechanism reads the same margins from records as from cells, and what
+    follows (fit, rounding, audit errors) is the same."""
+    frame, declared = _records(1)
+    cells = tr.table_from_microdata(frame, levels=declared, as_records=False)
+    records = tr.table_from_microdata(frame, levels=declared, as_records=True)
+    a = tr.release_margins(cells, 0.7, margins, mode="simulation", seed=3)
+    b = tr.release_margins(records, 0.7, margins, mode="simulation", seed=3)
+    for x, y in zip(a.released_margins, b.released_margins):
+        np.testing.assert_array_equal(x, y)
+    from tabrelease.evaluation import evaluate_release
+
+    assert evaluate_release(cells, a).l1_error_by_margin == evaluate_release(records, b).l1_error_by_margin
+
+
+def test_a_paper_mechanism_on_a_table_held_as_records_is_refused_before_the_charge(tmp_path):
+    import pandas as pd
+
+    frame = pd.DataFrame({f"V{j}": np.arange(50) % 10 for j in range(10)}).astype(str)  # 10^10 cells
+    table = tr.table_from_microdata(frame, levels={f"V{j}": [str(i) for i in range(10)] for j in range(10)})
+    ledger = tmp_path / "ledger.json"
+    tr.init_ledger(ledger) if hasattr(tr, "init_ledger") else None
+    with pytest.raises(tr.TabreleaseError, match=r"the efron-stein mechanism needs every cell of the table, and it "
+                                                 r"has 1e\+10 cells \(held as records\)"):
+        tr.publish_release(table, tmp_path / "r", 1.0, [(0, 1)], mechanism="efron-stein", mode="simulation", seed=1)
+    with pytest.raises(tr.TabreleaseError, match=r"the margin V0 \(10\) x V1 \(10\) x .* has 1e\+08 cells, more "
+                                                 r"than the 67,108,864 \(2\^26\) a released margin may have"):
+        tr.publish_release(table, tmp_path / "r", 1.0, [tuple(range(8))], mode="simulation", seed=1)
+    assert not (tmp_path / "r").exists()
+
+
+def test_twenty_variables_of_ten_levels_release_from_records_with_integer_locally_consistent_margins(tmp_path):
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    codes = rng.integers(0, 10, size=(20000, 20))
+    frame = pd.DataFrame({f"V{j}": codes[:, j].astype(str) for j in range(20)})
+    table = tr.table_from_microdata(frame, levels={f"V{j}": [str(i) for i in range(10)] for j in range(20)})
+    margins = [(j, j + 1) for j in range(19)] + [(0, 19)]  # a ring: not decomposable, cliques small enough
+    done = tr.publish_release(table, tmp_path / "r", 1.0, margins, mode="simulation", seed=2)
+    release = done.release
+    assert all(m.dtype.kind == "i" and m.min() >= 0 for m in release.released_margins)
+    assert release.consistent and mutually_consistent(release.released_margins, release.margins)
+    public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
+    assert public["consistency"] == release.consistency
+    audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
+    assert audit["table"]["cells"] == 10**20 and audit["table"]["n"] == 20000
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_junction_tree_fit_is_the_fit_over_cells(seed):
+    """Non-negative clique margins that agree on their separators are exactly the clique margins of non-negative
+    tables, so least squares over the triangulation's cliques solves the cell problem: same real-valued margins
+    from the same measurements (to solver tolerance), on non-decomposable models."""
+    from tabrelease.estimate import LocalLeastSquares
+    from tabrelease.junction import junction_tree
+
+    rng = np.random.default_rng(100 + seed)
+    k = int(rng.integers(4, 6))
+    shape = tuple(int(v) for v in rng.integers(2, 4, size=k))
+    margins = [(0, 1), (1, 2), (2, 3), (0, 3)] + ([(3, 4)] if k == 5 else [])  # a 4-cycle
+    counts = rng.poisson(rng.uniform(0.5, 4), size=shape)
+    tree = junction_tree(margins, shape)
+    assert not tree.decomposable
+    plan = with_post_processing(plan_release(shape, margins, 0.5), rounding="none")
+    measurements = tr.run_plan(plan, counts, tr.SimulationNoise(seed)).measurements
+    cells = tr.release_from_measurements(with_post_processing(plan, "least-squares"), measurements)
+    cliques = tr.release_from_measurements(plan, measurements, estimator=LocalLeastSquares(cliques=tree.cliques))
+    scale = max(1.0, counts.sum())
+    for g, m in zip(cliques.margins, cliques.released_margins):
+        np.testing.assert_allclose(m, margin_counts(cells.table, g), atol=1e-5 * scale)

@@ -75,8 +75,10 @@ def _kron(factors: Sequence[np.ndarray]) -> np.ndarray:
     return reduce(np.kron, factors, np.ones((1, 1)))
 
 
-def coefficient_basis(kind: str, shape: Sequence[int], margins: Sequence[Margin]) -> CoefficientBasis:
-    """Build the analysis/synthesis matrices for the closure of `margins` on a table of this shape."""
+def coefficient_basis(kind: str, shape: Sequence[int], margins: Sequence[Margin], *,
+                      analysis: bool = True) -> CoefficientBasis:
+    """Build the analysis/synthesis matrices for the closure of `margins` on a table of this shape (`analysis=False`:
+    the closure, parents and block sizes only, for planning: the dense matrices of a large margin take gigabytes)."""
     shape = tuple(int(s) for s in shape)
     k = len(shape)
     if kind == FOURIER and any(s != 2 for s in shape):
@@ -88,9 +90,14 @@ def coefficient_basis(kind: str, shape: Sequence[int], margins: Sequence[Margin]
         raise TabreleaseError(f"unknown basis {kind!r}")
     generators, _ = maximal_margins(margins)
     closure = downward_closure(generators)
-    parents, analysis, offsets = [], [], [0]
+    parents, matrices, offsets = [], [], [0]
     for s in closure:
         parent = next(g for g in generators if set(s) <= set(g))
+        if not analysis:
+            rows = 1 if kind == FOURIER else prod(shape[j] for j in s)
+            parents.append(parent)
+            offsets.append(offsets[-1] + rows)
+            continue
         factors = []
         for j in parent:
             kj = shape[j]
@@ -103,13 +110,17 @@ def coefficient_basis(kind: str, shape: Sequence[int], margins: Sequence[Margin]
         else:
             a = _kron(factors) / prod(shape[j] for j in range(k) if j not in s)
         parents.append(parent)
-        analysis.append(a)
+        matrices.append(a)
         offsets.append(offsets[-1] + a.shape[0])
-    return CoefficientBasis(kind, shape, generators, closure, tuple(parents), tuple(analysis), tuple(offsets))
+    return CoefficientBasis(kind, shape, generators, closure, tuple(parents), tuple(matrices), tuple(offsets))
 
 
 def coefficients(basis: CoefficientBasis, counts: np.ndarray, batch_ndim: int = 0) -> np.ndarray:
-    """Coefficients of a table (or of a stack of tables along leading batch axes)."""
+    """Coefficients of a table (or of a stack of tables along leading batch axes), from its generator margins:
+    `counts` may be a count array or a table that gives margins (one held as records)."""
+    if not isinstance(counts, np.ndarray) and hasattr(counts, "margin_counts"):
+        margins = {g: np.asarray(counts.margin_counts(g), float).reshape(-1) for g in basis.generators}
+        return np.concatenate([margins[p] @ a.T for p, a in zip(basis.parents, basis.analysis)], axis=-1)
     counts = np.asarray(counts, float)
     batch = counts.shape[:batch_ndim]
     margins = {g: margin_counts(counts, g, batch_ndim).reshape(batch + (-1,)) for g in basis.generators}
@@ -121,13 +132,19 @@ def integer_coefficients(basis: CoefficientBasis, counts: np.ndarray) -> np.ndar
     """coefficients * integer_scale, computed exactly in integer arithmetic: each is an integer combination of
     margin counts (Fourier: +-1; Efron-Stein: the tensor product of (k_j I - J) over S). int64 where that cannot
     overflow, Python integers otherwise."""
-    counts = np.asarray(counts)
-    total = int(np.sum(counts, dtype=object))
+    from .tables import margin_of, total_of
+
+    if isinstance(counts, np.ndarray) or not hasattr(counts, "margin_counts"):
+        counts = np.asarray(counts)
+    total = total_of(counts)
     blocks = []
     for p, a in zip(basis.parents, basis.analysis):
         weights = np.rint(a * basis.integer_scale).astype(np.int64)  # small integers, exactly
         widest = int(np.abs(weights).sum(axis=1).max())
-        margin = margin_counts(counts.astype(np.int64) if total < 2**62 else counts.astype(object), p).reshape(-1)
+        if isinstance(counts, np.ndarray):
+            margin = margin_counts(counts.astype(np.int64) if total < 2**62 else counts.astype(object), p).reshape(-1)
+        else:
+            margin = np.asarray(margin_of(counts, p)).reshape(-1)
         if total * widest < 2**62:
             blocks.append(weights @ margin.astype(np.int64))
         else:

@@ -370,24 +370,22 @@ class LocalLeastSquaresProblem:
 
     def lift(self, a: Margin) -> sp.csr_matrix:
         """The sparse map from the residuals theta to the margin over `a` (its cells in C order)."""
-        pieces = []
+        rows, cols, vals = [], [], []
         for t in self.closure:
             if not set(t) <= set(a):
                 continue
-            factors = [sp.csr_matrix(np.vstack([np.eye(self.shape[j] - 1), -np.ones((1, self.shape[j] - 1))]))
-                       if j in t else sp.csr_matrix(np.full((self.shape[j], 1), 1.0 / self.shape[j])) for j in a]
-            block = sp.csr_matrix(np.ones((1, 1)))
-            for f in factors:
-                block = sp.kron(block, f, format="csr")
-            columns = block.shape[1]
-            placed = sp.csr_matrix((block.shape[0], self._p))
-            placed = sp.hstack([sp.csr_matrix((block.shape[0], self._offsets[t])), block,
-                                sp.csr_matrix((block.shape[0], self._p - self._offsets[t] - columns))]).tocsr()
-            pieces.append(placed)
-        out = pieces[0]
-        for piece in pieces[1:]:
-            out = out + piece
-        return out.tocsr()
+            block = sp.coo_matrix(np.ones((1, 1)))
+            for j in a:  # sparse Kronecker factors, placed by shifting columns (no hstack of empty blocks)
+                k_j = self.shape[j]
+                factor = (np.vstack([np.eye(k_j - 1), -np.ones((1, k_j - 1))]) if j in t
+                          else np.full((k_j, 1), 1.0 / k_j))
+                block = sp.kron(block, sp.coo_matrix(factor), format="coo")
+            rows.append(block.row)
+            cols.append(block.col + self._offsets[t])
+            vals.append(block.data)
+        cells = int(np.prod([self.shape[j] for j in a]))
+        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(cells, self._p))
 
     @property
     def size(self) -> int:

@@ -13,7 +13,7 @@ import numpy as np
 
 from .models import margin_label
 from .release import Release
-from .tables import ContingencyTable, margin_counts
+from .tables import ContingencyTable
 
 SMALL_COUNT = 2
 
@@ -46,13 +46,19 @@ def _small_cells(true: np.ndarray, released: np.ndarray | None, small: int) -> d
 def disclosure_risk(table: ContingencyTable, release: Release, small: int = SMALL_COUNT) -> dict:
     """Per released margin (and for the full table): small true cells and small released cells."""
     margins = {
-        margin_label(g, table.letters): _small_cells(margin_counts(table.counts, g), released, small)
+        margin_label(g, table.letters): _small_cells(table.margin_counts(g), released, small)
         for g, released in zip(release.margins, release.released_margins)
     }
+    if getattr(table, "held_as_cells", True):
+        full = _small_cells(table.counts, release.table, small)
+    else:
+        # Held as records: the non-zero cells are the distinct records (no released table exists at this size).
+        full = _small_cells(table.distinct_records()[1], None, small)
+        full["cells"] = table.cells
     return {
         "small_count": small,
         "margins": margins,
-        "full_table": _small_cells(table.counts, release.table, small),
+        "full_table": full,
         "reading": (
             "true_count_1 / true_count_2: sample uniques and pairs a plain release of the margin would show; "
             f"released_small: released cells of 1..{small}, of which true_zero correspond to empty cells and "

@@ -30,6 +30,7 @@ from .measurements import COEFFICIENTS, EXACT, LINEAR, MARGIN_CELLS, Measurement
 if TYPE_CHECKING:  # pragma: no cover
     from .consistency import LPSolution
     from .mechanisms import MechanismPlan
+    from .models import Margin
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +42,8 @@ class Estimate:
     seconds: float
     lp: LPSolution | None = None
     notes: tuple[str, ...] = ()
+    # When set, `margins` are the clique margins of a junction tree (not the released margins themselves).
+    cliques: tuple[Margin, ...] | None = None
 
 
 class Estimator(ABC):
@@ -148,18 +151,26 @@ class LocalLeastSquares(LeastSquares):
 
     name = "local-least-squares"
 
+    def __init__(self, cliques: tuple[Margin, ...] | None = None):
+        # With cliques (a junction tree's, each holding released margins), the fit is over non-negative clique
+        # margins that agree on their separators: those are the margins of one non-negative table, so the
+        # released margins are globally consistent at the cost of the cliques' cells.
+        super().__init__()
+        self.cliques = None if cliques is None else tuple(tuple(c) for c in cliques)
+
     def for_plan(self, plan: MechanismPlan) -> LocalLeastSquares:
         if plan.encoding is not None:
             raise TabreleaseError("the local least-squares estimator works on the table's own variables only")
-        return LocalLeastSquares()
+        return LocalLeastSquares(self.cliques)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         start = time.perf_counter()
         signature, values, weights, total = self.prepared(measurements)
-        problem = _local_problem(tuple(plan.shape), tuple(plan.margins), signature)
+        structure = self.cliques or tuple(plan.margins)
+        problem = _local_problem(tuple(plan.shape), structure, signature)
         margins, _ = problem.solve(values, weights, total)
-        return Estimate(table=None, margins=tuple(margins[g] for g in plan.margins),
-                        seconds=time.perf_counter() - start)
+        return Estimate(table=None, margins=tuple(margins[g] for g in structure), seconds=time.perf_counter() - start,
+                        cliques=self.cliques)
 
 
 @lru_cache(maxsize=8)

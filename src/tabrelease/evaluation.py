@@ -73,7 +73,7 @@ def evaluate_release(
     model = model or HierarchicalModel(release.margins, table.k)
     letters = table.letters
     errors = {
-        margin_label(g, letters): float(np.abs(margin_counts(table.counts, g) - m).sum())
+        margin_label(g, letters): float(np.abs(table.margin_counts(g) - m).sum())
         for g, m in zip(release.margins, release.released_margins)
     }
     refit_start = time.perf_counter()
@@ -85,7 +85,7 @@ def evaluate_release(
                       f"{AUDIT_REFIT_MAX_CELLS:,} this audit fits cell by cell")
     else:
         try:
-            original = original_fit or fit_loglinear(table, model)
+            original = original_fit or fit_loglinear(table if table.held_as_cells else table.to_cells(), model)
             if release.table is not None and release.table.sum() > 0:
                 refit = fit_loglinear(release.table, model)
                 g2_released = refit.g2

@@ -39,7 +39,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from ._files import temporary_path, write_text_atomic
+
 from .errors import TabreleaseError
 from .tables import ContingencyTable
 
@@ -274,13 +277,18 @@ def _append(data: dict, key: bytes, record: dict) -> dict:
 
 # --- what a release does --------------------------------------------------------------------------
 def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
-    """HMAC-SHA256 of the table's variables, level labels and counts under the ledger's key."""
-    message = json.dumps(
-        {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels],
-         "counts": [int(c) for c in table.counts.ravel()]},
-        separators=(",", ":"),
-    ).encode()
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+    """HMAC-SHA256 of the table's variables, level labels and counts under the ledger's key (for a table held as
+    records, of its distinct records and how many of each: its non-zero cells, without listing every cell)."""
+    content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels]}
+    if getattr(table, "held_as_cells", True):
+        content["counts"] = [int(c) for c in table.counts.ravel()]
+        message = json.dumps(content, separators=(",", ":")).encode()
+        return hmac.new(key, message, hashlib.sha256).hexdigest()
+    rows, counts = table.distinct_records()
+    digest = hmac.new(key, json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
+    digest.update(np.ascontiguousarray(rows, dtype="<u4").tobytes())
+    digest.update(np.ascontiguousarray(counts, dtype="<i8").tobytes())
+    return digest.hexdigest()
 
 
 def _check_dataset(dataset: str) -> str:

@@ -146,5 +146,6 @@ def default_model(table: ContingencyTable) -> HierarchicalModel:
     """The built-in table's paper model; other tables need a model given explicitly."""
     spec = table.metadata.get("model") if table.metadata else None
     if not spec:
-        raise TabreleaseError("this table has no default model; give one with --model, e.g. --model '[AB][BC]'")
+        raise TabreleaseError("this table has no default model: name its margins, e.g. '[AB][BC]', with --margins "
+                              "(release, plan) or --model (fit); in the API, margins=[(0, 1), (1, 2)]")
     return parse_model(spec, table)

@@ -184,7 +184,7 @@ def _plan_measurements(shape, margins, distribution, neighbours, public_total, o
     # No replaced record changes n (sensitivity 0): under replace the total is exact whatever is asked.
     public_total = public_total or neighbours == "replace"
     kind = FOURIER if all(k == 2 for k in shape) else EFRON_STEIN
-    basis = coefficient_basis(kind, shape, generators)
+    basis = coefficient_basis(kind, shape, generators, analysis=False)
     norm = 1 if distribution == "laplace" else 2
     coefficient_changes = block_changes(basis, neighbours, norm)
     residuals = [t for t in basis.closure if t or not public_total]

@@ -55,6 +55,8 @@ class Release:
     measurements: Measurements | None = field(default=None, repr=False)
     estimator: str | None = None
     plan: MechanismPlan | None = field(default=None, repr=False)
+    # What the rounding established: "global" (the margins of one non-negative table), "local" or "none".
+    guarantee: str | None = None
 
     @property
     def n_released(self) -> float:
@@ -64,10 +66,12 @@ class Release:
 
     @property
     def consistency(self) -> str:
-        """"global": the margins of one released table; "local": they agree on every shared sub-margin (fitted on
-        the margins themselves); "none": they disagree."""
+        """"global": the margins of one non-negative table (a released table, a junction tree's clique margins, or
+        decomposable margins that agree); "local": they agree on every shared sub-margin; "none": they disagree."""
         if not self.consistent:
             return "none"
+        if self.guarantee is not None:
+            return self.guarantee
         return "global" if self.table is not None else "local"
 
     @property
@@ -79,12 +83,17 @@ class Release:
         return None if self.plan is None else self.plan.basis
 
 
-def measure(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Measurements:
-    """The privacy step: the plan's mechanism draws its noise once."""
-    counts = np.asarray(counts)
-    if counts.shape != plan.shape:
-        raise TabreleaseError(f"the plan is for a table of shape {plan.shape}, not {counts.shape}")
-    return get_mechanism(plan.mechanism).measure(plan, counts, noise)
+def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
+    """The privacy step: the plan's mechanism draws its noise once. `data` is a count array, or a table (one held as
+    records is given to mechanisms that read margins only; the others get its cells)."""
+    mechanism = get_mechanism(plan.mechanism)
+    if not isinstance(data, np.ndarray) and hasattr(data, "margin_counts"):
+        data = data if mechanism.reads_margins else data.counts
+    else:
+        data = np.asarray(data)
+    if tuple(data.shape) != plan.shape:
+        raise TabreleaseError(f"the plan is for a table of shape {plan.shape}, not {tuple(data.shape)}")
+    return mechanism.measure(plan, data, noise)
 
 
 def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *, estimator=None,
@@ -128,13 +137,14 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         measurements=measurements,
         estimator=estimator.name,
         plan=plan,
+        guarantee=rounded.consistency,
     )
 
 
-def run_plan(plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Release:
-    """Draw the noise and produce the release for one table."""
+def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:
+    """Draw the noise and produce the release for one table (a count array, or a table)."""
     start = time.perf_counter()
-    measurements = measure(plan, counts, noise)
+    measurements = measure(plan, data, noise)
     return release_from_measurements(plan, measurements, noise_seconds=time.perf_counter() - start)
 
 
@@ -165,7 +175,7 @@ def release_margins(
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,
                                   plan_objective=plan_objective)
-    return run_plan(plan, table.counts, noise)
+    return run_plan(plan, table, noise)
 
 
 def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, plan_objective=None, **plan_options):
@@ -174,6 +184,10 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
 
     if margins is None:
         margins = default_model(table).generators
+    from .mechanisms import _checked_margins
+
+    # Before any plan: a plan over every cell, or over a margin too large, would exhaust memory first.
+    check_release_size(table, _checked_margins(margins), plan_options.get("mechanism", DEFAULT))
     if mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
                               "a --sparse table): the published schema would reveal which values occur; declare "
@@ -193,6 +207,31 @@ def _planned_options(public_total: bool, plan_objective: str | None) -> dict:
     return options
 
 
+def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None:
+    """Refuse, in one line and before any plan or charge, what cannot be done at this size: a released margin with
+    more cells than a margin may have, or a mechanism that needs every cell of a table held as records."""
+    from .tables import MAX_MARGIN_CELLS
+
+    for g in margins:
+        if any(not 0 <= a < table.k for a in g):
+            return  # the plan names the bad axis
+        cells = int(np.prod([table.shape[a] for a in g], dtype=object))
+        if cells > MAX_MARGIN_CELLS:
+            names = " x ".join(f"{table.variables[a]} ({table.shape[a]})" for a in g)
+            raise TabreleaseError(f"the margin {names} has {cells:.3g} cells, more than the {MAX_MARGIN_CELLS:,} "
+                                  "(2^26) a released margin may have; release smaller margins; nothing was charged")
+    from .mechanisms import resolve_mechanism
+
+    try:
+        reads_margins = get_mechanism(resolve_mechanism(mechanism, table.shape)).reads_margins
+    except TabreleaseError:
+        return  # an unknown mechanism: the plan says so
+    if not getattr(table, "held_as_cells", True) and not reads_margins:
+        raise TabreleaseError(f"the {mechanism} mechanism needs every cell of the table, and it has "
+                              f"{table.cells:.3g} cells (held as records): use the planned mechanism, which works "
+                              "from margins; nothing was charged")
+
+
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
     """Release mode draws on 64-bit integers: refuse, before any charge, a table whose measured integers could
     exceed them (the message names no count)."""
@@ -200,7 +239,7 @@ def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str
 
     if mode != RELEASE or plan.calibration.distribution != "laplace":
         return
-    n = int(np.sum(table.counts, dtype=object))
+    n = int(table.n)
     if n * get_mechanism(plan.mechanism).sampler_bound(plan) > MAX_SAMPLER_INTEGER:
         raise TabreleaseError("the table's counts are too large for release mode's 64-bit secure sampler "
                               f"(measured integers may reach {MAX_SAMPLER_INTEGER:.3g}); nothing was charged")
@@ -300,7 +339,7 @@ def publish_release(
             total_public=bool(plan.parameters.get("total_is_public")),
         )
     try:
-        release = run_plan(plan, table.counts, noise)
+        release = run_plan(plan, table, noise)
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
         written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),

@@ -54,6 +54,11 @@ class Rounded:
     consistent: bool
     seconds: float
     gap: float | None = None  # controlled rounding: the MILP's relative gap (0 when proved optimal)
+    # "global": the margins of one non-negative table; "local": they agree on every shared sub-margin; "none".
+    consistency: str = "global"
+
+
+SMALL_TABLE_CELLS = 256
 
 
 def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int,
@@ -95,6 +100,10 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int,
         # box of adjacent integers (a non-unique fit is any point of the fibre): search every integer table.
         lower, upper = np.zeros(cells), np.full(cells, np.inf)
         time_limit = max(time_limit, CONTROLLED_EXACT_TIME_LIMIT_SECONDS)
+    if cells <= SMALL_TABLE_CELLS:
+        # A small MILP is proved in a millisecond when the machine is idle; on a busy one the 20 ms could run out
+        # before the proof, and the result would depend on the load. Small tables always get their proof.
+        time_limit = max(time_limit, 1.0)
     rows = design.shape[0]
     # columns: w (integer, cells), over (rows), under (rows);  design w - over + under = targets
     matrix = sp.vstack([
@@ -181,16 +190,18 @@ def _best_exchange(up, down, rows, gain_up, gain_down):
 
 
 def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequence[Margin], total: int,
-                             time_limit: float = CONTROLLED_TIME_LIMIT_SECONDS) -> tuple[tuple[np.ndarray, ...], float]:
+                             time_limit: float = CONTROLLED_TIME_LIMIT_SECONDS,
+                             first: Sequence[Margin] = ()) -> tuple[tuple[np.ndarray, ...], float]:
     """Controlled rounding of locally consistent margins, without cells. The margins must agree where they
     overlap: on the intersections of the generators (and their subsets follow). So the intersections are
     rounded first, smallest first (the total before all), each given the rounded intersections inside it, and
     then each generator given those inside it: every cell to an integer next to its estimate (wider only if no
     such table exists), as close as possible in L1. With disjoint or nested fixed sub-margins (all 2-way
     margins, say) this is a transportation problem, totally unimodular: the LP's vertex is integral; otherwise
-    a MILP within its time limit. Returns (rounded generator margins, largest MILP gap)."""
+    a MILP within its time limit. Sets in `first` (inside generators) are rounded with the intersections.
+    Returns (rounded generator margins, largest MILP gap)."""
     generators = [tuple(g) for g in generators]
-    shared = {()}
+    shared = {()} | {tuple(sorted(f)) for f in first}
     for i, a in enumerate(generators):
         for b in generators[i + 1:]:
             shared.add(tuple(sorted(set(a) & set(b))))
@@ -280,11 +291,49 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         released = tuple(margin_counts(table, g) for g in margins)
         return Rounded(table, released, True, time.perf_counter() - start, gap)
     pieces = estimate.margins
+    cliques = getattr(estimate, "cliques", None)
+    if cliques is not None:
+        # Clique margins of a junction tree: rounded as margins (integers that agree on every separator are the
+        # margins of one integer table), then each released margin is summed from the clique that holds it.
+        total = int(np.floor(float(np.sum(pieces[0])) + 0.5))
+        rounded, gap = tuple(pieces), None
+        if rounding == CONTROLLED:
+            try:
+                # The released margins first (what is published is closest to the fit; exact when that is
+                # integral, as without noise), then each clique given them ...
+                rounded, gap = controlled_round_margins(pieces, cliques, total, first=margins)
+            except TabreleaseError:
+                # ... unless released margins that agree pairwise have no clique table (a cycle inside a clique):
+                # then the cliques alone, which always glue into one table.
+                rounded, gap = controlled_round_margins(pieces, cliques, total)
+        released = tuple(_from_clique(rounded, cliques, g) for g in margins)
+        consistent = rounding == CONTROLLED or mutually_consistent(rounded, cliques, 1e-9 * max(1.0, scale))
+        return Rounded(None, released, consistent, time.perf_counter() - start, gap,
+                       "global" if consistent else "none")
     if rounding == CONTROLLED:
         total = int(np.floor(float(np.sum(pieces[0])) + 0.5))
         released, gap = controlled_round_margins(pieces, margins, total)
-        return Rounded(None, released, mutually_consistent(released, margins), time.perf_counter() - start, gap)
+        consistent = mutually_consistent(released, margins)
+        return Rounded(None, released, consistent, time.perf_counter() - start, gap, _guarantee(consistent, margins))
     released = tuple(round_table(m) for m in pieces) if rounding == NEAREST else tuple(pieces)
     # Real-valued margins agree up to floating-point error at best.
     atol = 0.0 if rounding == NEAREST else 1e-9 * max(1.0, scale)
-    return Rounded(None, released, mutually_consistent(released, margins, atol), time.perf_counter() - start)
+    consistent = mutually_consistent(released, margins, atol)
+    return Rounded(None, released, consistent, time.perf_counter() - start, consistency=_guarantee(consistent, margins))
+
+
+def _guarantee(consistent: bool, margins: Sequence[Margin]) -> str:
+    """Non-negative margins that agree pairwise are the margins of one non-negative table exactly when they are
+    decomposable (an acyclic hypergraph: Beeri, Fagin, Maier & Yannakakis 1983); integers then glue into an
+    integer table along the junction tree."""
+    if not consistent:
+        return "none"
+    from .junction import junction_tree
+
+    k = 1 + max(j for g in margins for j in g)
+    return "global" if junction_tree(margins, (2,) * k).decomposable else "local"
+
+
+def _from_clique(clique_margins, cliques: Sequence[Margin], margin: Margin) -> np.ndarray:
+    i = next(i for i, c in enumerate(cliques) if set(margin) <= set(c))
+    return margin_counts(np.asarray(clique_margins[i]), [cliques[i].index(j) for j in margin])

@@ -127,6 +127,14 @@ class ContingencyTable:
             name=None if self.name is None else f"{self.name}[{''.join(self.letters[a] for a in axes)}]",
         )
 
+    def margin_counts(self, axes: Sequence[int]) -> np.ndarray:
+        """The count array of the margin over `axes` (sorted axis numbers), as every source of margins gives it."""
+        return margin_counts(self.counts, tuple(axes))
+
+    @property
+    def held_as_cells(self) -> bool:
+        return True
+
     def with_counts(self, counts: np.ndarray) -> ContingencyTable:
         """The same variables and levels with other counts (a released table, say)."""
         return ContingencyTable(self.variables, self.levels, counts, self.name, self.metadata)
@@ -150,6 +158,164 @@ class ContingencyTable:
     def __repr__(self) -> str:
         label = self.name or "table"
         return f"<ContingencyTable {label}: {' x '.join(map(str, self.shape))}, n={self.n}, zero cells={self.zero_cells}>"
+
+
+# A released margin (or any margin the release path counts) is held as cells: past this it is refused in one line
+# before anything is charged (the table itself may be far larger when it is held as records).
+MAX_MARGIN_CELLS = 2**26
+
+
+@dataclass(frozen=True, eq=False)
+class MicrodataTable:
+    """A table held as its records, one row of level codes per person, for tables with more cells than memory
+    holds (20 variables of 10 levels: 10^20 cells). Each margin is counted from the records when asked (a
+    bincount over the margin's columns), never the cross-product of all the variables; `counts` (every cell)
+    exists only while the cells fit in memory."""
+
+    variables: tuple[str, ...]
+    levels: tuple[tuple[str, ...], ...]
+    codes: np.ndarray  # records x variables, level positions
+    name: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    _margins: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        codes = np.asarray(self.codes)
+        if codes.ndim != 2 or codes.shape[1] != len(self.variables) or len(self.levels) != len(self.variables):
+            raise TabreleaseError("records must have one code column per variable")
+        if len(set(self.variables)) != len(self.variables):
+            raise TabreleaseError(f"duplicate variable names: {list(self.variables)}")
+        for variable, lv in zip(self.variables, self.levels):
+            if len(lv) < 2:
+                raise TabreleaseError(f"variable {variable!r} has only one level ({list(lv)}); it carries no information")
+        if codes.shape[0] == 0:
+            raise TabreleaseError("the microdata have no rows")
+        widest = max(len(lv) for lv in self.levels)
+        dtype = np.uint8 if widest <= 2**8 else np.uint16 if widest <= 2**16 else np.uint32
+        if codes.min() < 0 or any(int(codes[:, j].max()) >= len(lv) for j, lv in enumerate(self.levels)):
+            raise TabreleaseError("a record has a level code outside its variable's levels")
+        # Column-major: a margin reads a few whole columns, each contiguous.
+        frozen = np.asfortranarray(codes.astype(dtype))
+        frozen.flags.writeable = False
+        object.__setattr__(self, "codes", frozen)
+        object.__setattr__(self, "variables", tuple(str(v) for v in self.variables))
+        object.__setattr__(self, "levels", tuple(tuple(str(x) for x in lv) for lv in self.levels))
+
+    k = ContingencyTable.k
+    letters = ContingencyTable.letters
+    is_binary = ContingencyTable.is_binary
+    axis = ContingencyTable.axis
+    axes = ContingencyTable.axes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(lv) for lv in self.levels)
+
+    @property
+    def n(self) -> int:
+        return int(self.codes.shape[0])
+
+    @property
+    def cells(self) -> int:
+        return int(np.prod(self.shape, dtype=object))
+
+    @property
+    def held_as_cells(self) -> bool:
+        return False
+
+    @property
+    def zero_cells(self) -> int | None:
+        """Cells nobody has: computable from the distinct records, whatever the size."""
+        return self.cells - self.distinct_records()[0].shape[0]
+
+    def margin_counts(self, axes: Sequence[int]) -> np.ndarray:
+        axes = tuple(sorted(int(a) for a in axes))
+        if axes not in self._margins:
+            shape = tuple(self.shape[a] for a in axes)
+            cells = int(np.prod(shape, dtype=object))
+            if cells > MAX_MARGIN_CELLS:
+                raise TabreleaseError(f"the margin over {', '.join(self.variables[a] for a in axes)} has {cells:.3g} "
+                                      f"cells, more than the {MAX_MARGIN_CELLS:,} a margin may have")
+            if not axes:
+                counts = np.array(self.n, dtype=np.int64)
+            else:
+                counts = np.bincount(_mixed_radix(self.codes, axes, shape), minlength=cells).reshape(shape)
+                counts = counts.astype(np.int64, copy=False)
+            counts.flags.writeable = False
+            self._margins[axes] = counts
+        return self._margins[axes]
+
+    def distinct_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the distinct rows of codes, how many records each): the table's non-zero cells, at any size."""
+        if "distinct" not in self._margins:
+            # Each record packed into as few 63-bit keys as its levels need, then one lexicographic sort.
+            keys, group = [], []
+            for a in range(self.k):
+                if group and int(np.prod([self.shape[b] for b in group + [a]], dtype=object)) >= 2**63:
+                    keys.append(_mixed_radix(self.codes, group, [self.shape[b] for b in group]))
+                    group = []
+                group.append(a)
+            keys.append(_mixed_radix(self.codes, group, [self.shape[b] for b in group]))
+            order = np.lexsort(keys[::-1])
+            ordered = [key[order] for key in keys]
+            starts = np.flatnonzero(np.r_[True, np.any([np.diff(key) != 0 for key in ordered], axis=0)])
+            counts = np.diff(np.r_[starts, self.n]).astype(np.int64)
+            self._margins["distinct"] = (np.asarray(self.codes[order[starts]]), counts)
+        return self._margins["distinct"]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Every cell, where they fit in memory (a paper mechanism or a cell-by-cell fit needs them)."""
+        if self.cells > MAX_TABLE_CELLS:
+            raise TabreleaseError(f"this needs every cell of the table, and it has {self.cells:.3g} cells (held as "
+                                  f"records; cells are held up to {MAX_TABLE_CELLS:,}): use the default (planned) "
+                                  "mechanism, which works from margins")
+        if "cells" not in self._margins:
+            flat = np.ravel_multi_index(tuple(self.codes[:, a].astype(np.int64) for a in range(self.k)), self.shape)
+            cells = np.bincount(flat, minlength=self.cells).reshape(self.shape).astype(np.int64)
+            cells.flags.writeable = False
+            self._margins["cells"] = cells
+        return self._margins["cells"]
+
+    def to_cells(self) -> ContingencyTable:
+        """The same table held as cells (where they fit)."""
+        return ContingencyTable(self.variables, self.levels, self.counts, self.name, self.metadata)
+
+    def margin(self, variables) -> ContingencyTable:
+        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
+        axes = self.axes(tokens)
+        return ContingencyTable(tuple(self.variables[a] for a in axes), tuple(self.levels[a] for a in axes),
+                                self.margin_counts(axes), None)
+
+    def __repr__(self) -> str:
+        label = self.name or "table"
+        return f"<MicrodataTable {label}: {' x '.join(map(str, self.shape))}, n={self.n}, held as records>"
+
+
+def _mixed_radix(codes: np.ndarray, axes, sizes) -> np.ndarray:
+    """Each record's position in the margin over `axes` (first axis slowest), in the narrowest integer that holds
+    it: arithmetic on small integers is what makes a margin of a million records take milliseconds."""
+    cells = int(np.prod([int(x) for x in sizes], dtype=object))
+    dtype = next(t for t in (np.uint16, np.uint32, np.int64) if cells <= np.iinfo(t).max)
+    flat = np.zeros(codes.shape[0], dtype=dtype)
+    for a, size in zip(axes, sizes):
+        flat *= dtype(size)
+        flat += codes[:, a]
+    return flat
+
+
+def margin_of(data, axes: Sequence[int]) -> np.ndarray:
+    """The margin over `axes` of a count array, or of a table (held as cells or as records)."""
+    if isinstance(data, np.ndarray):
+        return margin_counts(data, tuple(axes))
+    return data.margin_counts(tuple(axes))
+
+
+def total_of(data) -> int:
+    """n of a count array or of a table, exactly."""
+    if isinstance(data, np.ndarray):
+        return int(np.sum(data, dtype=object))
+    return int(data.n)
 
 
 def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) -> np.ndarray:
@@ -328,10 +494,13 @@ def table_from_microdata(
     *,
     levels: Mapping[str, Sequence[str]] | None = None,
     name: str | None = None,
-) -> ContingencyTable:
+    as_records: bool | None = None,
+) -> ContingencyTable | MicrodataTable:
     """A table from one row per person: counts of each combination of the given variables.
 
-    Levels are taken from the data unless given; a given level that nobody has is a zero cell.
+    Levels are taken from the data unless given; a given level that nobody has is a zero cell. A table with more
+    cells than memory holds (past 2^27) is kept as its records (a `MicrodataTable`, which counts each margin when
+    asked); `as_records` forces one form or the other.
     """
     variables = [str(v) for v in (variables if variables is not None else frame.columns)]
     unknown = [v for v in variables if v not in frame.columns]
@@ -339,17 +508,91 @@ def table_from_microdata(
         raise TabreleaseError(f"microdata has no column {unknown[0]!r}; the columns are {list(frame.columns)}")
     if len(frame) == 0:
         raise TabreleaseError("the microdata have no rows")
-    keys = _as_text(frame, variables)
-    level_lists = _resolve_levels(keys, variables, levels)
+    codes, level_lists = [], []
+    for var in variables:
+        column_codes, column_levels = _factorized(frame[var], var, None if levels is None else levels.get(var))
+        codes.append(column_codes)
+        level_lists.append(column_levels)
     shape = tuple(len(lv) for lv in level_lists)
+    metadata = {} if _all_declared(variables, levels) else {LEVELS_FROM_DATA: True}
+    cells = int(np.prod(shape, dtype=object))
+    if cells > MAX_TABLE_CELLS if as_records is None else as_records:
+        # Too many cells to hold: the table stays as its records, and the release path asks it for margins.
+        return MicrodataTable(tuple(variables), tuple(map(tuple, level_lists)), np.column_stack(codes), name, metadata)
     check_cells(variables, shape)
+    flat = np.ravel_multi_index(codes, shape)
+    array = np.bincount(flat, minlength=cells).reshape(shape)
+    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
+
+
+def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
+    """(each record's level position, the levels) of one microdata column. The distinct values are found first
+    (a hash pass) and only they are turned into trimmed text: a million records per column in milliseconds."""
     import pandas as pd
 
-    codes = [pd.Categorical(keys[v], categories=lv).codes for v, lv in zip(variables, level_lists)]
-    flat = np.ravel_multi_index(codes, shape)
-    array = np.bincount(flat, minlength=int(np.prod(shape))).reshape(shape)
-    metadata = {} if _all_declared(variables, levels) else {LEVELS_FROM_DATA: True}
-    return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
+    positions, uniques = pd.factorize(column, use_na_sentinel=True)
+    labels = [str(u).strip() for u in uniques]
+    if (positions < 0).any() or "" in labels:
+        raise TabreleaseError(f"column {variable!r} has missing values")
+    if declared is not None:
+        given = [str(x) for x in declared]
+        unknown = sorted(set(labels) - set(given))
+        if unknown:
+            raise TabreleaseError(f"variable {variable!r} has values {unknown[:5]} that are not among its levels {given}")
+        order = given
+    else:
+        order = _level_order(pd.Series(labels))
+    if len(order) < 2:
+        raise TabreleaseError(f"variable {variable!r} has only one level ({order}); it carries no information")
+    where = {label: i for i, label in enumerate(order)}
+    lookup = np.array([where[label] for label in labels], dtype=np.int64)
+    return lookup[positions], list(order)
+
+
+def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
+                   levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable | MicrodataTable:
+    """Microdata (one row per person) from a CSV or Parquet file: only the named columns are read (all by
+    default) and counted into a table, held as records when it has too many cells."""
+    path = _regular_file(path)
+    import pandas as pd
+
+    columns = None if variables is None else [str(v) for v in variables]
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            schema_names = pq.read_schema(path).names
+            missing = [c for c in (columns or []) if c not in schema_names]
+            if missing:
+                raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {schema_names}")
+            frame = pq.read_table(path, columns=columns).to_pandas()
+        except TabreleaseError:
+            raise
+        except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
+            raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
+    else:
+        try:
+            header = pd.read_csv(path, nrows=0, dtype=str).columns.tolist()
+            missing = [c for c in (columns or []) if c not in header]
+            if missing:
+                raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {header}")
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=columns, skipinitialspace=True)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TabreleaseError(f"cannot read {path}: {exc}") from None
+        except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
+            raise TabreleaseError(f"{path} is not a readable CSV table: {str(exc).splitlines()[0]}") from None
+    return table_from_microdata(frame, columns, levels=levels, name=path.stem)
+
+
+def _regular_file(path) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise TabreleaseError(f"no such file: {path}")
+    if path.is_dir():
+        raise TabreleaseError(f"{path} is a directory, not a data file")
+    if not path.is_file():  # a FIFO, a device (/dev/zero), a socket: reading could block or never end
+        raise TabreleaseError(f"{path} is not a regular file")
+    return path
 
 
 def read_table_csv(path: str | Path, count_column: str = "count", *, complete: bool = True,
@@ -426,11 +669,29 @@ def load_table(source: str | Path | ContingencyTable, count_column: str = "count
     if isinstance(source, str) and source in BUILTIN_TABLES:
         return builtin_table(source)
     path = Path(source)
-    if path.suffix.lower() not in {".csv", ".txt"} and not path.exists():
+    if path.suffix.lower() not in {".csv", ".txt", ".parquet"} and not path.exists():
         raise TabreleaseError(
             f"{str(source)!r} is neither a built-in table ({', '.join(BUILTIN_TABLES)}) nor an existing CSV file"
         )
+    if path.suffix.lower() == ".parquet":
+        return read_table_parquet(path, count_column, complete=complete, levels=levels)
     return read_table_csv(path, count_column, complete=complete, levels=levels)
+
+
+def read_table_parquet(path: str | Path, count_column: str = "count", *, complete: bool = True,
+                       levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable:
+    """A long-format Parquet file (one column per variable and a count column); labels read as text."""
+    path = _regular_file(path)
+    try:
+        import pyarrow.parquet as pq
+
+        frame = pq.read_table(path).to_pandas()
+    except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
+        raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
+    if count_column not in frame.columns:
+        raise TabreleaseError(f"no count column {count_column!r} in {path}; the columns are {list(frame.columns)} "
+                              "(one row per person? add --microdata)")
+    return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
 
 def describe_builtin_tables() -> list[dict[str, Any]]:

@@ -10,20 +10,32 @@ from typing import Any
 
 
 def add_table_arguments(parser) -> None:
-    parser.add_argument("table", metavar="TABLE", help="a built-in table name or a long-format CSV path")
+    parser.add_argument("table", metavar="TABLE", help="a built-in table name, or a CSV or Parquet file: long format "
+                        "(a count column) or, with --microdata, one row per person")
     parser.add_argument("--count-column", default="count", help="name of the count column in a CSV (default: count)")
     parser.add_argument(
         "--sparse", action="store_true", help="a CSV may omit zero cells (by default every cell must be listed)"
     )
+    parser.add_argument("--microdata", action="store_true", help="the file has one row per person (no count "
+                        "column); it is counted straight into the margins a release needs")
+    parser.add_argument("--variables", type=name_list, metavar="V1,V2,...", help="with --microdata: the columns "
+                        "to tabulate (default: all)")
     parser.add_argument("--levels", metavar="FILE", help="a JSON file declaring each variable's levels in order, "
                         '{"sex": ["f", "m"], ...}: needed in release mode for a --sparse table')
 
 
 def load_from_args(args):
-    from ..tables import load_table
+    from ..errors import TabreleaseError
+    from ..tables import load_table, read_microdata
 
-    return load_table(args.table, args.count_column, complete=not args.sparse,
-                      levels=read_levels(getattr(args, "levels", None)))
+    levels = read_levels(getattr(args, "levels", None))
+    if getattr(args, "microdata", False):
+        if args.sparse:
+            raise TabreleaseError("--sparse is for long tables with a count column; microdata have no cells to list")
+        return read_microdata(args.table, args.variables, levels=levels)
+    if getattr(args, "variables", None):
+        raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
+    return load_table(args.table, args.count_column, complete=not args.sparse, levels=levels)
 
 
 def read_levels(path):

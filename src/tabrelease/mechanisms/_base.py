@@ -70,6 +70,8 @@ class Mechanism(ABC):
     accepts_delta: bool = False  # with delta, the plan gives (epsilon, delta)-DP (Gaussian); without, pure epsilon
     paper_calibration: bool = False  # has a --calibration paper preset (reproduction only)
     options: tuple[str, ...] = ()  # the mechanism-specific options its plan accepts
+    # measure() reads only margins of the table (it may be given a table held as records); else every cell.
+    reads_margins: bool = False
 
     @abstractmethod
     def plan(self, shape: tuple[int, ...], margins: tuple[Margin, ...], epsilon: float, *, neighbours: str,

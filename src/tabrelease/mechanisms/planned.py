@@ -19,7 +19,7 @@ from ..measurements import EXACT, MARGIN_CELLS, Measurement, measured
 from ..noise import gaussian_calibration, laplace_calibration
 from ..planning import TOTAL_SQUARED_ERROR, expected_margin_errors, plan_measurements
 from ..rounding import CONTROLLED
-from ..tables import margin_counts
+from ..tables import margin_of, total_of
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
 from ._coefficients import integer_row_bound
 
@@ -29,9 +29,17 @@ PUBLIC_TOTAL_NOTE = ("the total n is treated as public (an invariant, as in cens
 # Up to this many cells the fit is over the table's cells: the released margins are those of one table. Above,
 # it is over the margins themselves (no cell is materialised), and they agree on every shared sub-margin.
 GLOBAL_MAX_CELLS = 2**12
-LOCAL_NOTE = ("the margins were fitted on themselves, not on the table's cells (it has too many): they agree on "
-              "every shared sub-margin (locally consistent), and are the margins of one table only where the model "
-              "is decomposable")
+# Above it, where the released margins' junction tree (a triangulation where they are not decomposable) has at
+# most this many cells over all cliques, the fit is over the cliques: globally consistent without the cells.
+CLIQUE_MAX_CELLS = 2**16
+# ... and at most this many sets below the cliques (the fit has one residual block per set: all 2-way margins of
+# 14 binary variables triangulate to one clique of 2^14 sets, a fit slower than the local one by orders).
+CLIQUE_MAX_SETS = 2**10
+LOCAL_NOTE = ("the margins were fitted on themselves, not on the table's cells (it has too many) nor on a junction "
+              "tree's cliques (they would be too large): they agree on every shared sub-margin (locally "
+              "consistent), and are not shown to be the margins of one table")
+CLIQUE_NOTE = ("the margins were fitted on the clique margins of a junction tree, not on the table's cells (it has "
+               "too many): they are the margins of one non-negative table (globally consistent)")
 REPLACE_TOTAL_NOTE = "under replace neighbours no neighbouring pair changes n: the total is exact (sensitivity 0)"
 
 
@@ -42,6 +50,7 @@ class Planned(Mechanism):
     accepts_delta = True
     options = ("public_total", "plan_objective")
     bound_source = ""
+    reads_margins = True  # measures margins (and residual blocks, from margins): a table held as records will do
 
     def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
         no_paper_calibration(self.name, calibration)
@@ -53,11 +62,10 @@ class Planned(Mechanism):
         if design.public_total:
             notes = (REPLACE_TOTAL_NOTE if neighbours == "replace" and not options.get("public_total")
                      else PUBLIC_TOTAL_NOTE,)
-        local = int(np.prod(shape)) > GLOBAL_MAX_CELLS
-        if local:
-            notes += (LOCAL_NOTE,)
+        estimator, note = _estimator_for(tuple(shape), tuple(margins))
+        notes += note
         plan = MechanismPlan(self.name, tuple(shape), tuple(margins), _calibrate(design, epsilon, delta, neighbours),
-                             LocalLeastSquares() if local else LeastSquares(), parameters={"total_is_public": int(bool(options.get("public_total")))},
+                             estimator, parameters={"total_is_public": int(bool(options.get("public_total")))},
                              notes=notes, rounding=CONTROLLED, design=design)
         return replace(plan, estimator=plan.estimator.for_plan(plan))
 
@@ -71,7 +79,7 @@ class Planned(Mechanism):
         for block in design.blocks:
             scale = multiplier * block.relative_scale
             if block.query == MARGIN_CELLS:
-                integers = margin_counts(np.asarray(counts, np.int64), block.variables).ravel()
+                integers = np.asarray(margin_of(counts, block.variables), np.int64).ravel()
                 exact, integer_scale, kind = integers.astype(float), 1.0, None
             else:
                 basis = coefficient_basis(design.basis_kind, plan.shape, [block.variables])
@@ -83,7 +91,7 @@ class Planned(Mechanism):
             blocks.append(Measurement(block.query, block.variables, np.asarray(noisy, float), design.distribution,
                                       scale, plan.shape, kind))
         if design.public_total:
-            blocks.append(Measurement(MARGIN_CELLS, (), np.array([float(np.sum(counts))]), EXACT, 0.0, plan.shape))
+            blocks.append(Measurement(MARGIN_CELLS, (), np.array([float(total_of(counts))]), EXACT, 0.0, plan.shape))
         return measured(blocks, noise)
 
     def sampler_bound(self, plan):
@@ -99,6 +107,24 @@ class Planned(Mechanism):
         blocks = [(b.query, b.variables, d.basis_kind, variance * (plan.calibration.scale * b.relative_scale) ** 2)
                   for b in d.blocks]
         return expected_margin_errors(plan.shape, plan.margins, blocks, d.public_total)
+
+
+def _estimator_for(shape: tuple[int, ...], margins: tuple) -> tuple:
+    """The fit a table of this size allows: over the cells (small tables), over the margins themselves where they
+    are decomposable (non-negative margins that agree are then those of one table), over a triangulation's
+    cliques where those are small enough, or else over the margins with local consistency only."""
+    if int(np.prod(shape, dtype=object)) <= GLOBAL_MAX_CELLS:
+        return LeastSquares(), ()
+    from ..junction import junction_tree
+
+    tree = junction_tree(margins, shape)
+    if tree.decomposable:
+        return LocalLeastSquares(), ()
+    from ..models import downward_closure
+
+    if tree.clique_cells(shape) <= CLIQUE_MAX_CELLS and len(downward_closure(tree.cliques)) <= CLIQUE_MAX_SETS:
+        return LocalLeastSquares(cliques=tree.cliques), (CLIQUE_NOTE,)
+    return LocalLeastSquares(), (LOCAL_NOTE,)
 
 
 def _calibrate(design, epsilon, delta, neighbours):

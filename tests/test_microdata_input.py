@@ -1,0 +1,69 @@
+"""Microdata and Parquet input (issue 12): a file of one row per person, CSV or Parquet, counted straight into
+the margins a release needs; a long table from Parquet as from CSV; bad input refused in one line."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tabrelease as tr
+from tabrelease.cli import main
+from tabrelease.tables import margin_counts, read_microdata
+
+
+@pytest.fixture()
+def people(tmp_path):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({f"q{j}": rng.integers(0, 3, 3000) for j in range(5)})
+    frame.to_parquet(tmp_path / "people.parquet")
+    frame.to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "levels.json").write_text(json.dumps({f"q{j}": ["0", "1", "2"] for j in range(5)}))
+    return tmp_path, frame
+
+
+def test_microdata_from_csv_and_parquet_count_what_pandas_counts(people):
+    path, frame = people
+    for name in ("people.csv", "people.parquet"):
+        table = read_microdata(path / name, ["q0", "q2", "q4"])
+        assert table.variables == ("q0", "q2", "q4") and table.n == 3000
+        expected = frame.groupby(["q0", "q2"]).size()  # an independent count of the same records
+        got = margin_counts(table.counts, (0, 1))
+        for (a, b), count in expected.items():
+            assert got[int(a), int(b)] == count
+
+
+def test_the_release_of_a_parquet_file_is_that_of_the_same_csv(people, capsys):
+    path, _ = people
+    for name in ("people.csv", "people.parquet"):
+        code = main(["release", str(path / name), "--microdata", "--levels", str(path / "levels.json"),
+                     "--margins", "[AB][BC]", "--epsilon", "1", "--simulate", "--seed", "4",
+                     "--out", str(path / f"out_{name}")])
+        assert code == 0
+    for margin in sorted(p.name for p in (path / "out_people.csv" / "public").glob("margin_*.csv")):
+        assert ((path / "out_people.csv" / "public" / margin).read_text()
+                == (path / "out_people.parquet" / "public" / margin).read_text())
+
+
+def test_a_long_table_from_parquet_is_the_long_table_from_csv(tmp_path):
+    table = tr.builtin_table("czech")
+    frame = table.to_frame()
+    frame.to_parquet(tmp_path / "czech.parquet")
+    from_parquet = tr.load_table(tmp_path / "czech.parquet")
+    np.testing.assert_array_equal(from_parquet.counts, table.counts)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["people.parquet", "--microdata", "--variables", "q0,zz"], "people.parquet has no column 'zz'; the columns are"),
+    (["people.csv", "--microdata", "--variables", "q0,zz"], "people.csv has no column 'zz'; the columns are"),
+    (["people.parquet"], "no count column 'count' in people.parquet; the columns are"),
+    (["people.csv", "--variables", "q0,q1"], "--variables chooses the columns of a microdata file: add --microdata"),
+    (["people.csv", "--microdata", "--sparse"], "--sparse is for long tables with a count column"),
+])
+def test_bad_microdata_input_is_one_line_and_writes_nothing(people, capsys, monkeypatch, arguments, message):
+    path, _ = people
+    monkeypatch.chdir(path)
+    code = main(["release", *arguments, "--epsilon", "1", "--simulate", "--out", "r"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err
+    assert not (path / "r").exists()
