@@ -18,7 +18,7 @@ CASE = r"""
 import itertools, json, resource, sys, tempfile, time
 import numpy as np, pandas as pd
 import tabrelease as tr
-k, levels, rows = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+k, levels, rows, shape_of_margins = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 rng = np.random.default_rng(0)
 skew = rng.dirichlet(np.ones(levels), size=k)
 people = pd.DataFrame({f"V{j}": rng.choice(levels, size=rows, p=skew[j]).astype(str) for j in range(k)})
@@ -26,30 +26,52 @@ start = time.perf_counter()
 table = tr.table_from_microdata(people, levels={f"V{j}": [str(i) for i in range(levels)] for j in range(k)})
 built = time.perf_counter()
 with tempfile.TemporaryDirectory() as d:
-    done = tr.publish_release(table, f"{d}/out", 1.0, list(itertools.combinations(range(k), 2)),
-                              mode="simulation", seed=1)
+    margins = (list(itertools.combinations(range(k), 2)) if shape_of_margins == "all-2-way"
+               else [(j, (j + 1) % k) for j in range(k)])
+    done = tr.publish_release(table, f"{d}/out", 1.0, margins, mode="simulation", seed=1)
+    integer = all(m.dtype.kind == "i" and m.min() >= 0 for m in done.release.released_margins)
 end = time.perf_counter()
 print(json.dumps({"cells": table.cells, "aggregate_s": built - start, "release_audit_s": end - built,
+                  "released_cells": sum(m.size for m in done.release.released_margins), "integer": integer,
+                  "held_as": "cells" if table.held_as_cells else "records",
                   "estimator": done.release.estimator, "consistency": done.release.consistency,
                   "refit": done.evaluation.refit_note is None,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
+CASES = [(10, 2, "all-2-way"), (12, 2, "all-2-way"), (13, 2, "all-2-way"), (14, 2, "all-2-way"),
+         (16, 2, "all-2-way"), (8, 4, "all-2-way"), (8, 10, "all-2-way"), (12, 10, "all-2-way"),
+         (16, 10, "all-2-way"), (20, 10, "all-2-way"), (20, 10, "ring")]
+
+
 def main() -> None:
-    print("all 2-way margins, epsilon 1, simulation mode; release = plan, measure, estimate, round, audit, bundle")
-    print(f"{'variables':>10} {'rows':>9} {'cells':>9} {'aggregate s':>12} {'release+audit s':>16} {'peak MB':>8} "
-          f"{'estimator':>20} {'consistency':>11} {'refit':>6}")
-    for k, levels, rows in [(10, 2, 10**6), (12, 2, 10**6), (13, 2, 10**6), (14, 2, 10**6), (16, 2, 10**6),
-                            (8, 4, 10**6)]:
-        out = subprocess.run([sys.executable, "-c", CASE, str(k), str(levels), str(rows)], capture_output=True,
-                             text=True, timeout=1800)
+    import math
+
+    print("epsilon 1, simulation mode, 10^6 microdata rows; release = plan, measure, estimate, round, audit, bundle")
+    print("peak MB is the process's peak resident memory, the drawn microdata frame included")
+    print(f"{'variables':>10} {'margins':>9} {'cells':>8} {'held as':>7} {'released':>8} {'aggregate s':>11} "
+          f"{'release+audit s':>15} {'peak MB':>7} {'estimator':>19} {'consistency':>11} {'integer':>7} {'refit':>5}")
+    series = []
+    for k, levels, margins in CASES:
+        out = subprocess.run([sys.executable, "-c", CASE, str(k), str(levels), str(10**6), margins],
+                             capture_output=True, text=True, timeout=1800)
         if out.returncode != 0:
-            print(f"{k:>4} x {levels:<3} failed: {out.stderr.strip().splitlines()[-1]}")
+            print(f"{k:>4} x {levels:<3} {margins} failed: {out.stderr.strip().splitlines()[-1]}")
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{k:>4} x {levels:<3} {rows:>9} {r['cells']:>9} {r['aggregate_s']:>12.2f} {r['release_audit_s']:>16.2f} "
-              f"{r['peak_mb']:>8.0f} {r['estimator']:>20} {r['consistency']:>11} {str(r['refit']):>6}")
+        print(f"{k:>4} x {levels:<3} {margins:>9} {float(r['cells']):>8.2g} {r['held_as']:>7} {r['released_cells']:>8} "
+              f"{r['aggregate_s']:>11.2f} {r['release_audit_s']:>15.2f} {r['peak_mb']:>7.0f} {r['estimator']:>19} "
+              f"{r['consistency']:>11} {str(r['integer']):>7} {str(r['refit']):>5}")
+        if levels == 10 and margins == "all-2-way":
+            series.append((r["released_cells"], r["release_audit_s"], r["peak_mb"]))
+    if len(series) >= 2:
+        # Growth rate: the slope of log(time) against log(released cells) between the smallest and largest case
+        # of the 10-level series (k = 8 to 20 variables; the table's cells grow from 10^8 to 10^20).
+        (c0, t0, m0), (c1, t1, m1) = series[0], series[-1]
+        print(f"growth, 10 levels, all 2-way margins: time ~ released cells^{math.log(t1 / t0) / math.log(c1 / c0):.2f}, "
+              f"peak memory ~ released cells^{math.log(m1 / m0) / math.log(c1 / c0):.2f} "
+              f"(released cells {c0} to {c1}; the table's cells do not enter)")
 
 
 if __name__ == "__main__":

@@ -278,7 +278,7 @@ def _plan_laplace(cost, lam, weights) -> np.ndarray:
         p = np.exp(theta)
         p /= p.sum()
         x = p / cost
-        info = np.maximum((x**2 / 2) @ lam, 1e-150)
+        info = np.maximum((x**2 / 2) @ lam, 1e-100)  # squared below: no overflow to inf (which stalled the search)
         inverse = 1.0 / info
         f = float(weights @ inverse)
         df_dx = -(lam @ (weights * inverse * inverse)) * x
