@@ -74,13 +74,25 @@ def _finish(observed, fitted, facial, generators, tol, iterations_left):
     return ipf(observed, generators, start=fitted, tol=tol, max_iter=iterations_left)
 
 
+# Below this many entries (facial cells x generator margin cells) the design is held dense: on the paper's tables
+# (256 cells, 56-144 margin cells) a dense Hessian X'WX is one BLAS product where the sparse one was several sparse
+# conversions per step, and the step takes 0.16-0.52 of the time. The solve itself was dense already.
+DENSE_NEWTON_MAX_ENTRIES = 2**20
+
+
 @lru_cache(maxsize=16)
 def _cell_design(shape: tuple[int, ...], generators: tuple[Margin, ...]) -> sp.csr_matrix:
     """The margin design transposed: one row per cell, a 1 in the column of each generator margin cell it adds to."""
     return margin_design(shape, generators).T.tocsr()
 
 
-def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps):
+@lru_cache(maxsize=16)
+def _dense_cell_design(shape: tuple[int, ...], generators: tuple[Margin, ...]) -> np.ndarray:
+    """`_cell_design` as a dense array (cells x generator margin cells; used only below DENSE_NEWTON_MAX_ENTRIES)."""
+    return _cell_design(shape, generators).toarray()
+
+
+def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps, dense=None):
     """Newton's method for the Poisson log-likelihood on the facial set, from IPF's fitted table.
 
     log m on the facial set is X beta, X the margin design's rows for those cells (sparse:
@@ -89,16 +101,32 @@ def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps):
     Cholesky; the gradient X'(f - m) has no component along X's null space, so the ridge only
     shortens steps and the fixed point is the MLE itself. Steps are halved until the
     likelihood rises. Returns (fitted, steps, True), or None when it does not reach the tolerance.
+
+    X is dense when small (`dense=None` decides by DENSE_NEWTON_MAX_ENTRIES): the same arithmetic, and the
+    same fit to rounding error.
     """
     import scipy.linalg as la
 
     cells = np.flatnonzero(facial.ravel())
     f = observed.ravel()[cells]
-    X = _cell_design(observed.shape, generators)[cells]
-    XT = X.T.tocsr()
+    design = _cell_design(observed.shape, generators)
+    if dense is None:
+        dense = design.shape[0] * design.shape[1] <= DENSE_NEWTON_MAX_ENTRIES
+    if dense:
+        X = _dense_cell_design(observed.shape, generators)[cells]
+        XT = X.T
+
+        def hessian(weights):
+            return XT @ (X * weights[:, None])
+    else:
+        X = design[cells]
+        XT = X.T.tocsr()
+
+        def hessian(weights):
+            return (XT @ X.multiply(weights[:, None])).toarray()
 
     def solve_ridged(weights, vector):
-        matrix = (XT @ X.multiply(weights[:, None])).toarray()
+        matrix = hessian(weights)
         matrix[np.diag_indices_from(matrix)] += 1e-9 * max(float(matrix.diagonal().max()), 1e-300)
         return la.cho_solve(la.cho_factor(matrix), vector)
 
