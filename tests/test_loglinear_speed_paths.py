@@ -41,3 +41,28 @@ def test_dense_newton_equals_sparse_newton_on_random_tables(shape, generators):
         np.testing.assert_allclose(dense[0], sparse[0], rtol=1e-10, atol=1e-10)
         compared += 1
     assert compared >= 20
+
+
+IPF_MODELS = MODELS + [
+    ((2,) * 8, ((0, 2, 4), (0, 2, 6), (0, 3, 6), (1, 3, 7), (1, 5), (1, 4), (2, 4, 5), (2, 5, 6))),  # Rochdale's
+    ((2, 3, 2, 2), ((2, 0), (1,), (3, 1, 2))),  # generators not in axis order, and a margin of one variable
+]
+
+
+@pytest.mark.parametrize("shape, generators", IPF_MODELS)
+def test_product_ipf_equals_ipf_over_axes_on_random_stacks(shape, generators):
+    import importlib
+
+    from tabrelease.tables import margin_counts
+
+    ipf_module = importlib.import_module("tabrelease.loglinear.ipf")
+    rng = np.random.default_rng(11)
+    stack = np.stack([_sparse_table(rng, shape, rng.uniform(0.0, 0.4)) for _ in range(12)])
+    starts = np.stack([facial_set(t, [tuple(sorted(g)) for g in generators]) for t in stack]).astype(float)
+    targets = [margin_counts(stack, sorted(g), 1) for g in generators]
+    for max_iter in (1, 7, 5000):
+        axes = ipf_module._ipf_stack(starts.copy(), targets, generators, 1e-8, max_iter, product=False)
+        product = ipf_module._ipf_stack(starts.copy(), targets, generators, 1e-8, max_iter, product=True)
+        np.testing.assert_array_equal(axes[1], product[1])
+        np.testing.assert_array_equal(axes[2], product[2])
+        np.testing.assert_allclose(product[0], axes[0], rtol=1e-10, atol=1e-9)

@@ -63,7 +63,72 @@ def ipf_to_margins(
     return fitted.reshape(shape), iterations.reshape(batch), converged.reshape(batch)
 
 
-def _ipf_stack(fitted, targets, generators, tol, max_iter):
+# Small tables of many axes are fitted on the flattened tables by matrix products: each margin is one BLAS product
+# with the 0/1 cell-to-margin-cell matrix, and the adjustment one gather by margin cell. numpy's reductions over
+# many axes of a small table cost more in their set-up than in their arithmetic: on Rochdale (2^8 cells, 8
+# generators, stacks of 50) a cycle takes 0.4x the time. With few axes and large margins (journey to work,
+# 4x4x16) the reductions are faster (the products 1.4x), so they stay. The dense matrices are cells x margin
+# cells, never cells x cells.
+PRODUCT_IPF_MAX_CELLS = 2**12
+PRODUCT_IPF_MIN_AXES = 4
+
+
+def _ipf_stack(fitted, targets, generators, tol, max_iter, product=None):
+    cells = int(np.prod(fitted.shape[1:]))
+    if product is None:
+        product = cells <= PRODUCT_IPF_MAX_CELLS and fitted.ndim - 1 >= PRODUCT_IPF_MIN_AXES
+    if product:
+        return _ipf_stack_product(fitted, targets, generators, tol, max_iter)
+    return _ipf_stack_axes(fitted, targets, generators, tol, max_iter)
+
+
+def _margin_cell_index(shape: tuple[int, ...], generator: Margin) -> np.ndarray:
+    """For each cell of a table (C order), the index of its cell in the margin over `generator` (C order)."""
+    coords = np.unravel_index(np.arange(int(np.prod(shape))), shape)
+    return np.ravel_multi_index(tuple(coords[j] for j in generator), tuple(shape[j] for j in generator)) \
+        if generator else np.zeros(int(np.prod(shape)), np.intp)
+
+
+def _ipf_stack_product(fitted, targets, generators, tol, max_iter):
+    """`_ipf_stack_axes` on flattened tables, margins by matrix products: the same cycles, the same stopping rule."""
+    n = fitted.shape[0]
+    shape = tuple(fitted.shape[1:])
+    # Margins keep the table's axis order (as margin_counts gives them), whatever the generator's order.
+    indices = [_margin_cell_index(shape, tuple(sorted(g))) for g in generators]
+    sums = []
+    for index, target in zip(indices, targets):
+        design = np.zeros((index.size, int(np.prod(target.shape[1:], dtype=int))))
+        design[np.arange(index.size), index] = 1.0
+        sums.append(design)
+    flat = fitted.reshape(n, -1).copy()
+    iterations = np.full(n, max_iter, dtype=np.int64)
+    converged = np.zeros(n, dtype=bool)
+    active = np.arange(n)
+    work = flat.copy()
+    work_targets = [t.reshape(n, -1) for t in targets]
+    for iteration in range(1, max_iter + 1):
+        gap = np.zeros(len(active))
+        for design, index, target in zip(sums, indices, work_targets):
+            current = work @ design
+            gap = np.maximum(gap, np.abs(current - target).max(axis=1))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(current > 0, target / current, 0.0)
+            work *= ratio[:, index]
+        done = gap <= tol
+        if done.any():
+            flat[active[done]] = work[done]
+            iterations[active[done]] = iteration
+            converged[active[done]] = True
+            if done.all():
+                return flat.reshape(fitted.shape), iterations, converged
+            still = ~done
+            active, work = active[still], work[still]
+            work_targets = [t[still] for t in work_targets]
+    flat[active] = work
+    return flat.reshape(fitted.shape), iterations, converged
+
+
+def _ipf_stack_axes(fitted, targets, generators, tol, max_iter):
     n = fitted.shape[0]
     k = fitted.ndim - 1
     keep_shapes = [(-1,) + tuple(fitted.shape[1 + j] if j in g else 1 for j in range(k)) for g in generators]
