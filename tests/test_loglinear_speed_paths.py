@@ -66,3 +66,48 @@ def test_product_ipf_equals_ipf_over_axes_on_random_stacks(shape, generators):
         np.testing.assert_array_equal(axes[1], product[1])
         np.testing.assert_array_equal(axes[2], product[2])
         np.testing.assert_allclose(product[0], axes[0], rtol=1e-10, atol=1e-9)
+
+
+FACIAL_MODELS = [
+    ((3, 3, 4), ((0, 1), (0, 2), (1, 2))),
+    ((4, 4, 16), ((0, 1), (0, 2), (1, 2))),
+    ((2,) * 8, ((0, 2, 4), (0, 2, 6), (0, 3, 6), (1, 3, 7), (1, 5), (1, 4), (2, 4, 5), (2, 5, 6))),
+    ((2, 2, 2, 2, 2), ((0, 1), (1, 2), (2, 3), (3, 0), (4,))),
+]
+
+
+@pytest.mark.parametrize("shape, generators", FACIAL_MODELS)
+def test_facial_set_with_the_move_certificate_equals_the_lp(shape, generators):
+    from tabrelease.loglinear import facial as facial_module
+    from tabrelease.loglinear.design import _positive_margin_cells
+
+    rng = np.random.default_rng(3)
+    certified = 0
+    for _ in range(60):
+        table = _sparse_table(rng, shape, rng.uniform(0.2, 0.8))
+        support = table > 0
+        candidates = _positive_margin_cells(support, generators)
+        if np.array_equal(support, candidates):
+            continue
+        by_lp = facial_module._facial_set_program(shape, generators).solve(support.ravel(), candidates.ravel())
+        np.testing.assert_array_equal(facial_set(table, generators), by_lp.reshape(shape))
+        if facial_module._moves_reach_every_candidate(support, candidates, generators):
+            # The certificate is only ever given when the LP agrees that every candidate is in.
+            assert by_lp.reshape(shape).sum() == candidates.sum()
+            certified += 1
+    assert certified > 0
+
+
+def test_parity_moves_leave_every_generator_margin_unchanged():
+    from tabrelease.loglinear import margin_design
+    from tabrelease.loglinear.facial import _parity_moves
+
+    for shape, generators in FACIAL_MODELS:
+        plus, minus = _parity_moves(shape, generators)
+        design = margin_design(shape, generators)
+        cells = int(np.prod(shape))
+        for p, m in zip(plus[:: max(1, len(plus) // 200)], minus[:: max(1, len(minus) // 200)]):
+            move = np.zeros(cells)
+            np.add.at(move, np.unique(p), 1.0)
+            np.add.at(move, np.unique(m), -1.0)
+            assert np.abs(move).sum() > 0 and not np.any(design @ move)
