@@ -78,7 +78,8 @@ def _ipf_stack(fitted, targets, generators, tol, max_iter, product=None):
     if product is None:
         product = cells <= PRODUCT_IPF_MAX_CELLS and fitted.ndim - 1 >= PRODUCT_IPF_MIN_AXES
     if product:
-        return _ipf_stack_product(fitted, targets, generators, tol, max_iter)
+        with one_blas_thread():  # products this small only slow down on threads (and starve other workers)
+            return _ipf_stack_product(fitted, targets, generators, tol, max_iter)
     return _ipf_stack_axes(fitted, targets, generators, tol, max_iter)
 
 
