@@ -59,15 +59,22 @@ def _moves_reach_every_candidate(support: np.ndarray, candidates: np.ndarray, ge
         return False
     plus, minus = moves
     known = support.ravel().copy()
-    target = int(candidates.sum())
+    allowed = candidates.ravel()
+    target = int(allowed.sum())
+    # Both signs of each move, (plus, minus) and (minus, plus); only moves whose -1 corners are all candidates can
+    # ever be used (the facial set lies within them), and only those with a +1 corner not yet known can add.
+    usable_moves = []
+    for up, down in ((plus, minus), (minus, plus)):
+        keep = allowed[down].all(axis=1) & ~known[up].all(axis=1)
+        usable_moves.append((up[keep], down[keep]))
     while True:
-        # Both signs of each move: (plus, minus) and (minus, plus).
         grown = False
-        for up, down in ((plus, minus), (minus, plus)):
-            usable = known[down].all(axis=1) & ~known[up].all(axis=1)
+        for up, down in usable_moves:
+            usable = known[down].all(axis=1)
             if usable.any():
+                before = int(known.sum())
                 known[up[usable].ravel()] = True
-                grown = True
+                grown = grown or int(known.sum()) > before
         if int(known.sum()) == target:
             return True
         if not grown:
