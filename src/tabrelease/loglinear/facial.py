@@ -49,7 +49,8 @@ def facial_set(observed: np.ndarray, generators: Sequence[Margin]) -> np.ndarray
 # non-negative table with the same margins, positive on the +1 corners: they are in the facial set too. Grown from
 # the support, this proves cells in, never out; when it reaches every candidate (every cell whose generator margins
 # are positive, a superset of the facial set) the facial set is exactly the candidates, and the LP is not needed.
-# On the paper's experiment that is 84% of the Rochdale refits that would otherwise solve the LP.
+# On the paper's experiment it settles 73% of the Rochdale and 44% of the journey-to-work supports that would
+# otherwise go to the LP (of those where the facial set is every candidate: 86% and all).
 MAX_PARITY_MOVES = 200_000
 
 
