@@ -43,8 +43,9 @@ MarginFunction = Callable[[Margin], np.ndarray]
 # Exact L1 distances enumerate cells (in blocks of BLOCK_CELLS): 2^24 cells take about a second.
 DENSE_CELL_LIMIT = 2**24
 BLOCK_CELLS = 2**20
-# The facial-set LP has two columns per clique cell; HiGHS solves 2^18 clique cells in seconds, not minutes.
-FACIAL_LP_CLIQUE_CELL_LIMIT = 2**18
+# The facial-set LP has a column per clique cell, and HiGHS's simplex is slow on it: 8 cliques of 3125 cells took
+# 37 s (interior point 16 s), 8 of 1024 cells about a second. Past this the facial set is not decided by LP.
+FACIAL_LP_CLIQUE_CELL_LIMIT = 2**13
 # The zero-adjusted df of a non-decomposable model with zeros needs the rank of the design on the facial set,
 # which we only know how to get densely (design.design_rank): limited to tables this small.
 RANK_CELL_LIMIT = 2**14
@@ -463,7 +464,7 @@ def _facial_cliques_by_lp(tree, shape, edges, assigned, targets, candidates, kno
     """
     offsets = np.cumsum([0] + [c.size for c in candidates])
     cells = int(offsets[-1])
-    s_col = 2 * cells
+    s_col = cells  # columns: mu (one per clique cell), the scale s, then y (one per undecided cell)
     rows, cols, vals = [], [], []
     row = 0
 
@@ -488,19 +489,23 @@ def _facial_cliques_by_lp(tree, shape, edges, assigned, targets, candidates, kno
             vals.append(np.full(candidates[i].size, sign))
         row += size
     equality_rows = row
-    rows += [row + np.arange(cells), row + np.arange(cells)]
-    cols += [cells + np.arange(cells), np.arange(cells)]
-    vals += [np.ones(cells), -np.ones(cells)]
-    row += cells
-    matrix = sp.csc_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(row, 2 * cells + 1)
-    )
     candidate = np.concatenate([c.ravel() for c in candidates])
     known = np.zeros(cells, bool) if known_in is None else np.concatenate([k.ravel() for k in known_in]) & candidate
-    lower = np.concatenate([np.zeros(cells), known.astype(float), [0.0]])
-    upper = np.concatenate([np.where(candidate, np.inf, 0.0), candidate.astype(float), [np.inf]])
-    cost = np.concatenate([np.zeros(cells), -np.ones(cells), [0.0]])
-    row_lower = np.concatenate([np.zeros(equality_rows), np.full(cells, -np.inf)])
+    # y only for the cells left to decide: a y column and a y <= mu row per known cell only slow the simplex down.
+    open_cells = np.flatnonzero(candidate & ~known)
+    y_cols = s_col + 1 + np.arange(len(open_cells))
+    rows += [row + np.arange(len(open_cells)), row + np.arange(len(open_cells))]
+    cols += [y_cols, offsets[0] + open_cells]
+    vals += [np.ones(len(open_cells)), -np.ones(len(open_cells))]
+    row += len(open_cells)
+    columns = s_col + 1 + len(open_cells)
+    matrix = sp.csc_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(row, columns)
+    )
+    lower = np.zeros(columns)
+    upper = np.concatenate([np.where(candidate, np.inf, 0.0), [np.inf], np.ones(len(open_cells))])
+    cost = np.concatenate([np.zeros(s_col + 1), -np.ones(len(open_cells))])
+    row_lower = np.concatenate([np.zeros(equality_rows), np.full(len(open_cells), -np.inf)])
     row_upper = np.zeros(row)
     import highspy
 
@@ -509,8 +514,8 @@ def _facial_cliques_by_lp(tree, shape, edges, assigned, targets, candidates, kno
     status = highs.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         raise TabreleaseError(f"the facial-set linear program failed: HiGHS says {highs.modelStatusToString(status)}")
-    y = np.asarray(highs.getSolution().col_value)[cells : 2 * cells]
-    inside = (y > 0.5) | known
+    inside = known.copy()
+    inside[open_cells] = np.asarray(highs.getSolution().col_value)[s_col + 1 :] > 0.5
     return [inside[offsets[i] : offsets[i + 1]].reshape(c.shape) for i, c in enumerate(candidates)]
 
 
