@@ -80,8 +80,21 @@ def test_the_planned_release_goes_local_past_its_cell_limit_and_says_so(tmp_path
     audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
     assert public["consistency"] == "local"
     assert any("locally consistent" in w for w in public["warnings"])
-    assert audit["evaluation"]["g2_original"] is None and "not computed" in audit["evaluation"]["refit_note"]
     assert audit["evaluation"]["max_l1_error"] > 0  # the margin errors are there
+    # Past the cell-by-cell refit, the refit is from the margins on the model's junction tree: the same G², df
+    # and MLE distance as the cell path (computed here independently, cell by cell).
+    note = audit["evaluation"]["refit_note"]
+    assert "computed from the generator margins on the model's junction tree" in note
+    cell_fit = tr.fit_loglinear(table, tr.HierarchicalModel(tuple(margins), k))
+    assert audit["evaluation"]["g2_original"] == pytest.approx(cell_fit.g2, rel=1e-8)
+    assert audit["evaluation"]["df_original"] == cell_fit.df
+    from tabrelease.evaluation import _margin_for
+    from tabrelease.loglinear import ipf_to_margins, l1_distance
+
+    targets = [_margin_for(g, release) for g in margins]
+    fitted, _, _ = ipf_to_margins(targets, margins, table.shape, tol=1e-11)
+    assert audit["evaluation"]["mle_l1"] == pytest.approx(l1_distance(cell_fit.probabilities, fitted / fitted.sum()),
+                                                          rel=1e-6, abs=1e-9)
 
 
 def test_an_audit_refit_that_fails_does_not_fail_the_release(tmp_path, monkeypatch):
@@ -242,6 +255,24 @@ def test_twenty_variables_of_ten_levels_release_from_records_with_integer_locall
     assert public["consistency"] == release.consistency
     audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
     assert audit["table"]["cells"] == 10**20 and audit["table"]["n"] == 20000
+    # The ring's refit comes from its margins on a junction tree of small cliques; the MLE distance would need
+    # every one of the 10^20 cells, and the audit says so.
+    evaluation = audit["evaluation"]
+    assert evaluation["g2_original"] is not None and evaluation["g2_original"] >= 0
+    assert evaluation["mle_l1"] is None and "needs every cell" in evaluation["refit_note"]
+
+
+def test_a_refit_whose_junction_tree_is_too_large_is_reported_not_attempted(tmp_path):
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 10, size=(5000, 12))
+    frame = pd.DataFrame({f"V{j}": codes[:, j].astype(str) for j in range(12)})
+    table = tr.table_from_microdata(frame, levels={f"V{j}": [str(i) for i in range(10)] for j in range(12)})
+    done = tr.publish_release(table, tmp_path / "r", 1.0, list(itertools.combinations(range(12), 2)),
+                              mode="simulation", seed=2)
+    assert done.evaluation.g2_original is None
+    assert "the model's junction tree has a clique of 1e+12 cells" in done.evaluation.refit_note
 
 
 @pytest.mark.parametrize("seed", range(8))

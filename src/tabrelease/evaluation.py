@@ -80,12 +80,11 @@ def evaluate_release(
     original = None
     g2_released = mle_l1 = converged = None
     refit_note = None
-    if original_fit is None and table.cells > AUDIT_REFIT_MAX_CELLS:
-        refit_note = (f"the log-linear refit was not computed: the table has {table.cells:,} cells, above the "
-                      f"{AUDIT_REFIT_MAX_CELLS:,} this audit fits cell by cell")
+    if original_fit is None and (table.cells > AUDIT_REFIT_MAX_CELLS or not table.held_as_cells):
+        original, g2_released, mle_l1, converged, refit_note = _refit_from_margins(table, release, model)
     else:
         try:
-            original = original_fit or fit_loglinear(table if table.held_as_cells else table.to_cells(), model)
+            original = original_fit or fit_loglinear(table, model)
             if release.table is not None and release.table.sum() > 0:
                 refit = fit_loglinear(release.table, model)
                 g2_released = refit.g2
@@ -205,6 +204,53 @@ def _evaluation(table, release, original, errors, g2_released, mle_l1, converged
         bound_source=source,
         paper_bound_by_margin=paper_bounds,
     )
+
+
+# The refit from margins holds the model's junction tree: past this many cells in one clique it is left out.
+MARGINS_REFIT_MAX_CLIQUE_CELLS = 2**20
+
+
+def _refit_from_margins(table, release: Release, model: HierarchicalModel):
+    """The refit of a table too large to fit cell by cell: the model's MLE from its generator margins, on its
+    junction tree (closed form where decomposable, IPF over the cliques otherwise), for the original table and
+    for the released margins. Returns (original fit, G² of a released table, MLE L1 distance, converged, note)."""
+    from .junction import junction_tree
+    from .loglinear.margins_fit import DENSE_CELL_LIMIT, fit_loglinear_from_margins, margins_fit_l1_distance
+
+    tree = junction_tree(model.generators, table.shape)
+    largest = tree.largest_clique_cells(table.shape)
+    if largest > MARGINS_REFIT_MAX_CLIQUE_CELLS:
+        return None, None, None, None, (
+            f"the log-linear refit was not computed: the table has {table.cells:.3g} cells, and the model's junction "
+            f"tree has a clique of {largest:.3g} cells (the refit from margins holds cliques up to "
+            f"{MARGINS_REFIT_MAX_CLIQUE_CELLS:,})")
+    notes = ["the log-linear refit was computed from the generator margins on the model's junction tree, not cell "
+             "by cell"]
+    try:
+        original = fit_loglinear_from_margins(model.generators, table.shape, table.margin_counts,
+                                              sum_n_log_n=_sum_n_log_n(table), clique_margins=True)
+        if not original.facial_set_exact:
+            notes.append("the facial set was too large to decide here: the zero-adjusted df is not given")
+        released = converged = mle_l1 = None
+        if release.consistent and release.n_released > 0 and all(np.all(m >= 0) for m in release.released_margins):
+            released = fit_loglinear_from_margins(model.generators, table.shape,
+                                                  lambda axes: _margin_for(tuple(axes), release))
+            converged = released.converged
+            mle_l1 = margins_fit_l1_distance(original, released)
+            if mle_l1 is None:
+                notes.append(f"the MLE distance needs every cell and is given up to {DENSE_CELL_LIMIT:,} cells")
+        else:
+            notes.append("the released margins have no MLE (they are inconsistent or negative)")
+    except (TabreleaseError, MemoryError, ArithmeticError) as exc:
+        return None, None, None, None, f"the log-linear refit failed ({type(exc).__name__}); the margin errors above stand"
+    return original, None, mle_l1, converged, "; ".join(notes)
+
+
+def _sum_n_log_n(table) -> float:
+    """sum of n log n over the non-zero cells: over the distinct records of a table held as records."""
+    counts = table.counts[table.counts > 0] if table.held_as_cells else table.distinct_records()[1]
+    counts = np.asarray(counts, float)
+    return float(np.sum(counts * np.log(counts)))
 
 
 def _margin_for(generator: Margin, release: Release) -> np.ndarray:
