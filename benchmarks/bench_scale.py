@@ -35,7 +35,8 @@ print(json.dumps({"cells": table.cells, "aggregate_s": built - start, "release_a
                   "released_cells": sum(m.size for m in done.release.released_margins), "integer": integer,
                   "held_as": "cells" if table.held_as_cells else "records",
                   "estimator": done.release.estimator, "consistency": done.release.consistency,
-                  "refit": done.evaluation.refit_note is None,
+                  "refit": done.evaluation.g2_original is not None,
+                  "mle_l1": done.evaluation.mle_l1 is not None,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -49,9 +50,10 @@ def main() -> None:
     import math
 
     print("epsilon 1, simulation mode, 10^6 microdata rows; release = plan, measure, estimate, round, audit, bundle")
-    print("peak MB is the process's peak resident memory, the drawn microdata frame included")
+    print("peak MB is the process's peak resident memory, the drawn microdata frame included; G2 / MLE L1: whether "
+          "the audit's refit gave G² of the original table and the MLE distance (see each audit's refit note)")
     print(f"{'variables':>10} {'margins':>9} {'cells':>8} {'held as':>7} {'released':>8} {'aggregate s':>11} "
-          f"{'release+audit s':>15} {'peak MB':>7} {'estimator':>19} {'consistency':>11} {'integer':>7} {'refit':>5}")
+          f"{'release+audit s':>15} {'peak MB':>7} {'estimator':>19} {'consistency':>11} {'integer':>7} {'G2':>5} {'MLE L1':>6}")
     series = []
     for k, levels, margins in CASES:
         out = subprocess.run([sys.executable, "-c", CASE, str(k), str(levels), str(10**6), margins],
@@ -62,12 +64,12 @@ def main() -> None:
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{k:>4} x {levels:<3} {margins:>9} {float(r['cells']):>8.2g} {r['held_as']:>7} {r['released_cells']:>8} "
               f"{r['aggregate_s']:>11.2f} {r['release_audit_s']:>15.2f} {r['peak_mb']:>7.0f} {r['estimator']:>19} "
-              f"{r['consistency']:>11} {str(r['integer']):>7} {str(r['refit']):>5}")
-        if levels == 10 and margins == "all-2-way":
+              f"{r['consistency']:>11} {str(r['integer']):>7} {str(r['refit']):>5} {str(r['mle_l1']):>6}")
+        if levels == 10 and margins == "all-2-way" and r["held_as"] == "records":
             series.append((r["released_cells"], r["release_audit_s"], r["peak_mb"]))
     if len(series) >= 2:
         # Growth rate: the slope of log(time) against log(released cells) between the smallest and largest case
-        # of the 10-level series (k = 8 to 20 variables; the table's cells grow from 10^8 to 10^20).
+        # of the 10-level series held as records (k = 12 to 20 variables; the table's cells grow from 10^12 to 10^20).
         (c0, t0, m0), (c1, t1, m1) = series[0], series[-1]
         print(f"growth, 10 levels, all 2-way margins: time ~ released cells^{math.log(t1 / t0) / math.log(c1 / c0):.2f}, "
               f"peak memory ~ released cells^{math.log(m1 / m0) / math.log(c1 / c0):.2f} "

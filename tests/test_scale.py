@@ -3,6 +3,7 @@ rounding of margins without cells, and an audit that leaves out (and says so) wh
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,20 +224,33 @@ def test_the_release_of_records_is_the_release_of_their_cells(margins):
     assert evaluate_release(cells, a).l1_error_by_margin == evaluate_release(records, b).l1_error_by_margin
 
 
-def test_a_paper_mechanism_on_a_table_held_as_records_is_refused_before_the_charge(tmp_path):
+@pytest.mark.parametrize("extra, message", [
+    (["--mechanism", "efron-stein", "--margins", "[AB]"],
+     "the efron-stein mechanism needs every cell of the table, and it has 1e+10 cells (held as records)"),
+    (["--margins", "[ABCDEFGH]"],
+     "the margin V0 (10) x V1 (10) x V2 (10) x V3 (10) x V4 (10) x V5 (10) x V6 (10) x V7 (10) has 1e+08 cells, "
+     "more than the 67,108,864 (2^26) a released margin may have"),
+])
+def test_past_the_engine_s_limits_one_line_exit_2_nothing_charged_nothing_written(tmp_path, capsys, monkeypatch,
+                                                                                 extra, message):
     import pandas as pd
 
+    from tabrelease.cli import main
+    from tabrelease.ledger import budget_status, init_ledger
+
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
     frame = pd.DataFrame({f"V{j}": np.arange(50) % 10 for j in range(10)}).astype(str)  # 10^10 cells
-    table = tr.table_from_microdata(frame, levels={f"V{j}": [str(i) for i in range(10)] for j in range(10)})
-    ledger = tmp_path / "ledger.json"
-    tr.init_ledger(ledger) if hasattr(tr, "init_ledger") else None
-    with pytest.raises(tr.TabreleaseError, match=r"the efron-stein mechanism needs every cell of the table, and it "
-                                                 r"has 1e\+10 cells \(held as records\)"):
-        tr.publish_release(table, tmp_path / "r", 1.0, [(0, 1)], mechanism="efron-stein", mode="simulation", seed=1)
-    with pytest.raises(tr.TabreleaseError, match=r"the margin V0 \(10\) x V1 \(10\) x .* has 1e\+08 cells, more "
-                                                 r"than the 67,108,864 \(2\^26\) a released margin may have"):
-        tr.publish_release(table, tmp_path / "r", 1.0, [tuple(range(8))], mode="simulation", seed=1)
-    assert not (tmp_path / "r").exists()
+    frame.to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "levels.json").write_text(json.dumps({f"V{j}": [str(i) for i in range(10)] for j in range(10)}))
+    ledger = init_ledger(tmp_path / "ledger.json")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = main(["release", str(tmp_path / "people.csv"), "--microdata", "--levels", str(tmp_path / "levels.json"),
+                 "--epsilon", "1", "--ledger", str(ledger), "--out", str(tmp_path / "r"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err and "nothing was charged" in err
+    records = json.loads(Path(ledger).read_text())["records"]
+    assert not [r for r in records if r.get("kind") in ("release", "failure")] and budget_status(ledger, "people").releases == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 def test_twenty_variables_of_ten_levels_release_from_records_with_integer_locally_consistent_margins(tmp_path):

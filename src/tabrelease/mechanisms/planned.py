@@ -29,11 +29,12 @@ PUBLIC_TOTAL_NOTE = ("the total n is treated as public (an invariant, as in cens
 # Up to this many cells the fit is over the table's cells: the released margins are those of one table. Above,
 # it is over the margins themselves (no cell is materialised), and they agree on every shared sub-margin.
 GLOBAL_MAX_CELLS = 2**12
-# Above it, where the released margins' junction tree (a triangulation where they are not decomposable) has at
-# most this many cells over all cliques, the fit is over the cliques: globally consistent without the cells.
-CLIQUE_MAX_CELLS = 2**16
-# ... and at most this many sets below the cliques (the fit has one residual block per set: all 2-way margins of
-# 14 binary variables triangulate to one clique of 2^14 sets, a fit slower than the local one by orders).
+# Above it, where the released margins' junction tree (a triangulation where they are not decomposable) is small
+# enough, the fit is over the cliques: globally consistent without the cells. Every cell of a clique depends on
+# every residual below it, so the fit's operator has prod_j (3 k_j - 2) non-zeros per clique (a 4^8 clique: 10^8,
+# gigabytes in the solver); the clique fit is used up to this many, and at most this many sets below the cliques
+# (one residual block each: all 2-way margins of 14 binary variables make one clique of 2^14 sets).
+CLIQUE_MAX_NONZEROS = 2**21
 CLIQUE_MAX_SETS = 2**10
 LOCAL_NOTE = ("the margins were fitted on themselves, not on the table's cells (it has too many) nor on a junction "
               "tree's cliques (they would be too large): they agree on every shared sub-margin (locally "
@@ -122,7 +123,10 @@ def _estimator_for(shape: tuple[int, ...], margins: tuple) -> tuple:
         return LocalLeastSquares(), ()
     from ..models import downward_closure
 
-    if tree.clique_cells(shape) <= CLIQUE_MAX_CELLS and len(downward_closure(tree.cliques)) <= CLIQUE_MAX_SETS:
+    from math import prod
+
+    nonzeros = sum(prod(3 * shape[j] - 2 for j in c) for c in tree.cliques)
+    if nonzeros <= CLIQUE_MAX_NONZEROS and len(downward_closure(tree.cliques)) <= CLIQUE_MAX_SETS:
         return LocalLeastSquares(cliques=tree.cliques), (CLIQUE_NOTE,)
     return LocalLeastSquares(), (LOCAL_NOTE,)
 
