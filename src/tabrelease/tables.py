@@ -442,7 +442,8 @@ def table_from_frame(
     cells as zero.
     """
     if count_column not in frame.columns:
-        raise TabreleaseError(f"no count column {count_column!r}; the columns are {list(frame.columns)}")
+        raise TabreleaseError(f"no count column {count_column!r}; the columns are {list(frame.columns)} (one row per "
+                              "person? add --microdata, or use table_from_microdata)")
     variables = [str(c) for c in frame.columns if c != count_column]
     if not variables:
         raise TabreleaseError("a long table needs at least one variable column besides the count column")

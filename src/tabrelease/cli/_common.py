@@ -75,7 +75,10 @@ def epsilon_list(text: str) -> tuple[float, ...]:
             count = math.ceil((stop - start) / step - 1e-9)
             values = tuple(round(start + i * step, 12) for i in range(count))
         else:
-            values = tuple(float(p) for p in text.split(",") if p.strip())
+            parts = text.split(",")
+            if any(not p.strip() for p in parts):  # "1,,2" or a trailing comma: a value left out by mistake
+                raise argparse.ArgumentTypeError(f"{text!r} has an empty value between commas")
+            values = tuple(float(p) for p in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers or START:STOP:STEP") from None
     if not values or any(not math.isfinite(v) or v <= 0 for v in values):
