@@ -136,3 +136,16 @@ def test_table8_command(capsys):
     doc = json.loads(out)
     assert code == 0 and len(doc["rows"]) == 12
     assert any("|B| = 29" in f for f in doc["findings"])
+
+
+def test_a_margin_inside_another_is_reported_not_dropped_silently(tmp_path, capsys):
+    from tabrelease.cli import main
+
+    code = main(["release", "czech", "--margins", "[AB][A][BC]", "--epsilon", "1", "--simulate", "--seed", "1",
+                 "--out", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert code == 0 and "released 2 margins" in out
+    assert "not released separately, being inside another released margin (sum that one to get it): [A]" in out
+    public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
+    assert any("inside another released margin" in w and "[A]" in w for w in public["warnings"])
+    assert [m["label"] for m in public["margins"]] == ["[AB]", "[BC]"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +196,16 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
     options = _planned_options(public_total, plan_objective)
     if options:
         plan_options["options"] = options
-    return plan_release(table.shape, margins, epsilon, **plan_options), noise
+    plan = plan_release(table.shape, margins, epsilon, **plan_options)
+    from .models import margin_label, maximal_margins
+
+    _, dropped = maximal_margins(_checked_margins(margins))
+    if dropped:
+        # A margin inside another asked-for margin is determined by it: not released separately, and said so.
+        labels = ", ".join(margin_label(g, table.letters) for g in dropped)
+        plan = replace(plan, notes=plan.notes + (f"not released separately, being inside another released margin "
+                                                 f"(sum that one to get it): {labels}",))
+    return plan, noise
 
 
 def _planned_options(public_total: bool, plan_objective: str | None) -> dict:

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
     mode = SIMULATION if args.simulate else RELEASE
     done = publish_release(
-        table, args.out, args.epsilon, model.generators, mechanism=args.mechanism, neighbours=args.neighbours,
+        table, args.out, args.epsilon, model.generators + tuple(model.dropped), mechanism=args.mechanism, neighbours=args.neighbours,
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
         estimator=args.estimator, rounding=args.rounding, public_total=args.public_total, plan_objective=args.plan_objective,
         bound_delta=args.bound_delta, ledger=args.ledger, dataset=args.dataset,
