@@ -158,13 +158,17 @@ def test_a_count_above_2_to_the_53_is_kept_exactly():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda t: tr.release_margins(t, 1.0, "AB", mode="simulation", seed=1), "give the margins as a list of axis tuples"),
-    (lambda t: tr.release_margins(t, 1.0, [(0, "B")], mode="simulation", seed=1), "a margin is a tuple of axis numbers"),
+    (lambda t: tr.release_margins(t, 1.0, 7, mode="simulation", seed=1), "give the margins as a list, e.g."),
+    (lambda t: tr.release_margins(t, 1.0, [(0, 1.5)], mode="simulation", seed=1),
+     "a margin is a tuple of axis numbers or variable names, not"),
+    (lambda t: tr.release_margins(t, 1.0, [("A", "Z")], mode="simulation", seed=1), "unknown variable 'Z'"),
+    (lambda t: tr.release_margins(t, 1.0, "[AZ]", mode="simulation", seed=1), "Z"),
     (lambda t: tr.plan_release((2, 0, 3), [(0, 1)], 1.0), "every variable needs at least 2 levels"),
     (lambda t: tr.release_margins(t, 1.0, mechanism="nonneg", nonneg_t=float("nan"), mode="simulation", seed=1),
      "--nonneg-t must be a finite number"),
 ])
 def test_api_misuse_is_refused_in_words(call, message):
+    """(Margins by name, letter or bracket notation are accepted: see the test below.)"""
     with pytest.raises(tr.TabreleaseError, match=message):
         call(tr.builtin_table("czech"))
 
@@ -188,3 +192,27 @@ def test_microdata_levels_must_be_declared_for_release_mode():
     declared = tr.table_from_microdata(people, levels={"sex": ["f", "m"], "region": ["e", "n", "s"]})
     release = tr.release_margins(declared, 1.0, [(0, 1)], mode="release")
     assert release.released_margins[0].shape == (2, 3)  # the declared region nobody lives in is released too
+
+
+def test_margins_are_accepted_by_name_letter_or_bracket_notation():
+    table = tr.builtin_table("czech")
+    by_axes = tr.release_margins(table, 1.0, [(0, 1), (1, 2)], mode="simulation", seed=1)
+    for margins in ([("A", "B"), ("B", "C")], "[AB][BC]", [(0, "B"), ("B", 2)],
+                    [tuple(table.variables[:2]), tuple(table.variables[1:3])]):
+        again = tr.release_margins(table, 1.0, margins, mode="simulation", seed=1)
+        assert again.margins == by_axes.margins
+        for x, y in zip(again.released_margins, by_axes.released_margins):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_released_margins_come_back_as_labelled_frames():
+    table = tr.builtin_table("czech")
+    release = tr.release_margins(table, 1.0, [("A", "B")], mode="simulation", seed=1)
+    frames = tr.released_frames(release, table)
+    (label, frame), = frames.items()
+    assert label == f"{table.variables[0]} x {table.variables[1]}"
+    assert list(frame.columns) == [table.variables[0], table.variables[1], "count"]
+    assert len(frame) == table.shape[0] * table.shape[1]
+    for row in frame.itertuples(index=False):
+        i, j = table.levels[0].index(row[0]), table.levels[1].index(row[1])
+        assert row[2] == release.released_margins[0][i, j]

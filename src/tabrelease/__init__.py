@@ -24,14 +24,14 @@ _EXPORTS = {
     "mechanisms": ("MECHANISMS", "Mechanism", "MechanismPlan", "get_mechanism", "mechanism_names", "plan_release",
                    "register", "with_epsilon"),
     "release": ("PublishedRelease", "Release", "measure", "publish_release", "release_from_measurements",
-                "release_margins", "run_plan"),
+                "release_margins", "released_frames", "resolve_margins", "run_plan"),
     "models": ("HierarchicalModel", "default_model", "downward_closure", "free_parameters", "parse_model"),
     "noise": ("NoiseCalibration", "SecureNoise", "SimulationNoise"),
     "reports": ("write_release_bundle",),
     "sweeps": ("SweepGrid", "SweepResult", "make_grid", "replay_run", "run_seed", "run_sweep"),
     "tables": (
-        "BUILTIN_TABLES", "ContingencyTable", "builtin_table", "load_table", "read_table_csv", "table_from_frame",
-        "table_from_microdata",
+        "BUILTIN_TABLES", "ContingencyTable", "MicrodataTable", "builtin_table", "load_table", "read_microdata",
+        "read_table_csv", "table_from_frame", "table_from_microdata",
     ),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

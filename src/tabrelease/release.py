@@ -182,8 +182,7 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
     """The noise source (a seed is refused in release mode) and the plan; margins default to the paper model."""
     from .tables import LEVELS_FROM_DATA
 
-    if margins is None:
-        margins = default_model(table).generators
+    margins = resolve_margins(table, margins)
     from .mechanisms import _checked_margins
 
     # Before any plan: a plan over every cell, or over a margin too large, would exhaust memory first.
@@ -206,6 +205,53 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
         plan = replace(plan, notes=plan.notes + (f"not released separately, being inside another released margin "
                                                  f"(sum that one to get it): {labels}",))
     return plan, noise
+
+
+def resolve_margins(table, margins) -> list:
+    """Margins as axis tuples, from what a person writes: None (the table's paper model), bracket notation
+    ("[sex,age][age,region]" or "[AB][BC]"), or a list whose margins are axis numbers, variable names or letters
+    (("sex", "age"), or "sex" for a one-way margin)."""
+    from .models import parse_model
+
+    if margins is None:
+        return list(default_model(table).generators)
+    if isinstance(margins, str):
+        model = parse_model(margins, table)
+        return list(model.generators) + list(model.dropped)
+    if not isinstance(margins, Sequence):
+        raise TabreleaseError(f"give the margins as a list, e.g. [('sex', 'age'), (1, 2)], or in bracket notation, "
+                              f"not {margins!r}")
+    resolved = []
+    for g in margins:
+        items = [g] if isinstance(g, str) else g
+        if not isinstance(items, Sequence) or isinstance(items, bytes):
+            raise TabreleaseError(f"a margin is a tuple of axis numbers or variable names, not {g!r}")
+        axes = []
+        for item in items:
+            if isinstance(item, str):
+                axes.append(table.axis(item))
+            elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+                axes.append(int(item))
+            else:
+                raise TabreleaseError(f"a margin is a tuple of axis numbers or variable names, not {g!r}")
+        resolved.append(tuple(axes))
+    return resolved
+
+
+def released_frames(release: Release, table) -> dict:
+    """The released margins as labelled pandas DataFrames, keyed by the variables' names joined by " x ": one
+    column per variable (its level labels) and a count column, one row per cell."""
+    import pandas as pd
+
+    frames = {}
+    for g, values in zip(release.margins, release.released_margins):
+        values = np.asarray(values)
+        grids = np.meshgrid(*[np.arange(table.shape[a]) for a in g], indexing="ij")
+        data = {table.variables[a]: np.asarray(table.levels[a], dtype=object)[grid.ravel()]
+                for a, grid in zip(g, grids)}
+        data["count"] = values.ravel()
+        frames[" x ".join(table.variables[a] for a in g)] = pd.DataFrame(data)
+    return frames
 
 
 def _planned_options(public_total: bool, plan_objective: str | None) -> dict:
