@@ -19,7 +19,8 @@ def test_release_writes_public_and_internal(capsys, tmp_path):
                               "--out", out)
     assert code == 0, stdout
     public = sorted(p.name for p in (out / "public").iterdir())
-    assert public == ["margin_AB.csv", "margin_AC.csv", "margin_BC.csv", "release.json"]
+    # Files named for people (the built-in table's variable labels), letters kept in release.json.
+    assert public == ["home_zone__income.csv", "home_zone__work_zone.csv", "release.json", "work_zone__income.csv"]
     assert sorted(p.name for p in (out / "internal").iterdir()) == ["audit.html", "audit.json", "released_table.csv"]
     rel = json.loads((out / "public" / "release.json").read_text())
     assert rel["mechanism"] == "efron-stein" and rel["noise"]["mode"] == "release"
@@ -33,9 +34,13 @@ def test_release_writes_public_and_internal(capsys, tmp_path):
     # the released margins in public/ are those of w', so they agree with each other
     import pandas as pd
 
-    ab = pd.read_csv(out / "public" / "margin_AB.csv", dtype={"A": str, "B": str})
-    ac = pd.read_csv(out / "public" / "margin_AC.csv", dtype={"A": str, "C": str})
-    assert ab.groupby("A")["count"].sum().to_dict() == ac.groupby("A")["count"].sum().to_dict()
+    ab = pd.read_csv(out / "public" / "home_zone__work_zone.csv", dtype=str)
+    ac = pd.read_csv(out / "public" / "home_zone__income.csv", dtype=str)
+    ab["count"], ac["count"] = ab["count"].astype(int), ac["count"].astype(int)
+    assert ab.groupby("home_zone")["count"].sum().to_dict() == ac.groupby("home_zone")["count"].sum().to_dict()
+    files = {m["label"]: m["file"] for m in rel["margins"]}
+    assert files == {"[AB]": "home_zone__work_zone.csv", "[AC]": "home_zone__income.csv",
+                     "[BC]": "work_zone__income.csv"}
     assert ev["n_released"] == ab["count"].sum()
     html = (out / "internal" / "audit.html").read_text()
     assert "LP b*" in html and "Do not publish" in html
@@ -56,6 +61,11 @@ def test_public_release_json_does_not_depend_on_the_counts(capsys, tmp_path):
         assert code == 0, err
         doc = json.loads((tmp_path / name / "public" / "release.json").read_text())
         doc.pop("created")
+        # Names for people come from the built-in table's metadata (the CSV copy has none): not from counts.
+        for variable in doc["variables"]:
+            variable.pop("label"), variable.pop("level_labels")
+        for margin in doc["margins"]:
+            margin.pop("file")
         docs.append(doc)
     assert docs[0] == docs[1]
 
@@ -64,7 +74,7 @@ def test_simulation_is_reproducible_and_labelled(capsys, tmp_path):
     for name in ("s1", "s2"):
         code, stdout, _ = run_cli(capsys, "release", "edwards", "--epsilon", "1", "--simulate", "--seed", "42", "--out", tmp_path / name)
         assert code == 0 and "simulation mode" in stdout
-    for f in ("margin_AB.csv", "margin_CF.csv"):
+    for f in ("a367__p53a.csv", "c365__la10.csv"):
         assert (tmp_path / "s1" / "public" / f).read_text() == (tmp_path / "s2" / "public" / f).read_text()
     rel = json.loads((tmp_path / "s1" / "public" / "release.json").read_text())
     assert rel["noise"]["mode"] == "simulation" and any("do not publish" in w for w in rel["warnings"])
@@ -149,3 +159,14 @@ def test_a_margin_inside_another_is_reported_not_dropped_silently(tmp_path, caps
     public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
     assert any("inside another released margin" in w and "[A]" in w for w in public["warnings"])
     assert [m["label"] for m in public["margins"]] == ["[AB]", "[BC]"]
+
+
+def test_published_files_are_named_for_people_and_fall_back_to_letters_on_a_clash():
+    from tabrelease.reports import margin_files
+    from tabrelease.tables import ContingencyTable
+
+    counts = np.ones((2, 2, 2), int)
+    table = ContingencyTable(("hs", "phs", "sex / gender"), (("0", "1"),) * 3, counts)
+    assert margin_files(table, [(0, 1), (1, 2)]) == ["hs__phs.csv", "phs__sex_gender.csv"]
+    clash = ContingencyTable(("a b", "a_b", "c"), (("0", "1"),) * 3, counts)  # both read a_b on disk
+    assert margin_files(clash, [(0, 2), (1, 2)]) == ["margin_AC.csv", "margin_BC.csv"]

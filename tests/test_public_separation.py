@@ -67,7 +67,8 @@ def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsy
     true_differs = False
     for spec in release["margins"]:
         frame = pd.read_csv(out / "public" / spec["file"])
-        assert list(frame.columns) == spec["variables"] + ["count"]
+        labels = {v["name"]: v["label"] for v in release["variables"]}  # columns carry the names for people
+        assert list(frame.columns) == [labels[v] for v in spec["variables"]] + ["count"]
         axes = [table.variables.index(v) for v in spec["variables"]]
         true = margin_counts(table.counts, axes).ravel()
         true_differs |= not np.array_equal(frame["count"].to_numpy(), true)

@@ -31,7 +31,7 @@ from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation
 from .models import margin_label
 from .release import Release
-from .tables import ContingencyTable, write_long_csv
+from .tables import ContingencyTable, people_names, write_long_csv
 
 
 def _clean(value: Any) -> Any:
@@ -69,13 +69,13 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
             "delta": cal.delta,
             "neighbours": cal.neighbours,
             "margins": [
-                {"label": margin_label(g, table.letters), "variables": [table.variables[j] for j in g],
-                 "file": f"margin_{''.join(table.letters[j] for j in g)}.csv"}
-                for g in release.margins
+                {"label": margin_label(g, table.letters), "variables": [table.variables[j] for j in g], "file": file}
+                for g, file in zip(release.margins, margin_files(table, release.margins))
             ],
             "variables": [
-                {"name": v, "letter": letter, "levels": list(lv)}
-                for v, letter, lv in zip(table.variables, table.letters, table.levels)
+                {"name": v, "letter": letter, "levels": list(lv), "label": label, "level_labels": list(level_labels)}
+                for v, letter, lv, label, level_labels in zip(table.variables, table.letters, table.levels,
+                                                              *people_names(table))
             ],
             "noise": {
                 "distribution": cal.distribution,
@@ -235,6 +235,21 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def margin_files(table, margins) -> list[str]:
+    """Published file names people can read: the variables' names for people joined by "__" (hs__phs.csv), made
+    safe for any file system; the letters (margin_AB.csv) where names would collide or run long."""
+    import re
+
+    names, _ = people_names(table)
+    safe = [re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") for name in names]
+    files = ["__".join(safe[j] for j in g) + ".csv" for g in margins]
+    letters = [f"margin_{''.join(table.letters[j] for j in g)}.csv" for g in margins]
+    if (len(set(files)) < len(files) or any(not safe[j] for g in margins for j in g)
+            or any(len(f) > 150 for f in files) or "release.json" in files):
+        return letters
+    return files
+
+
 def write_release_bundle(
     out: str | Path,
     table: ContingencyTable,
@@ -259,7 +274,7 @@ def write_release_bundle(
         # The schema is the allow-list of public/: nothing it does not name is written.
         validate(public, schemas.RELEASE)
         for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
-            write_long_csv(public_dir / spec["file"], table.variables, table.levels, g, values)
+            write_long_csv(public_dir / spec["file"], *people_names(table), g, values)
         (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
         audit = audit_record(table, release, evaluation, public, model_label)
         validate(audit, schemas.AUDIT)

@@ -350,6 +350,19 @@ def check_cells(variables: Sequence[str], shape: Sequence[int]) -> None:
                               f"as cells up to {MAX_TABLE_CELLS:,} (2^27, 1 GiB) for now: release fewer variables")
 
 
+def people_names(table) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """(each variable's name for people, each level's label for people): a built-in table's labels from its metadata
+    ("wife_active", "no"), any other table's own names and levels."""
+    described = {v.get("name"): v for v in (table.metadata or {}).get("variables", []) if isinstance(v, dict)}
+    names, levels = [], []
+    for variable, lv in zip(table.variables, table.levels):
+        meta = described.get(variable, {})
+        names.append(str(meta.get("label") or variable))
+        labels = meta.get("level_labels") or {}
+        levels.append(tuple(str(labels.get(level, level)) for level in lv))
+    return tuple(names), tuple(levels)
+
+
 def describe_variables(table: ContingencyTable) -> str:
     if table.variables == table.letters:
         return "variables " + ", ".join(table.variables)
