@@ -170,3 +170,18 @@ def test_published_files_are_named_for_people_and_fall_back_to_letters_on_a_clas
     assert margin_files(table, [(0, 1), (1, 2)]) == ["hs__phs.csv", "phs__sex_gender.csv"]
     clash = ContingencyTable(("a b", "a_b", "c"), (("0", "1"),) * 3, counts)  # both read a_b on disk
     assert margin_files(clash, [(0, 2), (1, 2)]) == ["margin_AC.csv", "margin_BC.csv"]
+
+
+def test_release_json_output_is_what_was_written(capsys, tmp_path):
+    from tabrelease.ledger import init_ledger
+
+    ledger = init_ledger(tmp_path / "ledger.json")
+    code = main(["release", "czech", "--epsilon", "0.5", "--simulate", "--seed", "3", "--ledger", str(ledger),
+                 "--out", str(tmp_path / "r"), "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    printed = json.loads(out)
+    assert printed["release"] == json.loads((tmp_path / "r" / "public" / "release.json").read_text())
+    assert printed["public"] == str(tmp_path / "r" / "public")
+    assert any("do not publish" in w for w in printed["warnings"])
+    assert printed["ledger"]["dataset"] == "czech" and printed["ledger"]["epsilon_charged"] == 0.5

@@ -57,6 +57,8 @@ def register(subparsers) -> None:
                         "spends (default: the table's name)")
     parser.add_argument("--allow-unbudgeted", action="store_true",
                         help="let a ledger that holds budgets record a release of a dataset that has none")
+    parser.add_argument("--json", action="store_true", help="print what was done as JSON (release.json, the folders, "
+                        "the warnings, the ledger's charge) instead of lines for people")
     parser.set_defaults(run=run)
 
 
@@ -86,6 +88,22 @@ def run(args: argparse.Namespace) -> int:
         allow_unbudgeted=args.allow_unbudgeted, force=args.force,
     )
     release, cal = done.release, done.release.noise
+    if args.json:
+        import json
+
+        from ._common import print_json
+
+        status = done.budget
+        print_json({
+            "release": json.loads((done.out / "public" / "release.json").read_text()),
+            "public": str(done.out / "public"), "audit": str(done.out / "internal" / "audit.html"),
+            "warnings": list(done.warnings),
+            "ledger": None if done.ledger_entry is None else {
+                "dataset": status.dataset, "epsilon_charged": done.ledger_entry["epsilon"],
+                "epsilon_spent": status.epsilon_spent, "epsilon_budget": status.epsilon_budget,
+                "epsilon_remaining": status.epsilon_remaining},
+        })
+        return 0
     design = release.plan.design if release.plan is not None else None
     if design is not None:
         from ..mechanisms import get_mechanism
