@@ -50,6 +50,8 @@ class ReleaseEvaluation:
     refit_note: str | None = None
     # Seconds this run's refit took: its own facial set, plus its share (by iterations) of a stacked fit.
     refit_seconds: float | None = None
+    # Whole categories (a level of a variable within a released margin) released as 0 where the truth is not 0.
+    zeroed_categories: list[str] | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -120,7 +122,23 @@ def evaluate_release(
             expected = {margin_label(g, letters): e.expected_l1 for g, e in planned.items()}
     evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
                              bounds, source, paper_bounds)
-    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected, refit_note=refit_note)
+    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected, refit_note=refit_note,
+                   zeroed_categories=_zeroed_categories(table, release))
+
+
+def _zeroed_categories(table, release: Release) -> list[str]:
+    """"hs = 3 in [AB]": a level whose released one-way total within a margin is 0 while its true total is not (a
+    region zeroed out by noise and rounding)."""
+    out = []
+    for g, released in zip(release.margins, release.released_margins):
+        for position, axis in enumerate(g):
+            others = tuple(i for i in range(len(g)) if i != position)
+            released_total = np.asarray(released).sum(axis=others) if others else np.asarray(released)
+            true_total = table.margin_counts((axis,))
+            for level in np.flatnonzero((released_total <= 0) & (true_total > 0)):
+                out.append(f"{table.variables[axis]} = {table.levels[axis][level]} in "
+                           f"{margin_label(g, table.letters)}")
+    return sorted(set(out))
 
 
 def evaluate_releases(

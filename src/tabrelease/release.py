@@ -111,7 +111,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         raise TabreleaseError("these measurements were not drawn with this plan's noise (scale or distribution differ)")
     estimate = estimator.estimate(plan, measurements)
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
-    notes = list(plan.notes) + list(estimate.notes)
+    notes = list(plan.notes) + list(estimate.notes) + fitness_notes(plan, rounded.margins)
     if not rounded.consistent:
         notes.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
                      "table has them all")
@@ -139,6 +139,36 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         plan=plan,
         guarantee=rounded.consistency,
     )
+
+
+# A margin whose expected L1 error is above this share of the released total is flagged as unfit to publish.
+UNFIT_ERROR_SHARE = 0.25
+
+
+def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
+    """Whether the release is fit to publish, judged from the plan's expected errors and the released (DP) total
+    only, so the notes may be public: a margin whose expected L1 error is a large share of n', or whose expected
+    noise per cell exceeds its typical released cell; and what would help."""
+    planned = get_mechanism(plan.mechanism).expected_errors(plan) if plan.design is not None else None
+    if not planned or not released_margins:
+        return []
+    n_released = float(np.sum(released_margins[0]))
+    unfit = []
+    for g in plan.margins:
+        error = planned[g]
+        typical = n_released / max(error.cells, 1)
+        if n_released <= 0 or error.expected_l1 > UNFIT_ERROR_SHARE * n_released or error.cell_sd > typical:
+            unfit.append((g, error.expected_l1 / max(n_released, 1.0), error.cell_sd, typical))
+    if not unfit:
+        return []
+    worst = max(unfit, key=lambda u: u[1])
+    letters = [chr(ord("A") + j) if j < 26 else f"V{j + 1}" for j in range(len(plan.shape))]
+    from .models import margin_label
+
+    return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
+            f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error {worst[1]:.0%} of the released "
+            f"total, noise sd {worst[2]:.3g} per cell against a typical released cell of {worst[3]:.3g}); more "
+            "epsilon, fewer or coarser margins (merged levels), or --plan-objective max-cell-variance would help"]
 
 
 def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:

@@ -142,6 +142,13 @@ def release_warnings(release: Release) -> list[str]:
 def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     """What the audit must flag about its own numbers (internal: it reads the confidential table)."""
     out = []
+    # What a publisher must see before publishing (internal: these read the true counts).
+    if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > 0.1 * evaluation.n:
+        out.append("the released total n' is more than 10% away from the true n: the release misstates the "
+                   "population's size (see n and n_released in the audit)")
+    if evaluation.zeroed_categories:
+        out.append(f"{len(evaluation.zeroed_categories)} categories that exist in the data were released as zero "
+                   "(zeroed_categories in the audit): the release says nobody has them")
     if evaluation.released_fit_converged is False:
         out.append(
             "the refit of the model to the released margins did NOT converge: G2 of the release and the MLE "

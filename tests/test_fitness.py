@@ -1,0 +1,63 @@
+"""Fitness warnings (issue 15): a release that is unfit to publish says so, from the plan and the DP output only
+(public), and the audit flags what a publisher must see from the true counts (internal)."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+
+import tabrelease as tr
+from tabrelease.evaluation import evaluate_release
+from tabrelease.mechanisms import get_mechanism
+from tabrelease.release import UNFIT_ERROR_SHARE, fitness_notes
+from tabrelease.reports import evaluation_warnings
+
+
+def _people(seed=3, n=500):
+    rng = np.random.default_rng(seed)
+    return tr.table_from_microdata(pd.DataFrame({
+        "region": rng.integers(0, 8, n).astype(str), "age": rng.integers(0, 6, n).astype(str),
+        "sex": rng.integers(0, 2, n).astype(str), "job": rng.integers(0, 10, n).astype(str)}))
+
+
+def test_a_small_table_with_fine_margins_is_called_unfit_in_public(tmp_path):
+    table = _people()
+    done = tr.publish_release(table, tmp_path / "r", 0.5, [("region", "age", "job"), ("sex", "job")],
+                              mode="simulation", seed=1)
+    public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
+    (note,) = [w for w in public["warnings"] if w.startswith("unfit to publish")]
+    assert "2 of 2 margins" in note and "more epsilon, fewer or coarser margins" in note
+    # The rule, recomputed by hand from the plan's expected errors and the released total.
+    errors = get_mechanism(done.release.plan.mechanism).expected_errors(done.release.plan)
+    n_released = done.release.n_released
+    flagged = [g for g, e in errors.items()
+               if e.expected_l1 > UNFIT_ERROR_SHARE * n_released or e.cell_sd > n_released / e.cells]
+    assert len(flagged) == 2
+
+
+def test_a_well_measured_release_has_no_fitness_note():
+    release = tr.release_margins(tr.builtin_table("czech"), 1.0, mode="simulation", seed=1)
+    assert not [n for n in release.notes if n.startswith("unfit")]
+    assert fitness_notes(release.plan, release.released_margins) == []
+
+
+def test_a_category_released_as_zero_is_flagged_for_the_publisher():
+    table = tr.builtin_table("czech")
+    release = tr.release_margins(table, 1.0, [(0, 1)], mode="simulation", seed=1)
+    zeroed = np.array(release.released_margins[0])
+    zeroed[1, :] = 0  # level 2 of A released as nobody
+    forced = dataclasses.replace(release, released_margins=(zeroed,))
+    evaluation = evaluate_release(table, forced)
+    assert evaluation.zeroed_categories == [f"{table.variables[0]} = {table.levels[0][1]} in [AB]"]
+    warnings = evaluation_warnings(evaluation)
+    assert any("1 categories that exist in the data were released as zero" in w for w in warnings)
+    assert evaluate_release(table, release).zeroed_categories == []
+
+
+def test_a_released_total_far_from_n_is_flagged_for_the_publisher():
+    table = tr.builtin_table("czech")
+    release = tr.release_margins(table, 1.0, [(0, 1)], mode="simulation", seed=1)
+    halved = dataclasses.replace(release, released_margins=(np.array(release.released_margins[0]) // 2,), table=None)
+    assert any("more than 10% away from the true n" in w for w in evaluation_warnings(evaluate_release(table, halved)))
+    assert not any("10% away" in w for w in evaluation_warnings(evaluate_release(table, release)))
