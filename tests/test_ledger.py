@@ -341,3 +341,28 @@ def test_the_command_line_charges_a_public_total_release_as_publishing_n(tmp_pat
     assert main(["release", "czech", "--epsilon", "0.3", "--public-total", "--simulate", "--ledger", str(ledger),
                  "--dataset", "other", "--out", str(tmp_path / "r2")]) == 0
     assert budget_status(ledger, "other").epsilon_spent == pytest.approx(0.6)
+
+
+def test_the_ledger_lists_its_releases_with_failures_marked(tmp_path, capsys, monkeypatch):
+    import json as _json
+
+    from tabrelease.cli import main
+    from tabrelease.ledger import init_ledger, record_failure
+
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    for name, eps in (("czech", "0.5"), ("edwards", "0.25")):
+        assert main(["release", name, "--epsilon", eps, "--simulate", "--ledger", str(ledger),
+                     "--out", str(tmp_path / name)]) == 0
+    from tabrelease.ledger import ledger_entries
+
+    record_failure(ledger, ledger_entries(ledger)[1], "the release failed after its charge (OSError)")
+    capsys.readouterr()
+    assert main(["ledger", "show", str(ledger), "--releases", "--json"]) == 0
+    listed = _json.loads(capsys.readouterr().out)["releases"]
+    assert [(r["dataset"], r["epsilon"], r["failed"]) for r in listed] == [
+        ("czech", 0.5, None), ("edwards", 0.25, "the release failed after its charge (OSError)")]
+    assert listed[0]["output"] == str((tmp_path / "czech").resolve()) and listed[0]["noise_mode"] == "simulation"
+    assert main(["ledger", str(ledger), "--releases"]) == 0
+    text = capsys.readouterr().out
+    assert "2 release(s)" in text and "FAILED (the release failed after its charge (OSError))" in text

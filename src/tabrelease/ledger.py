@@ -465,8 +465,12 @@ def ledger_summary(path) -> list[BudgetStatus]:
 
 
 def ledger_entries(path) -> list[dict]:
+    """Every release the ledger records (after verifying its chain), each with `failed`: the reason recorded when
+    the release did not happen after its charge, else None."""
     path = _resolve(path)
-    return [r for r in _read_verified(path, ledger_key(path))["records"] if r["kind"] == "release"]
+    records = _read_verified(path, ledger_key(path))["records"]
+    failures = {r["release_mac"]: r.get("reason") for r in records if r["kind"] == "failure"}
+    return [{**r, "failed": failures.get(r["mac"])} for r in records if r["kind"] == "release"]
 
 
 def _now() -> str:

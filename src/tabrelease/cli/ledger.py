@@ -26,6 +26,8 @@ def register(subparsers) -> None:
                         help="the guarantee the budget bounds: add-remove (default; releases that publish n exactly, "
                         "with --public-total or replace neighbours, are refused) or replace (n treated as known; an "
                         "add-remove release costs 2 epsilon)")
+    parser.add_argument("--releases", action="store_true", help="list every release the ledger records (time, "
+                        "dataset, mechanism, epsilon, margins, noise mode, output folder, and whether it failed)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(run=run)
 
@@ -57,6 +59,22 @@ def run(args) -> int:
         set_budget(path, args.set_budget, args.epsilon, args.delta, neighbours=args.budget_neighbours)
     elif args.epsilon is not None or args.delta is not None:
         raise TabreleaseError("--epsilon and --delta set a budget: give --set-budget DATASET too")
+    if args.releases:
+        from ..ledger import ledger_entries
+
+        entries = ledger_entries(path)
+        fields = ("time", "dataset", "mechanism", "epsilon", "delta", "neighbours", "total_public", "margins",
+                  "noise_mode", "output", "failed")
+        if args.json:
+            print_json({"ledger": path, "releases": [{f: e.get(f) for f in fields} for e in entries]})
+            return 0
+        print(f"{'time':<25} {'dataset':<16} {'mechanism':<14} {'epsilon':>8} {'delta':>7} {'mode':<10} margins -> output")
+        for e in entries:
+            failed = f"  FAILED ({e['failed']})" if e["failed"] else ""
+            print(f"{e['time']:<25} {e['dataset']:<16} {e['mechanism']:<14} {e['epsilon']:>8.4g} {e['delta']:>7.2g} "
+                  f"{e['noise_mode']:<10} {''.join(e['margins'])} -> {e['output']}{failed}")
+        print(f"{len(entries)} release(s)")
+        return 0
     rows = ledger_summary(path)
     if args.json:
         print_json({"ledger": path, "composition": "basic sequential (epsilons add, deltas add)",
