@@ -67,3 +67,20 @@ def test_bad_microdata_input_is_one_line_and_writes_nothing(people, capsys, monk
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err
     assert not (path / "r").exists()
+
+
+def test_a_repeated_variable_and_an_undeclared_one_are_named_in_one_line(people, capsys, monkeypatch):
+    path, _ = people
+    monkeypatch.chdir(path)
+    levels = json.loads((path / "levels.json").read_text())
+    levels.pop("q3")
+    (path / "partial.json").write_text(json.dumps(levels))
+    for arguments, message in [
+        (["people.parquet", "--microdata", "--variables", "q0,q0"], "duplicate variable names: q0"),
+        (["people.parquet", "--microdata", "--levels", "partial.json", "--margins", "[AB][CD]"],
+         "declare every variable's levels (--levels FILE, or levels= in the API) (undeclared: q3)"),
+    ]:
+        code = main(["release", *arguments, "--epsilon", "1", "--out", "r"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and message in err
+        assert not (path / "r").exists()

@@ -311,3 +311,42 @@ def test_the_junction_tree_fit_is_the_fit_over_cells(seed):
     scale = max(1.0, counts.sum())
     for g, m in zip(cliques.margins, cliques.released_margins):
         np.testing.assert_allclose(m, margin_counts(cells.table, g), atol=1e-5 * scale)
+
+
+def test_a_margin_too_large_for_the_fit_is_refused_before_the_charge(tmp_path, capsys, monkeypatch):
+    """A margin under the 2^26-cell memory guard can still be far past what the least-squares fit on margins
+    handles (an 18-million-cell margin grew the solver to 24 GB): refused in one line, before any charge."""
+    import pandas as pd
+
+    from tabrelease.cli import main
+    from tabrelease.ledger import init_ledger
+
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
+    rng = np.random.default_rng(0)
+    sizes = (20, 15, 9, 7, 4)
+    frame = pd.DataFrame({f"v{j}": rng.integers(0, k, 1000).astype(str) for j, k in enumerate(sizes)})
+    frame.to_csv(tmp_path / "p.csv", index=False)
+    (tmp_path / "levels.json").write_text(json.dumps({f"v{j}": [str(i) for i in range(k)] for j, k in enumerate(sizes)}))
+    ledger = init_ledger(tmp_path / "ledger.json")
+    code = main(["release", str(tmp_path / "p.csv"), "--microdata", "--levels", str(tmp_path / "levels.json"),
+                 "--margins", "[ABCD][E]", "--epsilon", "1", "--ledger", str(ledger), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert ("more than the 1,048,576 it handles (the largest, v0 (20) x v1 (15) x v2 (9) x v3 (7), has 18,900 cells)"
+            in err and "nothing was charged" in err)
+    records = json.loads(Path(ledger).read_text())["records"]
+    assert not [r for r in records if r.get("kind") in ("release", "failure")] and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_all_two_way_margins_of_sparse_data_at_small_epsilon_release(seed):
+    """200 people over 4,320 cells at epsilon 0.1 used to end, after the charge, in Clarabel's NumericalError on
+    every draw (a junction-tree fit with many unmeasured residuals)."""
+    import pandas as pd
+
+    shape = (3, 4, 5, 2, 3, 6, 2)
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({f"v{j}": rng.integers(0, k, 200).astype(str) for j, k in enumerate(shape)})
+    table = tr.table_from_microdata(frame, levels={f"v{j}": [str(i) for i in range(k)] for j, k in enumerate(shape)})
+    release = tr.release_margins(table, 0.1, list(itertools.combinations(range(7), 2)), mode="simulation", seed=seed)
+    assert release.consistent and all(m.dtype.kind == "i" and m.min() >= 0 for m in release.released_margins)

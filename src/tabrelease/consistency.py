@@ -179,10 +179,16 @@ def _residual_qp(unknowns: int, weights: np.ndarray, A, b: np.ndarray, equalitie
     settings.verbose = False
     # Tight: the margins of the fit are what is released (after rounding), to well under one count.
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
-    return clarabel.DefaultSolver(
-        hessian, np.zeros(unknowns + len(weights)), A, b,
-        [clarabel.ZeroConeT(equalities), clarabel.NonnegativeConeT(inequalities)], settings,
-    ).solve()
+    cones = [clarabel.ZeroConeT(equalities), clarabel.NonnegativeConeT(inequalities)]
+    solution = clarabel.DefaultSolver(hessian, np.zeros(unknowns + len(weights)), A, b, cones, settings).solve()
+    if str(solution.status) in ("NumericalError", "InsufficientProgress", "MaxIterations"):
+        # Unmeasured residuals (a junction tree's fill-in, sparse data at small epsilon) leave the KKT system
+        # nearly singular: once more with the tolerances Clarabel defaults to and stronger regularisation.
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-8
+        settings.static_regularization_constant = 1e-7
+        settings.max_iter = 400
+        solution = clarabel.DefaultSolver(hessian, np.zeros(unknowns + len(weights)), A, b, cones, settings).solve()
+    return solution
 
 
 class LeastSquaresProblem:

@@ -166,11 +166,20 @@ class LocalLeastSquares(LeastSquares):
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         start = time.perf_counter()
         signature, values, weights, total = self.prepared(measurements)
-        structure = self.cliques or tuple(plan.margins)
-        problem = _local_problem(tuple(plan.shape), structure, signature)
+        if self.cliques:
+            try:
+                problem = _local_problem(tuple(plan.shape), self.cliques, signature)
+                margins, _ = problem.solve(values, weights, total)
+                return Estimate(table=None, margins=tuple(margins[c] for c in self.cliques),
+                                seconds=time.perf_counter() - start, cliques=self.cliques)
+            except TabreleaseError:
+                pass  # the clique fit did not solve: the margins' own fit, with local consistency (said below)
+        problem = _local_problem(tuple(plan.shape), tuple(plan.margins), signature)
         margins, _ = problem.solve(values, weights, total)
-        return Estimate(table=None, margins=tuple(margins[g] for g in structure), seconds=time.perf_counter() - start,
-                        cliques=self.cliques)
+        notes = (("the junction-tree fit did not solve; the margins were fitted on themselves (locally consistent)",)
+                 if self.cliques else ())
+        return Estimate(table=None, margins=tuple(margins[g] for g in plan.margins), seconds=time.perf_counter() - start,
+                        notes=notes)
 
 
 @lru_cache(maxsize=8)

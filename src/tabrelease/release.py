@@ -218,9 +218,11 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
     # Before any plan: a plan over every cell, or over a margin too large, would exhaust memory first.
     check_release_size(table, _checked_margins(margins), plan_options.get("mechanism", DEFAULT))
     if mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
+        missing = table.metadata.get("undeclared_levels")
+        which = f" (undeclared: {', '.join(missing)})" if missing else ""
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
                               "a --sparse table): the published schema would reveal which values occur; declare "
-                              "every variable's levels (--levels FILE, or levels= in the API)")
+                              f"every variable's levels (--levels FILE, or levels= in the API){which}")
     noise = noise_source(mode, seed)
     options = _planned_options(public_total, plan_objective)
     if options:
@@ -306,7 +308,17 @@ def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None
             raise TabreleaseError(f"the margin {names} has {cells:.3g} cells, more than the {MAX_MARGIN_CELLS:,} "
                                   "(2^26) a released margin may have; release smaller margins; nothing was charged")
     from .mechanisms import resolve_mechanism
+    from .mechanisms.planned import GLOBAL_MAX_CELLS, LOCAL_MAX_NONZEROS, fit_nonzeros
 
+    if mechanism == "planned" and margins and table.cells > GLOBAL_MAX_CELLS:
+        needed = fit_nonzeros(table.shape, margins)
+        if needed > LOCAL_MAX_NONZEROS:
+            largest = max(margins, key=lambda g: fit_nonzeros(table.shape, [g]))
+            names = " x ".join(f"{table.variables[a]} ({table.shape[a]})" for a in largest)
+            cells = int(np.prod([table.shape[a] for a in largest], dtype=object))
+            raise TabreleaseError(f"the fit of these margins on themselves needs {needed:,} operator non-zeros, more "
+                                  f"than the {LOCAL_MAX_NONZEROS:,} it handles (the largest, {names}, has {cells:,} "
+                                  "cells): release smaller or coarser margins; nothing was charged")
     try:
         reads_margins = get_mechanism(resolve_mechanism(mechanism, table.shape)).reads_margins
     except TabreleaseError:

@@ -528,7 +528,8 @@ def table_from_microdata(
         codes.append(column_codes)
         level_lists.append(column_levels)
     shape = tuple(len(lv) for lv in level_lists)
-    metadata = {} if _all_declared(variables, levels) else {LEVELS_FROM_DATA: True}
+    metadata = {} if _all_declared(variables, levels) else {
+        LEVELS_FROM_DATA: True, "undeclared_levels": [v for v in variables if levels is None or v not in levels]}
     cells = int(np.prod(shape, dtype=object))
     if cells > MAX_TABLE_CELLS if as_records is None else as_records:
         # Too many cells to hold: the table stays as its records, and the release path asks it for margins.
@@ -571,6 +572,9 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     import pandas as pd
 
     columns = None if variables is None else [str(v) for v in variables]
+    if columns is not None and len(set(columns)) != len(columns):
+        repeated = sorted({c for c in columns if columns.count(c) > 1})
+        raise TabreleaseError(f"duplicate variable names: {', '.join(repeated)}")
     if path.suffix.lower() == ".parquet":
         try:
             import pyarrow.parquet as pq

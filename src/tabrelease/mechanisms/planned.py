@@ -34,8 +34,18 @@ GLOBAL_MAX_CELLS = 2**12
 # every residual below it, so the fit's operator has prod_j (3 k_j - 2) non-zeros per clique (a 4^8 clique: 10^8,
 # gigabytes in the solver); the clique fit is used up to this many, and at most this many sets below the cliques
 # (one residual block each: all 2-way margins of 14 binary variables make one clique of 2^14 sets).
-CLIQUE_MAX_NONZEROS = 2**21
+CLIQUE_MAX_NONZEROS = 2**19
 CLIQUE_MAX_SETS = 2**10
+# The fit on the margins themselves has the same operator per released margin; past this many non-zeros in all
+# (about half a minute of solver time) a release is refused before its charge, naming the largest margin.
+LOCAL_MAX_NONZEROS = 2**20
+
+
+def fit_nonzeros(shape, margins) -> int:
+    """Non-zeros of the fit's operator over these sets: every cell of a set depends on every residual below it."""
+    from math import prod
+
+    return sum(prod(3 * int(shape[j]) - 2 for j in g) for g in margins)
 LOCAL_NOTE = ("the margins were fitted on themselves, not on the table's cells (it has too many) nor on a junction "
               "tree's cliques (they would be too large): they agree on every shared sub-margin (locally "
               "consistent), and are not shown to be the margins of one table")
@@ -123,10 +133,7 @@ def _estimator_for(shape: tuple[int, ...], margins: tuple) -> tuple:
         return LocalLeastSquares(), ()
     from ..models import downward_closure
 
-    from math import prod
-
-    nonzeros = sum(prod(3 * shape[j] - 2 for j in c) for c in tree.cliques)
-    if nonzeros <= CLIQUE_MAX_NONZEROS and len(downward_closure(tree.cliques)) <= CLIQUE_MAX_SETS:
+    if fit_nonzeros(shape, tree.cliques) <= CLIQUE_MAX_NONZEROS and len(downward_closure(tree.cliques)) <= CLIQUE_MAX_SETS:
         return LocalLeastSquares(cliques=tree.cliques), (CLIQUE_NOTE,)
     return LocalLeastSquares(), (LOCAL_NOTE,)
 
