@@ -84,3 +84,14 @@ def test_a_repeated_variable_and_an_undeclared_one_are_named_in_one_line(people,
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and message in err
         assert not (path / "r").exists()
+
+
+def test_levels_read_from_the_data_are_named_in_release_json_too(people, capsys):
+    path, _ = people
+    code = main(["release", str(path / "people.csv"), "--microdata", "--margins", "[AB]", "--epsilon", "1",
+                 "--simulate", "--seed", "1", "--out", str(path / "r")])
+    assert code == 0
+    out = capsys.readouterr().out
+    public = json.loads((path / "r" / "public" / "release.json").read_text())
+    assert any("the levels were read from the data" in w for w in public["warnings"])
+    assert out.count("the levels were read from the data") == 1

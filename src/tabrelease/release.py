@@ -230,6 +230,11 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
     plan = plan_release(table.shape, margins, epsilon, **plan_options)
     from .models import margin_label, maximal_margins
 
+    if table.metadata.get(LEVELS_FROM_DATA):  # simulation only (release mode refused it above); in release.json too
+        plan = replace(plan, notes=plan.notes + ("the levels were read from the data: the published schema reveals "
+                                                 "which values occur (declare them with --levels FILE before a "
+                                                 "release for publication)",))
+
     _, dropped = maximal_margins(_checked_margins(margins))
     if dropped:
         # A margin inside another asked-for margin is determined by it: not released separately, and said so.
@@ -451,13 +456,7 @@ def publish_release(
         raise
     if ledger is not None:
         budget = budget_status(ledger, entry["dataset"])
-    from .tables import LEVELS_FROM_DATA
-
-    undeclared = (["the levels were read from the data: the published schema reveals which values occur (declare "
-                   "them with --levels FILE before a release for publication)"]
-                  if table.metadata.get(LEVELS_FROM_DATA) else [])
     warnings = tuple([f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
-                     + undeclared
                      + release_warnings(release) + evaluation_warnings(evaluation))
     return PublishedRelease(release, evaluation, written, entry, budget, warnings)
 
