@@ -189,3 +189,22 @@ def test_release_mode_noise_of_every_block_has_its_planned_scale(name):
         # |Laplace| has sd about its mean: 4.5 standard errors, at least 12% (a halved scale is 50% off)
         draws = np.concatenate(deviations[block.variables])
         assert np.mean(draws) == pytest.approx(expected, rel=max(0.12, 4.5 / np.sqrt(draws.size)))
+
+
+def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
+    """Laplace scales fall as 1/epsilon, so the expected L1 at epsilon e is L1(1) / e: the epsilon a target needs is
+    L1(1) / target, checked against the bisection for every margin of Czech, and through the command line."""
+    from tabrelease.cli import main
+    from tabrelease.release import epsilon_for_target, expected_errors_table
+
+    table = tr.builtin_table("czech")
+    margins = tr.default_model(table).generators
+    at_one = {tuple(r["axes"]): r["expected_l1"] for r in expected_errors_table(table.shape, margins, [1.0])}
+    needed = epsilon_for_target(table.shape, margins, 20.0)
+    for g, epsilon in needed.items():
+        assert epsilon == pytest.approx(at_one[g] / 20.0, rel=1e-6)
+    assert main(["plan", "czech", "--target-l1", "20", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["epsilon_needed_for_all"] == pytest.approx(max(needed.values()))
+    assert main(["plan", "czech"]) == 2
+    assert "give --epsilon (the errors it gives) or --target-l1" in capsys.readouterr().err

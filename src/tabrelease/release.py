@@ -370,6 +370,36 @@ def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsil
     return rows
 
 
+def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l1: float, *,
+                       neighbours: str = "add-remove", delta: float | None = None, public_total: bool = False,
+                       plan_objective: str | None = None) -> dict:
+    """Per margin, the smallest epsilon at which the planned mechanism's expected L1 error of that margin is at most
+    `target_l1` (bisection on log epsilon; the expected error falls as epsilon grows), from the shape and margins
+    alone. None where even epsilon = 10^4 does not reach it."""
+    from .mechanisms import with_epsilon
+
+    if not (isinstance(target_l1, (int, float)) and np.isfinite(target_l1) and target_l1 > 0):
+        raise TabreleaseError(f"the target error must be a positive number, not {target_l1!r}")
+    options = _planned_options(public_total, plan_objective)
+    plan = plan_release(shape, margins, 1.0, neighbours=neighbours, delta=delta, options=options)
+    mechanism = get_mechanism(plan.mechanism)
+
+    def error(epsilon, g):
+        return mechanism.expected_errors(with_epsilon(plan, epsilon))[g].expected_l1
+
+    out = {}
+    for g in plan.margins:
+        low, high = np.log(1e-4), np.log(1e4)
+        if error(np.exp(high), g) > target_l1:
+            out[g] = None
+            continue
+        for _ in range(60):  # to a relative precision of about 1e-7 in epsilon
+            middle = (low + high) / 2
+            low, high = (middle, high) if error(np.exp(middle), g) > target_l1 else (low, middle)
+        out[g] = float(np.exp(high))
+    return out
+
+
 # --- the workflow ---------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class PublishedRelease:

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..errors import TabreleaseError
-from ._common import add_table_arguments, epsilon_list, load_from_args
+from ._common import add_table_arguments, epsilon_list, load_from_args, positive_float
 
 
 def register(subparsers) -> None:
@@ -19,7 +19,10 @@ def register(subparsers) -> None:
         "table's variables and levels: no count enters the plan, and nothing is charged.",
     )
     add_table_arguments(parser)
-    parser.add_argument("--epsilon", required=True, type=epsilon_list, help="one epsilon or a comma list (0.1,0.5,1)")
+    parser.add_argument("--epsilon", type=epsilon_list, help="one epsilon or a comma list (0.1,0.5,1)")
+    parser.add_argument("--target-l1", type=positive_float, metavar="ERROR",
+                        help="instead of --epsilon: the epsilon each margin needs for an expected L1 error of at most "
+                        "ERROR counts")
     parser.add_argument("--margins", help="margins to release, e.g. '[AB][BC]'; default: the table's paper model")
     parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"))
     parser.add_argument("--delta", type=float, help="plan Gaussian noise, (epsilon, delta)-DP")
@@ -37,8 +40,32 @@ def run(args: argparse.Namespace) -> int:
 
     if args.delta is not None and not 0 < args.delta < 1:
         raise TabreleaseError(f"delta must lie strictly between 0 and 1, not {args.delta:g}")
+    if (args.epsilon is None) == (args.target_l1 is None):
+        raise TabreleaseError("give --epsilon (the errors it gives) or --target-l1 (the epsilon an error needs), "
+                              "one of the two")
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
+    if args.target_l1 is not None:
+        from ..release import epsilon_for_target
+
+        needed = epsilon_for_target(table.shape, model.generators, args.target_l1, neighbours=args.neighbours,
+                                    delta=args.delta, public_total=args.public_total,
+                                    plan_objective=args.plan_objective)
+        rows = [{"margin": margin_label(g, table.letters), "target_l1": args.target_l1, "epsilon_needed": e}
+                for g, e in needed.items()]
+        reachable = [e for e in needed.values() if e is not None]
+        overall = max(reachable) if len(reachable) == len(needed) else None
+        if args.json:
+            print(json.dumps({"margins": rows, "epsilon_needed_for_all": overall}, indent=1))
+            return 0
+        print(f"{table.name}: the epsilon each margin needs for an expected L1 error of at most {args.target_l1:g} "
+              "(planned mechanism; computed from the shape and margins only)")
+        for r in rows:
+            shown = "beyond 1e4" if r["epsilon_needed"] is None else f"{r['epsilon_needed']:.4g}"
+            print(f"{r['margin']:<12} {shown:>12}")
+        print(f"all margins at once: epsilon {'beyond 1e4' if overall is None else f'{overall:.4g}'} (the plan is "
+              "made for all of them together)")
+        return 0
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, neighbours=args.neighbours,
                                  delta=args.delta, public_total=args.public_total, plan_objective=args.plan_objective)
     for row in rows:
