@@ -111,7 +111,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         raise TabreleaseError("these measurements were not drawn with this plan's noise (scale or distribution differ)")
     estimate = estimator.estimate(plan, measurements)
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
-    notes = list(plan.notes) + list(estimate.notes) + fitness_notes(plan, rounded.margins)
+    notes = list(plan.notes) + list(estimate.notes)
     if not rounded.consistent:
         notes.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
                      "table has them all")
@@ -162,8 +162,10 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
     if not unfit:
         return []
     worst = max(unfit, key=lambda u: u[1])
-    letters = [chr(ord("A") + j) if j < 26 else f"V{j + 1}" for j in range(len(plan.shape))]
     from .models import margin_label
+    from .tables import LETTERS
+
+    letters = [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(len(plan.shape))]
 
     return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
             f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error {worst[1]:.0%} of the released "
@@ -472,6 +474,8 @@ def publish_release(
         )
     try:
         release = run_plan(plan, table, noise)
+        # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).
+        release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins)))
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
         written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -328,10 +329,16 @@ def _guarantee(consistent: bool, margins: Sequence[Margin]) -> str:
     integer table along the junction tree."""
     if not consistent:
         return "none"
+    return "global" if _decomposable(tuple(tuple(g) for g in margins)) else "local"
+
+
+@lru_cache(maxsize=256)
+def _decomposable(margins: tuple) -> bool:
+    # Once per set of margins, not per release (sweeps round tens of thousands).
     from .junction import junction_tree
 
     k = 1 + max(j for g in margins for j in g)
-    return "global" if junction_tree(margins, (2,) * k).decomposable else "local"
+    return junction_tree(margins, (2,) * k).decomposable
 
 
 def _from_clique(clique_margins, cliques: Sequence[Margin], margin: Margin) -> np.ndarray:
