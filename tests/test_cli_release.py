@@ -27,6 +27,9 @@ def test_release_writes_public_and_internal(capsys, tmp_path):
     assert rel["noise"]["sampler"] == "OpenDP (secure)"
     assert rel["noise"]["sensitivity"] == pytest.approx(439 / 256)
     assert rel["noise"]["scale"] == pytest.approx(439 / 256)
+    # The guarantee in one sentence, on the terminal and in release.json.
+    assert rel["privacy"] == "epsilon=1 differential privacy (pure) for add-remove neighbours: Laplace noise"
+    assert f"privacy:  {rel['privacy']}" in stdout
     audit = json.loads((out / "internal" / "audit.json").read_text())
     ev = audit["evaluation"]
     assert ev["n"] == 2291 and ev["g2_original"] == pytest.approx(262.93, abs=0.005)
@@ -87,6 +90,7 @@ def test_paper_calibration_says_epsilon_does_not_hold(capsys, tmp_path):
     rel = json.loads((tmp_path / "p" / "public" / "release.json").read_text())
     assert rel["noise"]["calibration"] == "paper" and rel["noise"]["epsilon_holds"] is False
     assert rel["noise"]["epsilon_actual"] == pytest.approx(1.2988, abs=1e-4)
+    assert "Laplace noise (the noise gives only epsilon=1.2988" in rel["privacy"]
 
 
 def test_existing_output_is_refused_unless_forced(capsys, tmp_path):

@@ -213,6 +213,15 @@ class NoNoise:
         return np.asarray(values, float).copy()
 
 
+def post_processing_rng(noise: NoiseSource) -> np.random.Generator:
+    """Randomness for post-processing (sampling synthetic records, random restarts): it touches no confidential
+    value, so it needs no secure sampler. In simulation it is derived from the seed (a run replays exactly); in
+    release mode it is seeded from the operating system and never recorded."""
+    if noise.mode == SIMULATION:
+        return np.random.default_rng([int(noise.seed), 0x7AB])
+    return np.random.default_rng(secrets.randbits(128))
+
+
 def noise_source(mode: str, seed: int | None) -> NoiseSource:
     """Simulation noise (seed optional) or release noise (seed refused)."""
     if mode == SIMULATION:

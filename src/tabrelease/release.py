@@ -57,6 +57,8 @@ class Release:
     plan: MechanismPlan | None = field(default=None, repr=False)
     # What the rounding established: "global" (the margins of one non-negative table), "local" or "none".
     guarantee: str | None = None
+    # The privacy guarantee, in one sentence (the mechanism's `privacy_statement`).
+    privacy: str | None = None
 
     @property
     def n_released(self) -> float:
@@ -105,10 +107,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         estimator = get_estimator(estimator)
     estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
     # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
-    if any(b.distribution != EXACT and (b.scale != plan.block_scale(b.query, b.variables)
-                                        or b.distribution != plan.calibration.distribution)
-           for b in measurements.blocks):
-        raise TabreleaseError("these measurements were not drawn with this plan's noise (scale or distribution differ)")
+    get_mechanism(plan.mechanism).check_measurements(plan, measurements)
     estimate = estimator.estimate(plan, measurements)
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
     notes = list(plan.notes) + list(estimate.notes)
@@ -138,6 +137,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         estimator=estimator.name,
         plan=plan,
         guarantee=rounded.consistency,
+        privacy=get_mechanism(plan.mechanism).privacy_statement(plan),
     )
 
 

@@ -68,6 +68,7 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
             "epsilon": cal.epsilon,
             "delta": cal.delta,
             "neighbours": cal.neighbours,
+            "privacy": release.privacy,
             "margins": [
                 {"label": margin_label(g, table.letters), "variables": [table.variables[j] for j in g], "file": file}
                 for g, file in zip(release.margins, margin_files(table, release.margins))
@@ -318,7 +319,7 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <h2>Release</h2>
 <table>
 <tr><th>mechanism</th><td>{{ a.release.mechanism }}{% if a.release.basis %} ({{ a.release.basis }} basis){% endif %}</td></tr>
-<tr><th>privacy</th><td>&epsilon; = {{ a.release.epsilon }}{% if a.release.delta %}, &delta; = {{ a.release.delta }}{% endif %}, neighbours: {{ a.release.neighbours }}</td></tr>
+<tr><th>privacy</th><td>{{ a.release.privacy }}</td></tr>
 <tr><th>margins</th><td>{% for m in a.release.margins %}<code>{{ m.label }}</code> {% endfor %}</td></tr>
 <tr><th>noise</th><td>{% if a.release.plan %}{{ a.release.noise.distribution }}, planned per block (below); {% else %}{{ a.release.noise.distribution }}, scale {{ "%.6g"|format(a.release.noise.scale) }}, {% endif %}{{ a.release.noise.sampler }}</td></tr>
 <tr><th>made</th><td>{{ a.release.created }} by tabrelease {{ a.release.tool_version }}</td></tr>

@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
           f"(epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}, "
           f"{noise}, {mode} mode)")
+    print(f"privacy:  {release.privacy}")
     for warning in done.warnings:
         print(f"WARNING: {warning}")
     if release.noise_seed is not None:

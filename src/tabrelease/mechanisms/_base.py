@@ -102,6 +102,32 @@ class Mechanism(ABC):
         """The paper's own bound per margin, where the mechanism is the paper's."""
         return None
 
+    def privacy_statement(self, plan: MechanismPlan) -> str:
+        """One sentence: the guarantee the release has (kind of DP, parameters, neighbour relation, how accounted).
+
+        Written to release.json, the audit and the terminal. Mechanisms whose guarantee is not the calibration's
+        plain Laplace or Gaussian one (local DP, zCDP composition, public attributes) override it."""
+        cal = plan.calibration
+        who = f"{cal.neighbours} neighbours"
+        if cal.distribution == "gaussian":
+            return (f"(epsilon={cal.epsilon:g}, delta={cal.delta:g})-differential privacy for {who}: Gaussian noise, "
+                    "accounted by OpenDP (zCDP converted to (epsilon, delta))")
+        held = "" if cal.epsilon_holds else f" (the noise gives only epsilon={cal.epsilon_actual:.6g})"
+        return f"epsilon={cal.epsilon:g} differential privacy (pure) for {who}: Laplace noise{held}"
+
+    def check_measurements(self, plan: MechanismPlan, measurements: Measurements) -> None:
+        """Refuse measurements that were not drawn with this plan's noise (the plan states what they guarantee).
+
+        The default checks every noised block's distribution and scale against the plan; a mechanism whose
+        blocks are not plain Laplace or Gaussian answers overrides it with its own exact check."""
+        from ..measurements import EXACT
+
+        if any(b.distribution != EXACT and (b.scale != plan.block_scale(b.query, b.variables)
+                                            or b.distribution != plan.calibration.distribution)
+               for b in measurements.blocks):
+            raise TabreleaseError("these measurements were not drawn with this plan's noise (scale or distribution "
+                                  "differ)")
+
     bound_source: str = ""
 
 
