@@ -37,6 +37,11 @@ class LogLinearFit:
     def n(self) -> float:
         return float(self.observed.sum())
 
+    def _repr_html_(self) -> str:
+        from ..notebook import fit_html
+
+        return fit_html(self)
+
     @property
     def facial_set_size(self) -> int:
         return int(self.facial_set.sum())

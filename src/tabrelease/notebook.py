@@ -1,0 +1,72 @@
+"""Readable summaries of the main result objects in Jupyter (`_repr_html_`): the audit's "at a glance" box.
+
+A release in memory shows what it states about itself (public: parameters and the DP output); a published
+release, which was compared with the confidential table, shows the audit's box whole. Every value is escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from markupsafe import escape
+
+_STYLE = "border-collapse:collapse;margin:0.3rem 0"
+_CELL = "border-bottom:1px solid #e3e3e3;padding:0.15rem 0.6rem;text-align:left;vertical-align:top"
+_COLOURS = {"ok": "#1b6e20", "bad": "#a61b1b", "": "inherit"}
+
+
+def glance_html(title: str, rows: Iterable[dict]) -> str:
+    """An HTML box of {item, value, flag} rows under a title (flag "ok" green, "bad" red and bold)."""
+    body = "".join(
+        f'<tr><th style="{_CELL}">{escape(r["item"])}</th><td style="{_CELL};color:{_COLOURS[r.get("flag", "")]}'
+        f'{";font-weight:bold" if r.get("flag") == "bad" else ""}">{escape(r["value"])}</td></tr>'
+        for r in rows)
+    return (f'<div style="border:2px solid #2166ac;border-radius:6px;padding:0.3rem 0.8rem;max-width:52rem">'
+            f'<strong>{escape(title)}</strong><table style="{_STYLE}">{body}</table></div>')
+
+
+def release_html(release, evaluation=None) -> str:
+    from .reports import at_a_glance
+
+    rows = at_a_glance(release, evaluation)
+    rows.insert(2, {"item": "margins", "value": " ".join(_labels(release.margins)), "flag": ""})
+    title = "tabrelease release" + (" (audited against the confidential table: internal)" if evaluation else "")
+    return glance_html(title, rows)
+
+
+def plan_html(plan) -> str:
+    from .mechanisms import get_mechanism
+
+    mechanism = get_mechanism(plan.mechanism)
+    rows = [{"item": "mechanism", "value": plan.mechanism, "flag": ""},
+            {"item": "privacy", "value": mechanism.privacy_statement(plan), "flag": ""},
+            {"item": "margins", "value": " ".join(_labels(plan.margins)), "flag": ""},
+            {"item": "table shape", "value": " x ".join(str(k) for k in plan.shape), "flag": ""}]
+    expected = mechanism.expected_errors(plan) or {}
+    for g, error in expected.items():
+        rows.append({"item": f"expected L1 {_labels([g])[0]}",
+                     "value": f"{error.expected_l1:.4g} (cell sd {error.cell_sd:.3g}, {error.cells} cells)", "flag": ""})
+    return glance_html("tabrelease plan (before any data is read)", rows)
+
+
+def fit_html(fit) -> str:
+    rows = [{"item": "model", "value": _model(fit.model), "flag": ""},
+            {"item": "n", "value": f"{fit.n:.6g}", "flag": ""},
+            {"item": "G²", "value": f"{fit.g2:.4f} on {fit.df} df ({fit.df_adjusted} adjusted for zeros)", "flag": ""},
+            {"item": "Pearson X²", "value": f"{fit.pearson_x2:.4f}", "flag": ""},
+            {"item": "MLE", "value": "exists" if fit.mle_exists else "does not exist: the extended MLE on the facial set",
+             "flag": "" if fit.mle_exists else "bad"},
+            {"item": "converged", "value": f"{fit.converged} after {fit.iterations} iterations",
+             "flag": "ok" if fit.converged else "bad"}]
+    return glance_html("log-linear fit", rows)
+
+
+def _labels(margins) -> list[str]:
+    from .models import margin_label
+    from .tables import LETTERS
+
+    return [margin_label(g, LETTERS) for g in margins]
+
+
+def _model(model) -> str:
+    return "".join(_labels(model.generators))
