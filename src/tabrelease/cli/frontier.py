@@ -22,6 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("--tables", type=name_list, default=None, help="default: the four built-in tables")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--force", action="store_true", help="replace the frontier files in an existing --out")
+    parser.add_argument("--json", action="store_true", help="print what was done as JSON (releases, seconds, files)")
     parser.set_defaults(run=run)
 
 
@@ -38,7 +39,7 @@ def run(args) -> int:
     try:
         import matplotlib  # noqa: F401  (the figures need it: say so before the work, not after)
     except ImportError:
-        raise TabreleaseError("the frontier's figures need matplotlib: pip install 'tabrelease[paper]'") from None
+        raise TabreleaseError("the frontier's figures need matplotlib: pip install matplotlib (a dependency of tabrelease)") from None
     from pathlib import Path
 
     if Path(args.out).exists() and not args.force and any(Path(args.out).iterdir()):
@@ -54,6 +55,12 @@ def run(args) -> int:
         executor.shutdown()
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
     out = write_frontier(args.out, runs, seconds=time.perf_counter() - start, command=command)
+    if args.json:
+        from ._common import print_json
+
+        print_json({"releases": len(runs), "seconds": time.perf_counter() - start, "noise_mode": "simulation",
+                    "out": str(out.resolve()), "files": sorted(str(p.resolve()) for p in out.iterdir())})
+        return 0
     print(f"{len(runs)} releases in {time.perf_counter() - start:.1f} s (simulation-mode noise); "
           f"report: {out / 'report.md'}")
     return 0

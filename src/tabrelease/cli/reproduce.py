@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from .sweep import add_execution_arguments, default_jobs
@@ -17,6 +18,7 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--quick", action="store_true", help="a coarse grid (7 epsilons x 8 repetitions), for a demo")
     add_execution_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print what was done as JSON (runs, seconds, files)")
     parser.set_defaults(run=run, seed=None)
 
 
@@ -31,6 +33,14 @@ def run(args) -> int:
         force=args.force, progress=None if not args.quiet else False,
         master_seed=DEFAULT_MASTER_SEED if args.seed is None else args.seed,
     )
+    if args.json:
+        from ._common import print_json
+
+        out = os.path.abspath(args.out)
+        print_json({"runs": result.total_runs, "computed_now": result.computed_runs, "seconds": result.wall_seconds,
+                    "noise_mode": "simulation", "out": out, "report": os.path.join(out, "report.html"),
+                    "findings": [dataclasses.asdict(f) for f in result.findings]})
+        return 0
     print(f"{result.total_runs} releases ({result.computed_runs} computed now) in {result.wall_seconds:.1f} s; "
           "simulation-mode noise")
     print(f"report: {os.path.join(args.out, 'report.html')} (and report.md)")

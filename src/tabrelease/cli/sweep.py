@@ -30,6 +30,7 @@ def register(subparsers) -> None:
                         help="margins to release (one table only; default: each table's paper model)")
     parser.add_argument("--count-column", default="count")
     parser.add_argument("--sparse", action="store_true", help="a CSV may omit zero cells")
+    parser.add_argument("--json", action="store_true", help="print what was done as JSON (runs, seconds, files)")
     parser.set_defaults(run=run)
 
 
@@ -54,6 +55,7 @@ def run(args) -> int:
     from ..errors import TabreleaseError
     from ..models import parse_model
     from ..sweeps import make_grid, run_sweep
+    from ..sweeps.summary import write_sweep_summary
     from ..tables import load_table
 
     if args.resume and args.force:
@@ -70,7 +72,15 @@ def run(args) -> int:
     )
     result = run_sweep(grid, args.out, jobs=args.jobs or default_jobs(), scheduler=args.scheduler,
                        resume=args.resume, force=args.force, progress=None if not args.quiet else False)
+    files = result.files + write_sweep_summary(result.runs, args.out)
+    if args.json:
+        from ._common import print_json
+
+        print_json({"runs": grid.runs, "computed_now": result.computed_runs, "seconds": result.seconds,
+                    "noise_mode": "simulation", "out": os.path.abspath(args.out),
+                    "files": [os.path.join(os.path.abspath(args.out), name) for name in files]})
+        return 0
     print(f"{grid.runs} runs ({result.computed_runs} computed now) in {result.seconds:.1f} s; simulation-mode noise")
-    for name in result.files:
+    for name in files:
         print(f"  {os.path.join(args.out, name)}")
     return 0

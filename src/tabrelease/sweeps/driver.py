@@ -24,6 +24,7 @@ import pandas as pd
 from .._files import remove_own_outputs, write_frame_atomic, write_text_atomic
 from ..errors import TabreleaseError
 from .grid import SweepChunk, SweepGrid, grid_chunks
+from .summary import SUMMARY_OUTPUTS
 from .worker import run_chunk
 
 # Columns measured with a clock: they differ from run to run of the same sweep.
@@ -31,7 +32,8 @@ TIMING_COLUMNS = ("seconds_noise", "seconds_lp", "seconds_round", "seconds_refit
 SWEEP_FILE = "sweep.json"
 CHUNK_DIR = "chunks"
 # Everything a sweep writes in its folder: what --force may delete there.
-SWEEP_OUTPUTS = (SWEEP_FILE, CHUNK_DIR, "runs.parquet", "runs.csv", "margin_errors.parquet", "margin_errors.csv")
+SWEEP_OUTPUTS = (SWEEP_FILE, CHUNK_DIR, "runs.parquet", "runs.csv", "margin_errors.parquet", "margin_errors.csv",
+                 *SUMMARY_OUTPUTS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,8 +133,17 @@ def run_sweep(
 
         bar = tqdm(total=grid.runs, initial=grid.runs - len(pending) * grid.repetitions, unit="run",
                    disable=not progress, desc="sweep", file=sys.stderr)
+        # A grid point's runs arrive together, after its plan is built and its worker has started: until the first
+        # does, the bar says what is under way and its clock keeps moving (it sat at 0 for ~18 s before).
+        workers = getattr(executor, "_max_workers", None)
+        bar.set_postfix_str(f"planning and starting {workers or ''} workers".replace("  ", " "), refresh=True)
+
+        def tick(running: int) -> None:
+            bar.set_postfix_str(f"{running} grid points ({running * grid.repetitions} runs) to come", refresh=False)
+            bar.refresh()
+
         try:
-            for chunk, (runs, margins) in _as_completed(executor, pending):
+            for chunk, (runs, margins) in _as_completed(executor, pending, tick if progress else None):
                 if chunk_dir is not None:
                     runs_path, margins_path = _chunk_paths(chunk_dir, chunk)
                     # The margins file first: a chunk counts as done once its runs file exists beside it.
@@ -155,17 +166,22 @@ def run_sweep(
     return SweepResult(runs, margin_errors, len(pending) * grid.repetitions, time.perf_counter() - started, out, files)
 
 
-def _as_completed(executor, pending: list[SweepChunk]):
+def _as_completed(executor, pending: list[SweepChunk], tick: Callable[[int], None] | None = None):
     """Each grid point's result as soon as it is ready, whatever the executor (polling `done()` is what
-    the standard library's and Dask's futures have in common)."""
+    the standard library's and Dask's futures have in common). `tick(running)`, if given, is called about
+    twice a second while waiting, with the number of grid points still to come."""
     if not pending:
         return
     futures = [(executor.submit(run_chunk, chunk), chunk) for chunk in pending]
+    last_tick = time.perf_counter()
     try:
         while futures:
             ready = [(f, c) for f, c in futures if f.done()]
             if not ready:
                 time.sleep(0.02)
+                if tick is not None and time.perf_counter() - last_tick >= 0.5:
+                    tick(len(futures))
+                    last_tick = time.perf_counter()
                 continue
             for future, chunk in ready:
                 futures.remove((future, chunk))

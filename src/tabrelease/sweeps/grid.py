@@ -129,6 +129,9 @@ def make_grid(
         for mech in grid.mechanisms:
             for cal in grid.calibrations:
                 plan_for(table.shape, m, mech, cal, neighbours, delta)
+    if delta is not None and all(delta_for(mech, t.shape, delta) is None for t in tables for mech in grid.mechanisms):
+        raise TabreleaseError("--delta applies to the mechanisms that give (epsilon, delta)-DP (gaussian); none of "
+                              f"this sweep's mechanisms ({', '.join(grid.mechanisms)}) does")
     return grid
 
 
@@ -154,12 +157,21 @@ def run_seed(master_seed: int, table: str, mechanism: str, calibration: str, eps
 
 
 
+def delta_for(mechanism: str, shape, delta: float | None) -> float | None:
+    """A sweep's delta goes to the mechanisms that need one ((epsilon, delta)-DP: gaussian); the others run at pure
+    epsilon, so that a Gaussian release is swept beside them at the same epsilon. (The planned mechanism would
+    turn Gaussian given a delta: in a sweep it stays the default, Laplace release.)"""
+    from ..mechanisms import get_mechanism, resolve_mechanism
+
+    return delta if get_mechanism(resolve_mechanism(mechanism, shape)).needs_delta else None
+
+
 def plan_for(shape, margins, mechanism, calibration, neighbours, delta):
     """The plan of a grid point's table and mechanism, built at epsilon 1 (each grid point rescales it)."""
     from ..mechanisms import plan_release
 
-    return plan_release(shape, margins, 1.0, mechanism=mechanism, neighbours=neighbours, delta=delta,
-                        calibration=calibration)
+    return plan_release(shape, margins, 1.0, mechanism=mechanism, neighbours=neighbours,
+                        delta=delta_for(mechanism, shape, delta), calibration=calibration)
 
 
 def _counts_digest(table: ContingencyTable) -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 from ..noise import SimulationNoise
 from ..schemas import SWEEP_MARGIN_ROW, SWEEP_ROW, check_columns
 from ..tables import ContingencyTable
-from .grid import SweepChunk, SweepGrid, _counts_digest, plan_for, run_seed
+from .grid import SweepChunk, SweepGrid, _counts_digest, delta_for, plan_for, run_seed
 
 _LOCAL = threading.local()
 
@@ -83,6 +83,7 @@ def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
             "calibration": chunk.calibration,
             "neighbours": chunk.neighbours,
             "epsilon": chunk.epsilon,
+            "delta": cal.delta,
             "repetition": rep,
             "seed": seed,
             "noise_mode": release.noise_mode,
@@ -125,7 +126,7 @@ def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, ep
     index = [t.name for t in grid.tables].index(table)
     tab, margins = grid.tables[index], grid.margins[index]
     plan = plan_release(tab.shape, margins, epsilon, mechanism=mechanism, neighbours=grid.neighbours,
-                        delta=grid.delta, calibration=calibration)
+                        delta=delta_for(mechanism, tab.shape, grid.delta), calibration=calibration)
     seed = run_seed(grid.master_seed, table, plan.mechanism, calibration, epsilon, repetition)
     release = run_plan(plan, tab.counts, SimulationNoise(seed))
     return release, evaluate_release(tab, release, original_fit(tab, margins).model)

@@ -1,0 +1,80 @@
+"""What a sweep found, summarised: per table, mechanism, calibration and epsilon, the spread of each run's
+errors (summary.csv), and one figure per measure against epsilon (one panel per table, a line per mechanism
+and calibration). `tabrelease sweep` writes them beside the runs, as `reproduce` does for the paper's grid.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .._files import write_atomic, write_frame_atomic
+
+# measure -> (column of the runs, axis label). Every one is a function of a run's own release and refit.
+MEASURES = {
+    "max_l1_error": ("max_l1_error", "largest L1 error of a released margin (counts)"),
+    "n_drift": ("n_drift", "n' - n (counts)"),
+    "g2_difference": ("g2_difference", "G2 of the release - G2 of the data"),
+    "mle_l1": ("mle_l1", "L1 distance between the MLEs"),
+}
+KEYS = ["table", "mechanism", "calibration", "epsilon"]
+SUMMARY_FILE = "summary.csv"
+SUMMARY_OUTPUTS = (SUMMARY_FILE,) + tuple(f"{m}.png" for m in MEASURES)
+
+
+def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per grid point: the runs, and each measure's mean, sd, median and 10% / 90% quantiles (NaN-aware: a run
+    whose refit is undefined, e.g. inconsistent margins, does not count towards that measure)."""
+    grouped = runs.groupby(KEYS, sort=False)
+    pieces = {"runs": grouped.size()}
+    for name, (column, _) in MEASURES.items():
+        values = grouped[column]
+        pieces[f"{name}_defined"] = values.count()
+        pieces[f"{name}_mean"] = values.mean()
+        pieces[f"{name}_sd"] = values.std(ddof=1)
+        pieces[f"{name}_median"] = values.median()
+        pieces[f"{name}_q10"] = values.quantile(0.1)
+        pieces[f"{name}_q90"] = values.quantile(0.9)
+    return pd.DataFrame(pieces).reset_index()
+
+
+def plot_sweep(summary: pd.DataFrame, measure: str, path: Path) -> None:
+    """The measure's median (line) and 10-90% band against epsilon (log axis), one panel per table."""
+    from matplotlib.figure import Figure
+
+    _, label = MEASURES[measure]
+    tables = list(dict.fromkeys(summary.table))
+    fig = Figure(figsize=(9, 2.9 * len(tables)), dpi=90, layout="constrained")
+    axes = fig.subplots(len(tables), 1, squeeze=False)[:, 0]
+    for ax, name in zip(axes, tables):
+        part = summary[summary.table == name]
+        for (mechanism, calibration), line in part.groupby(["mechanism", "calibration"], sort=False):
+            line = line.sort_values("epsilon")
+            tag = mechanism if calibration == "exact" else f"{mechanism} ({calibration} calibration)"
+            drawn = ax.plot(line.epsilon, line[f"{measure}_median"], marker="o", ms=3, lw=1.2, label=tag)
+            ax.fill_between(line.epsilon, line[f"{measure}_q10"], line[f"{measure}_q90"], alpha=0.15, lw=0,
+                            color=drawn[0].get_color())
+        if part.epsilon.nunique() > 1 and part.epsilon.min() > 0:
+            ax.set_xscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel(label, fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=7, frameon=False)
+    axes[-1].set_xlabel("epsilon")
+    fig.suptitle("median (line) and 10-90% of the runs (band); simulation-mode noise", fontsize=9)
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png"))
+
+
+def write_sweep_summary(runs: pd.DataFrame, out: Path) -> tuple[str, ...]:
+    """summary.csv and one figure per measure with any defined value, into `out`; returns the names written."""
+    out = Path(out)
+    summary = summarise_sweep(runs)
+    write_frame_atomic(summary, out / SUMMARY_FILE)
+    written = [SUMMARY_FILE]
+    for measure in MEASURES:
+        if np.isfinite(summary[f"{measure}_median"].astype(float)).any():
+            plot_sweep(summary, measure, out / f"{measure}.png")
+            written.append(f"{measure}.png")
+    return tuple(written)
