@@ -15,3 +15,13 @@ def write_csv(tmp_path):
         return path
 
     return _write
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session's page checks (skipped, saying why, where none is installed)."""
+    from .browser import start_browser
+
+    driver = start_browser()
+    yield driver
+    driver.quit()

@@ -136,7 +136,7 @@ def test_solver_failure_is_reported_and_leaves_nothing(capsys, tmp_path, monkeyp
 def test_failure_while_writing_leaves_nothing(capsys, tmp_path, monkeypatch):
     from tabrelease import reports
 
-    def broken(audit):
+    def broken(audit, figures=None):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(reports, "render_audit_html", broken)

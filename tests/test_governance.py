@@ -105,7 +105,7 @@ def test_a_killed_run_s_staging_folder_is_removed_by_the_next_run(tmp_path, caps
 SLOW_WRITE = """
 import sys, time
 import tabrelease.reports as reports
-def slow(audit):
+def slow(audit, figures=None):
     open(sys.argv[2], "w").close()
     time.sleep(60)
 reports.render_audit_html = slow

@@ -193,13 +193,18 @@ def test_cli_epsilon_ranges():
     assert epsilon_list("0.1,0.5, 1") == (0.1, 0.5, 1.0)
 
 
-def test_reproduce_quick(tmp_path):
+def test_reproduce_quick(tmp_path, browser):
     out = tmp_path / "paper"
     done = cli("reproduce", "--quick", "--out", str(out), "--jobs", "2", "--quiet")
     assert done.returncode == 0, done.stderr
     for name in ("report.md", "report.html", "summary.csv", "table7.csv", "table8.csv", "reproduction.json",
                  "figure1_sample_size.png", "figure6_lp_b.png"):
         assert (out / name).stat().st_size > 0
+    # The report as a person sees it: no table runs off the page (Table 8 did), and all six figures load.
+    from .browser import page_problems
+
+    found = page_problems(browser, out / "report.html")
+    assert found["problems"] == [] and found["figures"] == 6
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary.calibration) == {"exact", "paper"} and summary.runs.eq(8).all()
     # Figure 1's claim, from the runs themselves: more noise, more spread in n'.
@@ -218,3 +223,67 @@ def test_reproduce_quick(tmp_path):
     (out / ".gitignore").write_text("sweep/chunks/\n")
     remove_own_outputs(out, REPRODUCTION_OUTPUTS)
     assert [p.name for p in out.iterdir()] == [".gitignore"]
+
+
+def test_gaussian_is_swept_beside_laplace_mechanisms(tmp_path):
+    # --delta goes to the mechanisms that need it; the others run at pure epsilon in the same sweep.
+    table = builtin_table("edwards")
+    grid = make_grid([table], [0.5, 1.0], 2, mechanisms=["planned", "fourier", "gaussian"], delta=1e-6)
+    result = run_sweep(grid, tmp_path / "s", jobs=1, progress=False)
+    runs = result.runs.set_index("mechanism")
+    assert runs.loc["gaussian", "delta"].eq(1e-6).all() and runs.loc["gaussian", "noise_distribution"].eq("gaussian").all()
+    for name in ("planned", "fourier"):
+        assert runs.loc[name, "delta"].isna().all() and runs.loc[name, "noise_distribution"].eq("laplace").all()
+    # Replayed alone, a Gaussian run is the same release.
+    row = result.runs[result.runs.mechanism == "gaussian"].iloc[0]
+    release, ev = replay_run(grid, "edwards", "gaussian", "exact", row.epsilon, int(row.repetition))
+    assert ev.max_l1_error == pytest.approx(row.max_l1_error) and release.noise.delta == 1e-6
+    with pytest.raises(TabreleaseError, match="none of this sweep's mechanisms"):
+        make_grid([table], [1.0], 1, mechanisms=["planned", "fourier"], delta=1e-6)
+
+
+def test_sweep_command_writes_summary_and_figures(tmp_path, browser):
+    out = tmp_path / "s"
+    done = cli("sweep", "edwards", "--epsilons", "0.5,1", "--repetitions", "3", "--mechanisms", "planned,fourier",
+               "--out", str(out), "--jobs", "1", "--quiet", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["runs"] == 12 and doc["noise_mode"] == "simulation"
+    names = {p.rsplit("/", 1)[-1] for p in doc["files"]}
+    assert {"summary.csv", "max_l1_error.png", "n_drift.png", "runs.csv"} <= names
+    summary = pd.read_csv(out / "summary.csv")
+    runs = pd.read_csv(out / "runs.csv")
+    # The summary's figures are those of the runs (recomputed here with pandas, independently of the grouping).
+    point = runs[(runs.mechanism == "fourier") & (runs.epsilon == 0.5)]
+    row = summary[(summary.mechanism == "fourier") & (summary.epsilon == 0.5)].iloc[0]
+    assert row.runs == 3 and row.max_l1_error_median == pytest.approx(point.max_l1_error.median())
+    assert row.n_drift_q90 == pytest.approx(np.quantile(point.n_drift, 0.9))
+    # Every figure is a real PNG that a browser can show.
+    from .browser import page_problems
+
+    page = out / "figures.html"
+    page.write_text("".join(f'<img alt="{n}" src="{n}">' for n in sorted(names) if n.endswith(".png")))
+    found = page_problems(browser, page)
+    assert found["figures"] >= 2 and not [p for p in found["problems"] if "did not load" in p]
+
+
+def test_progress_moves_before_the_first_grid_point_is_done(capsys, monkeypatch):
+    # The bar names what is under way at once, and its clock ticks while the first grid point is computed
+    # (made slow here: a grid point's worker sleeps 1.2 s before it starts).
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tabrelease.sweeps import driver
+
+    real = driver.run_chunk
+
+    def slow(chunk):
+        time.sleep(1.2)
+        return real(chunk)
+
+    monkeypatch.setattr(driver, "run_chunk", slow)
+    grid = make_grid([builtin_table("edwards")], [1.0], 4, mechanisms=["planned"])
+    with ThreadPoolExecutor(1) as pool:
+        run_sweep(grid, None, executor=pool, progress=True)
+    err = capsys.readouterr().err
+    assert "planning and starting" in err and "grid points (4 runs) to come" in err

@@ -46,6 +46,9 @@ class ReleaseEvaluation:
     paper_bound_by_margin: dict[str, float] | None
     # The plan's expected L1 error per margin, drawn up before the noise (None for mechanisms without one).
     expected_l1_by_margin: dict[str, float] | None = None
+    # Its upper (1 - bound_delta) quantile (planning.MarginError.l1_quantile), and each cell's planned sd.
+    expected_l1_quantile_by_margin: dict[str, float] | None = None
+    expected_cell_sd_by_margin: dict[str, float] | None = None
     # Why the refit is missing, when it is (too many cells to fit here, or a fit that failed).
     refit_note: str | None = None
     # Seconds this run's refit took: its own facial set, plus its share (by iterations) of a stacked fit.
@@ -105,7 +108,7 @@ def evaluate_release(
             original = g2_released = mle_l1 = converged = None
             refit_note = f"the log-linear refit failed ({type(exc).__name__}); the margin errors above stand"
     refit_seconds = time.perf_counter() - refit_start
-    bounds = source = paper_bounds = expected = None
+    bounds = source = paper_bounds = expected = quantile = cell_sd = None
     if release.plan is not None:
         # Bounds depend on the plan alone; the mechanism says which it can give.
         mechanism = get_mechanism(release.plan.mechanism)
@@ -116,13 +119,17 @@ def evaluate_release(
         printed = mechanism.paper_bounds(release.plan, bound_delta)
         if printed is not None:
             paper_bounds = {margin_label(g, letters): v for g, v in printed.items()}
-        # The plan's own expectation, where the noise was planned (the paper's LP has none to compare with).
-        planned = mechanism.expected_errors(release.plan) if release.plan.design is not None else None
+        # The plan's own expectation (that of the unbiased linear reconstruction of what was measured), for every
+        # mechanism that has one: the figure an auditor compares the realised error with.
+        planned = mechanism.expected_errors(release.plan)
         if planned is not None:
             expected = {margin_label(g, letters): e.expected_l1 for g, e in planned.items()}
+            quantile = {margin_label(g, letters): e.l1_quantile(bound_delta) for g, e in planned.items()}
+            cell_sd = {margin_label(g, letters): e.cell_sd for g, e in planned.items()}
     evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
                              bounds, source, paper_bounds)
-    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected, refit_note=refit_note,
+    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected,
+                   expected_l1_quantile_by_margin=quantile, expected_cell_sd_by_margin=cell_sd, refit_note=refit_note,
                    zeroed_categories=_zeroed_categories(table, release))
 
 

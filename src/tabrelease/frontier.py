@@ -162,7 +162,7 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
     try:
         import matplotlib
     except ImportError:
-        raise TabreleaseError("the frontier's figures need matplotlib: pip install 'tabrelease[paper]'") from None
+        raise TabreleaseError("the frontier's figures need matplotlib: pip install matplotlib (a dependency of tabrelease)") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

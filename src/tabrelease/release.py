@@ -60,6 +60,11 @@ class Release:
     # The privacy guarantee, in one sentence (the mechanism's `privacy_statement`).
     privacy: str | None = None
 
+    def _repr_html_(self) -> str:
+        from .notebook import release_html
+
+        return release_html(self)
+
     @property
     def n_released(self) -> float:
         """n' = sum of w' (or of the first released margin when there is no table)."""
@@ -414,6 +419,20 @@ class PublishedRelease:
     budget: Any  # ledger.BudgetStatus after the charge, or None without a ledger
     warnings: tuple[str, ...]
 
+    def _repr_html_(self) -> str:
+        from .notebook import release_html
+
+        return release_html(self.release, self.evaluation)
+
+
+def _check_figures_available() -> None:
+    """The audit draws its figures after the charge: a broken install (no matplotlib) is refused before it."""
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        raise TabreleaseError("the audit's figures need matplotlib: pip install matplotlib (a dependency of "
+                              "tabrelease)") from None
+
 
 def publish_release(
     table: ContingencyTable,
@@ -454,6 +473,7 @@ def publish_release(
         raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {bound_delta:g}")
     check_release_destination(out, force)
     check_writable(out)
+    _check_figures_available()
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,

@@ -158,12 +158,78 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     return out
 
 
+def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -> list[dict]:
+    """What a reviewer must see first, as rows {item, value, flag} ("bad" marks what must be fixed or weighed
+    before publishing). Without an evaluation (a release in memory, not yet compared with the truth) the rows
+    read only the release: they are public. With one they read the confidential table (the audit's box)."""
+    cal = release.noise
+    rows = [("privacy", release.privacy or "", ""),
+            ("mechanism", f"{release.mechanism}, then {release.estimator} and {release.rounding} rounding", "")]
+    if release.noise_mode == "release":
+        rows.append(("noise", "drawn by OpenDP's secure samplers", "ok"))
+    else:
+        rows.append(("noise", f"{release.noise_mode} mode (seeded numpy): NOT for publication", "bad"))
+    if cal.epsilon_holds:
+        rows.append(("calibration", f"{cal.calibration}: the stated epsilon {cal.epsilon:g} holds", "ok"))
+    else:
+        rows.append(("calibration", f"{cal.calibration}: the stated epsilon {cal.epsilon:g} does NOT hold (the noise "
+                     f"gives {cal.epsilon_actual:.4g})", "bad"))
+    guarantee = {"global": "global: the released margins are those of one non-negative table",
+                 "local": "local only: the released margins agree where they overlap, but no single table is proved",
+                 "none": "none: the released margins may disagree with each other"}
+    rows.append(("consistency", guarantee.get(release.guarantee, str(release.guarantee)),
+                 "ok" if release.guarantee == "global" else "bad" if release.guarantee == "none" else ""))
+    if evaluation is None:
+        rows.append(("released total", f"n' = {release.n_released:.6g}", ""))
+    else:
+        n, n_released = evaluation.n, evaluation.n_released
+        off = abs(n_released - n) / n if n else 0.0
+        rows.append(("released total", f"n = {n} -> n' = {n_released:.6g} ({100 * (n_released - n) / max(n, 1):+.1f}%)",
+                     "bad" if off > 0.1 else "ok"))
+        worst = max(evaluation.l1_error_by_margin, key=evaluation.l1_error_by_margin.get)
+        share = evaluation.max_l1_error / n if n else float("nan")
+        rows.append(("worst margin error", f"L1 {evaluation.max_l1_error:.6g} on {worst}: {100 * share:.1f}% of n",
+                     "bad" if share > 0.25 else ""))
+        warnings = len(release_warnings(release)) + len(evaluation_warnings(evaluation))
+        rows.append(("warnings", f"{warnings} (listed below)" if warnings else "none", "bad" if warnings else "ok"))
+    return [{"item": item, "value": value, "flag": flag} for item, value, flag in rows]
+
+
+def audit_figures(table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation) -> dict:
+    """The audit's pictures (PNG data URIs): every margin's error against the plan, and released against true
+    counts for the margins whose error is largest against what the plan expected (up to MAX_MARGIN_FIGURES)."""
+    from . import figures
+    from .models import margin_label
+    from .tables import margin_of
+
+    realised = evaluation.l1_error_by_margin
+    labels = [margin_label(g, table.letters) for g in release.margins]
+    expected = evaluation.expected_l1_by_margin
+    quantile = evaluation.expected_l1_quantile_by_margin
+    out = {"errors": figures.errors_against_plan(
+        labels, realised, expected, quantile, f"planned {100 * (1 - evaluation.bound_delta):g}% quantile"),
+        "margins": [], "margins_left_out": 0}
+    ranked = sorted(range(len(labels)), key=lambda i: -realised[labels[i]] / max(
+        (expected or {}).get(labels[i], 1.0), 1e-12))
+    shown = sorted(ranked[:figures.MAX_MARGIN_FIGURES])
+    sds = evaluation.expected_cell_sd_by_margin or {}
+    for i in shown:
+        g = release.margins[i]
+        true = margin_of(table, g)
+        out["margins"].append({"label": labels[i], "src": figures.released_against_true(
+            f"{labels[i]}: {' x '.join(table.variables[j] for j in g)}", true, release.released_margins[i],
+            sds.get(labels[i]))})
+    out["margins_left_out"] = len(labels) - len(shown)
+    return out
+
+
 def audit_record(
     table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation, public: Mapping, model_label: str
 ) -> dict:
     return _clean(
         {
             "schema": "tabrelease/audit/1",
+            "at_a_glance": at_a_glance(release, evaluation),
             "release": dict(public),
             "table": {"name": table.name, "shape": list(table.shape), "n": table.n, "cells": table.cells,
                       "zero_cells": table.zero_cells},
@@ -290,7 +356,7 @@ def write_release_bundle(
         if release.table is not None:
             # w', the rounded table whose margins were released (itself a post-processed DP output).
             table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
-        (internal_dir / "audit.html").write_text(render_audit_html(audit))
+        (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
             os.replace(out, old / out.name)
@@ -307,13 +373,20 @@ def write_release_bundle(
 _AUDIT_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>tabrelease audit: {{ a.table.name }}</title>
 <style>
-body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; color: #222; }
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+.glance { border: 2px solid #2166ac; border-radius: 6px; padding: 0.4rem 1rem; margin: 1rem 0; }
+.glance table { margin: 0.3rem 0; } .glance td, .glance th { border: none; border-bottom: 1px solid #e3e3e3; }
+.figs { display: flex; flex-wrap: wrap; gap: 0.5rem; } .figs img { width: 25rem; max-width: 100%; }
+img.wide { max-width: 100%; } table { max-width: 100%; } td { overflow-wrap: anywhere; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; } td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }
 th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.6rem; margin: 0.6rem 0; }
 .ok { color: #1b6e20; } .bad { color: #a61b1b; font-weight: bold; } code { background: #f5f5f5; padding: 0 0.2rem; }
 </style></head><body>
 <h1>Release audit — {{ a.table.name }}</h1>
 <p><strong>Internal: this page describes the confidential table. Do not publish it.</strong></p>
+<div class="glance"><h2>At a glance</h2><table>
+{% for r in a.at_a_glance %}<tr><th>{{ r.item }}</th><td{% if r.flag %} class="{{ r.flag }}"{% endif %}>{{ r.value }}</td></tr>
+{% endfor %}</table></div>
 {% for w in a.release.warnings %}<div class="warn">{{ w }}</div>{% endfor %}
 {% for n in a.notes if n not in a.release.warnings %}<div class="warn">{{ n }}</div>{% endfor %}
 <h2>Release</h2>
@@ -339,8 +412,8 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <h2>What the release did</h2>
 {% set e = a.evaluation %}
 <table>
-<tr><th>sample size n → n'</th><td>{{ e.n }} → {{ "%.6g"|format(e.n_released) }}</td></tr>
-{% if a.lp %}<tr><th>LP b*</th><td>{{ "%.6g"|format(a.lp.b_star) }} {% if a.lp.infeasible %}(no non-negative table has the noisy coefficients){% else %}(feasible){% endif %}; {{ "%.1f"|format(1000 * a.lp.seconds) }} ms</td></tr>{% endif %}
+<tr><th>sample size n → n'</th><td>{{ e.n }} → {{ "%.6g"|format(e.n_released) }}: the released margins sum to {{ "%.6g"|format(e.n_released) }} people where the table has {{ e.n }}, so the release states the population's size {% if e.n_released >= e.n %}over{% else %}under{% endif %} by {{ "%.6g"|format((e.n_released - e.n)|abs) }} ({{ "%.1f"|format(100 * (e.n_released - e.n)|abs / [e.n, 1]|max) }}%).</td></tr>
+{% if a.lp %}<tr><th>LP b*</th><td>{{ "%.6g"|format(a.lp.b_star) }} {% if a.lp.infeasible %}(no non-negative table has the noisy coefficients){% else %}(feasible){% endif %}; {{ "%.1f"|format(1000 * a.lp.seconds) }} ms. The consistency LP found the non-negative table whose coefficients are closest to the noisy ones in the largest single difference; b* is that difference: 0 would mean the noisy coefficients were already those of a non-negative table, and the larger it is, the more the noise had to be corrected before any table could be released.</td></tr>{% endif %}
 <tr><th>max L1 error of a released margin</th><td>{{ "%.6g"|format(e.max_l1_error) }}</td></tr>
 <tr><th>model refitted</th><td><code>{{ a.model_refitted }}</code></td></tr>
 {% if e.refit_note %}<tr><th>refit</th><td>{{ e.refit_note }}</td></tr>{% else %}<tr><th>G² original</th><td>{{ "%.4f"|format(e.g2_original) }} (df {{ e.df_original }} nominal, {{ e.df_adjusted_original }} adjusted)</td></tr>{% endif %}
@@ -348,12 +421,16 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <tr><th>MLE distance, original vs released</th><td>{% if e.mle_l1 is not none %}L1 {{ "%.4f"|format(e.mle_l1) }}, total variation {{ "%.4f"|format(e.mle_total_variation) }}{% else %}not defined: the released margins are inconsistent{% endif %}</td></tr>
 </table>
 <h2>Per margin</h2>
-<table><tr><th>margin</th><th>L1 error</th><th>planned expected L1</th><th>derived bound at &delta; = {{ e.bound_delta }}</th><th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th></tr>
+{% if figures.errors %}<p><img class="wide" src="{{ figures.errors }}" alt="realised L1 error of each margin against the plan"></p>{% endif %}
+<table><tr><th>margin</th><th>L1 error</th><th>planned expected L1</th><th>planned {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile</th>{% if e.paper_bound_by_margin %}<th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th>{% endif %}</tr>
 {% for label, err in e.l1_error_by_margin.items() %}
-<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td><td>{% if e.expected_l1_by_margin %}{{ "%.4g"|format(e.expected_l1_by_margin[label]) }}{% else %}—{% endif %}</td><td>{% if e.l1_bound_by_margin %}{{ "%.6g"|format(e.l1_bound_by_margin[label]) }}{% else %}—{% endif %}</td>
-<td>{% if e.paper_bound_by_margin %}{{ "%.6g"|format(e.paper_bound_by_margin[label]) }}{% else %}—{% endif %}</td></tr>
+<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td><td>{% if e.expected_l1_by_margin %}{{ "%.4g"|format(e.expected_l1_by_margin[label]) }}{% else %}—{% endif %}</td><td>{% if e.expected_l1_quantile_by_margin %}{{ "%.4g"|format(e.expected_l1_quantile_by_margin[label]) }}{% if err > e.expected_l1_quantile_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}{% else %}—{% endif %}</td>
+{% if e.paper_bound_by_margin %}<td>{{ "%.6g"|format(e.paper_bound_by_margin[label]) }}</td>{% endif %}</tr>
 {% endfor %}</table>
-<p>The planned expected L1 error is the plan's, computed before the noise was drawn: that of the unbiased linear reconstruction of the measurements (before non-negativity, the estimator and rounding, which usually reduce it), under a normal approximation. The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.</p>
+<p>The planned expected L1 error is the plan's, computed before the noise was drawn: that of the unbiased linear reconstruction of the measurements (before non-negativity, the estimator and rounding, which usually reduce it), under a normal approximation. The quantile is an upper {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile of that error (each cell within its z-score, a union over the margin's cells). {% if e.paper_bound_by_margin %}The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.{% endif %}{% if e.l1_bound_by_margin %} A looser bound derived here for the LP (a union bound over every coefficient) is kept in audit.json.{% endif %}</p>
+{% if figures.margins %}<h3>Released against true counts</h3>
+<p>Each point is a cell of the margin; on the grey line the release is exact{% if e.expected_cell_sd_by_margin %}, and the blue band is each cell's planned 95% range{% endif %}.{% if figures.margins_left_out %} Shown: the {{ figures.margins|length }} margins whose error is largest against the plan; {{ figures.margins_left_out }} more are in the table above.{% endif %}</p>
+<div class="figs">{% for f in figures.margins %}<img src="{{ f.src }}" alt="released against true counts, {{ f.label }}">{% endfor %}</div>{% endif %}
 <h2>Disclosure risk (classical view)</h2>
 {% set d = a.disclosure_risk %}
 <p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to {{ d.small_count }}).</p>
@@ -370,8 +447,9 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 """
 
 
-def render_audit_html(audit: Mapping) -> str:
+def render_audit_html(audit: Mapping, figures: Mapping | None = None) -> str:
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.from_string(_AUDIT_TEMPLATE).render(a=audit)
+    figures = figures or {"errors": None, "margins": [], "margins_left_out": 0}
+    return env.from_string(_AUDIT_TEMPLATE).render(a=audit, figures=figures)

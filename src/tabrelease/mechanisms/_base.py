@@ -55,6 +55,11 @@ class MechanismPlan:
             return self.calibration.scale
         return self.design.scales(self.calibration.scale).get((query, tuple(variables)))
 
+    def _repr_html_(self) -> str:
+        from ..notebook import plan_html
+
+        return plan_html(self)
+
     @property
     def problem(self):
         """The estimator's consistency LP, where it has one."""

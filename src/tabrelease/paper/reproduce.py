@@ -296,7 +296,7 @@ def _matplotlib():
     try:
         import matplotlib
     except ImportError:
-        raise TabreleaseError("the reproduction's figures need matplotlib: pip install 'tabrelease[paper]'") from None
+        raise TabreleaseError("the reproduction's figures need matplotlib: pip install matplotlib (a dependency of tabrelease)") from None
     return matplotlib
 
 
@@ -444,13 +444,19 @@ def render_markdown(repro: Reproduction, grid: SweepGrid, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _wrapping_headers(frame: pd.DataFrame) -> pd.DataFrame:
+    """The same table with headers a browser can wrap (paper_formula_bound_multiplier -> paper formula bound
+    multiplier): sixteen unbreakable column names ran Table 8 off the right of the page."""
+    return frame.rename(columns=lambda c: str(c).replace("_", " "))
+
+
 def render_html(repro: Reproduction, grid: SweepGrid, meta: dict) -> str:
     from jinja2 import Environment
 
     template = Environment(autoescape=True).from_string(
         """<!doctype html><html><head><meta charset="utf-8"><title>Reproduction: Yang, Fienberg & Rinaldo section 6</title>
-<style>body{font-family:sans-serif;max-width:75em;margin:2em auto}table{border-collapse:collapse;font-size:80%}
-td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}img{max-width:100%}
+<style>body{font-family:sans-serif;max-width:75em;margin:2em auto;padding:0 1em}table{border-collapse:collapse;font-size:80%}
+td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;overflow-wrap:anywhere}img{max-width:100%}
 .scroll{overflow-x:auto;max-width:100%}</style></head><body>
 <h1>Reproduction of Yang, Fienberg &amp; Rinaldo, section 6</h1>
 <ul>{% for t in grid_text %}<li>{{ t }}</li>{% endfor %}</ul>
@@ -470,8 +476,8 @@ td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}img{max-width:100
         grid_text=_grid_text(grid, meta), lp_text=_lp_text(repro), table8_text=_table8_text(repro),
         lp_range=Markup(_lp_range_display(repro.lp_range).to_html(index=False, na_rep="")),
         findings=Markup(findings_frame(repro.findings).to_html(index=False, na_rep="")),
-        table7=Markup(repro.table7.to_html(index=False, na_rep="")),
-        table8=Markup(repro.table8.to_html(index=False, na_rep="", float_format=lambda v: f"{v:.6g}")),
+        table7=Markup(_wrapping_headers(repro.table7).to_html(index=False, na_rep="")),
+        table8=Markup(_wrapping_headers(repro.table8).to_html(index=False, na_rep="", float_format=lambda v: f"{v:.6g}")),
         figures=[(name, title) for name, _, title in FIGURES],
     )
 

@@ -1,0 +1,79 @@
+"""The audit's pictures: released against true counts per margin, and each margin's error against the plan's.
+
+Drawn with matplotlib's object API (a `Figure`, no pyplot and no global backend state) and embedded in the
+page as PNG data URIs, so that `audit.html` is one self-contained file. The audit is internal: these read
+the confidential counts, and nothing here is written to `public/`.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+# The audit draws one released-against-true panel per margin up to this many (the worst, by error against the
+# plan's expectation, first); past it the page says how many were left out. Keeps the page readable and quick.
+MAX_MARGIN_FIGURES = 12
+# Each cell's band in the released-against-true panel: +/- this many planned standard deviations (95%).
+BAND_Z = 1.959963984540054
+
+
+def _figure(width: float, height: float, margins: dict | None = None):
+    """A figure and its axes. With `margins` (subplots_adjust's) the layout is fixed, twice as fast as a
+    computed one: the per-margin panels are many and all alike."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=90, layout=None if margins else "constrained")
+    if margins:
+        fig.subplots_adjust(**margins)
+    return fig, fig.add_subplot()
+
+
+def png_data_uri(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def released_against_true(label: str, true: np.ndarray, released: np.ndarray, cell_sd: float | None) -> str:
+    """One margin: each cell's released count against its true count, the line of no error, and (where the plan
+    has one) the band of +/- 1.96 planned standard deviations around it. A PNG data URI."""
+    true, released = np.ravel(true).astype(float), np.ravel(released).astype(float)
+    fig, ax = _figure(4.2, 3.6, {"left": 0.17, "bottom": 0.13, "right": 0.97, "top": 0.91})
+    top = float(max(true.max(initial=0.0), released.max(initial=0.0), 1.0)) * 1.05
+    line = np.array([0.0, top])
+    if cell_sd is not None and np.isfinite(cell_sd):
+        ax.fill_between(line, line - BAND_Z * cell_sd, line + BAND_Z * cell_sd, color="#9ecae1", alpha=0.5, lw=0,
+                        label=f"planned 95% band (±{BAND_Z * cell_sd:.3g})")
+    ax.plot(line, line, color="#444", lw=0.8, label="released = true")
+    ax.scatter(true, released, s=9 if true.size < 2000 else 2, color="#d6604d", zorder=3, label="cells",
+               rasterized=True)
+    ax.set_xlim(0, top)
+    ax.set_ylim(min(0.0, float(released.min(initial=0.0)) * 1.05), top)
+    ax.set_xlabel("true count")
+    ax.set_ylabel("released count")
+    ax.set_title(label, fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", frameon=False)
+    return png_data_uri(fig)
+
+
+def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], expected: Mapping[str, float] | None,
+                        quantile: Mapping[str, float] | None, quantile_label: str) -> str:
+    """Every margin's realised L1 error beside the plan's expected L1 error and its upper quantile. A PNG data URI."""
+    fig, ax = _figure(7.2, 0.45 + 0.28 * max(len(labels), 2))
+    y = np.arange(len(labels))[::-1]
+    if quantile:
+        for yi, g in zip(y, labels):
+            ax.plot([expected[g], quantile[g]], [yi, yi], color="#9ecae1", lw=5, solid_capstyle="butt",
+                    label=quantile_label if yi == y[0] else None)
+    if expected:
+        ax.scatter([expected[g] for g in labels], y, marker="|", s=160, color="#2166ac", zorder=3,
+                   label="planned expected L1")
+    ax.scatter([realised[g] for g in labels], y, color="#d6604d", s=22, zorder=4, label="realised L1")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel("L1 error of the released margin (counts)")
+    ax.set_xlim(left=0)
+    fig.legend(fontsize=7, loc="outside upper center", ncols=3, frameon=False)
+    return png_data_uri(fig)

@@ -1,0 +1,64 @@
+"""The audit's 'at a glance' box, its planned error quantile and its figures."""
+
+from __future__ import annotations
+
+import json
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+
+from tabrelease.cli import main
+from tabrelease.planning import MarginError
+
+
+def test_l1_quantile_by_hand():
+    error = MarginError(total_variance=16.0, cell_sd=2.0, expected_l1=4 * 2.0 * np.sqrt(2 / np.pi), cells=4)
+    # cells * sd * z(1 - delta / (2 cells)), with the normal quantile from the standard library.
+    assert error.l1_quantile(0.05) == pytest.approx(4 * 2.0 * NormalDist().inv_cdf(1 - 0.05 / 8), rel=1e-12)
+
+
+@pytest.mark.parametrize("correlated", [False, True])
+def test_l1_quantile_covers_whatever_the_correlation(correlated):
+    # Normal cell errors, independent or all equal (the two extremes): the L1 error exceeds the quantile in at
+    # most a delta share of draws.
+    cells, sd, delta = 12, 3.0, 0.1
+    error = MarginError(cells * sd**2, sd, cells * sd * np.sqrt(2 / np.pi), cells)
+    rng = np.random.default_rng(7)
+    draws = rng.normal(0, sd, size=(200_000, 1 if correlated else cells))
+    l1 = np.abs(draws).sum(axis=1) * (cells if correlated else 1)
+    assert np.mean(l1 > error.l1_quantile(delta)) <= delta
+
+
+def audit_of(tmp_path, capsys, *argv):
+    out = tmp_path / "rel"
+    assert main([str(a) for a in (*argv, "--out", out)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    return json.loads((out / "internal" / "audit.json").read_text()), (out / "internal" / "audit.html").read_text()
+
+
+def test_at_a_glance_box(tmp_path, capsys):
+    audit, html = audit_of(tmp_path, capsys, "release", "journey_to_work", "--epsilon", "1", "--mechanism",
+                           "efron-stein", "--calibration", "paper", "--simulate", "--seed", "4")
+    glance = {row["item"]: row for row in audit["at_a_glance"]}
+    ev = audit["evaluation"]
+    assert glance["noise"]["flag"] == "bad" and "NOT for publication" in glance["noise"]["value"]
+    assert glance["calibration"]["flag"] == "bad" and "does NOT hold" in glance["calibration"]["value"]
+    worst = max(ev["l1_error_by_margin"], key=ev["l1_error_by_margin"].get)
+    share = 100 * ev["max_l1_error"] / 2291
+    assert glance["worst margin error"]["value"] == f"L1 {ev['max_l1_error']:.6g} on {worst}: {share:.1f}% of n"
+    assert glance["released total"]["value"].startswith(f"n = 2291 -> n' = {ev['n_released']:.6g}")
+    assert glance["privacy"]["value"] == audit["release"]["privacy"]
+    assert "At a glance" in html and html.count("<img") == 1 + 3
+    # The paper's mechanism has planned expected errors too (of the unbiased reconstruction), and their quantile.
+    assert set(ev["expected_l1_quantile_by_margin"]) == {"[AB]", "[AC]", "[BC]"}
+    assert all(ev["expected_l1_quantile_by_margin"][g] > ev["expected_l1_by_margin"][g] for g in ev["expected_l1_by_margin"])
+    # The loose union bound stays in audit.json for the record, but no longer on the page.
+    assert ev["l1_bound_by_margin"] is not None and "derived bound" not in html
+
+
+def test_secure_release_box_is_green(tmp_path, capsys):
+    audit, _ = audit_of(tmp_path, capsys, "release", "rochdale", "--epsilon", "1")
+    glance = {row["item"]: row for row in audit["at_a_glance"]}
+    assert glance["noise"]["flag"] == "ok" and glance["calibration"]["flag"] == "ok"
+    assert glance["consistency"]["value"].startswith("global")

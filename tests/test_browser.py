@@ -1,0 +1,68 @@
+"""Every HTML page the tool writes, rendered in headless Chromium as a person sees it: no horizontal overflow
+at a laptop's width, and every figure loads. (The reproduction's report.html is checked in
+test_sweeps.test_reproduce_quick, which makes one.)"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from tabrelease.cli import main
+
+from .browser import page_problems
+
+
+def release(tmp_path, capsys, name, *argv):
+    out = tmp_path / name
+    code = main([str(a) for a in (*argv, "--simulate", "--seed", "5", "--out", out)])
+    stdout, _ = capsys.readouterr()
+    assert code == 0, stdout
+    return out / "internal" / "audit.html"
+
+
+def test_the_check_sees_overflow_and_broken_figures(browser, tmp_path):
+    # The checker itself: a page that overflows and a figure that cannot load must both be reported.
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n not really a png").decode()
+    page = tmp_path / "bad.html"
+    # An unbreakable header (what ran the reproduction's Table 8 off the page) and a PNG that cannot decode.
+    page.write_text(f'<html><body><table><tr><th>{"paper_formula_bound_multiplier_" * 60}</th></tr></table>'
+                    f'<img alt="broken" src="data:image/png;base64,{png}"></body></html>')
+    problems = page_problems(browser, page)["problems"]
+    assert any("px wide in a" in p for p in problems) and any("TABLE" in p for p in problems)
+    assert "figure did not load: broken" in problems
+    good = tmp_path / "good.html"
+    good.write_text("<html><body><p>fits</p></body></html>")
+    assert page_problems(browser, good)["problems"] == []
+
+
+@pytest.mark.parametrize("argv, figures", [
+    # The default (planned) release: eight margins, so eight panels and the errors chart.
+    (("release", "rochdale", "--epsilon", "1"), 1 + 8),
+    # The paper's mechanism with its LP: the b* sentence and the paper's bound column.
+    (("release", "journey_to_work", "--epsilon", "0.5", "--mechanism", "efron-stein"), 1 + 3),
+    # Many margins: the panels stop at twelve and the page says how many more there are.
+    (("release", "czech", "--epsilon", "2", "--margins", "[AB][AC][AD][AE][AF][BC][BD][BE][BF][CD][CE][CF][DE][DF][EF]"),
+     1 + 12),
+])
+def test_audit_pages_render_without_overflow(browser, tmp_path, capsys, argv, figures):
+    page = release(tmp_path, capsys, "rel", *argv)
+    found = page_problems(browser, page)
+    assert found["problems"] == []
+    assert found["figures"] == figures
+    assert found["text_length"] > 1000 and "audit" in found["title"]
+
+
+def test_audit_of_a_table_with_long_names_fits(browser, tmp_path, capsys):
+    # A user's own table: long variable names and labels must wrap, not push the page wide.
+    long_a = "region_of_residence_at_the_time_of_the_census_interview"
+    long_b = "highest_educational_attainment_reported_by_the_respondent"
+    rows = [f"{long_a},{long_b},count"]
+    for i in range(6):
+        for j in range(5):
+            rows.append(f"Region_number_{i}_with_a_long_administrative_name,Level_{j}_of_schooling_completed,{7 * i + j + 3}")
+    csv = tmp_path / "long.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    page = release(tmp_path, capsys, "long", "release", csv, "--epsilon", "1", "--margins", f"[{long_a},{long_b}]")
+    found = page_problems(browser, page)
+    assert found["problems"] == [] and found["figures"] == 2
