@@ -189,3 +189,14 @@ def test_release_json_output_is_what_was_written(capsys, tmp_path):
     assert printed["public"] == str(tmp_path / "r" / "public")
     assert any("do not publish" in w for w in printed["warnings"])
     assert printed["ledger"]["dataset"] == "czech" and printed["ledger"]["epsilon_charged"] == 0.5
+
+
+def test_plan_and_sweep_report_a_margin_inside_another(tmp_path, capsys):
+    from tabrelease.cli import main
+
+    assert main(["plan", "czech", "--margins", "[AB][A][BC]", "--epsilon", "1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["margin"] for r in json.loads(out)] == ["[AB]", "[BC]"] and "[A]" in err and "inside another" in err
+    assert main(["sweep", "czech", "--margins", "[AB][A][BC]", "--epsilons", "1", "--repetitions", "2", "--out",
+                 str(tmp_path / "s"), "--jobs", "1", "--quiet"]) == 0
+    assert "inside another margin (sum that one to get it): [A]" in capsys.readouterr().err

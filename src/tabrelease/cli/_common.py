@@ -125,3 +125,13 @@ def _json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def report_dropped(model, table) -> None:
+    """Say which asked-for margins were dropped as inside another (on standard error, so --json stays one document)."""
+    from ..models import margin_label
+
+    if model.dropped:
+        labels = ", ".join(margin_label(g, table.letters) for g in model.dropped)
+        print(f"note: not planned separately, being inside another margin (sum that one to get it): {labels}",
+              file=sys.stderr)

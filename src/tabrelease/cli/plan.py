@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..errors import TabreleaseError
-from ._common import add_table_arguments, epsilon_list, load_from_args, positive_float
+from ._common import add_table_arguments, epsilon_list, load_from_args, positive_float, report_dropped
 
 
 def register(subparsers) -> None:
@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
                               "one of the two")
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
+    report_dropped(model, table)
     if args.target_l1 is not None:
         from ..release import epsilon_for_target
 

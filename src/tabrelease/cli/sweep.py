@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ._common import epsilon_list, name_list, non_negative_int, positive_float, positive_int
+from ._common import epsilon_list, name_list, non_negative_int, positive_float, positive_int, report_dropped
 
 
 def register(subparsers) -> None:
@@ -65,7 +65,9 @@ def run(args) -> int:
     if args.margins is not None:
         if len(tables) != 1:
             raise TabreleaseError("--margins applies to a sweep over one table; sweep several tables with their paper models")
-        margins = [parse_model(args.margins, tables[0]).generators]
+        model = parse_model(args.margins, tables[0])
+        report_dropped(model, tables[0])
+        margins = [model.generators]
     grid = make_grid(
         tables, args.epsilons, args.repetitions, margins=margins, mechanisms=args.mechanisms,
         calibrations=args.calibrations, neighbours=args.neighbours, delta=args.delta, master_seed=args.seed,
