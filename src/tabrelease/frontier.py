@@ -31,11 +31,42 @@ import pandas as pd
 from .errors import TabreleaseError
 from .tables import margin_counts
 
-STRATEGIES = ("planned", "paper-lp", "paper-least-squares", "cells", "margins")
+@dataclass(frozen=True)
+class Strategy:
+    """One way to release: a mechanism of the registry with its options, and how it is post-processed.
+
+    `stream` fixes the strategy's noise seeds (so adding a strategy leaves the others' draws unchanged);
+    `delta` is given to (epsilon, delta)-DP mechanisms, which are compared at the same epsilon; `from_strategy`
+    re-estimates another strategy's very measurements with another estimator and rounding (no new noise)."""
+
+    name: str
+    mechanism: str
+    stream: int
+    delta: float | None = None
+    estimator: str | None = None
+    rounding: str | None = None
+    from_strategy: str | None = None
+    sensitive: bool = False  # given the table's sensitive attributes (FRONTIER_SENSITIVE) as an option
+
+
+# The delta of the (epsilon, delta)-DP strategies: each is compared with the pure-epsilon ones at the same epsilon.
+FRONTIER_DELTA = 1e-6
+STRATEGY_LIST = (
+    Strategy("planned", "planned", 0),
+    Strategy("paper-lp", "auto", 1),
+    Strategy("paper-least-squares", "auto", 1, estimator="least-squares", rounding="controlled",
+             from_strategy="paper-lp"),
+    Strategy("cells", "cells", 2),
+    Strategy("margins", "margins", 3),
+)
+STRATEGIES = tuple(s.name for s in STRATEGY_LIST)
 TABLES = ("edwards", "czech", "rochdale", "journey_to_work")
 EPSILONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
 REPETITIONS = 50
 MASTER_SEED = 20261122
+# For the sensitive-attributes strategy: the attribute of each table that is treated as sensitive (the others
+# public). A choice made for the comparison, not a claim about the data: the response or outcome variable.
+FRONTIER_SENSITIVE: dict[str, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -44,64 +75,96 @@ class FrontierTask:
     epsilon: float
     repetitions: int
     master_seed: int
+    strategies: tuple[str, ...] = STRATEGIES
+
+
+def strategy(name: str) -> Strategy:
+    for s in STRATEGY_LIST:
+        if s.name == name:
+            return s
+    raise TabreleaseError(f"unknown frontier strategy {name!r}; choose from {', '.join(STRATEGIES)}")
 
 
 def run_frontier(tables: Sequence[str] = TABLES, epsilons: Sequence[float] = EPSILONS,
-                 repetitions: int = REPETITIONS, master_seed: int = MASTER_SEED, executor=None) -> pd.DataFrame:
+                 repetitions: int = REPETITIONS, master_seed: int = MASTER_SEED, executor=None,
+                 strategies: Sequence[str] = STRATEGIES) -> pd.DataFrame:
     """One row per (table, epsilon, repetition, strategy). `executor` (anything with `submit`) runs the
     (table, epsilon) tasks; by default they run here, one after another."""
     from .sweeps.driver import InlineExecutor
 
+    chosen = tuple(strategy(name).name for name in strategies)
+    for name in chosen:
+        source = strategy(name).from_strategy
+        if source is not None and source not in chosen:
+            raise TabreleaseError(f"the {name} strategy re-estimates the {source} strategy's measurements; include it")
     executor = executor or InlineExecutor()
-    futures = [executor.submit(run_task, FrontierTask(t, float(e), int(repetitions), int(master_seed)))
+    futures = [executor.submit(run_task, FrontierTask(t, float(e), int(repetitions), int(master_seed), chosen))
                for t in tables for e in epsilons]
     return pd.concat([f.result() for f in futures], ignore_index=True)
 
 
+def _table_index(name: str) -> int:
+    """The table's word in the seed: its place among the paper's tables (as before), or a hash of its name."""
+    if name in TABLES:
+        return TABLES.index(name)
+    import hashlib
+
+    return 100 + int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "big")
+
+
 def _seed(task: FrontierTask, repetition: int, stream: int) -> int:
-    words = [task.master_seed, TABLES.index(task.table) if task.table in TABLES else 99,
-             int(round(task.epsilon * 1e6)), repetition, stream]
+    words = [task.master_seed, _table_index(task.table), int(round(task.epsilon * 1e6)), repetition, stream]
     return int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0] >> 1)
 
 
-def run_task(task: FrontierTask) -> pd.DataFrame:
-    """Every strategy, `repetitions` times, on one table at one epsilon."""
-    from . import builtin_table, default_model
+def plan_strategy(s: Strategy, table, margins, epsilon: float):
+    """The plan a strategy releases with, on one table at one epsilon."""
     from .mechanisms import plan_release, with_post_processing
+
+    options = {}
+    if s.sensitive:
+        options["sensitive"] = tuple(table.axis(v) for v in FRONTIER_SENSITIVE[table.name])
+    plan = plan_release(table.shape, margins, epsilon, mechanism=s.mechanism, delta=s.delta, options=options or None)
+    if s.estimator or s.rounding:
+        plan = with_post_processing(plan, s.estimator, s.rounding)
+    return plan
+
+
+def run_task(task: FrontierTask) -> pd.DataFrame:
+    """Every chosen strategy, `repetitions` times, on one table at one epsilon."""
+    from . import builtin_table, default_model
     from .noise import SimulationNoise
     from .release import release_from_measurements, run_plan
 
     table = builtin_table(task.table)
     margins = default_model(table).generators
     truth = [margin_counts(table.counts, g) for g in margins]
-    plans = {
-        "planned": plan_release(table.shape, margins, task.epsilon),
-        "paper-lp": plan_release(table.shape, margins, task.epsilon, mechanism="auto"),
-        "cells": plan_release(table.shape, margins, task.epsilon, mechanism="cells"),
-        "margins": plan_release(table.shape, margins, task.epsilon, mechanism="margins"),
-    }
-    paper_ls = with_post_processing(plans["paper-lp"], "least-squares", "controlled")
+    chosen = [strategy(name) for name in task.strategies]
+    plans = {s.name: plan_strategy(s, table, margins, task.epsilon) for s in chosen}
     rows = []
     for rep in range(task.repetitions):
-        for stream, strategy in enumerate(("planned", "paper-lp", "cells", "margins")):
+        made = {}
+        for s in chosen:
             start = time.perf_counter()
-            release = run_plan(plans[strategy], table.counts, SimulationNoise(_seed(task, rep, stream)))
-            rows.append(_row(task, rep, strategy, release, truth, table.n, time.perf_counter() - start))
-            if strategy == "paper-lp":
-                # Least squares without planning: the very same noisy coefficients, post-processed otherwise.
-                start = time.perf_counter()
-                again = release_from_measurements(paper_ls, release.measurements)
-                seconds = time.perf_counter() - start + release.timings["noise"]
-                rows.append(_row(task, rep, "paper-least-squares", again, truth, table.n, seconds))
+            if s.from_strategy is None:
+                release = run_plan(plans[s.name], table.counts, SimulationNoise(_seed(task, rep, s.stream)))
+                seconds = time.perf_counter() - start
+            else:
+                # The very same noisy measurements, post-processed otherwise.
+                source = made[s.from_strategy]
+                release = release_from_measurements(plans[s.name], source.measurements)
+                seconds = time.perf_counter() - start + source.timings["noise"]
+            made[s.name] = release
+            rows.append(_row(task, rep, s.name, release, truth, table.n, seconds))
     return pd.DataFrame(rows)
 
 
-def _row(task, rep, strategy, release, truth, n, seconds) -> dict:
+def _row(task, rep, name, release, truth, n, seconds) -> dict:
     errors = [float(np.abs(np.asarray(m, float) - t).sum()) for m, t in zip(release.released_margins, truth)]
     released = [np.asarray(m, float) for m in release.released_margins]
     return {
-        "table": task.table, "epsilon": task.epsilon, "repetition": rep, "strategy": strategy,
-        "mechanism": release.mechanism, "max_l1": max(errors), "mean_l1": float(np.mean(errors)),
+        "table": task.table, "epsilon": task.epsilon, "repetition": rep, "strategy": name,
+        "mechanism": release.mechanism, "privacy": release.privacy, "max_l1": max(errors), "mean_l1": float(np.mean(errors)),
         "abs_dn": abs(release.n_released - n), "n": n,
         "integer": all(np.array_equal(m, np.round(m)) for m in released),
         "nonnegative": all(float(m.min()) >= 0 for m in released),
@@ -168,11 +231,11 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     part = summary[summary["table"] == table]
-    for strategy in STRATEGIES:
-        s = part[part["strategy"] == strategy].sort_values("epsilon")
+    for name in dict.fromkeys(part["strategy"]):
+        s = part[part["strategy"] == name].sort_values("epsilon")
         if len(s):
             ax.errorbar(s["epsilon"], s["max_l1_mean"], yerr=s["max_l1_sd"], marker="o", ms=3, capsize=2,
-                        label=strategy)
+                        label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("epsilon")

@@ -1,0 +1,65 @@
+"""The frontier: its rows are the releases they say they are, and its report is computed from its rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tabrelease as tr
+from tabrelease import frontier
+from tabrelease.cli import main
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return frontier.run_frontier(["edwards"], [0.5, 2.0], 3)
+
+
+def test_cells_rows_are_the_releases_they_claim(runs):
+    # Recomputed by hand from the seed: Laplace(1/epsilon) on every cell (sensitivity 1, add-remove), clip at 0,
+    # round half to even, margins of the rounded table; the L1 error against the true margins.
+    table = tr.builtin_table("edwards")
+    margins = tr.default_model(table).generators
+    for row in runs[runs.strategy == "cells"].itertuples():
+        task = frontier.FrontierTask("edwards", row.epsilon, 3, frontier.MASTER_SEED)
+        rng = np.random.default_rng(frontier._seed(task, row.repetition, 2))
+        noisy = table.counts + rng.laplace(0.0, 1.0 / row.epsilon, size=table.shape)
+        rounded = np.rint(np.clip(noisy, 0, None))
+        errors = []
+        for g in margins:
+            drop = tuple(j for j in range(table.k) if j not in g)
+            errors.append(np.abs(rounded.sum(axis=drop) - table.counts.sum(axis=drop)).sum())
+        assert row.max_l1 == pytest.approx(max(errors)) and row.abs_dn == pytest.approx(abs(rounded.sum() - table.n))
+
+
+def test_every_strategy_every_point(runs):
+    assert set(runs.strategy) == set(frontier.STRATEGIES)
+    assert len(runs) == 2 * 3 * len(frontier.STRATEGIES)
+    # The planned release and the least-squares re-estimate are integer, non-negative and consistent.
+    for name in ("planned", "paper-least-squares"):
+        part = runs[runs.strategy == name]
+        assert part.integer.all() and part.nonnegative.all() and part.consistent.all()
+    assert runs.privacy.str.contains("differential privacy").all()
+
+
+def test_report_numbers_come_from_the_rows(runs, tmp_path):
+    out = frontier.write_frontier(tmp_path / "f", runs, seconds=1.0, command="test")
+    ratios = pd.read_csv(out / "ratios.csv")
+    # Recomputed with plain pandas from the rows: ratio of mean max-L1, planned over the paper's LP.
+    means = runs.groupby(["epsilon", "strategy"]).max_l1.mean()
+    for _, row in ratios.iterrows():
+        expected = means[(row["epsilon"], "planned")] / means[(row["epsilon"], "paper-lp")]
+        assert row["planned / paper-lp"] == pytest.approx(expected, abs=5e-4)
+    report = (out / "report.md").read_text()
+    assert f"{ratios.iloc[0, 2]:.3f}" in report and "![edwards](edwards.png)" in report
+
+
+def test_frontier_command_json(tmp_path, capsys):
+    assert main(["frontier", "--out", str(tmp_path / "f"), "--tables", "edwards", "--epsilon", "1",
+                 "--repetitions", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["releases"] == 2 * len(frontier.STRATEGIES) and doc["noise_mode"] == "simulation"
+    assert any(f.endswith("report.md") for f in doc["files"])
