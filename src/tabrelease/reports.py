@@ -208,17 +208,15 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
     quantile = evaluation.expected_l1_quantile_by_margin
     out = {"errors": figures.errors_against_plan(
         labels, realised, expected, quantile, f"planned {100 * (1 - evaluation.bound_delta):g}% quantile"),
-        "margins": [], "margins_left_out": 0}
+        "margins": None, "margins_shown": 0, "margins_left_out": 0}
     ranked = sorted(range(len(labels)), key=lambda i: -realised[labels[i]] / max(
         (expected or {}).get(labels[i], 1.0), 1e-12))
     shown = sorted(ranked[:figures.MAX_MARGIN_FIGURES])
     sds = evaluation.expected_cell_sd_by_margin or {}
-    for i in shown:
-        g = release.margins[i]
-        true = margin_of(table, g)
-        out["margins"].append({"label": labels[i], "src": figures.released_against_true(
-            f"{labels[i]}: {' x '.join(table.variables[j] for j in g)}", true, release.released_margins[i],
-            sds.get(labels[i]))})
+    panels = [(f"{labels[i]}: {' x '.join(table.variables[j] for j in release.margins[i])}",
+               margin_of(table, release.margins[i]), release.released_margins[i], sds.get(labels[i])) for i in shown]
+    out["margins"] = figures.released_against_true(panels) if panels else None
+    out["margins_shown"] = len(panels)
     out["margins_left_out"] = len(labels) - len(shown)
     return out
 
@@ -429,8 +427,8 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 {% endfor %}</table>
 <p>The planned expected L1 error is the plan's, computed before the noise was drawn: that of the unbiased linear reconstruction of the measurements (before non-negativity, the estimator and rounding, which usually reduce it), under a normal approximation. The quantile is an upper {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile of that error (each cell within its z-score, a union over the margin's cells). {% if e.paper_bound_by_margin %}The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.{% endif %}{% if e.l1_bound_by_margin %} A looser bound derived here for the LP (a union bound over every coefficient) is kept in audit.json.{% endif %}</p>
 {% if figures.margins %}<h3>Released against true counts</h3>
-<p>Each point is a cell of the margin; on the grey line the release is exact{% if e.expected_cell_sd_by_margin %}, and the blue band is each cell's planned 95% range{% endif %}.{% if figures.margins_left_out %} Shown: the {{ figures.margins|length }} margins whose error is largest against the plan; {{ figures.margins_left_out }} more are in the table above.{% endif %}</p>
-<div class="figs">{% for f in figures.margins %}<img src="{{ f.src }}" alt="released against true counts, {{ f.label }}">{% endfor %}</div>{% endif %}
+<p>Each point is a cell of the margin; on the grey line the release is exact{% if e.expected_cell_sd_by_margin %}, and the blue band is each cell's planned 95% range{% endif %}.{% if figures.margins_left_out %} Shown: the {{ figures.margins_shown }} margins whose error is largest against the plan; {{ figures.margins_left_out }} more are in the table above.{% endif %}</p>
+<p><img class="wide" src="{{ figures.margins }}" alt="released against true counts, per margin"></p>{% endif %}
 <h2>Disclosure risk (classical view)</h2>
 {% set d = a.disclosure_risk %}
 <p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to {{ d.small_count }}).</p>
@@ -451,5 +449,5 @@ def render_audit_html(audit: Mapping, figures: Mapping | None = None) -> str:
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    figures = figures or {"errors": None, "margins": [], "margins_left_out": 0}
+    figures = figures or {"errors": None, "margins": None, "margins_shown": 0, "margins_left_out": 0}
     return env.from_string(_AUDIT_TEMPLATE).render(a=audit, figures=figures)
