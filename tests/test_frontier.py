@@ -63,3 +63,19 @@ def test_frontier_command_json(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["releases"] == 2 * len(frontier.STRATEGIES) and doc["noise_mode"] == "simulation"
     assert any(f.endswith("report.md") for f in doc["files"])
+
+
+def test_comparison_is_counted_from_the_summary(runs):
+    summary = frontier.summarise(runs)
+    text = "\n".join(frontier.comparison(summary))
+    # The winner at each point, recounted here from the summary with plain pandas.
+    central = summary[summary.strategy.isin(frontier.STRATEGIES)]
+    small = central[central.epsilon <= 0.1]
+    large = central[central.epsilon >= 1]
+    winners = large.loc[large.groupby(["table", "epsilon"]).max_l1_mean.idxmin(), "strategy"].value_counts()
+    assert small.empty and "small epsilon" not in text
+    said = ", ".join(f"{name} at {n} of {winners.sum()}" for name, n in winners.items())
+    assert f"large epsilon (>= 1): the lowest mean max-L1 error was {said}" in text
+    # The margins strategy's outputs disagree with each other, and the comparison says so with its share.
+    share = runs[runs.strategy == "margins"].consistent.mean()
+    assert f"margins's output was mutually consistent in {share:.0%}" in text

@@ -47,17 +47,25 @@ class Strategy:
     rounding: str | None = None
     from_strategy: str | None = None
     sensitive: bool = False  # given the table's sensitive attributes (FRONTIER_SENSITIVE) as an option
+    guarantee: str = "central epsilon-DP"  # the class it is compared within (a weaker class is never "better")
+    why: str = ""  # what the strategy does, for the report's comparison (a description, not a verdict)
 
 
 # The delta of the (epsilon, delta)-DP strategies: each is compared with the pure-epsilon ones at the same epsilon.
 FRONTIER_DELTA = 1e-6
 STRATEGY_LIST = (
-    Strategy("planned", "planned", 0),
-    Strategy("paper-lp", "auto", 1),
+    Strategy("planned", "planned", 0, why="measures what the released margins need (margins or their residuals) at "
+             "scales planned to minimise their total expected error, then fits one consistent non-negative table "
+             "by least squares and rounds it to integers under control"),
+    Strategy("paper-lp", "auto", 1, why="the paper's mechanism: every Fourier or Efron-Stein coefficient of the "
+             "margins' closure at one scale, then the L-infinity LP and plain rounding"),
     Strategy("paper-least-squares", "auto", 1, estimator="least-squares", rounding="controlled",
-             from_strategy="paper-lp"),
-    Strategy("cells", "cells", 2),
-    Strategy("margins", "margins", 3),
+             from_strategy="paper-lp", why="the paper's very measurements post-processed as the planned release "
+             "is: what planning adds over equal scales"),
+    Strategy("cells", "cells", 2, why="noise on every cell of the full table (sensitivity 1), clipped and rounded: "
+             "its error grows with the number of cells each margin sums"),
+    Strategy("margins", "margins", 3, why="noise on every cell of each margin independently (sensitivity: the number "
+             "of margins): the margins need not agree with each other"),
 )
 STRATEGIES = tuple(s.name for s in STRATEGY_LIST)
 TABLES = ("edwards", "czech", "rochdale", "journey_to_work")
@@ -221,6 +229,53 @@ def acceptance(summary: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
     return checks
 
 
+EPSILON_BANDS = (("small epsilon (<= 0.1)", 0.0, 0.1), ("moderate epsilon (0.25 to 0.5)", 0.25, 0.5),
+                 ("large epsilon (>= 1)", 1.0, float("inf")))
+
+
+def comparison(summary: pd.DataFrame) -> list[str]:
+    """The report's written comparison: which strategy to choose when, and why. Every claim is counted from the
+    summary (which strategy had the lowest mean max-L1 error at each table and epsilon, and each one's error as a
+    multiple of that lowest one, within each class of guarantee); the "why" is each strategy's description."""
+    lines = []
+    summary = summary.assign(guarantee=[strategy(name).guarantee for name in summary["strategy"]])
+    for guarantee in dict.fromkeys(summary["guarantee"]):
+        part = summary[summary["guarantee"] == guarantee]
+        names = list(dict.fromkeys(part["strategy"]))
+        lines.append(f"**{guarantee}** ({', '.join(names)})")
+        lines.append("")
+        if len(names) > 1:
+            best = part.groupby(["table", "epsilon"])["max_l1_mean"].transform("min")
+            part = part.assign(to_best=part["max_l1_mean"] / best)
+            for label, low, high in EPSILON_BANDS:
+                band = part[(part["epsilon"] >= low) & (part["epsilon"] <= high)]
+                if band.empty:
+                    continue
+                winners = band.loc[band.groupby(["table", "epsilon"])["max_l1_mean"].idxmin(), "strategy"]
+                points = len(winners)
+                said = ", ".join(f"{name} at {n} of {points}" for name, n in winners.value_counts().items())
+                lines.append(f"- {label}: the lowest mean max-L1 error was {said} (table, epsilon) points.")
+            ranked = part.groupby("strategy", sort=False)["to_best"].agg(["median", "min", "max"]).sort_values("median")
+            shown = "; ".join(f"{name} {row['median']:.2f} ({row['min']:.2f} to {row['max']:.2f})"
+                              for name, row in ranked.iterrows())
+            lines.append(f"- error as a multiple of the lowest at each point, median (range): {shown}.")
+            lines.append(f"- so, within this guarantee, {ranked.index[0]} is the one to choose unless a point above "
+                         "says otherwise for your epsilon.")
+            shares = part.groupby("strategy", sort=False)[["consistent_share", "integer_share"]].mean()
+            for name, row in shares.iterrows():
+                if row["consistent_share"] < 1 or row["integer_share"] < 1:
+                    lines.append(f"- but {name}'s output was mutually consistent in {row['consistent_share']:.0%} and "
+                                 f"integer in {row['integer_share']:.0%} of its runs: a reader may find margins that "
+                                 "disagree.")
+        for name in names:
+            lines.append(f"- how {name} works: {strategy(name).why}.")
+        lines.append("")
+    lines.append("Guarantees are not interchangeable: compare within a class. A weaker guarantee (attributes treated "
+                 "as public, a delta above 0) buys accuracy with privacy; a local one (no curator sees a true "
+                 "record) costs accuracy for it.")
+    return lines
+
+
 def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
     try:
         import matplotlib
@@ -273,6 +328,8 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     ]
     for c in acceptance(summary, runs):
         lines.append(f"| {c['check']} | {c['figure']} | {'yes' if c['holds'] else 'NO'} |")
+    lines += ["", "## Which to choose, and why", "", "Counted from the runs below, within each class of guarantee.", ""]
+    lines += comparison(summary)
     lines += ["", "## Ratio of mean max-L1 error (planned / other)", "", _markdown(table_of_ratios, "%.3f"), ""]
     lines += ["## Every point", "", "Mean (sd) of the largest and the mean L1 margin error, |n' - n|, and the share "
               "of integer, non-negative, consistent outputs.", ""]
