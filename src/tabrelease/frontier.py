@@ -95,7 +95,7 @@ def strategy(name: str) -> Strategy:
 
 def run_frontier(tables: Sequence[str] = TABLES, epsilons: Sequence[float] = EPSILONS,
                  repetitions: int = REPETITIONS, master_seed: int = MASTER_SEED, executor=None,
-                 strategies: Sequence[str] = STRATEGIES) -> pd.DataFrame:
+                 strategies: Sequence[str] = STRATEGIES, progress: bool | None = False) -> pd.DataFrame:
     """One row per (table, epsilon, repetition, strategy). `executor` (anything with `submit`) runs the
     (table, epsilon) tasks; by default they run here, one after another."""
     from .sweeps.driver import InlineExecutor
@@ -106,9 +106,31 @@ def run_frontier(tables: Sequence[str] = TABLES, epsilons: Sequence[float] = EPS
         if source is not None and source not in chosen:
             raise TabreleaseError(f"the {name} strategy re-estimates the {source} strategy's measurements; include it")
     executor = executor or InlineExecutor()
-    futures = [executor.submit(run_task, FrontierTask(t, float(e), int(repetitions), int(master_seed), chosen))
-               for t in tables for e in epsilons]
-    return pd.concat([f.result() for f in futures], ignore_index=True)
+    tasks = [FrontierTask(t, float(e), int(repetitions), int(master_seed), chosen) for t in tables for e in epsilons]
+    if progress is None:
+        import sys
+
+        progress = sys.stderr.isatty()
+    from tqdm.auto import tqdm
+
+    # Tasks (a table at one epsilon, every strategy) arrive whole: the bar says what is under way from the start.
+    bar = tqdm(total=len(tasks) * int(repetitions) * len(chosen), unit="release", desc="frontier", disable=not progress)
+    bar.set_postfix_str(f"planning and starting {len(tasks)} tasks", refresh=True)
+    futures = [executor.submit(run_task, task) for task in tasks]
+    results = {}
+    try:
+        while len(results) < len(futures):
+            for i, future in enumerate(futures):
+                if i not in results and future.done():
+                    results[i] = future.result()
+                    bar.update(len(results[i]))
+                    bar.set_postfix_str(f"{len(futures) - len(results)} tasks to come", refresh=False)
+            bar.refresh()
+            if len(results) < len(futures):
+                time.sleep(0.25)
+    finally:
+        bar.close()
+    return pd.concat([results[i] for i in range(len(futures))], ignore_index=True)
 
 
 def _table_index(name: str) -> int:

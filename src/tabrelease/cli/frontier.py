@@ -23,6 +23,7 @@ def register(subparsers) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--force", action="store_true", help="replace the frontier files in an existing --out")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (releases, seconds, files)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 
 
@@ -50,7 +51,8 @@ def run(args) -> int:
     start = time.perf_counter()
     executor = local_executor(args.jobs)
     try:
-        runs = run_frontier(tables, args.epsilon or EPSILONS, repetitions, executor=executor)
+        runs = run_frontier(tables, args.epsilon or EPSILONS, repetitions, executor=executor,
+                            progress=None if not args.quiet else False)
     finally:
         executor.shutdown()
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
