@@ -30,7 +30,7 @@ from .errors import TabreleaseError
 from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation
 from .models import margin_label
-from .release import Release
+from .release import UNFIT_ERROR_SHARE, Release
 from .tables import ContingencyTable, people_names, write_long_csv
 
 
@@ -140,11 +140,15 @@ def release_warnings(release: Release) -> list[str]:
     return out
 
 
+# n' further than this share from n is flagged to the publisher (the audit's warnings and its at-a-glance box).
+N_OFF_SHARE = 0.1
+
+
 def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     """What the audit must flag about its own numbers (internal: it reads the confidential table)."""
     out = []
     # What a publisher must see before publishing (internal: these read the true counts).
-    if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > 0.1 * evaluation.n:
+    if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > N_OFF_SHARE * evaluation.n:
         out.append("the released total n' is more than 10% away from the true n: the release misstates the "
                    "population's size (see n and n_released in the audit)")
     if evaluation.zeroed_categories:
@@ -185,11 +189,11 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -
         n, n_released = evaluation.n, evaluation.n_released
         off = abs(n_released - n) / n if n else 0.0
         rows.append(("released total", f"n = {n} -> n' = {n_released:.6g} ({100 * (n_released - n) / max(n, 1):+.1f}%)",
-                     "bad" if off > 0.1 else "ok"))
+                     "bad" if off > N_OFF_SHARE else "ok"))
         worst = max(evaluation.l1_error_by_margin, key=evaluation.l1_error_by_margin.get)
         share = evaluation.max_l1_error / n if n else float("nan")
         rows.append(("worst margin error", f"L1 {evaluation.max_l1_error:.6g} on {worst}: {100 * share:.1f}% of n",
-                     "bad" if share > 0.25 else ""))
+                     "bad" if share > UNFIT_ERROR_SHARE else ""))
         warnings = len(release_warnings(release)) + len(evaluation_warnings(evaluation))
         rows.append(("warnings", f"{warnings} (listed below)" if warnings else "none", "bad" if warnings else "ok"))
     return [{"item": item, "value": value, "flag": flag} for item, value, flag in rows]
