@@ -62,3 +62,17 @@ def test_secure_release_box_is_green(tmp_path, capsys):
     glance = {row["item"]: row for row in audit["at_a_glance"]}
     assert glance["noise"]["flag"] == "ok" and glance["calibration"]["flag"] == "ok"
     assert glance["consistency"]["value"].startswith("global")
+
+
+def test_an_unfit_release_is_red_at_a_glance(tmp_path, capsys):
+    # Edwards (n = 70) at epsilon 0.05: the noise dwarfs the table. The box flags the worst error (a share of n
+    # above UNFIT_ERROR_SHARE) and counts the warnings, each computed here from the audit's own numbers.
+    audit, _ = audit_of(tmp_path, capsys, "release", "edwards", "--epsilon", "0.05", "--simulate", "--seed", "1")
+    glance = {row["item"]: row for row in audit["at_a_glance"]}
+    ev = audit["evaluation"]
+    assert ev["max_l1_error"] / 70 > 0.25 and glance["worst margin error"]["flag"] == "bad"
+    assert glance["released total"]["flag"] == ("bad" if abs(ev["n_released"] - 70) > 7 else "ok")
+    public = audit["release"]["warnings"]
+    internal = [n for n in audit["notes"] if n not in public]
+    assert glance["warnings"] == {"item": "warnings", "value": f"{len(public) + len(internal)} (listed below)",
+                                  "flag": "bad"}
