@@ -51,3 +51,47 @@ def test_a_solve_does_not_depend_on_earlier_solves():
     for other in noisy[1:]:
         problem.solve(other)
     np.testing.assert_array_equal(problem.solve(noisy[0]).table, first)
+
+
+def test_the_lp_solves_tables_of_a_trillion():
+    # Counts of 1e12 per cell: HiGHS said "Unknown" on about half the draws before the LP was scaled. Every draw
+    # must solve, and the solution must satisfy the LP's own constraints: each coefficient of w within b* of the
+    # noisy one, and b* no larger than the largest noise (the true table is feasible with that b).
+    shape = (4, 3, 2)
+    counts = np.full(shape, 1e12)
+    basis = coefficient_basis(EFRON_STEIN, shape, [(0, 1), (1, 2)])
+    problem = ConsistencyProblem(basis)
+    exact = coefficients(basis, counts)
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        noise = rng.laplace(0, 2.0, exact.shape)
+        solution = problem.solve(exact + noise)
+        deviation = np.abs(coefficients(basis, solution.table) - (exact + noise)).max()
+        # HiGHS's feasibility tolerance (1e-7), scaled back with the coefficients (by max |noisy| / 1e8), with room.
+        tolerance = 1e-6 * np.abs(exact + noise).max() / 1e8
+        assert deviation <= solution.b + tolerance
+        assert solution.b <= np.abs(noise).max() + tolerance
+
+
+def test_controlled_rounding_of_a_trillion_finishes():
+    # The MILP on cells of 1e12 ran past its time limit for hours (integer variables beyond HiGHS's integrality
+    # tolerance); it now solves for the change from its start. Run in a child process so that a hang fails.
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np
+from tabrelease.rounding import controlled_round
+from tabrelease.tables import margin_counts
+rng = np.random.default_rng(3)
+for _ in range(15):
+    estimate = 1e12 + rng.normal(0, 3, (4, 3, 2))
+    total = int(round(estimate.sum()))
+    table, gap = controlled_round(estimate, [(0, 1), (1, 2)], total)
+    assert int(table.sum()) == total
+    for g in [(0, 1), (1, 2)]:
+        assert np.abs(margin_counts(table, g) - margin_counts(estimate, g)).max() < 2
+print("done")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr

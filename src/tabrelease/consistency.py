@@ -45,6 +45,10 @@ from .models import Margin
 FEASIBILITY_TOLERANCE = 1e-7
 
 
+# Coefficients larger than this are scaled down before the LP is solved (and its solution scaled back).
+LP_SCALE = 1e8
+
+
 @dataclass(frozen=True, eq=False)
 class LPSolution:
     table: np.ndarray  # the fractional non-negative table w
@@ -98,6 +102,11 @@ class ConsistencyProblem:
         if noisy.shape != (self._d,) or not np.all(np.isfinite(noisy)):
             raise TabreleaseError("the consistency LP needs one finite value per coefficient")
         start = time.perf_counter()
+        # The LP is homogeneous (w and b scale with the coefficients), so it is solved on coefficients brought
+        # below LP_SCALE and the solution scaled back: with counts of 1e12, HiGHS returned "Unknown" on half the
+        # draws. Tables whose coefficients are below it (every realistic one) are solved exactly as given.
+        scale = max(1.0, float(np.abs(noisy).max(initial=0.0)) / LP_SCALE)
+        noisy = noisy / scale
         h = self._highs
         if self._start_basis is not None:
             h.clearSolver()
@@ -109,7 +118,7 @@ class ConsistencyProblem:
         seconds = time.perf_counter() - start
         if status != self._optimal:
             raise TabreleaseError(f"the consistency LP did not solve: HiGHS says {h.modelStatusToString(status)}")
-        x = np.asarray(h.getSolution().col_value)
+        x = np.asarray(h.getSolution().col_value) * scale
         table = np.maximum(x[: self._cells], 0.0).reshape(self.basis.shape)
         return LPSolution(table=table, b=max(float(x[-1]), 0.0), status="optimal", seconds=seconds)
 

@@ -112,23 +112,28 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int,
         sp.hstack([sp.csr_matrix(np.ones((1, cells))), sp.csr_matrix((1, 2 * rows))]),
     ]).tocsc()
     cost = np.concatenate([np.zeros(cells), np.ones(2 * rows)])
-    bounds = np.concatenate([targets, [float(total)]])
-    h, _ = highs_model(matrix, cost, np.concatenate([lower, np.zeros(2 * rows)]),
-                       np.concatenate([upper, np.full(2 * rows, np.inf)]), bounds, bounds)
+    # The MILP solves for the change d = w - start, not for w: with counts of 1e11 and more, integer variables of
+    # that size sit beyond HiGHS's integrality tolerance and the solve ran for hours past its time limit (a
+    # 4 x 3 x 2 table of 1e12 per cell). Every quantity it sees is then of the size of the noise.
+    offset = start.astype(float)
+    shifted_targets = targets - design @ offset
+    bounds = np.concatenate([shifted_targets, [float(total - int(round(offset.sum())))]])
+    h, _ = highs_model(matrix, cost, np.concatenate([lower - offset, np.zeros(2 * rows)]),
+                       np.concatenate([upper - offset, np.full(2 * rows, np.inf)]), bounds, bounds)
     h.changeColsIntegrality(cells, np.arange(cells, dtype=np.int32),
                             np.full(cells, highspy.HighsVarType.kInteger))
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", 0.0)
-    residual = design @ start - targets
+    residual = -shifted_targets  # design @ start - targets: the warm start is d = 0
     warm = highspy.HighsSolution()
-    warm.col_value = list(np.concatenate([start, np.maximum(residual, 0), np.maximum(-residual, 0)]))
+    warm.col_value = list(np.concatenate([np.zeros(cells), np.maximum(residual, 0), np.maximum(-residual, 0)]))
     h.setSolution(warm)
     h.run()
     solution = np.asarray(h.getSolution().col_value)
     if h.getInfo().primal_solution_status != 2:  # 2: feasible
         raise TabreleaseError(f"controlled rounding found no integer table: HiGHS says "
                               f"{h.modelStatusToString(h.getModelStatus())}")
-    found = np.rint(solution[:cells])
+    found = offset + np.rint(solution[:cells])
     if np.abs(design @ found - targets).sum() > np.abs(design @ start - targets).sum():
         found = start
     # The gap of the table kept against the MILP's lower bound: 0 when it is proved closest (a time-limited
