@@ -12,6 +12,8 @@ can read may use it. Each reads the plan and the `Measurements`, never the mecha
 |                     |                             | consistent and non-negative margins                           |
 | shifted-synthesis   | coefficient blocks          | margins synthesised from the coefficients with the constant   |
 |                     |                             | term lifted by t d scale (DMT 4.5.3): no LP                   |
+| copula-synthesis    | dummy-coded tables          | n records sampled from a Gaussian copula (copula.py), their   |
+|                     |                             | margins: integer and consistent by construction               |
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import TabreleaseError
-from .measurements import COEFFICIENTS, EXACT, LINEAR, MARGIN_CELLS, Measurements
+from .measurements import COEFFICIENTS, DUMMY_TABLES, EXACT, LINEAR, MARGIN_CELLS, Measurements
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consistency import LPSolution
@@ -267,7 +269,22 @@ class ShiftedSynthesis(Estimator):
         return Estimate(table=None, margins=margins, seconds=time.perf_counter() - start, notes=tuple(notes))
 
 
-ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), LocalLeastSquares(), AsMeasured(), ShiftedSynthesis())}
+class CopulaSynthesis(Estimator):
+    """Asghar et al.'s Gaussian copula fitted to dummy-coded noisy counts, n records sampled from it (randomness:
+    noise.post_processing_rng of the measurements' source), their margins (copula.py)."""
+
+    name = "copula-synthesis"
+    reads = (DUMMY_TABLES,)
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        from .copula import measurements_rng, synthesise
+
+        self._check(measurements)
+        return synthesise(plan, measurements, measurements_rng(measurements))
+
+
+ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), LocalLeastSquares(), AsMeasured(), ShiftedSynthesis(),
+                                  CopulaSynthesis())}
 
 
 def get_estimator(name: str) -> Estimator:

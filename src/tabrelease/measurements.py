@@ -18,6 +18,10 @@ import numpy as np
 COEFFICIENTS = "coefficients"
 MARGIN_CELLS = "margin_cells"
 LINEAR = (COEFFICIENTS, MARGIN_CELLS)
+# Dummy-coded tables (the Gaussian copula's): for variables (i,) the counts (n0, n1) of each of its k_i dummies,
+# values in C order over (level, bit); for (i, j) the 2x2 table of each pair of dummies, over (l_i, l_j, bit_i, bit_j).
+# Linear in the table but not margin cells or coefficients: only the copula-synthesis estimator reads them.
+DUMMY_TABLES = "dummy_tables"
 # A block measured without noise: only a public total (an invariant the release treats as public).
 EXACT = "exact"
 
@@ -27,7 +31,8 @@ class Measurement:
     """One block of noisy answers to linear queries of the table.
 
     `query` is "coefficients" (a block of `basis` coefficients of the set `variables`, on a table
-    of shape `domain`) or "margin_cells" (the cells of the margin over `variables`). `domain` is
+    of shape `domain`), "margin_cells" (the cells of the margin over `variables`) or "dummy_tables"
+    (the dummy-coded one- or two-way tables of `variables`, see DUMMY_TABLES). `domain` is
     the shape the queries are defined on: the table's own, or its binary encoding's.
     """
 
