@@ -19,7 +19,8 @@ def test_every_schema_is_a_valid_draft_2020_12_schema():
 
 
 def test_bundles_of_every_mechanism_match_their_schemas(tmp_path, capsys):
-    for mechanism in ("auto", "gaussian", "binary-encoding", "cells", "margins", "nonneg"):
+    for mechanism in ("auto", "gaussian", "binary-encoding", "cells", "margins", "nonneg", "gaussian-copula",
+                      "copula-id"):
         out = tmp_path / mechanism
         extra = ["--delta", "1e-6"] if mechanism == "gaussian" else []
         assert main(["release", "journey_to_work", "--epsilon", "1", "--mechanism", mechanism, "--simulate",

@@ -31,7 +31,8 @@ def register(subparsers) -> None:
     parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"),
                         help="neighbouring data sets differ by one added/removed record (default) or one changed record")
     parser.add_argument("--delta", type=float,
-                        help="delta in (0, 1): Gaussian noise, (epsilon, delta)-DP (gaussian and planned mechanisms)")
+                        help="delta in (0, 1): (epsilon, delta)-DP: Gaussian noise (gaussian, planned), or the "
+                             "copula's advanced composition (gaussian-copula, copula-id)")
     parser.add_argument("--calibration", default="exact", choices=("exact", "paper"),
                         help="exact sensitivity (default) or the paper's formulas, for reproduction only")
     parser.add_argument("--simulate", action="store_true",

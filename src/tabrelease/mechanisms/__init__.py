@@ -11,6 +11,9 @@
 | cells            | every cell of the full table                      | as-measured, nearest            |
 | margins          | every cell of each released margin independently | as-measured, nearest            |
 | nonneg           | coefficients; the constant term lifted            | shifted-synthesis, none         |
+| gaussian-copula  | dummy-coded one-way and pairwise counts (Asghar   | copula-synthesis (n synthetic   |
+|                  | et al.'s DP Gaussian copula)                      | records, their margins)         |
+| copula-id        | dummy-coded one-way counts (the paper's cop-ID)   | copula-synthesis, independent   |
 
 `register(mechanism)` adds one; `plan_release` and `with_epsilon` dispatch through the registry,
 and nothing outside this package branches on a mechanism's name.
@@ -30,9 +33,11 @@ from ..noise import check_delta
 from ._base import Mechanism, MechanismPlan, check_margins_fit
 from .binary_encoding import BinaryEncoding, BinaryEncodingMechanism, binary_encoding
 from .cells import Cells
+from .copula_id import CopulaID
 from .efron_stein import EfronStein
 from .fourier import Fourier
 from .gaussian import Gaussian
+from .gaussian_copula import GaussianCopula
 from .margins import Margins
 from .nonneg import DEFAULT_NONNEG_T, NonNeg, nonneg_shift
 from .planned import Planned
@@ -59,7 +64,8 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
-for _mechanism in (Planned(), Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(), NonNeg()):
+for _mechanism in (Planned(), Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(),
+                   NonNeg(), GaussianCopula(), CopulaID()):
     register(_mechanism)
 
 # The built-in mechanisms, 'auto' first (what the command line offers).
@@ -116,7 +122,9 @@ def plan_release(
         delta = check_delta(delta)
     elif delta is not None:
         if not chosen.accepts_delta:
-            raise TabreleaseError(f"--delta applies to the gaussian and planned mechanisms only, not to {name}")
+            takers = [n for n, m in _REGISTRY.items() if m.accepts_delta or m.needs_delta]
+            listed = ", ".join(takers[:-1]) + " and " + takers[-1] if len(takers) > 1 else takers[0]
+            raise TabreleaseError(f"--delta applies to the {listed} mechanisms only, not to {name}")
         delta = check_delta(delta)
     generators, _ = maximal_margins(margins)
     check_margins_fit(shape, generators)
