@@ -66,6 +66,11 @@ STRATEGY_LIST = (
              "its error grows with the number of cells each margin sums"),
     Strategy("margins", "margins", 3, why="noise on every cell of each margin independently (sensitivity: the number "
              "of margins): the margins need not agree with each other"),
+    Strategy("gaussian-copula", "gaussian-copula", 4, why="synthetic records from a Gaussian copula fitted to noisy "
+             "one-way and pairwise counts of the dummy-coded variables (Asghar et al.): consistent integer margins, "
+             "but a model that cannot represent interactions beyond pairs"),
+    Strategy("copula-id", "copula-id", 5, why="the copula's baseline: synthetic records with independent variables "
+             "from noisy one-way counts only"),
 )
 STRATEGIES = tuple(s.name for s in STRATEGY_LIST)
 TABLES = ("edwards", "czech", "rochdale", "journey_to_work")
