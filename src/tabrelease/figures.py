@@ -81,7 +81,11 @@ def released_against_true(panels: Sequence[tuple[str, np.ndarray, np.ndarray, fl
 def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], expected: Mapping[str, float] | None,
                         quantile: Mapping[str, float] | None, quantile_label: str) -> str:
     """Every margin's realised L1 error beside the plan's expected L1 error and its upper quantile. A PNG data URI."""
-    fig, ax = _figure(7.2, 0.45 + 0.28 * max(len(labels), 2))
+    height = 1.1 + 0.28 * max(len(labels), 2)
+    # A fixed layout (a computed one took most of the audit's drawing time): room for the labels on the left, the
+    # axis title below and the legend above, in inches turned into shares of the figure.
+    left = min(0.45, (0.25 + 0.075 * max(len(g) for g in labels)) / 7.2)
+    fig, ax = _figure(7.2, height, {"left": left, "right": 0.98, "bottom": 0.55 / height, "top": 1 - 0.4 / height})
     y = np.arange(len(labels))[::-1]
     if quantile:
         for yi, g in zip(y, labels):
@@ -94,5 +98,5 @@ def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], ex
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlabel("L1 error of the released margin (counts)")
     ax.set_xlim(left=0)
-    fig.legend(fontsize=7, loc="outside upper center", ncols=3, frameon=False)
+    fig.legend(fontsize=7, loc="upper center", ncols=3, frameon=False)
     return png_data_uri(fig)
