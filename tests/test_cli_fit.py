@@ -13,10 +13,13 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
-def test_tables_json_lists_the_four_tables(capsys):
+def test_tables_json_lists_the_four_paper_tables_and_marks_them(capsys):
     code, out, _ = run_cli(capsys, "tables", "--json")
     rows = {row["name"]: row for row in json.loads(out)}
     assert code == 0
+    assert {name for name, row in rows.items() if row["from_paper"]} == {"edwards", "czech", "rochdale",
+                                                                          "journey_to_work"}
+    assert {name for name, row in rows.items() if not row["from_paper"]} == {"housing", "titanic", "minn38"}
     assert rows["rochdale"]["n"] == 665 and rows["rochdale"]["zero_cells"] == 165
     assert rows["journey_to_work"]["shape"] == [4, 4, 16]
     assert rows["czech"]["model"] == "[BF][ADE][ABCE]"

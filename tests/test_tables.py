@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from tabrelease import (
-    BUILTIN_TABLES,
+    PAPER_TABLES,
     ContingencyTable,
     builtin_table,
     load_table,
@@ -22,7 +22,7 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("name", BUILTIN_TABLES)
+@pytest.mark.parametrize("name", PAPER_TABLES)
 def test_builtin_tables_have_the_verified_shape_n_and_zeros(name):
     table = builtin_table(name)
     shape, n, zeros = EXPECTED[name]
@@ -32,7 +32,7 @@ def test_builtin_tables_have_the_verified_shape_n_and_zeros(name):
     assert table.metadata["model"]
 
 
-@pytest.mark.parametrize("name", BUILTIN_TABLES)
+@pytest.mark.parametrize("name", PAPER_TABLES)
 def test_builtin_tables_match_the_shared_verified_counts_cell_by_cell(name):
     shared = SHARED_TABLES / f"{name}.csv"
     if not shared.exists():

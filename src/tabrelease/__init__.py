@@ -30,7 +30,8 @@ _EXPORTS = {
     "reports": ("write_release_bundle",),
     "sweeps": ("SweepGrid", "SweepResult", "make_grid", "replay_run", "run_seed", "run_sweep"),
     "tables": (
-        "BUILTIN_TABLES", "ContingencyTable", "MicrodataTable", "builtin_table", "load_table", "read_microdata",
+        "BUILTIN_TABLES", "OUTSIDE_TABLES", "PAPER_TABLES", "ContingencyTable", "MicrodataTable", "builtin_table",
+        "load_table", "read_microdata",
         "read_table_csv", "table_from_frame", "table_from_microdata",
     ),
 }

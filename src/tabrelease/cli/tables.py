@@ -18,10 +18,11 @@ def run(args) -> int:
     if args.json:
         print_json(rows)
         return 0
-    header = f"{'name':<16} {'shape':<16} {'n':>6} {'zero cells':>10}  model"
+    header = f"{'name':<16} {'paper':<9} {'shape':<16} {'n':>6} {'zero cells':>10}  model"
     print(header)
     print("-" * len(header))
     for row in rows:
         shape = "x".join(map(str, row["shape"]))
-        print(f"{row['name']:<16} {shape:<16} {row['n']:>6} {row['zero_cells']:>10}  {row['model']}")
+        paper = row['paper_table'] or "-"
+        print(f"{row['name']:<16} {paper:<9} {shape:<16} {row['n']:>6} {row['zero_cells']:>10}  {row['model']}")
     return 0
