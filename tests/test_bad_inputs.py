@@ -50,7 +50,7 @@ CLI_CASES = [
      "'nosuchtable' is neither a built-in table"),
     ("empty file", _csv(""), ["fit", "t.csv"], "t.csv is not a readable CSV table"),
     ("not a CSV (binary bytes)", lambda d: (d / "t.csv").write_bytes(b"\x00\xff\xfe\x00garbage"), ["fit", "t.csv"],
-     "cannot read t.csv: 'utf-8' codec can't decode"),
+     "t.csv is not valid utf-8 text (line 1); if it was saved by Excel or an older system, try --encoding latin-1"),
     ("no count column", _csv("A,B,n\n0,0,1\n0,1,1\n1,0,1\n1,1,1\n"), ["fit", "t.csv"],
      "no count column 'count'; the columns are ['A', 'B', 'n'] (one row per person? add --microdata"),
     ("an empty epsilon in a list", None, ["plan", "czech", "--epsilon", "1,,2"], "'1,,2' has an empty value between commas"),

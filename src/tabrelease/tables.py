@@ -8,6 +8,7 @@ a long frame. Everything else in the tool takes a `ContingencyTable`.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import string
 from collections.abc import Iterable, Mapping, Sequence
@@ -569,7 +570,8 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
 
 
 def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
-                   levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable | MicrodataTable:
+                   levels: Mapping[str, Sequence[str]] | None = None,
+                   csv_options: CsvOptions | None = None) -> ContingencyTable | MicrodataTable:
     """Microdata (one row per person) from a CSV or Parquet file: only the named columns are read (all by
     default) and counted into a table, held as records when it has too many cells."""
     path = _regular_file(path)
@@ -593,17 +595,120 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
         except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
             raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
     else:
-        try:
-            header = pd.read_csv(path, nrows=0, dtype=str).columns.tolist()
-            missing = [c for c in (columns or []) if c not in header]
-            if missing:
-                raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {header}")
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=columns, skipinitialspace=True)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TabreleaseError(f"cannot read {path}: {exc}") from None
-        except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-            raise TabreleaseError(f"{path} is not a readable CSV table: {str(exc).splitlines()[0]}") from None
+        frame = read_csv_frame(path, csv_options, columns)
     return table_from_microdata(frame, columns, levels=levels, name=path.stem)
+
+
+# --- CSV reading options ---------------------------------------------------------------------------
+SEPARATORS = (",", ";", "\t", "|")
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """How a CSV file is written: separator (None: detected from the header among , ; tab |), text encoding, and
+    the decimal and thousands marks of the count column."""
+
+    sep: str | None = None
+    encoding: str = "utf-8"
+    decimal: str | None = None  # None: a point, or a comma when the thousands mark is a point
+    thousands: str | None = None
+
+
+def _decode(path: Path, encoding: str) -> str:
+    data = path.read_bytes()
+    name = "utf-8-sig" if encoding.lower().replace("_", "-") in {"utf-8", "utf8"} else encoding
+    try:
+        return data.decode(name)
+    except LookupError:
+        raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
+    except UnicodeDecodeError as exc:
+        # Never the offending bytes: they could be part of a confidential count or label.
+        line = data[: exc.start].count(b"\n") + 1
+        raise TabreleaseError(f"{path} is not valid {encoding} text (line {line}); if it was saved by Excel or an "
+                              "older system, try --encoding latin-1 or --encoding cp1252") from None
+
+
+def _detect_separator(header_line: str) -> str:
+    """The candidate separator the header uses most (a comma when none): headers are names, not data."""
+    counts = {sep: header_line.count(sep) for sep in SEPARATORS}
+    best = max(SEPARATORS, key=lambda sep: counts[sep])
+    return best if counts[best] > 0 else ","
+
+
+def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
+                   columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every field of a CSV file as text. Trailing blank rows and empty trailing columns (trailing separators,
+    as spreadsheets write them) are dropped silently; a row with another number of fields is one line naming it."""
+    import pandas as pd
+
+    options = options or CsvOptions()
+    path = _regular_file(path)
+    text = _decode(path, options.encoding)
+    lines = text.splitlines()
+    first = next((line for line in lines if line.strip()), None)
+    if first is None:
+        raise TabreleaseError(f"{path} is not a readable CSV table: it is empty")
+    sep = options.sep if options.sep is not None else _detect_separator(first)
+    if len(sep) != 1:
+        raise TabreleaseError(f"the separator must be one character, not {sep!r}")
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
+    except csv.Error as exc:
+        raise TabreleaseError(f"{path} is not a readable CSV table ({exc})") from None
+    rows = [[field.strip() for field in row] for row in rows]
+    while rows and not any(rows[-1]):
+        rows.pop()  # trailing blank rows (also rows of separators only)
+    while rows and not rows[0]:
+        rows.pop(0)
+    header = rows[0]
+    width = len(header)
+    while width > 0 and header[width - 1] == "" and all(len(r) < width or r[width - 1] == "" for r in rows[1:]):
+        width -= 1  # an empty trailing column: trailing separators on every row
+    if width == 0:
+        raise TabreleaseError(f"{path} has no column names")
+    body = []
+    for number, row in enumerate(rows[1:], start=2):
+        extra = row[width:]
+        if any(extra):
+            raise TabreleaseError(f"{path}: row {number} has {len(row)} fields where the header has {width} "
+                                  f"(is the separator {sep!r} right? see --sep)")
+        row = row[:width]
+        if not any(row):
+            raise TabreleaseError(f"{path}: row {number} is blank (only trailing blank rows are allowed)")
+        if len(row) < width:
+            raise TabreleaseError(f"{path}: row {number} has {len(row)} fields where the header has {width} "
+                                  f"(is the separator {sep!r} right? see --sep)")
+        body.append(row)
+    names = header[:width]
+    if "" in names:
+        raise TabreleaseError(f"{path}: column {names.index('') + 1} has no name")
+    repeated = sorted({h for h in names if names.count(h) > 1})
+    if repeated:
+        raise TabreleaseError(f"{path} has duplicate column names: {', '.join(repeated)}")
+    frame = pd.DataFrame(body, columns=names, dtype=str)
+    if columns is not None:
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {names}")
+        frame = frame.loc[:, list(columns)]
+    return frame
+
+
+def _normalise_counts(frame: pd.DataFrame, count_column: str, options: CsvOptions) -> pd.DataFrame:
+    """The count column in plain notation: thousands marks removed, the decimal mark made a point (counts must
+    still be whole numbers: _parse_counts checks)."""
+    decimal = options.decimal or ("," if options.thousands == "." else ".")
+    thousands = options.thousands or ""
+    if count_column not in frame.columns or (decimal == "." and not thousands):
+        return frame
+    if thousands == decimal:
+        raise TabreleaseError("the decimal and thousands separators must differ")
+    # One string per cell of a long table (not per person): plain Python is quick enough and dtype-agnostic.
+    column = [str(text).replace(thousands, "").replace(decimal, ".") if thousands else str(text).replace(decimal, ".")
+              for text in frame[count_column].tolist()]
+    out = frame.copy()
+    out[count_column] = column
+    return out
 
 
 def _regular_file(path) -> Path:
@@ -618,29 +723,14 @@ def _regular_file(path) -> Path:
 
 
 def read_table_csv(path: str | Path, count_column: str = "count", *, complete: bool = True,
-                   levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable:
+                   levels: Mapping[str, Sequence[str]] | None = None,
+                   csv_options: CsvOptions | None = None) -> ContingencyTable:
     """A long-format CSV file; every field is read as text so that level labels such as '01' survive."""
+    options = csv_options or CsvOptions()
     path = Path(path)
-    if not path.exists():
-        raise TabreleaseError(f"no such file: {path}")
     if path.is_dir():
         raise TabreleaseError(f"{path} is a directory, not a CSV file")
-    if not path.is_file():  # a FIFO, a device (/dev/zero), a socket: reading could block or never end
-        raise TabreleaseError(f"{path} is not a regular file")
-    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-        header = next(csv.reader(fh), [])
-    names = [h.strip() for h in header]
-    repeated = sorted({h for h in names if names.count(h) > 1})
-    if repeated:
-        raise TabreleaseError(f"{path} has duplicate column names: {', '.join(repeated)}")
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TabreleaseError(f"cannot read {path}: {exc}") from None
-    except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-        raise TabreleaseError(f"{path} is not a readable CSV table: {str(exc).splitlines()[0]}") from None
+    frame = _normalise_counts(read_csv_frame(path, options), count_column, options)
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
 
@@ -684,7 +774,8 @@ def builtin_table(name: str) -> ContingencyTable:
 
 
 def load_table(source: str | Path | ContingencyTable, count_column: str = "count", *, complete: bool = True,
-               levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable:
+               levels: Mapping[str, Sequence[str]] | None = None,
+               csv_options: CsvOptions | None = None) -> ContingencyTable:
     """A built-in table by name, a long-format CSV by path, or a table passed through."""
     if isinstance(source, ContingencyTable):
         return source
@@ -697,7 +788,7 @@ def load_table(source: str | Path | ContingencyTable, count_column: str = "count
         )
     if path.suffix.lower() == ".parquet":
         return read_table_parquet(path, count_column, complete=complete, levels=levels)
-    return read_table_csv(path, count_column, complete=complete, levels=levels)
+    return read_table_csv(path, count_column, complete=complete, levels=levels, csv_options=csv_options)
 
 
 def read_table_parquet(path: str | Path, count_column: str = "count", *, complete: bool = True,

@@ -22,6 +22,27 @@ def add_table_arguments(parser) -> None:
                         "to tabulate (default: all)")
     parser.add_argument("--levels", metavar="FILE", help="a JSON file declaring each variable's levels in order, "
                         '{"sex": ["f", "m"], ...}: needed in release mode for a --sparse table')
+    parser.add_argument("--sep", choices=("comma", "semicolon", "tab", "pipe"), default=None,
+                        help="the CSV field separator (default: detected from the header among , ; tab |)")
+    parser.add_argument("--encoding", default="utf-8",
+                        help="the CSV text encoding (default utf-8, with or without a BOM; e.g. latin-1, cp1252)")
+    parser.add_argument("--decimal", default=None, help="the decimal mark of the count column (default . or, with "
+                        "--thousands ., a comma); counts "
+                        "must still be whole numbers")
+    parser.add_argument("--thousands", default=None, help="the thousands mark of the count column, e.g. . or ' "
+                        "(default none)")
+
+
+SEPARATOR_NAMES = {"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}
+
+
+def csv_options_from_args(args):
+    from ..tables import CsvOptions
+
+    sep = getattr(args, "sep", None)
+    return CsvOptions(sep=None if sep is None else SEPARATOR_NAMES[sep],
+                      encoding=getattr(args, "encoding", "utf-8"),
+                      decimal=getattr(args, "decimal", None), thousands=getattr(args, "thousands", None))
 
 
 def load_from_args(args):
@@ -29,13 +50,14 @@ def load_from_args(args):
     from ..tables import load_table, read_microdata
 
     levels = read_levels(getattr(args, "levels", None))
+    options = csv_options_from_args(args)
     if getattr(args, "microdata", False):
         if args.sparse:
             raise TabreleaseError("--sparse is for long tables with a count column; microdata have no cells to list")
-        return read_microdata(args.table, args.variables, levels=levels)
+        return read_microdata(args.table, args.variables, levels=levels, csv_options=options)
     if getattr(args, "variables", None):
         raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
-    return load_table(args.table, args.count_column, complete=not args.sparse, levels=levels)
+    return load_table(args.table, args.count_column, complete=not args.sparse, levels=levels, csv_options=options)
 
 
 def read_levels(path):
