@@ -99,3 +99,42 @@ def test_the_cli_reads_the_latin1_semicolon_file_with_its_options(tmp_path, caps
     report = json.loads(out)
     assert report["n"] == 1204 + 987 + 0 + 2010  # the thousands marks removed, not read as decimals
     assert report["variables"] == ["région", "sexe"]
+
+
+# --- a metadata file -------------------------------------------------------------------------------
+def test_metadata_declares_variables_levels_and_labels(tmp_path, capsys):
+    from tabrelease.cli._common import add_table_arguments, load_from_args
+    from tabrelease.tables import people_names
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_table_arguments(parser)
+    args = parser.parse_args([str(DATA / "microdata_trailing.csv"), "--microdata",
+                              "--metadata", str(DATA / "microdata_meta.json")])
+    table = load_from_args(args)
+    # Counted by hand from the five records: (age, sex) young-f 2, old-m 1, old-f 1, young-m 1, nobody middle.
+    assert table.variables == ("age", "sex")
+    assert table.levels == (("young", "middle", "old"), ("m", "f"))
+    np.testing.assert_array_equal(table.counts, [[1, 2], [0, 0], [1, 1]])
+    assert people_names(table) == (("age group", "sex"),
+                                   (("under 30", "30 to 59", "60 and over"), ("male", "female")))
+
+
+def test_a_value_not_declared_in_the_metadata_is_one_line_naming_the_variable(tmp_path, capsys):
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"variables": [{"name": "age", "levels": ["young", "middle"]},
+                                              {"name": "sex", "levels": ["m", "f"]}]}), encoding="utf-8")
+    err = _cli_error(["fit", str(DATA / "microdata_trailing.csv"), "--microdata", "--metadata", str(meta),
+                      "--model", "[A][B]"], capsys)
+    assert "variable 'age' has values ['old'] that are not among its levels" in err
+
+
+def test_the_released_files_carry_the_metadata_labels(tmp_path, capsys):
+    out = tmp_path / "rel"
+    code = main(["release", str(DATA / "microdata_trailing.csv"), "--microdata", "--metadata",
+                 str(DATA / "microdata_meta.json"), "--margins", "[A][B]", "--epsilon", "1", "--simulate", "--seed",
+                 "1", "--out", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted((out / "public").glob("*.csv")))
+    assert "60 and over" in text and "female" in text

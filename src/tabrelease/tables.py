@@ -711,6 +711,65 @@ def _normalise_counts(frame: pd.DataFrame, count_column: str, options: CsvOption
     return out
 
 
+@dataclass(frozen=True)
+class DeclaredMetadata:
+    """A --metadata file, in the shape of the built-in tables' JSON: variables in order, each with its levels in
+    order and optional `label` and `level_labels` (names for people in published files)."""
+
+    variables: tuple[str, ...]
+    levels: Mapping[str, tuple[str, ...]]
+    described: tuple[Mapping[str, Any], ...]
+
+
+def read_metadata(path: str | Path) -> DeclaredMetadata:
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            meta = json.load(fh)
+    except OSError as exc:
+        raise TabreleaseError(f"cannot read the metadata file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TabreleaseError(f"the metadata file {path} is not valid JSON") from None
+    entries = meta.get("variables") if isinstance(meta, dict) else None
+    if not isinstance(entries, list) or not entries or not all(isinstance(v, dict) for v in entries):
+        raise TabreleaseError(f"the metadata file {path} needs a list \"variables\" of objects with a name and levels")
+    described = []
+    for number, entry in enumerate(entries, start=1):
+        name, levels = entry.get("name"), entry.get("levels")
+        if not isinstance(name, str) or not name.strip():
+            raise TabreleaseError(f"the metadata file {path}: variable {number} has no name")
+        if not isinstance(levels, list) or len(levels) < 2:
+            raise TabreleaseError(f"the metadata file {path}: variable {name!r} needs a list of at least two levels")
+        levels = [str(x).strip() for x in levels]
+        if len(set(levels)) != len(levels):
+            raise TabreleaseError(f"the metadata file {path}: variable {name!r} lists a level twice")
+        labels = entry.get("level_labels") or {}
+        if not isinstance(labels, dict) or set(map(str, labels)) - set(levels):
+            raise TabreleaseError(f"the metadata file {path}: variable {name!r} has level labels for levels it does "
+                                  "not declare")
+        item = {"name": name.strip(), "levels": levels, "level_labels": {str(k): str(v) for k, v in labels.items()}}
+        if entry.get("label"):
+            item["label"] = str(entry["label"])
+        described.append(item)
+    names = [d["name"] for d in described]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise TabreleaseError(f"the metadata file {path} declares {', '.join(repeated)} twice")
+    return DeclaredMetadata(tuple(names), {d["name"]: tuple(d["levels"]) for d in described}, tuple(described))
+
+
+def with_declared_metadata(table, declared: DeclaredMetadata):
+    """The table carrying the declared labels (as a built-in table carries its own: see people_names)."""
+    from dataclasses import replace
+
+    undeclared = [v for v in table.variables if v not in declared.levels]
+    if undeclared:
+        raise TabreleaseError(f"variable {undeclared[0]!r} is not declared in the metadata file")
+    metadata = dict(table.metadata or {})
+    metadata["variables"] = [d for d in declared.described if d["name"] in table.variables]
+    return replace(table, metadata=metadata)
+
+
 def _regular_file(path) -> Path:
     path = Path(path)
     if not path.exists():

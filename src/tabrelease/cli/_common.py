@@ -22,6 +22,8 @@ def add_table_arguments(parser) -> None:
                         "to tabulate (default: all)")
     parser.add_argument("--levels", metavar="FILE", help="a JSON file declaring each variable's levels in order, "
                         '{"sex": ["f", "m"], ...}: needed in release mode for a --sparse table')
+    parser.add_argument("--metadata", metavar="FILE", help="a JSON file declaring the variables in order, each "
+                        "one's levels in order and optional label and level_labels (the shape of tables/*.json)")
     parser.add_argument("--sep", choices=("comma", "semicolon", "tab", "pipe"), default=None,
                         help="the CSV field separator (default: detected from the header among , ; tab |)")
     parser.add_argument("--encoding", default="utf-8",
@@ -49,15 +51,27 @@ def load_from_args(args):
     from ..errors import TabreleaseError
     from ..tables import load_table, read_microdata
 
+    from ..tables import read_metadata, with_declared_metadata
+
     levels = read_levels(getattr(args, "levels", None))
+    declared = None
+    if getattr(args, "metadata", None):
+        if levels is not None:
+            raise TabreleaseError("give either --levels or --metadata (which declares the levels too), not both")
+        declared = read_metadata(args.metadata)
+        levels = dict(declared.levels)
     options = csv_options_from_args(args)
     if getattr(args, "microdata", False):
         if args.sparse:
             raise TabreleaseError("--sparse is for long tables with a count column; microdata have no cells to list")
-        return read_microdata(args.table, args.variables, levels=levels, csv_options=options)
-    if getattr(args, "variables", None):
-        raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
-    return load_table(args.table, args.count_column, complete=not args.sparse, levels=levels, csv_options=options)
+        variables = args.variables or (declared.variables if declared else None)
+        table = read_microdata(args.table, variables, levels=levels, csv_options=options)
+    else:
+        if getattr(args, "variables", None):
+            raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
+        table = load_table(args.table, args.count_column, complete=not args.sparse, levels=levels,
+                           csv_options=options)
+    return table if declared is None else with_declared_metadata(table, declared)
 
 
 def read_levels(path):
