@@ -138,3 +138,44 @@ def test_the_released_files_carry_the_metadata_labels(tmp_path, capsys):
     assert code == 0, err
     text = "".join(p.read_text(encoding="utf-8") for p in sorted((out / "public").glob("*.csv")))
     assert "60 and over" in text and "female" in text
+
+
+# --- Excel input -------------------------------------------------------------------------------------
+def _workbook(path, sheets):
+    openpyxl = pytest.importorskip("openpyxl")
+    book = openpyxl.Workbook()
+    book.remove(book.active)
+    for title, rows in sheets.items():
+        sheet = book.create_sheet(title)
+        for row in rows:
+            sheet.append(row)
+    book.save(path)
+    return path
+
+
+def test_an_xlsx_table_with_blank_trailing_rows_and_columns_equals_the_clean_csv(tmp_path):
+    expected = read_table_csv(_clean(tmp_path, "region,sex,count\nnorth,f,3\nnorth,m,5\nsouth,f,0\nsouth,m,7\n"))
+    rows = [["region", "sex", "count", None], ["north", "f", 3, None], ["north", "m", 5.0, None],
+            ["south", "f", 0, None], ["south", "m", 7, None], [None, None, None, None]]
+    path = _workbook(tmp_path / "t.xlsx", {"notes": [["read me"]], "counts": rows})
+    from tabrelease.tables import load_table
+
+    _same_table(load_table(path, csv_options=CsvOptions(sheet="counts")), expected)
+    with pytest.raises(TabreleaseError, match="has no sheet 'nope'"):
+        load_table(path, csv_options=CsvOptions(sheet="nope"))
+
+
+def test_xlsx_microdata_equals_the_clean_csv(tmp_path):
+    clean = _clean(tmp_path, "sex,age\nf,young\nm,old\nf,old\n")
+    path = _workbook(tmp_path / "m.xlsx", {"data": [["sex", "age"], ["f", "young"], ["m", "old"], ["f", "old"], []]})
+    _same_table(read_microdata(path), read_microdata(clean))
+
+
+def test_xlsx_without_openpyxl_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    path = _workbook(tmp_path / "t.xlsx", {"s": [["a", "count"], ["0", 1], ["1", 2]]})
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openpyxl" else real(name, *a))
+    err = _cli_error(["fit", str(path), "--model", "[A]"], capsys)
+    assert "pip install tabrelease[excel]" in err

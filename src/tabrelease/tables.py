@@ -594,6 +594,8 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
             raise
         except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
             raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
+    elif path.suffix.lower() == ".xlsx":
+        frame = read_xlsx_frame(path, (csv_options or CsvOptions()).sheet, columns)
     else:
         frame = read_csv_frame(path, csv_options, columns)
     return table_from_microdata(frame, columns, levels=levels, name=path.stem)
@@ -610,6 +612,7 @@ class CsvOptions:
 
     sep: str | None = None
     encoding: str = "utf-8"
+    sheet: str | None = None  # of an .xlsx workbook: None is the first
     decimal: str | None = None  # None: a point, or a comma when the thousands mark is a point
     thousands: str | None = None
 
@@ -656,10 +659,19 @@ def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
     except csv.Error as exc:
         raise TabreleaseError(f"{path} is not a readable CSV table ({exc})") from None
     rows = [[field.strip() for field in row] for row in rows]
+    return _frame_from_rows(path, rows, f"the separator {sep!r}", columns)
+
+
+def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequence[str] | None) -> pd.DataFrame:
+    """Rows of text as a frame: trailing blank rows and empty trailing columns dropped, a ragged row named."""
+    import pandas as pd
+
     while rows and not any(rows[-1]):
         rows.pop()  # trailing blank rows (also rows of separators only)
     while rows and not rows[0]:
         rows.pop(0)
+    if not rows:
+        raise TabreleaseError(f"{path} is not a readable table: it is empty")
     header = rows[0]
     width = len(header)
     while width > 0 and header[width - 1] == "" and all(len(r) < width or r[width - 1] == "" for r in rows[1:]):
@@ -671,13 +683,13 @@ def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
         extra = row[width:]
         if any(extra):
             raise TabreleaseError(f"{path}: row {number} has {len(row)} fields where the header has {width} "
-                                  f"(is the separator {sep!r} right? see --sep)")
+                                  f"(is {hint} right?)")
         row = row[:width]
         if not any(row):
             raise TabreleaseError(f"{path}: row {number} is blank (only trailing blank rows are allowed)")
         if len(row) < width:
             raise TabreleaseError(f"{path}: row {number} has {len(row)} fields where the header has {width} "
-                                  f"(is the separator {sep!r} right? see --sep)")
+                                  f"(is {hint} right?)")
         body.append(row)
     names = header[:width]
     if "" in names:
@@ -692,6 +704,37 @@ def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
             raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {names}")
         frame = frame.loc[:, list(columns)]
     return frame
+
+
+def read_xlsx_frame(path: str | Path, sheet: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every cell of one sheet of an .xlsx workbook as text (the first sheet unless named), with blank trailing rows
+    and columns dropped as in a CSV file. Needs openpyxl (the `excel` extra)."""
+    import importlib.util
+
+    path = _regular_file(path)
+    if importlib.util.find_spec("openpyxl") is None:
+        raise TabreleaseError("reading .xlsx files needs openpyxl: pip install tabrelease[excel]")
+    import pandas as pd
+
+    try:
+        raw = pd.read_excel(path, sheet_name=0 if sheet is None else sheet, header=None, dtype=object,
+                            engine="openpyxl")
+    except ValueError as exc:
+        if sheet is not None and "not found" in str(exc):
+            raise TabreleaseError(f"{path} has no sheet {sheet!r}") from None
+        raise TabreleaseError(f"cannot read {path} as an .xlsx workbook") from None
+    except Exception as exc:  # zip and XML errors have no common base: any failure to read is one line
+        raise TabreleaseError(f"cannot read {path} as an .xlsx workbook ({type(exc).__name__})") from None
+
+    def text(value) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return ""
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))  # a count typed as 12 is stored as 12.0 by some writers
+        return str(value).strip()
+
+    rows = [[text(v) for v in row] for row in raw.itertuples(index=False, name=None)]
+    return _frame_from_rows(path, rows, "the header", columns)
 
 
 def _normalise_counts(frame: pd.DataFrame, count_column: str, options: CsvOptions) -> pd.DataFrame:
@@ -841,12 +884,16 @@ def load_table(source: str | Path | ContingencyTable, count_column: str = "count
     if isinstance(source, str) and source in BUILTIN_TABLES:
         return builtin_table(source)
     path = Path(source)
-    if path.suffix.lower() not in {".csv", ".txt", ".parquet"} and not path.exists():
+    if path.suffix.lower() not in {".csv", ".txt", ".tsv", ".parquet", ".xlsx"} and not path.exists():
         raise TabreleaseError(
             f"{str(source)!r} is neither a built-in table ({', '.join(BUILTIN_TABLES)}) nor an existing CSV file"
         )
     if path.suffix.lower() == ".parquet":
         return read_table_parquet(path, count_column, complete=complete, levels=levels)
+    if path.suffix.lower() == ".xlsx":
+        options = csv_options or CsvOptions()
+        frame = _normalise_counts(read_xlsx_frame(path, options.sheet), count_column, options)
+        return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
     return read_table_csv(path, count_column, complete=complete, levels=levels, csv_options=csv_options)
 
 

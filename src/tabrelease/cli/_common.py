@@ -24,6 +24,8 @@ def add_table_arguments(parser) -> None:
                         '{"sex": ["f", "m"], ...}: needed in release mode for a --sparse table')
     parser.add_argument("--metadata", metavar="FILE", help="a JSON file declaring the variables in order, each "
                         "one's levels in order and optional label and level_labels (the shape of tables/*.json)")
+    parser.add_argument("--sheet", default=None, help="the sheet of an .xlsx workbook (default: the first); needs "
+                        "the excel extra (openpyxl)")
     parser.add_argument("--sep", choices=("comma", "semicolon", "tab", "pipe"), default=None,
                         help="the CSV field separator (default: detected from the header among , ; tab |)")
     parser.add_argument("--encoding", default="utf-8",
@@ -44,7 +46,8 @@ def csv_options_from_args(args):
     sep = getattr(args, "sep", None)
     return CsvOptions(sep=None if sep is None else SEPARATOR_NAMES[sep],
                       encoding=getattr(args, "encoding", "utf-8"),
-                      decimal=getattr(args, "decimal", None), thousands=getattr(args, "thousands", None))
+                      decimal=getattr(args, "decimal", None), sheet=getattr(args, "sheet", None),
+                      thousands=getattr(args, "thousands", None))
 
 
 def load_from_args(args):
