@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tabrelease.cli import main
@@ -179,3 +180,46 @@ def test_xlsx_without_openpyxl_is_one_line_naming_the_extra(tmp_path, capsys, mo
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openpyxl" else real(name, *a))
     err = _cli_error(["fit", str(path), "--model", "[A]"], capsys)
     assert "pip install tabrelease[excel]" in err
+
+
+@pytest.mark.parametrize("text", [
+    "A,B,count\n0,0,1\n0,1,2\n1,0,3\n1,1,4\n",
+    "A;B;count\r\n x ;y;1\r\nz;y;2\r\n;;\r\n\r\n",  # padded fields, a trailing row of separators, CRLF
+    "A\tB\tcount\nx\ty\t1\nz\ty\t2\n\n\n",  # trailing blank rows
+    "A,B,count,\nx,y,1,\nz,y,2,\n",  # trailing separators: the careful reader
+    'A,B,count\n"x, with comma",y,1\nz,y,2\n',  # quotes: the careful reader
+    "A,B,count\nx,y,1\n,,\nz,y,2\n",  # a row of separators inside: refused by number
+    "A,B,count\nx,y\nz,y,2\n",  # a short row: refused by number
+    "A,A,count\nx,y,1\n",  # duplicate names: refused
+])
+def test_the_fast_reader_reads_what_the_careful_one_does(tmp_path, monkeypatch, text):
+    # The same file through pandas' C parser and through the csv module gives the same frame, or the same refusal.
+    from tabrelease import tables
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode())
+
+    def read():
+        try:
+            return tables.read_csv_frame(path)
+        except TabreleaseError as exc:
+            return str(exc)
+
+    fast = read()
+    monkeypatch.setattr(tables, "_fast_frame", lambda *a, **k: None)
+    careful = read()
+    if isinstance(careful, str):
+        assert fast == careful
+    else:
+        pd.testing.assert_frame_equal(fast, careful)
+
+
+def test_a_clean_file_takes_the_fast_reader(tmp_path, monkeypatch):
+    import csv as csv_module
+
+    path = tmp_path / "t.csv"
+    path.write_text("A,B,count\nx,y,1\nz,y,2\n")
+    monkeypatch.setattr(csv_module, "reader", None)  # the careful reader would fail
+    from tabrelease.tables import read_csv_frame
+
+    assert read_csv_frame(path)["count"].tolist() == ["1", "2"]
