@@ -14,6 +14,8 @@ can read may use it. Each reads the plan and the `Measurements`, never the mecha
 |                     |                             | term lifted by t d scale (DMT 4.5.3): no LP                   |
 | copula-synthesis    | dummy-coded tables          | n records sampled from a Gaussian copula (copula.py), their   |
 |                     |                             | margins: integer and consistent by construction               |
+| randomized-response-| randomized-response reports | the unbiased cells (y - n q) / (p - q), then least-squares    |
+| least-squares       |                             | with the total pinned to the public n                         |
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import TabreleaseError
-from .measurements import COEFFICIENTS, DUMMY_TABLES, EXACT, LINEAR, MARGIN_CELLS, Measurements
+from .measurements import (COEFFICIENTS, DUMMY_TABLES, EXACT, LINEAR, MARGIN_CELLS, RANDOMIZED_REPORTS, Measurement,
+                           Measurements)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .consistency import LPSolution
@@ -282,9 +285,31 @@ class CopulaSynthesis(Estimator):
         self._check(measurements)
         return synthesise(plan, measurements, measurements_rng(measurements))
 
+class RandomizedResponseLeastSquares(Estimator):
+    """Unbias the randomised report counts, then the planned release's least squares with the total pinned to n."""
+
+    name = "randomized-response-least-squares"
+    reads = (RANDOMIZED_REPORTS,)
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        from .mechanisms.randomized_response import mean_cell_variance, rr_probabilities, unbiased_cells
+
+        self._check(measurements)
+        (block,) = measurements.blocks
+        p, q = rr_probabilities(block.values.size, plan.calibration.epsilon)
+        n = float(block.values.sum())
+        cells = unbiased_cells(block.values, p, q)
+        sd = np.sqrt(mean_cell_variance(n, block.values.size, p, q)) if n > 0 else 1.0
+        # a Gaussian-kind block of standard deviation sd: LeastSquares weights it by 1 / sd^2
+        linear = Measurements((Measurement(MARGIN_CELLS, block.variables, cells, "unbiased-randomized-response", sd,
+                                           block.domain),
+                               Measurement(MARGIN_CELLS, (), np.array([n]), EXACT, 0.0, block.domain)),
+                              measurements.noise_mode, measurements.seed)
+        return LeastSquares().estimate(plan, linear)
+
 
 ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), LocalLeastSquares(), AsMeasured(), ShiftedSynthesis(),
-                                  CopulaSynthesis())}
+                                  CopulaSynthesis(), RandomizedResponseLeastSquares())}
 
 
 def get_estimator(name: str) -> Estimator:

@@ -22,6 +22,9 @@ LINEAR = (COEFFICIENTS, MARGIN_CELLS)
 # values in C order over (level, bit); for (i, j) the 2x2 table of each pair of dummies, over (l_i, l_j, bit_i, bit_j).
 # Linear in the table but not margin cells or coefficients: only the copula-synthesis estimator reads them.
 DUMMY_TABLES = "dummy_tables"
+# k-ary randomized response (local DP): the cell counts of the randomised records over the full table (variables: all
+# axes), before any unbiasing; only the randomized-response estimator reads them.
+RANDOMIZED_REPORTS = "randomized_reports"
 # A block measured without noise: only a public total (an invariant the release treats as public).
 EXACT = "exact"
 

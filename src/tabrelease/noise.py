@@ -138,6 +138,11 @@ class NoiseSource(Protocol):
         values * integer_scale computed exactly in integer arithmetic (what a discrete sampler perturbs): an
         array, or a function returning one, so that only a sampler that needs them pays for them."""
 
+    def randomize_cells(self, counts: np.ndarray, keep: float) -> np.ndarray:
+        """k-ary randomized response on every record of a table of cell counts (k = counts.size): each record
+        keeps its cell with probability `keep`, else moves to one of the other k - 1 cells uniformly. Returns
+        the cell counts of the randomised records (integers; NoNoise: their expectation)."""
+
 
 # Release mode draws integers on 64-bit domains: anything larger is refused before any budget is charged.
 MAX_SAMPLER_INTEGER = 2**62
@@ -164,6 +169,18 @@ class SimulationNoise:
         if calibration.distribution == "laplace":
             return values + self._rng.laplace(0.0, calibration.scale, size=values.shape)
         return values + self._rng.normal(0.0, calibration.scale, size=values.shape)
+
+    def randomize_cells(self, counts, keep):
+        # Per cell: how many of its records keep their cell (binomial); each other record moves by a uniform
+        # non-zero offset mod k, i.e. to one of the other k - 1 cells uniformly: the same distribution of report
+        # counts as randomising record by record, in O(n) memory.
+        x = np.asarray(counts, np.int64).ravel()
+        k = x.size
+        kept = self._rng.binomial(x, keep)
+        sources = np.repeat(np.arange(k), x - kept)
+        targets = (sources + self._rng.integers(1, k, size=sources.size)) % k
+        reports = kept + np.bincount(targets, minlength=k)
+        return reports.reshape(np.shape(counts))
 
 
 @dataclass
@@ -202,6 +219,16 @@ class SecureNoise:
             )
         return np.asarray(measurement([float(v) for v in values]), float)
 
+    def randomize_cells(self, counts, keep):
+        # OpenDP's randomized-response measurement, applied to each record (a table is expanded to its records).
+        dp = _opendp()
+        x = np.asarray(counts, np.int64).ravel()
+        measurement = dp.m.make_randomized_response(list(range(x.size)), float(keep), T="i64")
+        reports = np.zeros(x.size, np.int64)
+        for cell in np.repeat(np.arange(x.size), x).tolist():
+            reports[measurement(cell)] += 1
+        return reports.reshape(np.shape(counts))
+
 
 @dataclass
 class NoNoise:
@@ -211,6 +238,11 @@ class NoNoise:
 
     def perturb(self, values, calibration, integer_scale=None, integers=None):
         return np.asarray(values, float).copy()
+
+    def randomize_cells(self, counts, keep):
+        x = np.asarray(counts, float)
+        other = (1.0 - keep) / (x.size - 1)
+        return keep * x + other * (x.sum() - x)  # the expected report counts
 
 
 def post_processing_rng(noise: NoiseSource) -> np.random.Generator:

@@ -201,6 +201,7 @@ def release_margins(
     rounding: str | None = None,
     public_total: bool = False,
     plan_objective: str | None = None,
+    sensitive: Sequence[str | int] | str | None = None,
 ) -> Release:
     """Release margins of `table` under differential privacy (in memory: no ledger, no files).
 
@@ -211,11 +212,12 @@ def release_margins(
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,
-                                  plan_objective=plan_objective)
+                                  plan_objective=plan_objective, sensitive=sensitive)
     return run_plan(plan, table, noise)
 
 
-def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, plan_objective=None, **plan_options):
+def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, plan_objective=None, sensitive=None,
+                    **plan_options):
     """The noise source (a seed is refused in release mode) and the plan; margins default to the paper model."""
     from .tables import LEVELS_FROM_DATA
 
@@ -232,6 +234,10 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
                               f"every variable's levels (--levels FILE, or levels= in the API){which}")
     noise = noise_source(mode, seed)
     options = _planned_options(public_total, plan_objective)
+    if sensitive is not None:  # the sensitive-attributes mechanism's: names, letters or axes, as axes
+        from .mechanisms.sensitive_attributes import sensitive_axes
+
+        options["sensitive"] = sensitive_axes(sensitive, table.k, table.variables)
     if options:
         plan_options["options"] = options
     plan = plan_release(table.shape, margins, epsilon, **plan_options)
@@ -455,6 +461,7 @@ def publish_release(
     rounding: str | None = None,
     public_total: bool = False,
     plan_objective: str | None = None,
+    sensitive: Sequence[str | int] | str | None = None,
     bound_delta: float = 0.05,
     ledger: str | os.PathLike | None = None,
     dataset: str | None = None,
@@ -481,7 +488,7 @@ def publish_release(
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,
-                                  plan_objective=plan_objective)
+                                  plan_objective=plan_objective, sensitive=sensitive)
     check_sampler_domain(plan, table, mode)
     stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
     entry = budget = None

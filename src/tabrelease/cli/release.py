@@ -30,6 +30,8 @@ def register(subparsers) -> None:
                         "margins (default) or the largest variance of a released cell")
     parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"),
                         help="neighbouring data sets differ by one added/removed record (default) or one changed record")
+    parser.add_argument("--sensitive", metavar="VAR,VAR", default=None,
+                        help="sensitive-attributes mechanism: the sensitive variables (names or letters)")
     parser.add_argument("--delta", type=float,
                         help="delta in (0, 1): (epsilon, delta)-DP: Gaussian noise (gaussian, planned), or the "
                              "copula's advanced composition (gaussian-copula, copula-id)")
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         table, args.out, args.epsilon, model.generators + tuple(model.dropped), mechanism=args.mechanism, neighbours=args.neighbours,
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
         estimator=args.estimator, rounding=args.rounding, public_total=args.public_total, plan_objective=args.plan_objective,
-        bound_delta=args.bound_delta, ledger=args.ledger, dataset=args.dataset,
+        sensitive=args.sensitive, bound_delta=args.bound_delta, ledger=args.ledger, dataset=args.dataset,
         allow_unbudgeted=args.allow_unbudgeted, force=args.force,
     )
     release, cal = done.release, done.release.noise

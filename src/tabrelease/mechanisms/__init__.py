@@ -14,6 +14,10 @@
 | gaussian-copula  | dummy-coded one-way and pairwise counts (Asghar   | copula-synthesis (n synthetic   |
 |                  | et al.'s DP Gaussian copula)                      | records, their margins)         |
 | copula-id        | dummy-coded one-way counts (the paper's cop-ID)   | copula-synthesis, independent   |
+| randomized-      | every record's cell by k-ary randomized response  | unbiased, least squares with n  |
+| response         | (local DP; n public)                              | pinned, controlled              |
+| sensitive-       | coefficients of sets with a sensitive attribute   | linf-lp, nearest (DMT s.5;      |
+| attributes       | noised, the others exact                          | weaker guarantee)               |
 
 `register(mechanism)` adds one; `plan_release` and `with_epsilon` dispatch through the registry,
 and nothing outside this package branches on a mechanism's name.
@@ -41,6 +45,8 @@ from .gaussian_copula import GaussianCopula
 from .margins import Margins
 from .nonneg import DEFAULT_NONNEG_T, NonNeg, nonneg_shift
 from .planned import Planned
+from .randomized_response import RandomizedResponse
+from .sensitive_attributes import SensitiveAttributes
 
 AUTO = "auto"
 DEFAULT = "planned"  # what `release` uses unless told otherwise; 'auto' is the paper's choice
@@ -65,7 +71,7 @@ def unregister(name: str) -> None:
 
 
 for _mechanism in (Planned(), Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(),
-                   NonNeg(), GaussianCopula(), CopulaID()):
+                   NonNeg(), GaussianCopula(), CopulaID(), RandomizedResponse(), SensitiveAttributes()):
     register(_mechanism)
 
 # The built-in mechanisms, 'auto' first (what the command line offers).

@@ -1,0 +1,115 @@
+"""k-ary randomized response (local differential privacy; Warner 1965, the lecture notes' randomized-response section).
+
+Every record's cell (its full combination of levels; k = number of cells) is reported truthfully with probability
+p = e^eps / (e^eps + k - 1) and otherwise as one of the other k - 1 cells uniformly (q = 1 / (e^eps + k - 1) each).
+For any report y and records x, x': P(y|x) / P(y|x') <= p / q = e^eps, so each report is eps-locally DP whatever
+the other records are; the count n of reports is public.
+
+Estimation (post-processing, `RandomizedResponseLeastSquares`): with y the report counts and x the true counts,
+E[y_c] = p x_c + q (n - x_c), so x_hat = (y - n q) / (p - q) is unbiased, and it sums to n exactly. Its variance is
+
+    Var(x_hat_c) = (x_c p (1 - p) + (n - x_c) q (1 - q)) / (p - q)^2,
+
+whose mean over the k cells, n (p (1 - p) + (k - 1) q (1 - q)) / (k (p - q)^2), is the weight given to the least
+squares (one block, equal weights: the weight changes no estimate, only what is reported). Then the same
+least-squares fit as the planned release (non-negative table, total pinned to the public n) and controlled
+rounding. The error grows with k (q ~ 1/k: for e^eps << k, p - q ~ e^eps / k and the sd of a cell ~ sqrt(n k)/e^eps):
+this mechanism is for small tables.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import TabreleaseError
+from ..estimate import RandomizedResponseLeastSquares
+from ..measurements import RANDOMIZED_REPORTS, Measurement, measured
+from ..noise import NoiseCalibration, check_epsilon
+from ..rounding import CONTROLLED
+from ._base import Mechanism, MechanismPlan, no_paper_calibration
+
+RANDOMIZED_RESPONSE = "randomized-response"
+MAX_CELLS = 2**12  # the least-squares fit is over the cells (as the planned release's, up to the same size)
+
+
+def rr_probabilities(k: int, epsilon: float) -> tuple[float, float]:
+    """(p, q): keep the true cell with probability p, report each other cell with probability q."""
+    e = math.exp(epsilon)
+    return e / (e + k - 1), 1.0 / (e + k - 1)
+
+
+def channel_matrix(k: int, epsilon: float) -> np.ndarray:
+    """P(report y | cell x), rows x, columns y (small k only: for tests and documentation)."""
+    p, q = rr_probabilities(k, epsilon)
+    return np.where(np.eye(k, dtype=bool), p, q)
+
+
+def unbiased_cells(reports: np.ndarray, p: float, q: float) -> np.ndarray:
+    """x_hat = (y - n q) / (p - q): E[x_hat] = x."""
+    y = np.asarray(reports, float)
+    return (y - y.sum() * q) / (p - q)
+
+
+def cell_variance(x: np.ndarray, p: float, q: float) -> np.ndarray:
+    """Var(x_hat_c) for true counts x: a sum of independent Bernoulli reports, divided by (p - q)^2."""
+    x = np.asarray(x, float)
+    return (x * p * (1 - p) + (x.sum() - x) * q * (1 - q)) / (p - q) ** 2
+
+
+def mean_cell_variance(n: float, k: int, p: float, q: float) -> float:
+    return n * (p * (1 - p) + (k - 1) * q * (1 - q)) / (k * (p - q) ** 2)
+
+
+def _calibration(k: int, epsilon: float, neighbours: str) -> NoiseCalibration:
+    epsilon = check_epsilon(epsilon)
+    p, q = rr_probabilities(k, epsilon)
+    # scale: the keep probability p (there is no additive noise); sensitivity: one record's report. Local DP holds
+    # for any change of one record, so for either central relation asked for (the statement says what it means).
+    return NoiseCalibration("randomized-response", p, 1.0, epsilon, None, neighbours, "exact",
+                            float(math.log(p / q)))
+
+
+class RandomizedResponse(Mechanism):
+    name = RANDOMIZED_RESPONSE
+    summary = "k-ary randomized response on every record's cell (local DP), unbiased, least squares, controlled"
+
+    def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
+        no_paper_calibration(self.name, calibration)
+        k = int(np.prod(shape))
+        if k > MAX_CELLS:
+            raise TabreleaseError(f"randomized response over every cell is for small tables (its error grows with the "
+                                  f"number of cells): this one has {k} cells, more than {MAX_CELLS}")
+        note = (f"local DP: each record's cell is randomised (k={k}); the error of every cell grows with k "
+                "(about sqrt(n k) / e^epsilon for k >> e^epsilon): for small tables")
+        return MechanismPlan(self.name, tuple(shape), tuple(margins), _calibration(k, epsilon, neighbours),
+                             RandomizedResponseLeastSquares(), parameters={"cells": k}, notes=(note,),
+                             rounding=CONTROLLED)
+
+    def rescale(self, plan, epsilon):
+        return replace(plan, calibration=_calibration(plan.parameters["cells"], epsilon, plan.calibration.neighbours))
+
+    def measure(self, plan, counts, noise):
+        counts = np.asarray(counts)
+        if counts.size != plan.parameters["cells"]:
+            raise TabreleaseError("the table does not have the plan's shape")
+        reports = noise.randomize_cells(counts, plan.calibration.scale)
+        block = Measurement(RANDOMIZED_REPORTS, tuple(range(len(plan.shape))), np.ravel(reports),
+                            plan.calibration.distribution, plan.calibration.scale, plan.shape)
+        return measured([block], noise)
+
+    def check_measurements(self, plan, measurements):
+        ok = (len(measurements.blocks) == 1 and measurements.blocks[0].query == RANDOMIZED_REPORTS
+              and measurements.blocks[0].distribution == plan.calibration.distribution
+              and measurements.blocks[0].scale == plan.calibration.scale
+              and measurements.blocks[0].size == plan.parameters["cells"])
+        if not ok:
+            raise TabreleaseError("these measurements were not drawn with this plan's randomized response")
+
+    def privacy_statement(self, plan):
+        return (f"epsilon={plan.calibration.epsilon:g}-local differential privacy: each record's cell is randomised "
+                f"by k-ary randomized response (k={plan.parameters['cells']}); the count n of reports is public "
+                "(local neighbours: any change of one person's record; this implies central epsilon-DP for replace "
+                "neighbours, while under add-remove n is revealed)")
