@@ -22,8 +22,11 @@ TABLES = ["edwards", "czech", "rochdale", "journey_to_work"]
 def applicable(table):
     for mech in MECHANISMS:
         # planned draws once per block, each at its own scale: tests/test_planned.py rebuilds it from its draws;
-        # so do the copula mechanisms (one draw per dummy-coded block): tests/test_gaussian_copula.py
-        if (mech == "fourier" and not table.is_binary) or mech in ("planned", "gaussian-copula", "copula-id"):
+        # so do the copula mechanisms (one draw per dummy-coded block): tests/test_gaussian_copula.py; randomized
+        # response draws reports, not additive noise, and sensitive-attributes needs --sensitive and replace
+        # neighbours: tests/test_randomized_response.py and tests/test_sensitive_attributes.py
+        if (mech == "fourier" and not table.is_binary) or mech in ("planned", "gaussian-copula", "copula-id",
+                                                                    "randomized-response", "sensitive-attributes"):
             continue
         yield mech
 

@@ -20,9 +20,10 @@ def test_every_schema_is_a_valid_draft_2020_12_schema():
 
 def test_bundles_of_every_mechanism_match_their_schemas(tmp_path, capsys):
     for mechanism in ("auto", "gaussian", "binary-encoding", "cells", "margins", "nonneg", "gaussian-copula",
-                      "copula-id"):
+                      "copula-id", "randomized-response", "sensitive-attributes"):
         out = tmp_path / mechanism
-        extra = ["--delta", "1e-6"] if mechanism == "gaussian" else []
+        extra = {"gaussian": ["--delta", "1e-6"],
+                 "sensitive-attributes": ["--sensitive", "A", "--neighbours", "replace"]}.get(mechanism, [])
         assert main(["release", "journey_to_work", "--epsilon", "1", "--mechanism", mechanism, "--simulate",
                      "--seed", "1", "--out", str(out), *extra]) == 0
         public = json.loads((out / "public" / "release.json").read_text())
