@@ -2,9 +2,17 @@
 
 Run: python benchmarks/bench_rr_sensitive.py"""
 
+import itertools
+import time
+
 import numpy as np
+
+from tabrelease.mechanisms import plan_release
+from tabrelease.noise import SecureNoise, SimulationNoise
+from tabrelease.release import release_margins, run_plan
 from tabrelease.tables import builtin_table
-from tabrelease.release import release_margins
+
+# Mean L1 error per released margin, 20 seeded draws at epsilon 1, the paper models.
 for name in ["czech", "journey_to_work"]:
     t = builtin_table(name)
     for mech, kw in [("planned", {}), ("randomized-response", {}), ("sensitive-attributes", {"neighbours": "replace", "sensitive": [0]}),
@@ -16,11 +24,7 @@ for name in ["czech", "journey_to_work"]:
             errs.append(np.mean([np.abs(a - b).sum() for a, b in zip(r.released_margins, tm)]))
         print(f"{name:16} {mech:20} {kw.get('neighbours','add-remove'):10} mean L1 error per margin {np.mean(errs):8.1f}")
 
-import itertools
-import time
-from tabrelease.mechanisms import plan_release
-from tabrelease.release import run_plan
-from tabrelease.noise import SimulationNoise, SecureNoise
+# Times at the frontier's largest size: 1024 cells, n = 14,000, all 2-way margins.
 rng = np.random.default_rng(0)
 shape = (2,) * 10
 counts = rng.multinomial(14000, rng.dirichlet(np.ones(1024))).reshape(shape)
