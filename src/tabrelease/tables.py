@@ -975,3 +975,46 @@ def describe_builtin_tables() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def read_levels_file(path) -> dict[str, list[str]] | None:
+    """The declared levels of a levels JSON file: {variable: [level, ...]} (None without a path)."""
+    if path is None:
+        return None
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            levels = json.load(fh)
+    except OSError as exc:
+        raise TabreleaseError(f"cannot read the levels file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TabreleaseError(f"the levels file {path} is not valid JSON") from None
+    if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
+        raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
+    return {str(k): [str(x) for x in v] for k, v in levels.items()}
+
+
+def load_input(source, *, microdata: bool = False, variables: Sequence[str] | None = None, levels_file=None,
+               metadata_file=None, count_column: str = "count", sparse: bool = False,
+               csv_options: CsvOptions | None = None):
+    """A table from what a user names: a built-in table, a long table with a count column (CSV, Parquet, .xlsx),
+    or a file of one row per person (`microdata`, its `variables`), with levels declared in a levels file or a
+    metadata file (which declares labels too). What the command line and batch specs both read through."""
+    levels = read_levels_file(levels_file)
+    declared = None
+    if metadata_file:
+        if levels is not None:
+            raise TabreleaseError("give either --levels or --metadata (which declares the levels too), not both")
+        declared = read_metadata(metadata_file)
+        levels = dict(declared.levels)
+    if microdata:
+        if sparse:
+            raise TabreleaseError("--sparse is for long tables with a count column; microdata have no cells to list")
+        variables = variables or (declared.variables if declared else None)
+        table = read_microdata(source, variables, levels=levels, csv_options=csv_options)
+    else:
+        if variables:
+            raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
+        table = load_table(source, count_column, complete=not sparse, levels=levels, csv_options=csv_options)
+    return table if declared is None else with_declared_metadata(table, declared)

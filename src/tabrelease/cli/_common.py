@@ -51,48 +51,12 @@ def csv_options_from_args(args):
 
 
 def load_from_args(args):
-    from ..errors import TabreleaseError
-    from ..tables import load_table, read_microdata
+    from ..tables import load_input
 
-    from ..tables import read_metadata, with_declared_metadata
-
-    levels = read_levels(getattr(args, "levels", None))
-    declared = None
-    if getattr(args, "metadata", None):
-        if levels is not None:
-            raise TabreleaseError("give either --levels or --metadata (which declares the levels too), not both")
-        declared = read_metadata(args.metadata)
-        levels = dict(declared.levels)
-    options = csv_options_from_args(args)
-    if getattr(args, "microdata", False):
-        if args.sparse:
-            raise TabreleaseError("--sparse is for long tables with a count column; microdata have no cells to list")
-        variables = args.variables or (declared.variables if declared else None)
-        table = read_microdata(args.table, variables, levels=levels, csv_options=options)
-    else:
-        if getattr(args, "variables", None):
-            raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
-        table = load_table(args.table, args.count_column, complete=not args.sparse, levels=levels,
-                           csv_options=options)
-    return table if declared is None else with_declared_metadata(table, declared)
-
-
-def read_levels(path):
-    """The declared levels of a --levels JSON file: {variable: [level, ...]}."""
-    if path is None:
-        return None
-    from ..errors import TabreleaseError
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            levels = json.load(fh)
-    except OSError as exc:
-        raise TabreleaseError(f"cannot read the levels file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TabreleaseError(f"the levels file {path} is not valid JSON") from None
-    if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
-        raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
-    return {str(k): [str(x) for x in v] for k, v in levels.items()}
+    return load_input(args.table, microdata=getattr(args, "microdata", False),
+                      variables=getattr(args, "variables", None), levels_file=getattr(args, "levels", None),
+                      metadata_file=getattr(args, "metadata", None), count_column=args.count_column,
+                      sparse=args.sparse, csv_options=csv_options_from_args(args))
 
 
 def positive_float(text: str) -> float:
