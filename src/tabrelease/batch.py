@@ -1,0 +1,361 @@
+"""A season's releases from one reviewed file: `tabrelease batch SPEC.toml` (tau-Argus users run batch files).
+
+The spec names the ledger, the datasets (their files, declared levels and budgets) and the releases in order::
+
+    ledger = "ledger.json"                 # made if missing; paths are relative to the spec's folder
+
+    [datasets.households]
+    file = "households.csv"                # or builtin = "rochdale"
+    microdata = true                       # one row per person (then `variables`)
+    variables = ["wife_active", "asian"]
+    levels = "levels.json"                 # or metadata = "meta.json"
+    budget = 2.0                           # total epsilon of the dataset (optional; budget_delta too)
+
+    [[releases]]
+    dataset = "households"
+    margins = "[wife_active,asian]"
+    epsilon = 0.5
+    out = "spring/households-1"
+    # mechanism, delta, neighbours, simulate, seed: as on the command line (release mode unless simulate = true)
+
+Everything is checked before anything happens (`read_spec`). `dry_run` reads the data, plans every release and
+charges a throw-away copy of the ledger with the ledger's own rule, so it predicts exactly which release a budget
+would refuse, and changes nothing. `run_batch` publishes the releases in order through `publish_release` and stops
+at the first refusal, saying what was made, what was refused and what was not attempted.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import TabreleaseError
+
+DATASET_KEYS = {"file", "builtin", "microdata", "variables", "levels", "metadata", "count_column", "sparse",
+                "budget", "budget_delta", "budget_neighbours"}
+RELEASE_KEYS = {"dataset", "margins", "epsilon", "out", "mechanism", "delta", "neighbours", "simulate", "seed"}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    source: str  # a built-in name, or a file's path
+    microdata: bool = False
+    variables: tuple[str, ...] | None = None
+    levels: Path | None = None
+    metadata: Path | None = None
+    count_column: str = "count"
+    sparse: bool = False
+    budget: float | None = None
+    budget_delta: float | None = None
+    budget_neighbours: str = "add-remove"
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    number: int  # 1-based, in the spec's order
+    dataset: str
+    margins: str | None
+    epsilon: float
+    out: Path
+    mechanism: str = "planned"
+    delta: float | None = None
+    neighbours: str = "add-remove"
+    simulate: bool = False
+    seed: int | None = None
+
+    def where(self) -> str:
+        return f"release {self.number} (dataset {self.dataset!r})"
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    path: Path
+    ledger: Path
+    datasets: dict[str, DatasetSpec]
+    releases: tuple[ReleaseSpec, ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What happened, or would happen, to one release of the spec."""
+
+    number: int
+    dataset: str
+    out: str
+    mechanism: str
+    epsilon: float
+    margins: tuple[str, ...] = ()
+    expected_l1: dict[str, float] = field(default_factory=dict)  # the plan's, per margin, where it has one
+    epsilon_spent_after: float | None = None  # the dataset's, after this release
+    epsilon_budget: float | None = None
+    status: str = "made"  # made | would be made | refused | would be refused | not attempted
+    reason: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"release": self.number, "dataset": self.dataset, "out": self.out, "mechanism": self.mechanism,
+                "epsilon": self.epsilon, "margins": list(self.margins), "expected_l1": dict(self.expected_l1),
+                "epsilon_spent_after": self.epsilon_spent_after, "epsilon_budget": self.epsilon_budget,
+                "status": self.status, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    spec: Path
+    dry_run: bool
+    steps: tuple[Step, ...]
+
+    @property
+    def stopped(self) -> bool:
+        return any(s.status in ("refused", "would be refused") for s in self.steps)
+
+    def as_dict(self) -> dict:
+        return {"spec": str(self.spec), "dry_run": self.dry_run, "stopped_at_refusal": self.stopped,
+                "releases": [s.as_dict() for s in self.steps]}
+
+
+# --- reading and checking the spec ----------------------------------------------------------------------------
+def read_spec(path: str | Path) -> BatchSpec:
+    """The spec, checked whole: one line naming the entry that is wrong; nothing read but the spec itself."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TabreleaseError(f"no batch spec {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TabreleaseError(f"cannot read the batch spec {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TabreleaseError(f"the batch spec {path} is not valid TOML ({exc})") from None
+    base = path.resolve().parent
+    unknown = sorted(set(raw) - {"ledger", "datasets", "releases"})
+    if unknown:
+        raise TabreleaseError(f"the batch spec has an unknown key {unknown[0]!r} (keys: ledger, datasets, releases)")
+    if not isinstance(raw.get("ledger"), str):
+        raise TabreleaseError('the batch spec names no ledger (ledger = "ledger.json"): every batch release is recorded')
+    datasets_raw = raw.get("datasets")
+    if not isinstance(datasets_raw, dict) or not datasets_raw:
+        raise TabreleaseError("the batch spec declares no datasets ([datasets.NAME] tables)")
+    datasets = {name: _dataset(name, entry, base) for name, entry in datasets_raw.items()}
+    releases_raw = raw.get("releases")
+    if not isinstance(releases_raw, list) or not releases_raw:
+        raise TabreleaseError("the batch spec lists no releases ([[releases]] tables)")
+    releases = tuple(_release(i, entry, base, datasets) for i, entry in enumerate(releases_raw, start=1))
+    outs: dict[Path, int] = {}
+    for r in releases:
+        if r.out in outs:
+            raise TabreleaseError(f"{r.where()} writes to {r.out}, as release {outs[r.out]} does")
+        outs[r.out] = r.number
+        if r.out.exists():
+            raise TabreleaseError(f"{r.where()}: {r.out} already exists; a batch never replaces a release")
+        if not r.out.parent.is_dir():
+            raise TabreleaseError(f"{r.where()}: the folder {r.out.parent} does not exist")
+    return BatchSpec(path, (base / raw["ledger"]).resolve(), datasets, releases)
+
+
+def _dataset(name: str, entry: Any, base: Path) -> DatasetSpec:
+    where = f"dataset {name!r}"
+    if not isinstance(entry, dict):
+        raise TabreleaseError(f"{where} is not a table of settings")
+    unknown = sorted(set(entry) - DATASET_KEYS)
+    if unknown:
+        raise TabreleaseError(f"{where} has an unknown setting {unknown[0]!r} (settings: {', '.join(sorted(DATASET_KEYS))})")
+    if ("file" in entry) == ("builtin" in entry):
+        raise TabreleaseError(f"{where} needs exactly one of file = ... or builtin = ...")
+    if "builtin" in entry:
+        from .tables import BUILTIN_TABLES
+
+        if entry["builtin"] not in BUILTIN_TABLES:
+            raise TabreleaseError(f"{where}: no built-in table {entry['builtin']!r} ({', '.join(BUILTIN_TABLES)})")
+        source = entry["builtin"]
+    else:
+        source = str(_existing(base, entry["file"], f"{where}: its file"))
+    variables = entry.get("variables")
+    if variables is not None and (not isinstance(variables, list) or not all(isinstance(v, str) for v in variables)):
+        raise TabreleaseError(f"{where}: variables is a list of column names")
+    budget = _number(entry.get("budget"), f"{where}: budget", positive=True)
+    return DatasetSpec(
+        name=name, source=source, microdata=bool(entry.get("microdata", False)),
+        variables=None if variables is None else tuple(variables),
+        levels=None if "levels" not in entry else _existing(base, entry["levels"], f"{where}: its levels file"),
+        metadata=None if "metadata" not in entry else _existing(base, entry["metadata"], f"{where}: its metadata file"),
+        count_column=str(entry.get("count_column", "count")), sparse=bool(entry.get("sparse", False)),
+        budget=budget, budget_delta=_number(entry.get("budget_delta"), f"{where}: budget_delta"),
+        budget_neighbours=str(entry.get("budget_neighbours", "add-remove")))
+
+
+def _release(number: int, entry: Any, base: Path, datasets: dict[str, DatasetSpec]) -> ReleaseSpec:
+    where = f"release {number}"
+    if not isinstance(entry, dict):
+        raise TabreleaseError(f"{where} is not a table of settings")
+    unknown = sorted(set(entry) - RELEASE_KEYS)
+    if unknown:
+        raise TabreleaseError(f"{where} has an unknown setting {unknown[0]!r} (settings: {', '.join(sorted(RELEASE_KEYS))})")
+    for key in ("dataset", "epsilon", "out"):
+        if key not in entry:
+            raise TabreleaseError(f"{where} has no {key}")
+    if entry["dataset"] not in datasets:
+        raise TabreleaseError(f"{where} names the dataset {entry['dataset']!r}, which the spec does not declare")
+    where = f"{where} (dataset {entry['dataset']!r})"
+    epsilon = _number(entry["epsilon"], f"{where}: epsilon", positive=True)
+    seed = entry.get("seed")
+    if seed is not None and (not isinstance(seed, int) or seed < 0):
+        raise TabreleaseError(f"{where}: seed is a whole number >= 0")
+    if seed is not None and not entry.get("simulate", False):
+        raise TabreleaseError(f"{where}: a seed needs simulate = true (release mode draws secure noise, unseeded)")
+    margins = entry.get("margins")
+    if margins is not None and not isinstance(margins, str):
+        raise TabreleaseError(f'{where}: margins are written as on the command line, e.g. "[sex,age][age,region]"')
+    return ReleaseSpec(number, entry["dataset"], margins, epsilon, (base / str(entry["out"])).resolve(),
+                       mechanism=str(entry.get("mechanism", "planned")),
+                       delta=_number(entry.get("delta"), f"{where}: delta", positive=True),
+                       neighbours=str(entry.get("neighbours", "add-remove")),
+                       simulate=bool(entry.get("simulate", False)), seed=seed)
+
+
+def _existing(base: Path, name: Any, what: str) -> Path:
+    path = (base / str(name)).resolve()
+    if not path.is_file():
+        raise TabreleaseError(f"{what} {name} does not exist")
+    return path
+
+
+def _number(value: Any, what: str, positive: bool = False) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or (positive and value <= 0):
+        raise TabreleaseError(f"{what} must be a {'positive ' if positive else ''}number, not {value!r}")
+    return float(value)
+
+
+# --- planning and running -------------------------------------------------------------------------------------
+def _load(spec: DatasetSpec):
+    from .tables import load_input
+
+    return load_input(spec.source, microdata=spec.microdata, variables=spec.variables, levels_file=spec.levels,
+                      metadata_file=spec.metadata, count_column=spec.count_column, sparse=spec.sparse)
+
+
+def _prepared(spec: BatchSpec) -> list[tuple[ReleaseSpec, Any, Any, list, dict]]:
+    """Every release's table, plan and margins, made before anything is charged: a release that cannot be planned
+    stops the batch before its first release, naming it."""
+    from .mechanisms import get_mechanism
+    from .models import margin_label
+    from .release import _plan_and_noise, check_release_size, resolve_margins
+
+    tables = {}
+    for name, dataset in spec.datasets.items():
+        try:
+            tables[name] = _load(dataset)
+        except TabreleaseError as exc:
+            raise TabreleaseError(f"dataset {name!r}: {exc}") from None
+    prepared = []
+    for r in spec.releases:
+        table = tables[r.dataset]
+        try:
+            margins = resolve_margins(table, r.margins) if r.margins is not None else None
+            plan, _ = _plan_and_noise(table, r.epsilon, margins, "simulation" if r.simulate else "release",
+                                      r.seed, mechanism=r.mechanism, neighbours=r.neighbours, delta=r.delta)
+            check_release_size(table, plan.margins, plan.mechanism)
+        except TabreleaseError as exc:
+            raise TabreleaseError(f"{r.where()}: {exc}") from None
+        expected = get_mechanism(plan.mechanism).expected_errors(plan) or {}
+        labels = [margin_label(g, table.letters) for g in plan.margins]
+        prepared.append((r, table, plan, labels, {margin_label(g, table.letters): e.expected_l1
+                                                   for g, e in expected.items()}))
+    return prepared
+
+
+def _set_budgets(ledger: Path, spec: BatchSpec) -> None:
+    from .ledger import budget_status, set_budget
+
+    for dataset in spec.datasets.values():
+        if dataset.budget is None:
+            continue
+        status = budget_status(ledger, dataset.name)
+        if status.epsilon_budget != dataset.budget or (status.delta_budget or 0.0) != (dataset.budget_delta or 0.0):
+            set_budget(ledger, dataset.name, dataset.budget, dataset.budget_delta, dataset.budget_neighbours)
+
+
+def dry_run(spec: BatchSpec) -> BatchResult:
+    """What `run_batch` would do, changing nothing: the data are read and every release planned, and a throw-away
+    copy of the ledger (in an owner-only temporary folder, removed however this ends) is charged with the ledger's
+    own rule, so the release a budget refuses is the one the real run would stop at."""
+    from .ledger import budget_status, charge, init_ledger
+    from .ledger import _key_path as key_path
+
+    prepared = _prepared(spec)
+    scratch = Path(tempfile.mkdtemp(prefix="tabrelease-batch-"))
+    try:
+        copy = scratch / "ledger.json"
+        if spec.ledger.exists():
+            shutil.copy2(spec.ledger, copy)
+            if key_path(spec.ledger).exists():
+                shutil.copy2(key_path(spec.ledger), key_path(copy))
+        else:
+            init_ledger(copy)
+        _set_budgets(copy, spec)
+        steps, refused = [], False
+        for r, table, plan, labels, expected in prepared:
+            step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
+                        epsilon=r.epsilon, margins=tuple(labels), expected_l1=expected)
+            if refused:
+                steps.append(Step(**step, status="not attempted"))
+                continue
+            try:
+                _charge(charge, copy, table, plan, r)
+            except TabreleaseError as exc:
+                refused = True
+                steps.append(Step(**step, status="would be refused", reason=str(exc)))
+                continue
+            status = budget_status(copy, r.dataset)
+            steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,
+                              status="would be made"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return BatchResult(spec.path, True, tuple(steps))
+
+
+def _charge(charge, ledger, table, plan, r: ReleaseSpec):
+    """The charge `publish_release` makes, on a throw-away ledger (the same arguments)."""
+    from .models import margin_label
+
+    cal = plan.calibration
+    return charge(ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta,
+                  mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
+                  output=str(r.out), noise_mode="simulation" if r.simulate else "release", dataset=r.dataset,
+                  neighbours=cal.neighbours, total_public=bool(plan.parameters.get("total_is_public")))
+
+
+def run_batch(spec: BatchSpec) -> BatchResult:
+    """Publish the releases in order (each through `publish_release`, with the ledger); stop at the first refusal.
+    Every release is planned before the first is made, so a spec that cannot be planned releases nothing."""
+    from .ledger import budget_status, init_ledger
+    from .release import publish_release
+
+    prepared = _prepared(spec)
+    if not spec.ledger.exists():
+        init_ledger(spec.ledger)
+    _set_budgets(spec.ledger, spec)
+    steps, stopped = [], False
+    for r, table, plan, labels, expected in prepared:
+        step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism, epsilon=r.epsilon,
+                    margins=tuple(labels), expected_l1=expected)
+        if stopped:
+            steps.append(Step(**step, status="not attempted"))
+            continue
+        try:
+            publish_release(table, r.out, r.epsilon, list(plan.margins), mechanism=r.mechanism,
+                            neighbours=r.neighbours, delta=r.delta, mode="simulation" if r.simulate else "release",
+                            seed=r.seed, ledger=spec.ledger, dataset=r.dataset)
+        except TabreleaseError as exc:
+            stopped = True
+            steps.append(Step(**step, status="refused", reason=str(exc)))
+            continue
+        status = budget_status(spec.ledger, r.dataset)
+        steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,
+                          status="made"))
+    return BatchResult(spec.path, False, tuple(steps))

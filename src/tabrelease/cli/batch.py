@@ -1,0 +1,48 @@
+"""`tabrelease batch SPEC.toml`: a season's releases from one reviewed file (the library's `batch` module)."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "batch",
+        help="run the releases of a reviewed TOML spec in order, with the ledger; --dry-run predicts it",
+        description="Datasets (files, declared levels, budgets), the ledger and a list of releases, from one TOML "
+        "file. Every entry is checked and every release planned before the first is made; the run stops at the "
+        "first refusal and says what was and was not released (exit 3). --dry-run shows the plans, the expected "
+        "errors and the budget each dataset will have spent, and changes nothing.",
+    )
+    parser.add_argument("spec", metavar="SPEC.toml")
+    parser.add_argument("--dry-run", action="store_true", help="predict the run; change nothing")
+    parser.add_argument("--json", action="store_true", help="print what was (or would be) done as JSON")
+    parser.set_defaults(run=run)
+
+
+# The run stopped at a refusal after releasing what came before it (0: all made; 2: nothing done, bad spec).
+STOPPED = 3
+
+
+def run(args) -> int:
+    from ..batch import dry_run, read_spec, run_batch
+
+    spec = read_spec(args.spec)
+    result = dry_run(spec) if args.dry_run else run_batch(spec)
+    if args.json:
+        from ._common import print_json
+
+        print_json(result.as_dict())
+    else:
+        title = "dry run: nothing was charged or written" if result.dry_run else "batch run"
+        print(f"{title} ({args.spec}, ledger {spec.ledger})")
+        for step in result.steps:
+            spent = ("" if step.epsilon_spent_after is None else
+                     f"; {step.dataset} spent {step.epsilon_spent_after:g}"
+                     + ("" if step.epsilon_budget is None else f" of {step.epsilon_budget:g}"))
+            errors = ", ".join(f"{m} {e:.3g}" for m, e in step.expected_l1.items())
+            print(f"{step.number:>3}. {step.status:<17} {step.dataset} {' '.join(step.margins)} at epsilon "
+                  f"{step.epsilon:g} ({step.mechanism}) -> {step.out}{spent}")
+            if errors and step.status != "not attempted":
+                print(f"     expected L1: {errors}")
+            if step.reason:
+                print(f"     why: {step.reason}")
+    return STOPPED if result.stopped else 0

@@ -1,0 +1,156 @@
+"""tabrelease batch: a reviewed spec's releases in order, stopping at the first refusal; the dry run predicts it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tabrelease.cli import main
+from tabrelease.ledger import budget_status, ledger_entries
+
+TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial"
+
+SPEC = """
+ledger = "ledger.json"
+
+[datasets.households]
+file = "households.csv"
+microdata = true
+variables = ["wife_active", "husband_unemployed", "child_under_4", "wife_educated", "asian"]
+levels = "levels.json"
+budget = 1.5
+
+[datasets.czech]
+builtin = "czech"
+budget = 1.0
+
+[datasets.housing]
+builtin = "housing"
+budget = 2.0
+
+[[releases]]
+dataset = "households"
+margins = "[wife_active,husband_unemployed][wife_active,child_under_4]"
+epsilon = 1.0
+out = "out/households-1"
+simulate = true
+seed = 1
+
+[[releases]]
+dataset = "czech"
+margins = "[AB][BC]"
+epsilon = 0.5
+out = "out/czech-1"
+simulate = true
+seed = 2
+
+[[releases]]
+dataset = "housing"
+epsilon = 1.0
+out = "out/housing-1"
+simulate = true
+seed = 3
+
+[[releases]]
+dataset = "households"
+margins = "[asian,husband_unemployed]"
+epsilon = 1.0
+out = "out/households-2"
+simulate = true
+seed = 4
+
+[[releases]]
+dataset = "czech"
+margins = "[DE]"
+epsilon = 0.25
+out = "out/czech-2"
+simulate = true
+seed = 5
+"""
+
+
+@pytest.fixture
+def folder(tmp_path):
+    for name in ("households.csv", "levels.json"):
+        shutil.copy(TUTORIAL / name, tmp_path / name)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "season.toml").write_text(SPEC)
+    return tmp_path
+
+
+def tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys):
+    before = tree(folder)
+    code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run", "--json")
+    assert code == 3
+    predicted = json.loads(out)
+    # The dry run changed nothing: not the ledger (it did not exist), not a file, not a folder.
+    assert tree(folder) == before and not (folder / "ledger.json").exists()
+    statuses = [r["status"] for r in predicted["releases"]]
+    # households has 1.5: its first release spends 1, its second (1 more) exceeds the budget.
+    assert statuses == ["would be made"] * 3 + ["would be refused", "not attempted"]
+    assert "budget of households exceeded" in predicted["releases"][3]["reason"]
+    assert [r["epsilon_spent_after"] for r in predicted["releases"][:3]] == [1.0, 0.5, 1.0]
+    # The plan's expected errors are shown for each margin of the planned releases.
+    assert set(predicted["releases"][0]["expected_l1"]) == {"[AB]", "[AC]"}
+
+    code, out, _ = run(capsys, "batch", folder / "season.toml", "--json")
+    done = json.loads(out)
+    assert code == 3
+    assert [r["status"] for r in done["releases"]] == ["made"] * 3 + ["refused", "not attempted"]
+    # Exactly the releases before the refusal exist, and exactly they are in the ledger.
+    made = sorted(p.name for p in (folder / "out").iterdir())
+    assert made == ["czech-1", "households-1", "housing-1"]
+    entries = ledger_entries(folder / "ledger.json")
+    assert [(e["dataset"], e["epsilon"]) for e in entries] == [("households", 1.0), ("czech", 0.5), ("housing", 1.0)]
+    assert budget_status(folder / "ledger.json", "households").epsilon_spent == 1.0
+    assert budget_status(folder / "ledger.json", "czech").epsilon_budget == 1.0
+    # The dry run predicted what the run did.
+    assert [r["status"].replace("would be ", "") for r in predicted["releases"]] == [r["status"] for r in done["releases"]]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.replace('dataset = "czech"\nmargins = "[DE]"', 'dataset = "census"\nmargins = "[DE]"'),
+     "release 5 names the dataset 'census'"),
+    (lambda s: s.replace('out = "out/czech-2"', 'out = "out/czech-1"'), "release 5 (dataset 'czech') writes to"),
+    (lambda s: s.replace('margins = "[DE]"', 'margins = "[DZ]"'), "release 5 (dataset 'czech'):"),
+    (lambda s: s.replace('file = "households.csv"', 'file = "missing.csv"'), "dataset 'households': its file"),
+    (lambda s: s.replace("budget = 1.0", "budget = -1"), "dataset 'czech': budget must be a positive number"),
+    (lambda s: s.replace("epsilon = 0.25", "epsilon = 0.25\ncolour = 3"), "release 5 has an unknown setting 'colour'"),
+    (lambda s: s + "\n[[releases]]\n", "release 6 has no dataset"),
+    (lambda s: s.replace("seed = 5", "seed = 5\nsimulate = false").replace("simulate = true\nseed = 5", "seed = 5"),
+     "a seed needs simulate = true"),
+    (lambda s: s.replace("[[releases]]", "[[release]]", 1), "unknown key 'release'"),
+    (lambda s: s + "\n[oops", "is not valid TOML"),
+])
+def test_a_bad_spec_is_one_line_and_nothing_happens(folder, capsys, change, message):
+    (folder / "season.toml").write_text(change(SPEC))
+    before = tree(folder)
+    for argv in (["--dry-run"], []):
+        code, out, err = run(capsys, "batch", folder / "season.toml", *argv)
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+        assert tree(folder) == before
+
+
+def test_an_existing_output_is_refused_before_anything(folder, capsys):
+    (folder / "out" / "czech-2").mkdir()
+    code, _, err = run(capsys, "batch", folder / "season.toml")
+    assert code == 2 and "already exists" in err and not (folder / "ledger.json").exists()
+
+
+def test_the_text_summary(folder, capsys):
+    code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run")
+    assert code == 3 and "dry run: nothing was charged or written" in out
+    assert "4. would be refused" in out and "5. not attempted" in out and "expected L1: [AB]" in out
