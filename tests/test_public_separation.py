@@ -31,6 +31,14 @@ FORBIDDEN_WORDS = ("g2", "b_star", "lp_b", "n_released", "true_", "original", "d
                    "l1_error", "count_1", "smallest")
 
 
+def _workbook_text(path) -> str:
+    from openpyxl import load_workbook
+
+    book = load_workbook(path)
+    return " ".join(str(v) for sheet in book for row in sheet.iter_rows(values_only=True) for v in row
+                    if v is not None).lower()
+
+
 def _keys(value, prefix=""):
     if isinstance(value, dict):
         for k, v in value.items():
@@ -46,6 +54,7 @@ def _keys(value, prefix=""):
     ("rochdale", ["--calibration", "paper", "--mechanism", "auto"]), ("czech", ["--delta", "1e-6"]),
     ("rochdale", ["--mechanism", "fourier"]), ("edwards", ["--public-total"]), ("journey_to_work", ["--mechanism", "binary-encoding"]),
     ("czech", ["--mechanism", "margins"]), ("edwards", ["--mechanism", "nonneg"]),
+    ("housing", ["--xlsx"]),
 ])
 def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsys):
     out = tmp_path / "r"
@@ -55,12 +64,14 @@ def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsy
     audit = json.loads((out / "internal" / "audit.json").read_text())
     public_files = sorted(p.relative_to(out / "public").as_posix() for p in (out / "public").rglob("*"))
     release = json.loads((out / "public" / "release.json").read_text())
-    expected = sorted(["release.json"] + [m["file"] for m in release["margins"]])
+    expected = sorted(["release.json"] + [m["file"] for m in release["margins"]]
+                      + ([release["workbook"]] if release.get("workbook") else []))
     assert public_files == expected
+    assert bool(release.get("workbook")) == ("--xlsx" in extra)
     assert set(_keys(release)) <= ALLOWED_KEYS, set(_keys(release)) - ALLOWED_KEYS
     validate(release, RELEASE)
     for path in (out / "public").iterdir():
-        text = path.read_text().lower()
+        text = _workbook_text(path) if path.suffix == ".xlsx" else path.read_text().lower()
         for word in FORBIDDEN_WORDS:
             assert word not in text, f"{path.name} mentions {word!r}"
     # The margin files hold the released margins, which are the DP output (not the true margins).
@@ -73,6 +84,43 @@ def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsy
         true = margin_counts(table.counts, axes).ravel()
         true_differs |= not np.array_equal(frame["count"].to_numpy(), true)
     assert true_differs
+    if release.get("workbook"):
+        # The workbook repeats the CSV files, sheet by sheet, and release.json's description: nothing more.
+        from openpyxl import load_workbook
+
+        from tabrelease.workbook import sheet_names
+
+        book = load_workbook(out / "public" / release["workbook"])
+        files = [m["file"] for m in release["margins"]]
+        assert book.sheetnames == ["release"] + sheet_names(files)
+        for sheet, file in zip(book.sheetnames[1:], files):
+            rows = [[str(v) for v in row] for row in book[sheet].iter_rows(values_only=True)]
+            assert rows == [line.split(",") for line in (out / "public" / file).read_text().splitlines()]
+        about = dict(book["release"].iter_rows(min_row=2, max_col=2, values_only=True))
+        assert about["privacy"] == release["privacy"] and about["epsilon"] == release["epsilon"]
     # What only the confidential table knows stays in internal/.
     assert audit["evaluation"]["n"] == table.n and "disclosure_risk" in audit
     assert not any(p.name == "released_table.csv" for p in (out / "public").iterdir())
+
+
+def test_sheet_names_are_valid_and_distinct():
+    from tabrelease.workbook import SHEET_MAX, sheet_names
+
+    files = ["a" * 40 + ".csv", "a" * 40 + "b.csv", "release.csv", "x[1]:y*z?.csv", "Release.csv"]
+    names = sheet_names(files)
+    assert len(set(n.lower() for n in names)) == len(names) and all(len(n) <= SHEET_MAX for n in names)
+    assert not any(set(n) & set("[]:*?/\\") for n in names) and "release" not in [n.lower() for n in names]
+
+
+def test_xlsx_without_openpyxl_is_refused_before_the_charge(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openpyxl", None)
+    monkeypatch.chdir(tmp_path)
+    assert main(["ledger", "init", "l.json"]) == 0
+    capsys.readouterr()
+    before = (tmp_path / "l.json").read_bytes()
+    assert main(["release", "czech", "--epsilon", "1", "--xlsx", "--ledger", "l.json", "--out", "r"]) == 2
+    err = capsys.readouterr().err
+    assert "tabrelease[excel]" in err and err.count("\n") == 1
+    assert (tmp_path / "l.json").read_bytes() == before and not (tmp_path / "r").exists()

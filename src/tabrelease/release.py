@@ -468,6 +468,7 @@ def publish_release(
     allow_unbudgeted: bool = False,
     force: bool = False,
     version: str | None = None,
+    workbook: bool = False,
 ) -> PublishedRelease:
     """The whole release, with the guarantees of the command line: check the destination, plan, charge the
     ledger before any noise is drawn, measure, estimate, evaluate, and write `out/public` and `out/internal`.
@@ -485,6 +486,10 @@ def publish_release(
     check_release_destination(out, force)
     check_writable(out)
     _check_figures_available()
+    if workbook:
+        from .workbook import check_workbook_support
+
+        check_workbook_support()
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,
@@ -510,7 +515,7 @@ def publish_release(
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
         written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
-                                       version=version or __version__, force=force)
+                                       version=version or __version__, force=force, workbook=workbook)
     except BaseException as exc:
         if entry is not None:
             from .ledger import record_failure

@@ -335,8 +335,10 @@ def write_release_bundle(
     model_label: str,
     version: str,
     force: bool = False,
+    workbook: bool = False,
 ) -> Path:
-    """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`."""
+    """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`. With `workbook`, public/ also holds
+    the margins as one .xlsx workbook (the same content as its CSV files and release.json)."""
     out = check_release_destination(out, force)
     parent = out.resolve().parent
     # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
@@ -347,11 +349,27 @@ def write_release_bundle(
         public_dir.mkdir()
         internal_dir.mkdir()
         public = release_parameters(table, release, version)
+        if workbook:
+            from .workbook import WORKBOOK_FILE
+
+            public["workbook"] = WORKBOOK_FILE
         # The schema is the allow-list of public/: nothing it does not name is written.
         validate(public, schemas.RELEASE)
         for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
             write_long_csv(public_dir / spec["file"], *people_names(table), g, values)
         (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
+        if workbook:
+            import csv
+
+            from .workbook import write_workbook
+
+            sheets = []
+            for spec in public["margins"]:  # the CSV files just written, read back: the workbook repeats them
+                with open(public_dir / spec["file"], newline="", encoding="utf-8") as fh:
+                    header, *body = list(csv.reader(fh))
+                sheets.append((header, [row[:-1] + [int(row[-1]) if row[-1].lstrip("-").isdigit() else float(row[-1])]
+                                        for row in body]))
+            write_workbook(public_dir / public["workbook"], public, sheets)
         audit = audit_record(table, release, evaluation, public, model_label)
         validate(audit, schemas.AUDIT)
         (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")

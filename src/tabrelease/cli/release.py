@@ -60,6 +60,8 @@ def register(subparsers) -> None:
                         "spends (default: the table's name)")
     parser.add_argument("--allow-unbudgeted", action="store_true",
                         help="let a ledger that holds budgets record a release of a dataset that has none")
+    parser.add_argument("--xlsx", action="store_true", help="also write the public margins as one Excel workbook, "
+                        "public/margins.xlsx (a sheet describing the release, one per margin); needs tabrelease[excel]")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (release.json, the folders, "
                         "the warnings, the ledger's charge) instead of lines for people")
     parser.set_defaults(run=run)
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
         estimator=args.estimator, rounding=args.rounding, public_total=args.public_total, plan_objective=args.plan_objective,
         sensitive=args.sensitive, bound_delta=args.bound_delta, ledger=args.ledger, dataset=args.dataset,
-        allow_unbudgeted=args.allow_unbudgeted, force=args.force,
+        allow_unbudgeted=args.allow_unbudgeted, force=args.force, workbook=args.xlsx,
     )
     release, cal = done.release, done.release.noise
     if args.json:

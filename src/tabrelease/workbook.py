@@ -1,0 +1,83 @@
+"""The public margins as one Excel workbook (`release --xlsx`): a sheet describing the release, then a sheet per
+released margin. It holds exactly what `public/` holds already (release.json's description and the margin CSVs),
+nothing else. Written with openpyxl (the `excel` extra)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .errors import TabreleaseError
+
+WORKBOOK_FILE = "margins.xlsx"
+# Excel's limits on a sheet name: at most 31 characters, none of []:*?/\ and not blank.
+_SHEET_FORBIDDEN = re.compile(r"[\[\]:*?/\\]")
+SHEET_MAX = 31
+
+
+def check_workbook_support() -> None:
+    """One line naming the extra, before any budget is charged, when openpyxl is missing."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("openpyxl") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise TabreleaseError("--xlsx writes the margins with openpyxl: pip install 'tabrelease[excel]'")
+
+
+def sheet_names(files: Sequence[str]) -> list[str]:
+    """A valid, distinct sheet name for each margin file (its name without .csv, shortened where needed)."""
+    names: list[str] = []
+    for file in files:
+        base = _SHEET_FORBIDDEN.sub("_", Path(file).stem).strip("'") or "margin"
+        name = base[:SHEET_MAX]
+        number = 2
+        while name.lower() in {n.lower() for n in names} or name.lower() == "release":
+            suffix = f"~{number}"
+            name = base[: SHEET_MAX - len(suffix)] + suffix
+            number += 1
+        names.append(name)
+    return names
+
+
+def write_workbook(path: Path, public: Mapping, margin_rows: Sequence[tuple[list[str], list[list]]]) -> None:
+    """`public` is release.json's document; `margin_rows` gives, per released margin (in its order), the header and
+    the rows of its CSV file."""
+    from openpyxl import Workbook
+
+    book = Workbook()
+    about = book.active
+    about.title = "release"
+    rows = [("what", "value"),
+            ("tool", f"{public.get('tool')} {public.get('tool_version')}"),
+            ("created", public.get("created")),
+            ("mechanism", public.get("mechanism")),
+            ("estimator", public.get("estimator")),
+            ("rounding", public.get("rounding")),
+            ("epsilon", public.get("epsilon")),
+            ("delta", public.get("delta")),
+            ("neighbours", public.get("neighbours")),
+            ("privacy", public.get("privacy")),
+            ("noise mode", public.get("noise", {}).get("mode")),
+            ("sampler", public.get("noise", {}).get("sampler")),
+            ("consistency", public.get("consistency"))]
+    files = [m["file"] for m in public["margins"]]
+    names = sheet_names(files)
+    people = {v["name"]: v.get("label") or v["name"] for v in public.get("variables", [])}
+    for name, margin in zip(names, public["margins"]):
+        rows.append((f"sheet {name}", f"margin {margin['label']}: "
+                     f"{', '.join(people.get(v, v) for v in margin['variables'])} ({margin['file']})"))
+    rows += [("warning", w) for w in public.get("warnings", [])]
+    for row in rows:
+        about.append(["" if v is None else v for v in row])
+    about.column_dimensions["A"].width = 24
+    about.column_dimensions["B"].width = 100
+    for name, (header, body) in zip(names, margin_rows):
+        sheet = book.create_sheet(name)
+        sheet.append(header)
+        for row in body:
+            sheet.append(row)
+    book.save(path)
