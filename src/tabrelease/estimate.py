@@ -14,6 +14,8 @@ can read may use it. Each reads the plan and the `Measurements`, never the mecha
 |                     |                             | term lifted by t d scale (DMT 4.5.3): no LP                   |
 | copula-synthesis    | dummy-coded tables          | n records sampled from a Gaussian copula (copula.py), their   |
 |                     |                             | margins: integer and consistent by construction               |
+| relaxed-projection  | margin-cell blocks          | RAP: a relaxed synthetic dataset (n' rows of per-variable     |
+|                     |                             | probability vectors) fitted to the noisy cells, its table     |
 | randomized-response-| randomized-response reports | the unbiased cells (y - n q) / (p - q), then least-squares    |
 | least-squares       |                             | with the total pinned to the public n                         |
 """
@@ -285,6 +287,22 @@ class CopulaSynthesis(Estimator):
         self._check(measurements)
         return synthesise(plan, measurements, measurements_rng(measurements))
 
+class RelaxedProjection(Estimator):
+    """RAP's projection (relaxed.py): a relaxed synthetic dataset of n' rows fitted by L-BFGS to the noisy margin
+    cells (as proportions of n estimated from them), then its table (or margins) times that n. Randomness (the
+    initial rows): noise.post_processing_rng of the measurements' source."""
+
+    name = "relaxed-projection"
+    reads = (MARGIN_CELLS,)
+
+    def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
+        from .copula import measurements_rng
+        from .relaxed import project
+
+        self._check(measurements)
+        return project(plan, measurements, measurements_rng(measurements))
+
+
 class RandomizedResponseLeastSquares(Estimator):
     """Unbias the randomised report counts, then the planned release's least squares with the total pinned to n."""
 
@@ -309,7 +327,7 @@ class RandomizedResponseLeastSquares(Estimator):
 
 
 ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), LocalLeastSquares(), AsMeasured(), ShiftedSynthesis(),
-                                  CopulaSynthesis(), RandomizedResponseLeastSquares())}
+                                  CopulaSynthesis(), RelaxedProjection(), RandomizedResponseLeastSquares())}
 
 
 def get_estimator(name: str) -> Estimator:

@@ -143,6 +143,11 @@ class NoiseSource(Protocol):
         keeps its cell with probability `keep`, else moves to one of the other k - 1 cells uniformly. Returns
         the cell counts of the randomised records (integers; NoNoise: their expectation)."""
 
+    def noisy_max(self, scores: np.ndarray, scale: float) -> int:
+        """Report noisy max: the index of the largest of scores + independent Gumbel(scale) noise (the exponential
+        mechanism; with score L-infinity sensitivity D and no monotonicity it is epsilon_0 = 2 D / scale -DP and
+        epsilon_0^2 / 8 -zCDP, OpenDP's make_noisy_max accounting). NoNoise: the first largest score."""
+
 
 # Release mode draws integers on 64-bit domains: anything larger is refused before any budget is charged.
 MAX_SAMPLER_INTEGER = 2**62
@@ -181,6 +186,10 @@ class SimulationNoise:
         targets = (sources + self._rng.integers(1, k, size=sources.size)) % k
         reports = kept + np.bincount(targets, minlength=k)
         return reports.reshape(np.shape(counts))
+
+    def noisy_max(self, scores, scale):
+        scores = np.asarray(scores, float)
+        return int(np.argmax(scores + self._rng.gumbel(0.0, float(scale), size=scores.shape)))
 
 
 @dataclass
@@ -229,6 +238,14 @@ class SecureNoise:
             reports[measurement(cell)] += 1
         return reports.reshape(np.shape(counts))
 
+    def noisy_max(self, scores, scale):
+        # OpenDP's report noisy max with Gumbel noise (its zCDP output measure is the Gumbel variant).
+        dp = _opendp()
+        measurement = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+                                          dp.linf_distance(T=float), dp.zero_concentrated_divergence(),
+                                          scale=float(scale))
+        return int(measurement([float(v) for v in np.ravel(scores)]))
+
 
 @dataclass
 class NoNoise:
@@ -243,6 +260,9 @@ class NoNoise:
         x = np.asarray(counts, float)
         other = (1.0 - keep) / (x.size - 1)
         return keep * x + other * (x.sum() - x)  # the expected report counts
+
+    def noisy_max(self, scores, scale):
+        return int(np.argmax(np.asarray(scores, float)))
 
 
 def post_processing_rng(noise: NoiseSource) -> np.random.Generator:

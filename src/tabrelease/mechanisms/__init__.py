@@ -46,6 +46,7 @@ from .margins import Margins
 from .nonneg import DEFAULT_NONNEG_T, NonNeg, nonneg_shift
 from .planned import Planned
 from .randomized_response import RandomizedResponse
+from .rap import RAP
 from .sensitive_attributes import SensitiveAttributes
 
 AUTO = "auto"
@@ -71,7 +72,7 @@ def unregister(name: str) -> None:
 
 
 for _mechanism in (Planned(), Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(),
-                   NonNeg(), GaussianCopula(), CopulaID(), RandomizedResponse(), SensitiveAttributes()):
+                   NonNeg(), GaussianCopula(), CopulaID(), RandomizedResponse(), SensitiveAttributes(), RAP()):
     register(_mechanism)
 
 # The built-in mechanisms, 'auto' first (what the command line offers).

@@ -1,0 +1,35 @@
+"""Seconds per RAP release (simulation mode) on the built-in tables: the default (T = 1) and an adaptive plan.
+
+Run: python benchmarks/bench_rap.py  (one warm-up release first: imports and OpenDP's first calls)."""
+
+import statistics
+import time
+
+from tabrelease import builtin_table, default_model
+from tabrelease.mechanisms import plan_release
+from tabrelease.release import run_plan
+from tabrelease.noise import SimulationNoise
+from tabrelease.tables import BUILTIN_TABLES
+
+
+def seconds(table, options, draws=3):
+    gens = default_model(table).generators
+    times = []
+    for seed in range(draws):
+        start = time.perf_counter()
+        plan = plan_release(table.shape, gens, 1.0, mechanism="rap", delta=1e-6, options=options)
+        run_plan(plan, table, SimulationNoise(seed))
+        times.append(time.perf_counter() - start)
+    return len(gens), statistics.median(times), max(times)
+
+
+if __name__ == "__main__":
+    seconds(builtin_table("edwards"), None, 1)
+    for name in BUILTIN_TABLES:
+        table = builtin_table(name)
+        m, med, top = seconds(table, None)
+        line = f"{name:16s} shape {str(table.shape):22s} n {int(table.n):6d} m {m}  T=1: median {med:.2f} s max {top:.2f} s"
+        if m >= 2:
+            _, med2, top2 = seconds(table, {"rounds": 2, "queries_per_round": m // 2})
+            line += f" | T=2, K={m // 2}: median {med2:.2f} s max {top2:.2f} s"
+        print(line, flush=True)
