@@ -24,9 +24,11 @@ def applicable(table):
         # planned draws once per block, each at its own scale: tests/test_planned.py rebuilds it from its draws;
         # so do the copula mechanisms (one draw per dummy-coded block): tests/test_gaussian_copula.py; randomized
         # response draws reports, not additive noise, and sensitive-attributes needs --sensitive and replace
-        # neighbours: tests/test_randomized_response.py and tests/test_sensitive_attributes.py
+        # neighbours: tests/test_randomized_response.py and tests/test_sensitive_attributes.py; rap needs delta and
+        # fits a relaxed synthetic dataset to its Gaussian margins: tests/test_rap.py
         if (mech == "fourier" and not table.is_binary) or mech in ("planned", "gaussian-copula", "copula-id",
-                                                                    "randomized-response", "sensitive-attributes"):
+                                                                    "randomized-response", "sensitive-attributes",
+                                                                    "rap"):
             continue
         yield mech
 
