@@ -34,7 +34,7 @@ from scipy.optimize import minimize
 DEFAULT_ROWS = 500  # n': the notes leave it to the user (the RAP paper uses 1000); see the README's timings
 DEFAULT_ITERATIONS = 400  # L-BFGS iterations of the final fit
 ROUND_ITERATIONS = 100  # L-BFGS iterations of each intermediate fit of the adaptive variant (only drives selection)
-INITIAL_LOGIT_SD = 1.0
+INITIAL_LOGIT_SD = 0.1  # near-uniform rows: larger starts saturate the softmax and stall (seen at 1 and 3)
 # Above this many cells the relaxed table is not formed (its margins are computed directly: the same numbers).
 MAX_TABLE_CELLS = 2**16
 _CHUNK_ENTRIES = 2**22  # rows x cells formed at once when summing the relaxed table
@@ -108,18 +108,20 @@ def fit(theta: np.ndarray, shape: Sequence[int], rows: int, targets, weights=Non
 
     The loss is scaled by 1/L(theta0) so that L-BFGS's tolerances are relative; the tolerances are set at the floor:
     `iterations` is the stopping rule (a run's time is predictable)."""
-    if not targets:
-        return np.array(theta, float)
-    start, _ = loss_and_gradient(np.asarray(theta, float), shape, rows, targets, weights)
-    scale = 1.0 / max(start, 1e-300)
-
-    def objective(x):
-        value, gradient = loss_and_gradient(x, shape, rows, targets, weights)
-        return value * scale, gradient * scale
-
     from .loglinear.ipf import one_blas_thread
 
-    with one_blas_thread():  # products of a few hundred rows: BLAS threads only contend (10x slower with two)
+    if not targets:
+        return np.array(theta, float)
+    # One BLAS thread: on products of a few hundred rows threads only contend (10x slower with two), and a thread
+    # count that varies with the machine's load would change the rounding, so the iterates, of a seeded run.
+    with one_blas_thread():
+        start, _ = loss_and_gradient(np.asarray(theta, float), shape, rows, targets, weights)
+        scale = 1.0 / max(start, 1e-300)
+
+        def objective(x):
+            value, gradient = loss_and_gradient(x, shape, rows, targets, weights)
+            return value * scale, gradient * scale
+
         result = minimize(objective, np.asarray(theta, float), jac=True, method="L-BFGS-B",
                           options={"maxiter": int(iterations), "gtol": 1e-14, "ftol": 1e-16, "maxcor": 10})
     return np.asarray(result.x, float)
