@@ -47,7 +47,9 @@ def test_every_strategy_every_point(runs):
     for name in ("planned", "paper-least-squares"):
         part = runs[runs.strategy == name]
         assert part.integer.all() and part.nonnegative.all() and part.consistent.all()
-    assert runs.privacy.str.contains("differential privacy").all()
+    assert runs.privacy.str.contains("differential privacy|-DP via rho-zCDP|local differential privacy").all()
+    # Slow strategies run fewer times per point, as declared.
+    assert (runs[runs.strategy == "rap"].groupby("epsilon").size() == min(3, frontier.strategy("rap").repetitions)).all()
 
 
 def test_report_numbers_come_from_the_rows(runs, tmp_path):

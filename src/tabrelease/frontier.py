@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,6 +49,8 @@ class Strategy:
     from_strategy: str | None = None
     sensitive: bool = False  # given the table's sensitive attributes (FRONTIER_SENSITIVE) as an option
     neighbours: str = "add-remove"
+    options: tuple[tuple[str, Any], ...] = ()  # the mechanism's own options
+    repetitions: int | None = None  # at most this many runs per point (slow strategies); None: the task's
     guarantee: str = "central epsilon-DP"  # the class it is compared within (a weaker class is never "better")
     why: str = ""  # what the strategy does, for the report's comparison (a description, not a verdict)
 
@@ -76,6 +79,16 @@ STRATEGY_LIST = (
              why="each record's cell randomised by k-ary randomized response before anyone sees it, then unbiased "
              "margins, least squares and controlled rounding: no curator sees a true record, and the noise grows with "
              "the number of cells"),
+    Strategy("planned-gaussian", "planned", 10, delta=FRONTIER_DELTA, guarantee="(epsilon, delta)-DP, delta = 1e-6",
+             why="the planned release with Gaussian noise on residual blocks (ResidualPlanner's closed form), "
+             "least squares and controlled rounding"),
+    Strategy("rap", "rap", 8, delta=FRONTIER_DELTA, repetitions=10, guarantee="(epsilon, delta)-DP, delta = 1e-6",
+             why="relaxed adaptive projection with every margin measured at once (T = 1): Gaussian noise under "
+             "rho-zCDP, then a relaxed synthetic dataset fitted by gradient descent to the noisy margins, rounded"),
+    Strategy("rap-adaptive", "rap", 9, delta=FRONTIER_DELTA, repetitions=10, options=(("rounds", 2),),
+             guarantee="(epsilon, delta)-DP, delta = 1e-6",
+             why="relaxed adaptive projection over two rounds: report-noisy-max picks the margins the current "
+             "synthetic data answers worst, each measured with Gaussian noise, the data refitted after each"),
     Strategy("sensitive-attributes", "sensitive-attributes", 7, sensitive=True, neighbours="replace",
              guarantee="epsilon-DP for one sensitive attribute (replace neighbours; the other attributes public)",
              why="Fourier or Efron-Stein coefficients with noise only on those whose set holds the sensitive attribute "
@@ -137,8 +150,8 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
     from tqdm.auto import tqdm
 
     # Tasks (a table at one epsilon, every strategy) arrive whole: the bar says what is under way from the start.
-    releases = sum(int(repetitions) for t in tasks for name in chosen
-                   if not strategy(name).sensitive or t.table in FRONTIER_SENSITIVE)
+    releases = sum(min(int(repetitions), strategy(name).repetitions or int(repetitions)) for t in tasks
+                   for name in chosen if not strategy(name).sensitive or t.table in FRONTIER_SENSITIVE)
     bar = tqdm(total=releases, unit="release", desc="frontier", disable=not progress)
     bar.set_postfix_str(f"planning and starting {len(tasks)} tasks", refresh=True)
     futures = [executor.submit(run_task, task) for task in tasks]
@@ -176,7 +189,7 @@ def plan_strategy(s: Strategy, table, margins, epsilon: float):
     """The plan a strategy releases with, on one table at one epsilon."""
     from .mechanisms import plan_release, with_post_processing
 
-    options = {}
+    options = dict(s.options)
     if s.sensitive:
         options["sensitive"] = tuple(table.axis(v) for v in FRONTIER_SENSITIVE[table.name])
     plan = plan_release(table.shape, margins, epsilon, mechanism=s.mechanism, delta=s.delta, neighbours=s.neighbours,
@@ -202,6 +215,8 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     for rep in range(task.repetitions):
         made = {}
         for s in chosen:
+            if s.repetitions is not None and rep >= s.repetitions:
+                continue
             start = time.perf_counter()
             if s.from_strategy is None:
                 release = run_plan(plans[s.name], table.counts, SimulationNoise(_seed(task, rep, s.stream)))
