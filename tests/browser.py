@@ -75,7 +75,15 @@ return out;
 
 def page_problems(browser, path: Path) -> dict:
     """Load `path` (a file) and return the check's findings, with `problems`: a list of what is wrong."""
+    import time
+
     browser.get(Path(path).resolve().as_uri())
+    # The load event should cover the images, but on a loaded machine a file:// image can still be decoding: wait
+    # (up to 15 s) until every image has finished, loaded or failed, before judging.
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not browser.execute_script(
+            "return Array.from(document.images).every(i => i.complete)"):
+        time.sleep(0.1)
     found = browser.execute_script(_CHECK)
     problems = []
     if found["page_width"] > found["viewport"] + 1:
