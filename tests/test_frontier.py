@@ -85,4 +85,4 @@ def test_comparison_is_counted_from_the_summary(runs):
     assert f"large epsilon (>= 1): the lowest mean max-L1 error was {said}" in text
     # The margins strategy's outputs disagree with each other, and the comparison says so with its share.
     share = runs[runs.strategy == "margins"].consistent.mean()
-    assert f"margins's output was mutually consistent in {share:.0%}" in text
+    assert f"the output of margins was mutually consistent in {share:.0%}" in text
