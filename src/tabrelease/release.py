@@ -433,15 +433,11 @@ class PublishedRelease:
 
 def _check_figures_available() -> None:
     """The audit draws its figures after the charge: a broken install (no matplotlib) is refused before it."""
-    from importlib.util import find_spec
+    from ._optional import module_available
 
-    try:
-        found = find_spec("matplotlib") is not None  # found, not imported: the audit imports it when it draws
-    except (ImportError, ValueError):  # a module entry of None (blocked) raises ValueError
-        found = False
-    if not found:
+    if not module_available("matplotlib"):
         raise TabreleaseError("the audit's figures need matplotlib: pip install matplotlib (a dependency of "
-                              "tabrelease)") from None
+                              "tabrelease)")
 
 
 def publish_release(

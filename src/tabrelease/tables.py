@@ -750,10 +750,10 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
 def read_xlsx_frame(path: str | Path, sheet: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every cell of one sheet of an .xlsx workbook as text (the first sheet unless named), with blank trailing rows
     and columns dropped as in a CSV file. Needs openpyxl (the `excel` extra)."""
-    import importlib.util
+    from ._optional import module_available
 
     path = _regular_file(path)
-    if importlib.util.find_spec("openpyxl") is None:
+    if not module_available("openpyxl"):
         raise TabreleaseError("reading .xlsx files needs openpyxl: pip install tabrelease[excel]")
     import pandas as pd
 

@@ -18,12 +18,9 @@ SHEET_MAX = 31
 
 def check_workbook_support() -> None:
     """One line naming the extra, before any budget is charged, when openpyxl is missing."""
-    import importlib.util
+    from ._optional import module_available
 
-    try:
-        found = importlib.util.find_spec("openpyxl") is not None
-    except (ImportError, ValueError):
-        found = False
+    found = module_available("openpyxl")
     if not found:
         raise TabreleaseError("--xlsx writes the margins with openpyxl: pip install 'tabrelease[excel]'")
 
