@@ -284,8 +284,9 @@ def dry_run(spec: BatchSpec) -> BatchResult:
     """What `run_batch` would do, changing nothing: the data are read and every release planned, and a throw-away
     copy of the ledger (in an owner-only temporary folder, removed however this ends) is charged with the ledger's
     own rule, so the release a budget refuses is the one the real run would stop at."""
-    from .ledger import budget_status, charge, init_ledger
     from .ledger import _key_path as key_path
+    from .ledger import budget_status, init_ledger
+    from .release import charge_release
 
     prepared = _prepared(spec)
     scratch = Path(tempfile.mkdtemp(prefix="tabrelease-batch-"))
@@ -306,7 +307,7 @@ def dry_run(spec: BatchSpec) -> BatchResult:
                 steps.append(Step(**step, status="not attempted"))
                 continue
             try:
-                _charge(charge, copy, table, plan, r)
+                charge_release(copy, table, plan, r.out, "simulation" if r.simulate else "release", dataset=r.dataset)
             except TabreleaseError as exc:
                 refused = True
                 steps.append(Step(**step, status="would be refused", reason=str(exc)))
@@ -317,17 +318,6 @@ def dry_run(spec: BatchSpec) -> BatchResult:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return BatchResult(spec.path, True, tuple(steps))
-
-
-def _charge(charge, ledger, table, plan, r: ReleaseSpec):
-    """The charge `publish_release` makes, on a throw-away ledger (the same arguments)."""
-    from .models import margin_label
-
-    cal = plan.calibration
-    return charge(ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta,
-                  mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
-                  output=str(r.out), noise_mode="simulation" if r.simulate else "release", dataset=r.dataset,
-                  neighbours=cal.neighbours, total_public=bool(plan.parameters.get("total_is_public")))
 
 
 def run_batch(spec: BatchSpec) -> BatchResult:

@@ -184,7 +184,7 @@ def fit_copula(shape, measurements: Measurements) -> CopulaModel:
         totals = counts.sum(axis=1)
         probabilities[offsets[i]:offsets[i + 1]] = np.divide(counts[:, 1], totals, out=np.zeros(len(totals)),
                                                              where=totals > 0)
-    rows, cols, p_row, p_col, targets = [], [], [], [], []
+    rows, cols, targets = [], [], []
     for i, k in enumerate(shape):  # two dummies of one variable: a structural zero, no measurement
         a, b = np.triu_indices(k, 1)
         rows.append(offsets[i] + a), cols.append(offsets[i] + b), targets.append(np.zeros(a.size))

@@ -431,6 +431,23 @@ class PublishedRelease:
         return release_html(self.release, self.evaluation)
 
 
+def charge_release(ledger, table, plan: MechanismPlan, out, mode: str, *, dataset: str | None = None,
+                   allow_unbudgeted: bool = False) -> dict:
+    """Charge the ledger for a release of `plan` before any noise is drawn (or refuse it): what `publish_release`
+    does, and what a batch's dry run does on a throw-away copy of the ledger. The paper calibration is charged at
+    the epsilon it really gives."""
+    from .ledger import charge
+    from .models import margin_label
+
+    cal = plan.calibration
+    return charge(
+        ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta, mechanism=plan.mechanism,
+        margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
+        noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted, neighbours=cal.neighbours,
+        total_public=bool(plan.parameters.get("total_is_public")),
+    )
+
+
 def _check_figures_available() -> None:
     """The audit draws its figures after the charge: a broken install (no matplotlib) is refused before it."""
     from ._optional import module_available
@@ -473,7 +490,7 @@ def publish_release(
     """
     from . import __version__
     from .evaluation import evaluate_release
-    from .models import HierarchicalModel, margin_label
+    from .models import HierarchicalModel
     from .reports import (check_release_destination, check_writable, evaluation_warnings, release_warnings,
                           remove_stale_staging, write_release_bundle)
 
@@ -494,16 +511,9 @@ def publish_release(
     stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
     entry = budget = None
     if ledger is not None:
-        from .ledger import budget_status, charge
+        from .ledger import budget_status
 
-        cal = plan.calibration
-        # Charged before any noise is drawn; the paper calibration is charged at the epsilon it really gives.
-        entry = charge(
-            ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta, mechanism=plan.mechanism,
-            margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
-            noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted, neighbours=cal.neighbours,
-            total_public=bool(plan.parameters.get("total_is_public")),
-        )
+        entry = charge_release(ledger, table, plan, out, mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted)
     try:
         release = run_plan(plan, table, noise)
         # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).

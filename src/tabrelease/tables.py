@@ -575,8 +575,6 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     """Microdata (one row per person) from a CSV or Parquet file: only the named columns are read (all by
     default) and counted into a table, held as records when it has too many cells."""
     path = _regular_file(path)
-    import pandas as pd
-
     columns = None if variables is None else [str(v) for v in variables]
     if columns is not None and len(set(columns)) != len(columns):
         repeated = sorted({c for c in columns if columns.count(c) > 1})
@@ -642,8 +640,6 @@ def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
                    columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every field of a CSV file as text. Trailing blank rows and empty trailing columns (trailing separators,
     as spreadsheets write them) are dropped silently; a row with another number of fields is one line naming it."""
-    import pandas as pd
-
     options = options or CsvOptions()
     path = _regular_file(path)
     text = _decode(path, options.encoding)
