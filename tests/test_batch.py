@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tabrelease.cli import main
-from tabrelease.ledger import budget_status, ledger_entries
+from tabrelease.ledger import budget_status, init_ledger, ledger_entries
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial"
 
@@ -78,6 +78,7 @@ def folder(tmp_path):
         shutil.copy(TUTORIAL / name, tmp_path / name)
     (tmp_path / "out").mkdir()
     (tmp_path / "season.toml").write_text(SPEC)
+    init_ledger(tmp_path / "ledger.json")  # a batch never makes its ledger
     return tmp_path
 
 
@@ -96,8 +97,11 @@ def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run", "--json")
     assert code == 3
     predicted = json.loads(out)
-    # The dry run changed nothing: not the ledger (it did not exist), not a file, not a folder.
-    assert tree(folder) == before and not (folder / "ledger.json").exists()
+    # The dry run changed nothing: not the ledger, its anchor, a file or a folder.
+    assert tree(folder) == before
+    assert predicted["budget_changes"] == ["set the budget of households: epsilon 1.5 (add-remove)",
+                                           "set the budget of czech: epsilon 1 (add-remove)",
+                                           "set the budget of housing: epsilon 2 (add-remove)"]
     statuses = [r["status"] for r in predicted["releases"]]
     # households has 1.5: its first release spends 1, its second (1 more) exceeds the budget.
     assert statuses == ["would be made"] * 3 + ["would be refused", "not attempted"]
@@ -146,8 +150,9 @@ def test_a_bad_spec_is_one_line_and_nothing_happens(folder, capsys, change, mess
 
 def test_an_existing_output_is_refused_before_anything(folder, capsys):
     (folder / "out" / "czech-2").mkdir()
+    before = tree(folder)
     code, _, err = run(capsys, "batch", folder / "season.toml")
-    assert code == 2 and "already exists" in err and not (folder / "ledger.json").exists()
+    assert code == 2 and "already exists" in err and tree(folder) == before
 
 
 def test_the_text_summary(folder, capsys):

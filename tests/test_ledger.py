@@ -11,7 +11,7 @@ import pytest
 
 from tabrelease import builtin_table
 from tabrelease.cli import main
-from tabrelease.errors import TabreleaseError
+from tabrelease.errors import BudgetRefused, TabreleaseError
 from tabrelease.ledger import (budget_status, charge, init_ledger, ledger_key, ledger_summary, set_budget,
                                table_fingerprint, verify_ledger)
 
@@ -67,7 +67,7 @@ def test_budget_of_one_allows_two_halves_across_processes_and_refuses_a_tenth(tm
 RACE = """
 import sys
 from tabrelease import builtin_table
-from tabrelease.errors import TabreleaseError
+from tabrelease.errors import BudgetRefused, TabreleaseError
 from tabrelease.ledger import charge
 try:
     charge(sys.argv[1], builtin_table("edwards"), epsilon=0.2, delta=None, mechanism="planned", margins=[],
@@ -150,12 +150,12 @@ def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
     set_budget(ledger, "edwards", 1.0)
     release_charge(ledger, builtin_table("edwards"))
     data = json.loads(ledger.read_text())
-    assert set(data) == {"version", "key_id", "records", "head"}
-    assert set(data["records"][1]) == {"kind", "dataset", "fingerprint", "table", "epsilon", "delta", "neighbours",
-                                       "total_public", "mechanism",
-                                       "margins", "output", "noise_mode", "time", "process", "mac"}
-    key = tmp_path / "ledger.json.key"
-    assert key.exists() and (key.stat().st_mode & 0o777) == 0o600
+    assert set(data) == {"version", "ledger_id", "key_id", "records", "head"}
+    assert set(data["records"][1]) == {"kind", "dataset", "fingerprint", "table", "guarantee", "epsilon", "delta",
+                                       "neighbours", "total_public", "mechanism", "margins", "output", "noise_mode",
+                                       "release_id", "aliases", "time", "process", "mac"}
+    for private in (tmp_path / "ledger.json.key", ledger, tmp_path / "ledger.json.anchor"):
+        assert private.exists() and (private.stat().st_mode & 0o777) == 0o600, private
     (status,) = ledger_summary(ledger)
     assert status.dataset == "edwards" and status.epsilon_budget == 1.0
 
@@ -233,8 +233,8 @@ def test_an_edited_deleted_or_reordered_record_is_found_and_stops_spending(tmp_p
     ("{", "not valid JSON"),
     ('{"version": 2}', "damaged"),
     ('{"version": 2, "key_id": "x", "records": {}, "head": {}}', "damaged"),
-    ('{"version": 1, "budgets": {}, "entries": []}', "version 2"),
-    ('[1, 2]', "version 2"),
+    ('{"version": 1, "budgets": {}, "entries": []}', "version 3"),
+    ('[1, 2]', "version 3"),
 ])
 def test_a_damaged_ledger_gives_one_line(tmp_path, capsys, content, expected):
     ledger = new_ledger(tmp_path)
@@ -285,7 +285,7 @@ def test_a_ledger_made_with_an_environment_key_has_no_key_file(tmp_path, monkeyp
     assert not (tmp_path / "ledger.json.key").exists() and verify_ledger(ledger) == []
 
 
-def test_a_release_that_fails_after_its_charge_stays_charged_and_says_so(tmp_path, monkeypatch):
+def test_a_release_that_fails_after_its_charge_stays_charged_and_says_so(tmp_path, monkeypatch, capsys):
     import tabrelease.reports as reports
 
     ledger = new_ledger(tmp_path)
@@ -296,7 +296,11 @@ def test_a_release_that_fails_after_its_charge_stays_charged_and_says_so(tmp_pat
     monkeypatch.setattr(reports, "render_audit_html", broken)
     code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
                  "--out", str(tmp_path / "r")])
-    assert code == 2 and not (tmp_path / "r").exists()
+    err = capsys.readouterr().err
+    # Its own status (4, not 2: "nothing charged"), and it says what was charged.
+    assert code == 4 and not (tmp_path / "r").exists()
+    assert err.count("\n") == 1 and "charged epsilon=0.1 (pure) to edwards (ledger record 1); the release failed" in err
+    assert "No space left on device" in err
     records = json.loads(ledger.read_text())["records"]
     assert [r["kind"] for r in records] == ["release", "failure"]
     assert records[1]["release_mac"] == records[0]["mac"] and "OSError" in records[1]["reason"]
@@ -310,9 +314,9 @@ def test_releases_that_publish_n_exactly_do_not_add_to_an_add_remove_budget(tmp_
     ledger = new_ledger(tmp_path)
     set_budget(ledger, "czech", 1.0)
     release_charge(ledger, czech, epsilon=0.5)
-    with pytest.raises(TabreleaseError, match="publishes n exactly .a public total.*--budget-neighbours replace"):
+    with pytest.raises(BudgetRefused, match="publishes n exactly.*--budget-neighbours replace"):
         release_charge(ledger, czech, epsilon=0.3, total_public=True)
-    with pytest.raises(TabreleaseError, match="publishes n exactly .replace neighbours"):
+    with pytest.raises(BudgetRefused, match="publishes n exactly.*--budget-neighbours replace"):
         release_charge(ledger, czech, epsilon=0.2, neighbours="replace")
     replace = new_ledger(tmp_path, "replace.json")
     set_budget(replace, "czech", 2.0, neighbours="replace")

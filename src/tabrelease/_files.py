@@ -18,6 +18,35 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(f"{TEMPORARY_PREFIX}{os.getpid()}-{threading.get_ident()}-{path.name}")
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one we may not signal exists too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_dead_temporaries(folder: Path) -> list[Path]:
+    """Temporary files this tool left in `folder` from processes that are gone (killed mid-write): removed and
+    returned. Each is named with its writer's process id, so a live writer's file is never touched."""
+    removed = []
+    for candidate in Path(folder).glob(f"{TEMPORARY_PREFIX}*"):
+        try:
+            pid = int(candidate.name[len(TEMPORARY_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not process_alive(pid) and (candidate.is_file() or candidate.is_symlink()):
+            try:
+                candidate.unlink()
+                removed.append(candidate)
+            except OSError:
+                pass
+    return removed
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     """Call write(temporary path) in the target's folder, then rename it over `path`; no temporary file is left."""
     path = Path(path)

@@ -2,7 +2,38 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+
+
+_BANNER_SILENCED = False
+
+
+def quiet_highs():
+    """A `highspy.Highs` that writes nothing. HiGHS (1.16 and later) prints a banner on standard output when the
+    first solver of a process is made, before any option can be set: that first one is made with the process's
+    standard output pointed at /dev/null, so that `--json` output stays clean whatever the version installed."""
+    import highspy
+
+    global _BANNER_SILENCED
+    if not _BANNER_SILENCED:
+        import sys
+
+        sys.stdout.flush()
+        saved = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
+        _BANNER_SILENCED = True
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    return highs
 
 
 def highs_model(matrix, cost, col_lower, col_upper, row_lower, row_upper):
@@ -28,7 +59,6 @@ def highs_model(matrix, cost, col_lower, col_upper, row_lower, row_upper):
     lp.a_matrix_.value_ = matrix.data.astype(float)
     lp.a_matrix_.num_col_ = matrix.shape[1]
     lp.a_matrix_.num_row_ = matrix.shape[0]
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
+    highs = quiet_highs()
     highs.passModel(lp)
     return highs, lp

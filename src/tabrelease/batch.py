@@ -2,14 +2,15 @@
 
 The spec names the ledger, the datasets (their files, declared levels and budgets) and the releases in order::
 
-    ledger = "ledger.json"                 # made if missing; paths are relative to the spec's folder
+    ledger = "ledger.json"                 # must exist (`tabrelease ledger init`); paths are relative to the spec's folder
 
     [datasets.households]
     file = "households.csv"                # or builtin = "rochdale"
     microdata = true                       # one row per person (then `variables`)
     variables = ["wife_active", "asian"]
     levels = "levels.json"                 # or metadata = "meta.json"
-    budget = 2.0                           # total epsilon of the dataset (optional; budget_delta too)
+    budget = 2.0                           # total epsilon of the dataset (optional; budget_delta, budget_neighbours,
+                                           # budget_attributes, budget_rho too: as `tabrelease ledger --set-budget`)
 
     [[releases]]
     dataset = "households"
@@ -22,6 +23,10 @@ Everything is checked before anything happens (`read_spec`). `dry_run` reads the
 charges a throw-away copy of the ledger with the ledger's own rule, so it predicts exactly which release a budget
 would refuse, and changes nothing. `run_batch` publishes the releases in order through `publish_release` and stops
 at the first refusal, saying what was made, what was refused and what was not attempted.
+
+A batch never makes a ledger (a mistyped path would start every dataset's spending from zero) and never changes a
+budget the ledger already holds unless told to (`set_budgets`, `--set-budgets`): a spec that would is refused whole,
+listing every change; the dry run shows every budget it would set or change.
 """
 
 from __future__ import annotations
@@ -33,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import TabreleaseError
+from .errors import BudgetRefused, TabreleaseError
 
 DATASET_KEYS = {"file", "builtin", "microdata", "variables", "levels", "metadata", "count_column", "sparse",
-                "budget", "budget_delta", "budget_neighbours"}
+                "budget", "budget_delta", "budget_neighbours", "budget_attributes", "budget_rho"}
 RELEASE_KEYS = {"dataset", "margins", "epsilon", "out", "mechanism", "delta", "neighbours", "simulate", "seed"}
 
 
@@ -53,6 +58,19 @@ class DatasetSpec:
     budget: float | None = None
     budget_delta: float | None = None
     budget_neighbours: str = "add-remove"
+    budget_attributes: tuple[str, ...] = ()
+    budget_rho: float | None = None
+
+    @property
+    def has_budget(self) -> bool:
+        return self.budget is not None or self.budget_rho is not None
+
+    def budget_record(self) -> dict:
+        """The budget as the ledger records it (its unit and loss)."""
+        from .ledger import budget_record
+
+        return budget_record(self.budget, self.budget_delta, self.budget_neighbours,
+                             attributes=self.budget_attributes, rho=self.budget_rho)
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,7 @@ class BatchResult:
     spec: Path
     dry_run: bool
     steps: tuple[Step, ...]
+    budget_changes: tuple[str, ...] = ()  # every budget the run sets or changes, in words
 
     @property
     def stopped(self) -> bool:
@@ -115,7 +134,7 @@ class BatchResult:
 
     def as_dict(self) -> dict:
         return {"spec": str(self.spec), "dry_run": self.dry_run, "stopped_at_refusal": self.stopped,
-                "releases": [s.as_dict() for s in self.steps]}
+                "budget_changes": list(self.budget_changes), "releases": [s.as_dict() for s in self.steps]}
 
 
 # --- reading and checking the spec ----------------------------------------------------------------------------
@@ -177,14 +196,24 @@ def _dataset(name: str, entry: Any, base: Path) -> DatasetSpec:
     if variables is not None and (not isinstance(variables, list) or not all(isinstance(v, str) for v in variables)):
         raise TabreleaseError(f"{where}: variables is a list of column names")
     budget = _number(entry.get("budget"), f"{where}: budget", positive=True)
-    return DatasetSpec(
+    attributes = entry.get("budget_attributes", [])
+    if not isinstance(attributes, list) or not all(isinstance(a, str) for a in attributes):
+        raise TabreleaseError(f"{where}: budget_attributes is a list of variable names")
+    dataset = DatasetSpec(
         name=name, source=source, microdata=bool(entry.get("microdata", False)),
         variables=None if variables is None else tuple(variables),
         levels=None if "levels" not in entry else _existing(base, entry["levels"], f"{where}: its levels file"),
         metadata=None if "metadata" not in entry else _existing(base, entry["metadata"], f"{where}: its metadata file"),
         count_column=str(entry.get("count_column", "count")), sparse=bool(entry.get("sparse", False)),
         budget=budget, budget_delta=_number(entry.get("budget_delta"), f"{where}: budget_delta"),
-        budget_neighbours=str(entry.get("budget_neighbours", "add-remove")))
+        budget_neighbours=str(entry.get("budget_neighbours", "add-remove")), budget_attributes=tuple(attributes),
+        budget_rho=_number(entry.get("budget_rho"), f"{where}: budget_rho", positive=True))
+    if dataset.has_budget:
+        try:
+            dataset.budget_record()
+        except TabreleaseError as exc:
+            raise TabreleaseError(f"{where}: {exc}") from None
+    return dataset
 
 
 def _release(number: int, entry: Any, base: Path, datasets: dict[str, DatasetSpec]) -> ReleaseSpec:
@@ -269,67 +298,114 @@ def _prepared(spec: BatchSpec) -> list[tuple[ReleaseSpec, Any, Any, list, dict]]
     return prepared
 
 
-def _set_budgets(ledger: Path, spec: BatchSpec) -> None:
-    from .ledger import budget_status, set_budget
+def budget_changes(ledger: Path, spec: BatchSpec) -> tuple[list[tuple[DatasetSpec, dict]], list[str], list[str]]:
+    """The budgets the spec would set: (dataset and budget to set, every one in words, those that change a budget
+    the ledger already holds, in words)."""
+    from .ledger import _budget_terms, current_budget
 
+    to_set, said, changes = [], [], []
     for dataset in spec.datasets.values():
-        if dataset.budget is None:
+        if not dataset.has_budget:
             continue
-        status = budget_status(ledger, dataset.name)
-        if status.epsilon_budget != dataset.budget or (status.delta_budget or 0.0) != (dataset.budget_delta or 0.0):
-            set_budget(ledger, dataset.name, dataset.budget, dataset.budget_delta, dataset.budget_neighbours)
+        wanted = dataset.budget_record()
+        held = current_budget(ledger, dataset.name)
+        if held is not None and _same_budget(held, wanted):
+            continue
+        new = _budget_words(_budget_terms(wanted))
+        if held is None:
+            said.append(f"set the budget of {dataset.name}: {new}")
+        else:
+            old = _budget_words(_budget_terms(held))
+            change = f"change the budget of {dataset.name} from {old} to {new}"
+            said.append(change)
+            changes.append(change)
+        to_set.append((dataset, wanted))
+    return to_set, said, changes
 
 
-def dry_run(spec: BatchSpec) -> BatchResult:
+def _same_budget(held: dict, wanted: dict) -> bool:
+    from .ledger import _budget_terms
+
+    a, b = _budget_terms(held), _budget_terms(wanted)
+    return a[:2] == b[:2] and all(x == y or (x != x and y != y) for x, y in zip(a[2:], b[2:]))
+
+
+def _budget_words(terms) -> str:
+    unit, accounting, epsilon, delta, rho = terms
+    if accounting == "zcdp":
+        return f"rho {rho:g} (zCDP, {unit.label()})"
+    return f"epsilon {epsilon:g}{f', delta {delta:g}' if delta else ''} ({unit.label()})"
+
+
+def _apply_budgets(ledger: Path, spec: BatchSpec, set_budgets: bool) -> list[str]:
+    """Set the spec's budgets in the ledger; refused whole, before anything, where one would change a budget the
+    ledger holds and `set_budgets` was not said."""
+    from .ledger import set_budget
+
+    to_set, said, changes = budget_changes(ledger, spec)
+    if changes and not set_budgets:
+        raise BudgetRefused(f"the spec would {'; '.join(changes)}: a batch changes a budget the ledger holds only "
+                            "with --set-budgets; nothing was done")
+    for dataset, record in to_set:
+        set_budget(ledger, dataset.name, record["epsilon"] if record["accounting"] == "basic" else None,
+                   record["delta"], record["neighbours"], attributes=dataset.budget_attributes,
+                   rho=record["rho"] if record["accounting"] == "zcdp" else None)
+    return said
+
+
+def _check_ledger_exists(spec: BatchSpec) -> None:
+    if not spec.ledger.exists():
+        raise TabreleaseError(f"the spec's ledger {spec.ledger} does not exist: make it with `tabrelease ledger init "
+                              f"{spec.ledger}` (a batch never makes one, so that a mistyped path cannot start "
+                              "spending from zero)")
+
+
+def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     """What `run_batch` would do, changing nothing: the data are read and every release planned, and a throw-away
-    copy of the ledger (in an owner-only temporary folder, removed however this ends) is charged with the ledger's
-    own rule, so the release a budget refuses is the one the real run would stop at."""
-    from .ledger import _key_path as key_path
-    from .ledger import budget_status, init_ledger
+    copy of the ledger and its anchor (in an owner-only temporary folder, removed however this ends) is charged with
+    the ledger's own rule, so the release a budget refuses is the one the real run would stop at."""
+    from .ledger import anchored_at, budget_status, copy_ledger
     from .release import charge_release
 
+    _check_ledger_exists(spec)
     prepared = _prepared(spec)
     scratch = Path(tempfile.mkdtemp(prefix="tabrelease-batch-"))
     try:
-        copy = scratch / "ledger.json"
-        if spec.ledger.exists():
-            shutil.copy2(spec.ledger, copy)
-            if key_path(spec.ledger).exists():
-                shutil.copy2(key_path(spec.ledger), key_path(copy))
-        else:
-            init_ledger(copy)
-        _set_budgets(copy, spec)
-        steps, refused = [], False
-        for r, table, plan, labels, expected in prepared:
-            step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
-                        epsilon=r.epsilon, margins=tuple(labels), expected_l1=expected)
-            if refused:
-                steps.append(Step(**step, status="not attempted"))
-                continue
-            try:
-                charge_release(copy, table, plan, r.out, "simulation" if r.simulate else "release", dataset=r.dataset)
-            except TabreleaseError as exc:
-                refused = True
-                steps.append(Step(**step, status="would be refused", reason=str(exc)))
-                continue
-            status = budget_status(copy, r.dataset)
-            steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,
-                              status="would be made"))
+        copy = copy_ledger(spec.ledger, scratch)  # with the real anchor's lines for it, into scratch/anchor
+        with anchored_at(scratch / "anchor"):
+            said = _apply_budgets(copy, spec, set_budgets)
+            steps, refused = [], False
+            for r, table, plan, labels, expected in prepared:
+                step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
+                            epsilon=r.epsilon, margins=tuple(labels), expected_l1=expected)
+                if refused:
+                    steps.append(Step(**step, status="not attempted"))
+                    continue
+                try:
+                    charge_release(copy, table, plan, r.out, "simulation" if r.simulate else "release",
+                                   dataset=r.dataset)
+                except TabreleaseError as exc:
+                    refused = True
+                    steps.append(Step(**step, status="would be refused", reason=str(exc)))
+                    continue
+                status = budget_status(copy, r.dataset)
+                steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent,
+                                  epsilon_budget=status.epsilon_budget, status="would be made"))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return BatchResult(spec.path, True, tuple(steps))
+    return BatchResult(spec.path, True, tuple(steps), tuple(said))
 
 
-def run_batch(spec: BatchSpec) -> BatchResult:
+def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     """Publish the releases in order (each through `publish_release`, with the ledger); stop at the first refusal.
-    Every release is planned before the first is made, so a spec that cannot be planned releases nothing."""
-    from .ledger import budget_status, init_ledger
+    Every release is planned before the first is made, so a spec that cannot be planned releases nothing; a spec
+    that would change a budget the ledger holds is refused unless `set_budgets`."""
+    from .ledger import budget_status
     from .release import publish_release
 
+    _check_ledger_exists(spec)
     prepared = _prepared(spec)
-    if not spec.ledger.exists():
-        init_ledger(spec.ledger)
-    _set_budgets(spec.ledger, spec)
+    said = _apply_budgets(spec.ledger, spec, set_budgets)
     steps, stopped = [], False
     for r, table, plan, labels, expected in prepared:
         step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism, epsilon=r.epsilon,
@@ -348,4 +424,4 @@ def run_batch(spec: BatchSpec) -> BatchResult:
         status = budget_status(spec.ledger, r.dataset)
         steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,
                           status="made"))
-    return BatchResult(spec.path, False, tuple(steps))
+    return BatchResult(spec.path, False, tuple(steps), tuple(said))

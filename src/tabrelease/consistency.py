@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .bases import FOURIER, CoefficientBasis, coefficients
-from ._highs import highs_model
+from ._highs import highs_model, quiet_highs
 from .errors import TabreleaseError
 from .loglinear import margin_design
 from .models import Margin
@@ -135,7 +135,7 @@ class ConsistencyProblem:
 
         noisy = np.asarray(noisy, float)
         if self._range_highs is None:
-            self._range_highs = highspy.Highs()
+            self._range_highs = quiet_highs()
             self._range_highs.setOptionValue("output_flag", False)
             self._range_highs.passModel(self._lp)  # the same model, solved with another objective
         h = self._range_highs

@@ -1,27 +1,35 @@
-"""A tamper-evident privacy-budget ledger, per dataset.
+"""A tamper-evident privacy-budget ledger, per dataset, that composes only what a budget's unit covers.
 
-Releases from the same data compose. The ledger applies basic sequential composition: the
-epsilons of the releases of one **dataset** add up, and so do their deltas. A release names its
-dataset (`--dataset`, by default the table's name); budgets and spending are per dataset, and each
-release also records a keyed fingerprint (HMAC-SHA256) of the exact table it was drawn from, so an
-auditor sees when one dataset was released from tables that differ, which is never a reason for a
-new budget. Without the key, the ledger cannot be used to test guesses of a table.
+Releases from the same data compose. A release names its dataset (`--dataset`, by default the table's name);
+budgets and spending are per dataset. Every release is charged with its **guarantee** (`privacy.PrivacyGuarantee`:
+a unit and a loss), read under the unit the dataset's budget is declared for by the exact rules of
+`privacy.under_unit` (group privacy from add-remove to replace; local to replace; nothing into add-remove from a
+release that publishes n exactly; nothing out of the sensitive-attribute unit). A release with no guarantee under
+the budget's unit is refused before its charge, with the reason. A budget is either (epsilon, delta), composed by
+adding both (basic sequential composition), or rho, composed by adding rho (zCDP), where a budget declared as an
+(epsilon, delta) target is turned into the largest rho whose exact conversion (Canonne, Kamath & Steinke 2020)
+meets it.
 
-Tamper evidence: the ledger is a chain of records (budgets set, releases charged), each carrying a
-MAC under the ledger's key over its content and the previous record's MAC, and the file carries a
-MAC of its head (how many records, the last MAC). An edited, deleted, inserted or reordered record,
-or a truncated chain, breaks it: `verify_ledger` says where, and no budget is spent or set until an
-auditor has resolved it. (A whole older copy of the file put back in place cannot be told from the
-file alone: keep the ledger where only the release process may write, and back it up.)
+One identity. Each release also records a keyed fingerprint (HMAC-SHA256) of the exact table it was drawn from; a
+table already released under another dataset id is refused (a second id would be a fresh budget for the same data)
+unless the operator says the datasets are distinct (`allow_alias`), and aliases are listed. The ledger is locked
+and written by its real path; a ledger or key file with more than one hard link is refused (an atomic rewrite
+would split the links into two ledgers). Ledger and key are owner-only (0600).
 
-The key is made only by `init_ledger` (`tabrelease ledger init FILE`), in FILE.key, readable by its
-owner only, or given in $TABRELEASE_LEDGER_KEY (at least 32 characters). A missing key, a key that is
-not the ledger's, or a key file that others can read is refused. The ledger's path is resolved to
-its real path before locking and writing, so a link cannot fork it. The file is JSON, rewritten
-atomically (temporary file, then rename) under an exclusive lock: concurrent releases never lose
-an entry and never spend the same budget twice; the check and the entry happen under one lock,
-before any noise is drawn. A release that fails after its charge stays charged, and the failure is
-recorded in a record of its own.
+Tamper evidence: the ledger is a chain of records (budgets set, releases charged, failures after a charge), each
+carrying a MAC under the ledger's key over its content and the previous record's MAC, and the file carries a MAC of
+its head (its id, how many records, the last MAC). An edited, deleted, inserted or reordered record, or a truncated
+chain, breaks it. A whole older copy of the file put back, or a ledger deleted and made anew, cannot be told from
+the file alone: so every write also appends the head to an **anchor** file, opened for appending only (FILE.anchor
+beside the ledger, or $TABRELEASE_LEDGER_ANCHOR: point it at storage where the release process may append but not
+rewrite, e.g. a file with `chattr +a`, or a WORM share). A ledger behind its anchor (fewer records, or other records
+where the anchor saw some) or a path whose anchor names another ledger fails verification. Every bundle records its
+charge (ledger id, record number and MAC in internal/charge.json; a random, non-secret release id in public/), and
+`verify_bundles` finds bundles without a charge and charges without a bundle.
+
+The key is made only by `init_ledger` (`tabrelease ledger init FILE`), in FILE.key, or given in
+$TABRELEASE_LEDGER_KEY (at least 32 characters). The check and the entry happen under one exclusive lock, before
+any noise is drawn. A release that fails after its charge stays charged, and the failure is recorded.
 """
 
 from __future__ import annotations
@@ -35,25 +43,33 @@ import secrets
 import stat
 import threading
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
-from ._files import temporary_path, write_text_atomic
-
-from .errors import TabreleaseError
+from ._files import remove_dead_temporaries, temporary_path
+from .errors import BudgetRefused, LedgerIntegrityError, TabreleaseError
+from .privacy import (ADD_REMOVE, APPROXIMATE, BUDGET_UNITS, LOCAL, PURE, REPLACE, SENSITIVE, ZCDP, GuaranteeMismatch,
+                      PrivacyGuarantee, PrivacyLoss, PrivacyUnit, cost_under_budget, group_loss, under_unit)
 from .tables import ContingencyTable
 
-NEIGHBOURS = ("add-remove", "replace")
+NEIGHBOURS = (ADD_REMOVE, REPLACE)
 
 KEY_ENVIRONMENT = "TABRELEASE_LEDGER_KEY"
-LEDGER_VERSION = 2
+ANCHOR_ENVIRONMENT = "TABRELEASE_LEDGER_ANCHOR"
+LEDGER_VERSION = 3
+READABLE_VERSIONS = (2, 3)  # version 2 (no id, no anchor) is read, and becomes version 3 at its next write
 MIN_KEY_LENGTH = 32
-# Budgets are compared with this relative slack, so that 0.5 + 0.5 fits a budget of 1.
-_SLACK = 1e-9
+# Spending is summed exactly (math.fsum) and may exceed a budget by this relative amount only: rounding of the
+# sum of decimal fractions (0.1 + 0.2 is 3e-17 above 0.3), never a real overspend.
+_SLACK = 1e-12
 LOCK_TIMEOUT_SECONDS = 60
+# Composition of a budget: basic ((epsilon, delta) add up) or zCDP (rho adds up).
+BASIC = "basic"
+ACCOUNTINGS = (BASIC, ZCDP)
 
 
 @dataclass(frozen=True)
@@ -65,23 +81,40 @@ class BudgetStatus:
     epsilon_budget: float | None
     delta_budget: float | None
     fingerprints: tuple[str, ...] = ()  # the distinct tables released under this dataset
-    neighbours: str = "add-remove"  # the relation the spending is summed under
+    neighbours: str = ADD_REMOVE  # the unit the spending is summed under (its label)
+    accounting: str = BASIC
+    rho_spent: float | None = None
+    rho_budget: float | None = None
+    aliases: tuple[str, ...] = ()  # other datasets that released one of the same tables
 
     @property
     def table(self) -> str:  # the name a release gave; kept for callers of version 1
         return self.dataset
 
     @property
+    def unit(self) -> str:
+        return self.neighbours
+
+    @property
     def epsilon_remaining(self) -> float | None:
-        return None if self.epsilon_budget is None else max(self.epsilon_budget - self.epsilon_spent, 0.0)
+        if self.epsilon_budget is None or self.accounting == ZCDP:
+            return None
+        return max(self.epsilon_budget - self.epsilon_spent, 0.0)
 
     @property
     def delta_remaining(self) -> float | None:
-        return None if self.delta_budget is None else max(self.delta_budget - self.delta_spent, 0.0)
+        if self.delta_budget is None or self.accounting == ZCDP:
+            return None
+        return max(self.delta_budget - self.delta_spent, 0.0)
+
+    @property
+    def rho_remaining(self) -> float | None:
+        return None if self.rho_budget is None else max(self.rho_budget - (self.rho_spent or 0.0), 0.0)
 
     def as_dict(self) -> dict:
-        return {**self.__dict__, "fingerprints": list(self.fingerprints),
-                "epsilon_remaining": self.epsilon_remaining, "delta_remaining": self.delta_remaining}
+        return {**self.__dict__, "fingerprints": list(self.fingerprints), "aliases": list(self.aliases),
+                "epsilon_remaining": self.epsilon_remaining, "delta_remaining": self.delta_remaining,
+                "rho_remaining": self.rho_remaining}
 
 
 # --- keys -----------------------------------------------------------------------------------------
@@ -90,7 +123,7 @@ def _key_path(path: Path) -> Path:
 
 
 def ledger_key(path: str | os.PathLike) -> bytes:
-    """The ledger's key: $TABRELEASE_LEDGER_KEY, or FILE.key (owner-only). Never made here."""
+    """The ledger's key: $TABRELEASE_LEDGER_KEY, or FILE.key (owner-only, one link). Never made here."""
     env = os.environ.get(KEY_ENVIRONMENT)
     if env is not None:
         if len(env) < MIN_KEY_LENGTH:
@@ -100,12 +133,16 @@ def ledger_key(path: str | os.PathLike) -> bytes:
     if not key_path.exists():
         raise TabreleaseError(f"no key for the ledger {path}: expected {key_path} or ${KEY_ENVIRONMENT} (a new ledger "
                               "is made with `tabrelease ledger init FILE`)")
-    mode = os.stat(key_path).st_mode
-    if not stat.S_ISREG(mode):
+    info = os.stat(key_path)
+    if not stat.S_ISREG(info.st_mode):
         raise TabreleaseError(f"the ledger key {key_path} is not a regular file")
-    if mode & 0o077:
-        raise TabreleaseError(f"the ledger key {key_path} can be read by others (mode {stat.S_IMODE(mode):o}); "
+    if info.st_mode & 0o077:
+        raise TabreleaseError(f"the ledger key {key_path} can be read by others (mode {stat.S_IMODE(info.st_mode):o}); "
                               f"make it owner-only: chmod 600 {key_path}")
+    if info.st_nlink > 1:
+        raise LedgerIntegrityError(
+            f"the ledger key {key_path} has {info.st_nlink} hard links: another name for it could serve a second "
+            "copy of the ledger; remove the other links (find / -samefile KEY)")
     key = key_path.read_text().strip()
     if len(key) < MIN_KEY_LENGTH:
         raise TabreleaseError(f"the ledger key {key_path} is too short to be a key (64 hex characters expected)")
@@ -117,10 +154,19 @@ def _key_id(key: bytes) -> str:
 
 
 def init_ledger(path: str | os.PathLike) -> Path:
-    """Make a new, empty ledger and (unless $TABRELEASE_LEDGER_KEY gives one) its key, owner-only."""
+    """Make a new, empty ledger and (unless $TABRELEASE_LEDGER_KEY gives one) its key, owner-only.
+
+    Refused where the ledger exists, or where the anchor records an earlier ledger at this path (a ledger deleted
+    and made anew would restart every dataset's spending from zero)."""
     path = _resolve(path, must_exist=False)
     if path.exists():
         raise TabreleaseError(f"a ledger already exists at {path}")
+    earlier = [line for line in _anchor_lines(path) if line.get("path") == os.fspath(path)]
+    if earlier:
+        raise LedgerIntegrityError(
+            f"the anchor {anchor_path(path)} records an earlier ledger at {path} (id {earlier[-1].get('ledger_id')}, "
+            f"{earlier[-1].get('count')} records): a new ledger there would restart spending from zero; restore that "
+            "ledger, or choose another path")
     if os.environ.get(KEY_ENVIRONMENT) is None:
         key_path = _key_path(path)
         if key_path.exists():
@@ -141,13 +187,15 @@ def init_ledger(path: str | os.PathLike) -> Path:
     with _lock(path):
         if path.exists():
             raise TabreleaseError(f"a ledger already exists at {path}")
-        _write(path, {"version": LEDGER_VERSION, "key_id": _key_id(key), "records": []}, key)
+        _write(path, {"version": LEDGER_VERSION, "ledger_id": secrets.token_hex(8), "key_id": _key_id(key),
+                      "records": []}, key)
     return path
 
 
 # --- the file -------------------------------------------------------------------------------------
 def _resolve(path, must_exist: bool = True) -> Path:
-    """The ledger's real path (links resolved), so that every way of naming it locks and writes one file."""
+    """The ledger's real path (links resolved), so that every way of naming it locks and writes one file; a file
+    with other hard links is refused (a rewrite by rename would leave the other names on the old content)."""
     path = Path(os.path.realpath(os.fspath(path)))
     if path.is_dir():
         raise TabreleaseError(f"the ledger {path} is a directory; give a file path")
@@ -155,8 +203,14 @@ def _resolve(path, must_exist: bool = True) -> Path:
         raise TabreleaseError(f"the ledger's folder {path.parent} does not exist")
     if must_exist and not path.exists():
         raise TabreleaseError(f"no ledger at {path}; make one with `tabrelease ledger init {path}`")
-    if path.exists() and not path.is_file():
-        raise TabreleaseError(f"the ledger {path} is not a regular file")
+    if path.exists():
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise TabreleaseError(f"the ledger {path} is not a regular file")
+        if info.st_nlink > 1:
+            raise LedgerIntegrityError(
+                f"the ledger {path} has {info.st_nlink} hard links: each name would become a ledger of its own at the "
+                "next write; remove the other links (find / -samefile LEDGER) and keep one name")
     return path
 
 
@@ -173,7 +227,7 @@ def _lock(path: Path):
     key = os.fspath(path)
     with _THREAD_LOCKS_GUARD:
         thread_lock = _THREAD_LOCKS.setdefault(key, threading.Lock())
-    with thread_lock, FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_SECONDS):
+    with thread_lock, FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_SECONDS, mode=0o600):
         yield
 
 
@@ -186,25 +240,31 @@ def _mac(key: bytes, previous: str, record: dict) -> str:
     return hmac.new(key, previous.encode() + b"|" + _canonical(body), hashlib.sha256).hexdigest()
 
 
-def _head_mac(key: bytes, count: int, last: str) -> str:
-    return hmac.new(key, f"head|{count}|{last}".encode(), hashlib.sha256).hexdigest()
+def _head_mac(key: bytes, count: int, last: str, ledger_id: str | None = None) -> str:
+    text = f"head|{count}|{last}" if ledger_id is None else f"head|{count}|{last}|{ledger_id}|anchored"
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
 def _load(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise TabreleaseError(f"{path} is not a tabrelease ledger (not valid JSON)") from None
-    if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
+    if not isinstance(data, dict) or data.get("version") not in READABLE_VERSIONS:
         raise TabreleaseError(f"{path} is not a tabrelease ledger of version {LEDGER_VERSION}")
     if not isinstance(data.get("records"), list) or not isinstance(data.get("key_id"), str) \
-            or not isinstance(data.get("head"), dict):
-        raise TabreleaseError(f"the ledger {path} is damaged: its records, key id or head are missing")
+            or not isinstance(data.get("head"), dict) \
+            or (data["version"] >= 3 and not isinstance(data.get("ledger_id"), str)):
+        raise LedgerIntegrityError(f"the ledger {path} is damaged: its records, id, key id or head are missing")
     return data
 
 
-def _problems(data: dict, key: bytes) -> list[str]:
-    """Everything that breaks the chain, by record; empty when the ledger is intact."""
+def _ledger_id(data: dict) -> str | None:
+    return data.get("ledger_id") if data.get("version", 2) >= 3 else None
+
+
+def _problems(data: dict, key: bytes, path: Path | None = None) -> list[str]:
+    """Everything that breaks the chain or disagrees with the anchor; empty when the ledger is intact."""
     out = []
     if not hmac.compare_digest(data["key_id"], _key_id(key)):
         return ["the key is not this ledger's key"]
@@ -226,9 +286,12 @@ def _problems(data: dict, key: bytes) -> list[str]:
                 out.append(f"record {i + 1}: {problem}")
         previous = record["mac"]
     head = data["head"]
-    if head.get("count") != len(data["records"]) or not isinstance(head.get("mac"), str) or not hmac.compare_digest(
-            head["mac"], _head_mac(key, len(data["records"]), previous)):
+    count = len(data["records"])
+    if head.get("count") != count or not isinstance(head.get("mac"), str) or not hmac.compare_digest(
+            head["mac"], _head_mac(key, count, previous, _ledger_id(data))):
         out.append("the end of the ledger does not match its head: records were removed from or added to its end")
+    if path is not None and not out:
+        out.extend(_anchor_problems(path, data, key))
     return out
 
 
@@ -240,31 +303,58 @@ def _check_record(record: dict) -> str:
     kind = record.get("kind")
     if kind not in ("budget", "release", "failure") or not isinstance(record.get("dataset"), str):
         return "unknown kind or no dataset"
-    if kind == "budget":
-        if not (_finite_non_negative(record.get("epsilon")) and record["epsilon"] > 0
-                and _finite_non_negative(record.get("delta")) and record["delta"] < 1):
-            return "a budget must have a positive finite epsilon and a delta in [0, 1)"
-    if kind == "release":
-        if not (_finite_non_negative(record.get("epsilon")) and record["epsilon"] > 0
-                and _finite_non_negative(record.get("delta")) and isinstance(record.get("fingerprint"), str)):
-            return "a release must have a positive finite epsilon, a finite delta and a fingerprint"
+    try:
+        if kind == "budget":
+            _budget_terms(record)
+        if kind == "release":
+            _release_guarantee(record)
+            if not isinstance(record.get("fingerprint"), str):
+                return "a release must have a fingerprint"
+    except TabreleaseError as exc:
+        return str(exc)
     return ""
 
 
 def _read_verified(path: Path, key: bytes) -> dict:
     data = _load(path)
-    problems = _problems(data, key)
+    problems = _problems(data, key, path)
     if problems:
-        raise TabreleaseError(f"the ledger {path} fails verification ({problems[0]}"
-                              f"{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}); nothing is spent or "
-                              f"set until an auditor resolves it (`tabrelease ledger verify {path}`)")
+        raise LedgerIntegrityError(
+            f"the ledger {path} fails verification ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}"
+            f"); nothing is spent or set until an auditor resolves it (`tabrelease ledger verify {path}`)")
     return data
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write owner-only (0600), whole or not at all: a private temporary file, flushed to disk, renamed (after the
+    temporary files of writers that were killed are removed)."""
+    remove_dead_temporaries(path.parent)
+    tmp = temporary_path(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 def _write(path: Path, data: dict, key: bytes) -> None:
+    if data.get("version", 2) < LEDGER_VERSION:  # a version 2 ledger gets an id and an anchor from now on
+        data["version"] = LEDGER_VERSION
+        data["ledger_id"] = secrets.token_hex(8)
     last = data["records"][-1]["mac"] if data["records"] else ""
-    data["head"] = {"count": len(data["records"]), "mac": _head_mac(key, len(data["records"]), last)}
-    write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    count = len(data["records"])
+    data["head"] = {"count": count, "mac": _head_mac(key, count, last, data["ledger_id"])}
+    # The anchor is opened before the ledger is written (an anchor that cannot be opened refuses the write whole),
+    # and its line appended after: a crash between the two leaves the ledger ahead of its anchor, which is allowed
+    # (the next write anchors it); an anchor ahead of its ledger is a rollback.
+    with _open_anchor(path) as anchor:
+        _write_private(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+        _append_anchor(anchor, path, data, key)
 
 
 def _append(data: dict, key: bytes, record: dict) -> dict:
@@ -273,6 +363,212 @@ def _append(data: dict, key: bytes, record: dict) -> dict:
     record["mac"] = _mac(key, previous, record)
     data["records"].append(record)
     return record
+
+
+# --- the anchor -----------------------------------------------------------------------------------
+_ANCHOR_OVERRIDE: ContextVar[Path | None] = ContextVar("tabrelease_ledger_anchor", default=None)
+
+
+def anchor_path(path: str | os.PathLike) -> Path:
+    """Where the ledger's heads are appended: $TABRELEASE_LEDGER_ANCHOR, or FILE.anchor beside the ledger (a
+    batch's dry run points its throw-away copy at a throw-away anchor with `anchored_at`)."""
+    override = _ANCHOR_OVERRIDE.get()
+    if override is not None:
+        return override
+    env = os.environ.get(ANCHOR_ENVIRONMENT)
+    return Path(env) if env else Path(f"{os.path.realpath(path)}.anchor")
+
+
+@contextmanager
+def anchored_at(anchor: Path):
+    """Within this block, every ledger's anchor is `anchor` (a dry run's copy must not append to the real one)."""
+    token = _ANCHOR_OVERRIDE.set(Path(anchor))
+    try:
+        yield
+    finally:
+        _ANCHOR_OVERRIDE.reset(token)
+
+
+def copy_ledger(path, folder: Path) -> Path:
+    """A throw-away copy of the ledger, its key file and its anchor in `folder`, for use inside
+    `anchored_at(folder / "anchor")`: spending on it predicts spending on the ledger and changes nothing."""
+    import shutil
+
+    path = _resolve(path)
+    copy = Path(folder) / "ledger.json"
+    shutil.copyfile(path, copy)
+    os.chmod(copy, 0o600)
+    if _key_path(path).exists():
+        shutil.copyfile(_key_path(path), _key_path(copy))
+        os.chmod(_key_path(copy), 0o600)
+    anchor = Path(folder) / "anchor"
+    # The copy's lines name the copy's path (a line's MAC does not cover its path: the path only tells which
+    # ledger last stood there, which the key of another ledger could not check anyway).
+    with open(anchor, "w", encoding="utf-8") as handle:
+        for line in _anchor_lines(path):
+            if line.get("path") == os.fspath(path):
+                handle.write(json.dumps({**line, "path": os.fspath(copy)}, sort_keys=True) + "\n")
+    return copy
+
+
+_MAX_ANCHOR_BYTES = 256 * 2**20
+
+
+def _anchor_lines(path: Path) -> list[dict]:
+    anchor = anchor_path(path)
+    if not anchor.exists():
+        return []
+    info = os.stat(anchor)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_ANCHOR_BYTES:
+        raise LedgerIntegrityError(f"the ledger anchor {anchor} is not a regular file of at most 256 MiB")
+    lines = []
+    with open(anchor, encoding="utf-8", errors="replace") as handle:
+        for text in handle:
+            try:
+                line = json.loads(text)
+            except (json.JSONDecodeError, RecursionError):
+                line = {"damaged": True}
+            lines.append(line if isinstance(line, dict) else {"damaged": True})
+    return lines
+
+
+def _anchor_mac(key: bytes, line: dict) -> str:
+    return hmac.new(key, b"anchor|" + _canonical({k: v for k, v in line.items() if k not in ("mac", "path")}),
+                    hashlib.sha256).hexdigest()
+
+
+@contextmanager
+def _open_anchor(path: Path):
+    anchor = anchor_path(path)
+    try:
+        fd = os.open(anchor, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise LedgerIntegrityError(f"cannot append to the ledger's anchor {anchor}: {exc.strerror}; nothing was "
+                                   "written") from None
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        yield handle
+
+
+def _append_anchor(handle, path: Path, data: dict, key: bytes) -> None:
+    count = len(data["records"])
+    line = {"ledger_id": data["ledger_id"], "path": os.fspath(path), "count": count,
+            "last": data["records"][-1]["mac"] if count else "", "time": _now()}
+    line["mac"] = _anchor_mac(key, line)
+    handle.write(json.dumps(line, sort_keys=True) + "\n")
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def _anchor_problems(path: Path, data: dict, key: bytes) -> list[str]:
+    ledger_id = _ledger_id(data)
+    if ledger_id is None:
+        return []  # a version 2 ledger: anchored from its next write
+    lines = _anchor_lines(path)
+    anchor = anchor_path(path)
+    mine = []
+    for number, line in enumerate(lines, 1):
+        if line.get("ledger_id") != ledger_id:
+            continue
+        if not isinstance(line.get("mac"), str) or not hmac.compare_digest(line["mac"], _anchor_mac(key, line)):
+            return [f"line {number} of the anchor {anchor} names this ledger but its MAC fails: it was forged or edited"]
+        mine.append(line)
+    here = [line for line in lines if line.get("path") == os.fspath(path)]
+    if here and here[-1].get("ledger_id") != ledger_id:
+        return [f"the anchor {anchor} last saw another ledger at this path (id {here[-1].get('ledger_id')}, "
+                f"{here[-1].get('count')} records): it was deleted and a new one made in its place"]
+    count = len(data["records"])
+    if not mine:
+        return [f"the anchor {anchor} has no record of this ledger (id {ledger_id}): it was removed, or this is a "
+                "copy made elsewhere"]
+    seen = max(int(line.get("count", 0)) for line in mine)
+    if seen > count:
+        return [f"the ledger has {count} records where its anchor {anchor} saw {seen}: an older copy was put back "
+                "(the charges since are missing)"]
+    for line in mine:
+        at = int(line.get("count", 0))
+        expected = data["records"][at - 1]["mac"] if at else ""
+        if not hmac.compare_digest(str(line.get("last", "")), expected):
+            return [f"record {at} differs from what the anchor {anchor} saw: the records were rewritten"]
+    return []  # a ledger ahead of its anchor: a write interrupted between the two, anchored at the next
+
+
+# --- guarantees, budgets and their costs ------------------------------------------------------------
+def _release_guarantee(record: dict) -> PrivacyGuarantee:
+    """A release record's guarantee: its own field, or (records of version 2) its neighbours, public total,
+    epsilon and delta."""
+    if "guarantee" in record:
+        return PrivacyGuarantee.from_dict(record["guarantee"])
+    epsilon, delta = record.get("epsilon"), record.get("delta", 0.0)
+    if not (_finite_non_negative(epsilon) and epsilon > 0 and _finite_non_negative(delta) and delta < 1):
+        raise TabreleaseError("a release must have a positive finite epsilon and a delta in [0, 1)")
+    loss = PrivacyLoss(kind=APPROXIMATE if delta > 0 else PURE, epsilon=epsilon, delta=delta)
+    if record.get("neighbours") == REPLACE:
+        return PrivacyGuarantee(unit=PrivacyUnit(kind=REPLACE), loss=loss)
+    if record.get("total_public"):
+        return PrivacyGuarantee(unit=PrivacyUnit(kind=REPLACE), loss=group_loss(loss, 2))
+    return PrivacyGuarantee(unit=PrivacyUnit(kind=ADD_REMOVE), loss=loss)
+
+
+def _budget_terms(record: dict) -> tuple[PrivacyUnit, str, float, float, float | None]:
+    """(unit, accounting, epsilon, delta, rho) of a budget record; epsilon is NaN for a budget in rho alone."""
+    unit = PrivacyUnit.from_dict(record["unit"]) if "unit" in record else PrivacyUnit(
+        kind=record.get("neighbours", ADD_REMOVE))
+    if unit.kind not in BUDGET_UNITS:
+        raise TabreleaseError(f"a budget is declared for one of {', '.join(BUDGET_UNITS)}, not {unit.kind}")
+    accounting = record.get("accounting", BASIC)
+    delta = record.get("delta", 0.0)
+    if accounting not in ACCOUNTINGS or not (_finite_non_negative(delta) and delta < 1):
+        raise TabreleaseError("a budget has basic or zcdp accounting and a delta in [0, 1)")
+    if accounting == BASIC:
+        epsilon = record.get("epsilon")
+        if not (_finite_non_negative(epsilon) and epsilon > 0):
+            raise TabreleaseError("a budget must have a positive finite epsilon")
+        return unit, BASIC, float(epsilon), float(delta), None
+    rho = record.get("rho")
+    epsilon = record.get("epsilon")
+    if not (_finite_non_negative(rho) and rho > 0) or not (epsilon is None or _finite_non_negative(epsilon)):
+        raise TabreleaseError("a zCDP budget must have a positive finite rho")
+    return unit, ZCDP, float("nan") if epsilon is None else float(epsilon), float(delta), float(rho)
+
+
+def _releases(data: dict, dataset: str) -> list[dict]:
+    return [r for r in data["records"] if r["kind"] == "release" and r["dataset"] == dataset]
+
+
+def _budgets(data: dict) -> dict[str, dict]:
+    out = {}
+    for record in data["records"]:
+        if record["kind"] == "budget":
+            out[record["dataset"]] = record  # the latest budget set for a dataset holds
+    return out
+
+
+def _costs(releases: list[dict], unit: PrivacyUnit, accounting: str) -> list[tuple[float, float]]:
+    """Each release's cost under the unit and accounting; raises GuaranteeMismatch for one that has none."""
+    return [cost_under_budget(under_unit(_release_guarantee(r), unit), accounting) for r in releases]
+
+
+def _display_unit(data: dict, dataset: str) -> PrivacyUnit | None:
+    """The unit a dataset without a budget is summed under: the first of add-remove, replace and the sensitive
+    units of its releases under which every release has a guarantee (None: no common unit)."""
+    releases = _releases(data, dataset)
+    candidates = [PrivacyUnit(kind=ADD_REMOVE), PrivacyUnit(kind=REPLACE)] + [
+        g.unit for g in map(_release_guarantee, releases) if g.unit.kind == SENSITIVE]
+    for unit in candidates:
+        try:
+            _costs(releases, unit, BASIC)
+        except GuaranteeMismatch:
+            continue
+        return unit
+    return None
+
+
+def _sum(values) -> float:
+    return math.fsum(values)
+
+
+def _within(spent: float, budget: float) -> bool:
+    return spent <= budget * (1 + _SLACK)
 
 
 # --- what a release does --------------------------------------------------------------------------
@@ -297,99 +593,200 @@ def _check_dataset(dataset: str) -> str:
     return dataset.strip()
 
 
-def _check_budget_values(epsilon, delta) -> tuple[float, float]:
-    if not _finite_non_negative(epsilon) or epsilon <= 0:
-        raise TabreleaseError(f"a budget epsilon must be a positive finite number, not {epsilon!r}")
-    if delta is not None and not (_finite_non_negative(delta) and delta < 1):
-        raise TabreleaseError(f"a budget delta must lie in [0, 1), not {delta!r}")
-    return float(epsilon), float(delta or 0.0)
-
-
-def set_budget(path, dataset: str, epsilon: float, delta: float | None = None,
-               neighbours: str = "add-remove") -> BudgetStatus:
-    """Give a dataset a total budget (epsilon, and delta for (epsilon, delta) releases; no delta means 0), for the
-    guarantee under `neighbours`: "add-remove" (the default) or "replace" (n treated as known)."""
-    dataset = _dataset_name(dataset)
-    epsilon, delta = _check_budget_values(epsilon, delta)
-    if neighbours not in NEIGHBOURS:
-        raise TabreleaseError(f"a budget's neighbour relation is add-remove or replace, not {neighbours!r}")
-    path = _resolve(path)
-    _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
-    key = ledger_key(path)
-    with _lock(path):
-        data = _read_verified(path, key)
-        spent = _spent(data, dataset, neighbours)
-        if spent[0] > epsilon * (1 + _SLACK):
-            raise TabreleaseError(f"{dataset} has already spent epsilon {spent[0]:g} (under {neighbours} neighbours); "
-                                  f"a budget of {epsilon:g} is below that")
-        _append(data, key, {"kind": "budget", "dataset": dataset, "epsilon": epsilon, "delta": delta,
-                            "neighbours": neighbours})
-        _write(path, data, key)
-        return _status(data, dataset)
-
-
 def _dataset_name(dataset) -> str:
     if isinstance(dataset, ContingencyTable):
         return _check_dataset(dataset.name)
     return _check_dataset(dataset)
 
 
-def charge(path, table: ContingencyTable, *, epsilon: float, delta: float | None, mechanism: str,
-           margins: list[str], output: str | None, noise_mode: str, dataset: str | None = None,
-           allow_unbudgeted: bool = False, neighbours: str = "add-remove", total_public: bool = False) -> dict:
-    """Record a release before its noise is drawn, or refuse it if it would exceed its dataset's budget.
+def budget_record(epsilon: float | None = None, delta: float | None = None, neighbours: str = ADD_REMOVE, *,
+                  attributes=(), rho: float | None = None, accounting: str | None = None) -> dict:
+    """The content of a budget: its unit and its total loss.
 
-    A ledger that holds any budget refuses a dataset without one, unless `allow_unbudgeted`. Releases compose
-    under the budget's neighbour relation: under add-remove only add-remove releases with a noised total count
-    (one that publishes n exactly has no add-remove guarantee); under replace an add-remove release costs 2
-    epsilon (group privacy; and an add-remove release with a public total is 2 epsilon-DP between tables of
-    equal n), a replace release its epsilon."""
+    Parameters
+    ----------
+    epsilon, delta : float, optional
+        Basic accounting: the total (epsilon, delta), composed by adding both (delta 0 when not given). zCDP
+        accounting without `rho`: the (epsilon, delta) target, turned into the largest rho whose exact
+        conversion meets it.
+    neighbours : {"add-remove", "replace", "sensitive-attributes"}
+        The unit the budget bounds.
+    attributes : sequence of str
+        The protected variables (the sensitive-attribute unit only).
+    rho : float, optional
+        A zCDP budget: releases compose by adding rho.
+    accounting : {"basic", "zcdp"}, optional
+        Default: zcdp when `rho` is given, else basic.
+
+    Returns
+    -------
+    dict
+        The budget's fields, as the ledger records them.
+    """
+    unit = PrivacyUnit(kind=neighbours, attributes=tuple(attributes or ()))
+    if unit.kind not in BUDGET_UNITS:
+        raise TabreleaseError(f"a budget bounds one of {', '.join(BUDGET_UNITS)}, not {neighbours!r}")
+    accounting = accounting or (ZCDP if rho is not None else BASIC)
+    if accounting not in ACCOUNTINGS:
+        raise TabreleaseError(f"a budget's accounting is basic or zcdp, not {accounting!r}")
+    if delta is not None and not (_finite_non_negative(delta) and delta < 1):
+        raise TabreleaseError(f"a budget delta must lie in [0, 1), not {delta!r}")
+    if epsilon is not None and not (_finite_non_negative(epsilon) and epsilon > 0):
+        raise TabreleaseError(f"a budget epsilon must be a positive finite number, not {epsilon!r}")
+    record = {"unit": unit.as_dict(), "neighbours": unit.kind, "accounting": accounting,
+              "delta": float(delta or 0.0)}
+    if accounting == BASIC:
+        if rho is not None:
+            raise TabreleaseError("rho sets a zCDP budget; give epsilon (and delta) for basic composition")
+        if epsilon is None:
+            raise TabreleaseError("a budget needs epsilon (or rho, for zCDP accounting)")
+        return {**record, "epsilon": float(epsilon), "rho": None}
+    if rho is None:
+        if epsilon is None or not delta:
+            raise TabreleaseError("a zCDP budget is rho, or an (epsilon, delta > 0) target to convert")
+        from .accounting import approx_dp_to_rho
+
+        return {**record, "epsilon": float(epsilon), "rho": float(approx_dp_to_rho(float(epsilon), float(delta)))}
+    if not (_finite_non_negative(rho) and rho > 0):
+        raise TabreleaseError(f"a budget rho must be a positive finite number, not {rho!r}")
+    if epsilon is not None:
+        raise TabreleaseError("give a zCDP budget as rho, or as an (epsilon, delta) target, not both")
+    return {**record, "epsilon": None, "rho": float(rho)}
+
+
+def set_budget(path, dataset: str, epsilon: float | None = None, delta: float | None = None,
+               neighbours: str = ADD_REMOVE, *, attributes=(), rho: float | None = None,
+               accounting: str | None = None) -> BudgetStatus:
+    """Give a dataset a total budget for a unit (see `budget_record`). Refused where a release already recorded
+    has no guarantee under that unit, or has spent more than the new budget."""
+    dataset = _dataset_name(dataset)
+    record = budget_record(epsilon, delta, neighbours, attributes=attributes, rho=rho, accounting=accounting)
+    path = _resolve(path)
+    _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
+    key = ledger_key(path)
+    with _lock(path):
+        data = _read_verified(path, key)
+        unit, kind, eps_budget, delta_budget, rho_budget = _budget_terms(record)
+        try:
+            costs = _costs(_releases(data, dataset), unit, kind)
+        except GuaranteeMismatch as exc:
+            raise BudgetRefused(f"{dataset} already has a release with no guarantee under this budget's unit ({exc}); "
+                                "declare the budget for a unit its releases cover") from None
+        spent = _sum(c[0] for c in costs)
+        limit = rho_budget if kind == ZCDP else eps_budget
+        if not _within(spent, limit):
+            raise BudgetRefused(f"{dataset} has already spent {'rho' if kind == ZCDP else 'epsilon'} {spent:g} "
+                                f"(under {unit.label()}); a budget of {limit:g} is below that")
+        _append(data, key, {"kind": "budget", "dataset": dataset, **record})
+        _write(path, data, key)
+        return _status(data, dataset)
+
+
+def guarantee_from_parameters(epsilon: float, delta: float | None = None, neighbours: str = ADD_REMOVE,
+                              total_public: bool = False) -> PrivacyGuarantee:
+    """The guarantee of a plain Laplace (pure) or approximate release from its parameters: what a caller that
+    has no plan states (a release under add-remove that publishes n exactly is, by group privacy, 2 epsilon under
+    replace)."""
+    if not (_finite_non_negative(epsilon) and epsilon > 0) or (delta is not None and not (
+            _finite_non_negative(delta) and delta < 1)):
+        raise TabreleaseError(f"a release is charged a positive finite epsilon and a delta in [0, 1), not "
+                              f"{epsilon!r}, {delta!r}")
+    return _release_guarantee({"epsilon": float(epsilon), "delta": float(delta or 0.0), "neighbours": neighbours,
+                               "total_public": bool(total_public)})
+
+
+def charge(path, table: ContingencyTable, *, guarantee: PrivacyGuarantee | None = None,
+           epsilon: float | None = None, delta: float | None = None, mechanism: str, margins: list[str],
+           output: str | None, noise_mode: str, dataset: str | None = None, allow_unbudgeted: bool = False,
+           allow_alias: bool = False, neighbours: str = ADD_REMOVE, total_public: bool = False) -> dict:
+    """Record a release before its noise is drawn, or refuse it.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+    table : ContingencyTable
+        The table the release is drawn from (fingerprinted under the ledger's key).
+    guarantee : PrivacyGuarantee, optional
+        The release's guarantee. Without it, one is made from `epsilon`, `delta`, `neighbours` and
+        `total_public` (`guarantee_from_parameters`).
+    mechanism, margins, output, noise_mode : str
+        What the record says of the release.
+    dataset : str, optional
+        The dataset charged (default: the table's name).
+    allow_unbudgeted : bool
+        Record a release of a dataset without a budget in a ledger that holds budgets.
+    allow_alias : bool
+        Record a table already released under another dataset id (the operator says the datasets are distinct).
+
+    Returns
+    -------
+    dict
+        The ledger's record, with `sequence` (its number in the ledger) and `ledger_id`.
+    """
     dataset = _check_dataset(table.name if dataset is None else dataset)
-    if not (_finite_non_negative(epsilon) and epsilon > 0) or (delta is not None and not _finite_non_negative(delta)):
-        raise TabreleaseError(f"a release is charged a positive finite epsilon and a finite delta, not {epsilon!r}, {delta!r}")
+    if guarantee is None:
+        guarantee = guarantee_from_parameters(epsilon, delta, neighbours, total_public)
+    elif not isinstance(guarantee, PrivacyGuarantee):
+        raise TabreleaseError("a release is charged with a PrivacyGuarantee")
     path = _resolve(path)
     _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
     key = ledger_key(path)
     fingerprint = table_fingerprint(table, key)
     with _lock(path):
         data = _read_verified(path, key)
+        aliases = sorted({r["dataset"] for r in data["records"]
+                          if r["kind"] == "release" and r["dataset"] != dataset and r.get("fingerprint") == fingerprint})
+        if aliases and not allow_alias:
+            raise BudgetRefused(
+                f"this table was released before under the dataset {aliases[0]!r} (the keyed fingerprints match): "
+                f"charging it to {dataset!r} would give the same data a second budget; release it under "
+                f"{aliases[0]!r}, or, if the two datasets are truly distinct, say --allow-alias; nothing was released")
         budgets = _budgets(data)
         budget = budgets.get(dataset)
-        relation = budget.get("neighbours", "add-remove") if budget is not None else _relation(data, dataset)
-        release = {"neighbours": neighbours, "total_public": bool(total_public), "epsilon": float(epsilon)}
-        cost = _cost(release, relation)
-        if cost is None and budget is not None:
-            raise TabreleaseError(
-                f"the budget of {dataset} bounds an add-remove guarantee, and this release publishes n exactly "
-                f"({'replace neighbours' if neighbours == 'replace' else 'a public total'}), which has none; set the "
-                f"dataset's budget under replace neighbours (--budget-neighbours replace); nothing was released")
-        eps_spent, delta_spent, _ = _spent(data, dataset, relation if cost is not None else "replace")
-        epsilon_charged = cost if cost is not None else 2.0 * float(epsilon)
         if budget is None and budgets and not allow_unbudgeted:
-            raise TabreleaseError(
+            raise BudgetRefused(
                 f"the ledger has budgets but none for the dataset {dataset!r}; set one (`tabrelease ledger FILE "
                 f"--set-budget {dataset} --epsilon E`) or say --allow-unbudgeted; nothing was released")
         if budget is not None:
-            eps_left = budget["epsilon"] - eps_spent
-            delta_left = budget["delta"] - delta_spent
-            if epsilon_charged > eps_left + _SLACK * budget["epsilon"]:
-                raise TabreleaseError(
-                    f"privacy budget of {dataset} exceeded: this release needs epsilon {epsilon_charged:g}, "
-                    f"{max(eps_left, 0):g} of {budget['epsilon']:g} remains (spent {eps_spent:g}); nothing was released"
-                )
-            if (delta or 0.0) > delta_left + _SLACK * max(budget["delta"], 1e-300):
-                raise TabreleaseError(
-                    f"privacy budget of {dataset} exceeded: this release needs delta {delta:g}, "
-                    f"{max(delta_left, 0):g} of {budget['delta']:g} remains; nothing was released"
-                )
+            _check_fits(data, dataset, budget, guarantee)
         entry = _append(data, key, {
             "kind": "release", "dataset": dataset, "fingerprint": fingerprint, "table": table.name,
-            "epsilon": float(epsilon), "delta": float(delta or 0.0), "neighbours": neighbours,
-            "total_public": bool(total_public), "mechanism": mechanism, "margins": list(margins), "output": output,
-            "noise_mode": noise_mode,
+            "guarantee": guarantee.as_dict(), "epsilon": guarantee.loss.epsilon, "delta": guarantee.loss.delta,
+            "neighbours": guarantee.unit.kind, "total_public": guarantee.unit.n_public,
+            "mechanism": mechanism, "margins": list(margins), "output": output, "noise_mode": noise_mode,
+            "release_id": secrets.token_hex(16), "aliases": aliases,
         })
+        sequence = len(data["records"])
         _write(path, data, key)
-    return entry
+    return {**entry, "sequence": sequence, "ledger_id": data["ledger_id"]}
+
+
+def _check_fits(data: dict, dataset: str, budget: dict, guarantee: PrivacyGuarantee) -> None:
+    unit, kind, eps_budget, delta_budget, rho_budget = _budget_terms(budget)
+    try:
+        cost, cost_delta = cost_under_budget(under_unit(guarantee, unit), kind)
+    except GuaranteeMismatch as exc:
+        hint = ("; a budget declared for replace (--budget-neighbours replace) covers it"
+                if unit.kind == ADD_REMOVE and guarantee.unit.kind in (REPLACE, LOCAL) else "")
+        raise BudgetRefused(f"{exc} ({dataset}'s budget is declared for {unit.label()}){hint}; nothing was "
+                            "released") from None
+    costs = _costs(_releases(data, dataset), unit, kind)
+    if kind == ZCDP:
+        spent = _sum(c[0] for c in costs)
+        if not _within(spent + cost, rho_budget):
+            raise BudgetRefused(f"privacy budget of {dataset} exceeded: this release needs rho {cost:.6g}, "
+                                f"{max(rho_budget - spent, 0):.6g} of {rho_budget:.6g} remains; nothing was released")
+        return
+    spent, spent_delta = _sum(c[0] for c in costs), _sum(c[1] for c in costs)
+    if not _within(spent + cost, eps_budget):
+        raise BudgetRefused(f"privacy budget of {dataset} exceeded: this release needs epsilon {cost:.6g}, "
+                            f"{max(eps_budget - spent, 0):.6g} of {eps_budget:g} remains (spent {spent:.6g}); "
+                            "nothing was released")
+    if cost_delta > 0 and not _within(spent_delta + cost_delta, delta_budget):
+        raise BudgetRefused(f"privacy budget of {dataset} exceeded: this release needs delta {cost_delta:.3g}, "
+                            f"{max(delta_budget - spent_delta, 0):.3g} of {delta_budget:g} remains; nothing was "
+                            "released")
 
 
 def record_failure(path, entry: dict, reason: str) -> None:
@@ -405,50 +802,111 @@ def record_failure(path, entry: dict, reason: str) -> None:
 
 
 def verify_ledger(path) -> list[str]:
-    """What breaks the ledger's chain (empty: intact). Needs the key."""
+    """What breaks the ledger's chain, or disagrees with its anchor (empty: intact). Needs the key."""
     path = _resolve(path)
-    return _problems(_load(path), ledger_key(path))
+    return _problems(_load(path), ledger_key(path), path)
 
 
-def _budgets(data: dict) -> dict[str, dict]:
-    out = {}
-    for record in data["records"]:
-        if record["kind"] == "budget":
-            out[record["dataset"]] = record  # the latest budget set for a dataset holds
+def ledger_aliases(path) -> dict[str, tuple[str, ...]]:
+    """Per dataset, the other datasets that released one of its tables (keyed fingerprints equal)."""
+    path = _resolve(path)
+    data = _read_verified(path, ledger_key(path))
+    return {name: aliases for name in _dataset_names(data) if (aliases := _aliases(data, name))}
+
+
+def _aliases(data: dict, dataset: str) -> tuple[str, ...]:
+    prints = {r["fingerprint"] for r in _releases(data, dataset)}
+    return tuple(sorted({r["dataset"] for r in data["records"] if r["kind"] == "release"
+                         and r["dataset"] != dataset and r.get("fingerprint") in prints}))
+
+
+CHARGE_FILE = "charge.json"
+
+
+def verify_bundles(path, bundles) -> list[str]:
+    """Hold release bundles against the ledger: a bundle whose charge is not in this ledger (made without one, or
+    the ledger was rolled back, re-made or rewritten), and a charge (not marked failed) with no bundle among those
+    given. Empty: every bundle has its charge and every charge its bundle."""
+    path = _resolve(path)
+    data = _read_verified(path, ledger_key(path))
+    records = data["records"]
+    failed = {r["release_mac"] for r in records if r["kind"] == "failure"}
+    found = set()
+    out = []
+    for folder in map(Path, bundles):
+        charge_file = folder / "internal" / CHARGE_FILE
+        try:
+            charge_record = json.loads(charge_file.read_text())
+            sequence = int(charge_record["sequence"])
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            out.append(f"the bundle {folder} records no charge (made without a ledger, or not a release bundle)")
+            continue
+        if charge_record.get("ledger_id") != data["ledger_id"]:
+            out.append(f"the bundle {folder} was charged to another ledger (id {charge_record.get('ledger_id')}): this "
+                       "one was re-made, or the bundle belongs elsewhere")
+            continue
+        record = records[sequence - 1] if 0 < sequence <= len(records) else None
+        if record is None or record.get("kind") != "release" or not hmac.compare_digest(
+                str(record.get("mac")), str(charge_record.get("mac"))):
+            out.append(f"the bundle {folder}'s charge (record {sequence}) is not in the ledger: it was rolled back "
+                       "or rewritten")
+            continue
+        public_id = _public_release_id(folder)
+        if public_id != record.get("release_id"):
+            out.append(f"the bundle {folder}'s public release id does not match its charge (record {sequence})")
+        found.add(record["mac"])
+    for sequence, record in enumerate(records, 1):
+        if record["kind"] == "release" and record.get("release_id") and record["mac"] not in found \
+                and record["mac"] not in failed:
+            out.append(f"charge {sequence} ({record['dataset']}, {_release_guarantee(record).loss.describe()}, "
+                       f"to {record.get('output')}) has no bundle among those given")
     return out
 
 
-def _cost(release: dict, relation: str) -> float | None:
-    """What a release spends of a budget under `relation`; None: it has no guarantee under that relation."""
-    epsilon = float(release["epsilon"])
-    publishes_n = release.get("neighbours", "add-remove") == "replace" or release.get("total_public", False)
-    if relation == "add-remove":
-        return None if publishes_n else epsilon
-    return epsilon if release.get("neighbours", "add-remove") == "replace" else 2.0 * epsilon
+def _public_release_id(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "public" / "release.json").read_text()).get("release_id")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
 
 
-def _relation(data: dict, dataset: str) -> str:
-    """The relation a dataset's releases can be summed under: add-remove while none publishes n exactly."""
-    mine = [r for r in data["records"] if r["kind"] == "release" and r["dataset"] == dataset]
-    return "add-remove" if all(_cost(r, "add-remove") is not None for r in mine) else "replace"
-
-
-def _spent(data: dict, dataset: str, relation: str | None = None) -> tuple[float, float, int]:
-    relation = relation or _relation(data, dataset)
-    mine = [r for r in data["records"] if r["kind"] == "release" and r["dataset"] == dataset]
-    costs = [_cost(r, relation) for r in mine]
-    return (sum(2.0 * r["epsilon"] if c is None else c for r, c in zip(mine, costs)),
-            sum(r["delta"] for r in mine), len(mine))
+def _dataset_names(data: dict) -> list[str]:
+    return list(dict.fromkeys(r["dataset"] for r in data["records"]))
 
 
 def _status(data: dict, dataset: str) -> BudgetStatus:
     budget = _budgets(data).get(dataset)
-    relation = budget.get("neighbours", "add-remove") if budget is not None else _relation(data, dataset)
-    eps, delta, count = _spent(data, dataset, relation)
-    prints = tuple(dict.fromkeys(r["fingerprint"] for r in data["records"]
-                                 if r["kind"] == "release" and r["dataset"] == dataset))
-    return BudgetStatus(dataset, count, eps, delta, None if budget is None else budget["epsilon"],
-                        None if budget is None else budget["delta"], prints, relation)
+    releases = _releases(data, dataset)
+    prints = tuple(dict.fromkeys(r["fingerprint"] for r in releases))
+    aliases = _aliases(data, dataset)
+    if budget is None:
+        unit = _display_unit(data, dataset)
+        if unit is None:  # no unit covers every release: nothing can be summed
+            return BudgetStatus(dataset, len(releases), float("nan"), float("nan"), None, None, prints, "none",
+                                BASIC, None, None, aliases)
+        costs = _costs(releases, unit, BASIC)
+        return BudgetStatus(dataset, len(releases), _sum(c[0] for c in costs), _sum(c[1] for c in costs), None, None,
+                            prints, unit.label(), BASIC, None, None, aliases)
+    unit, kind, eps_budget, delta_budget, rho_budget = _budget_terms(budget)
+    costs = _costs(releases, unit, kind)
+    if kind == ZCDP:
+        rho_spent = _sum(c[0] for c in costs)
+        epsilon_spent = float("nan")
+        if rho_spent > 0 and delta_budget > 0:
+            from .accounting import zcdp_to_approx_dp
+
+            epsilon_spent = float(zcdp_to_approx_dp(rho_spent, delta_budget))
+        return BudgetStatus(dataset, len(releases), epsilon_spent if rho_spent > 0 else 0.0, delta_budget if rho_spent
+                            else 0.0, None if math.isnan(eps_budget) else eps_budget, delta_budget, prints,
+                            unit.label(), ZCDP, rho_spent, rho_budget, aliases)
+    return BudgetStatus(dataset, len(releases), _sum(c[0] for c in costs), _sum(c[1] for c in costs), eps_budget,
+                        delta_budget, prints, unit.label(), BASIC, None, None, aliases)
+
+
+def current_budget(path, dataset) -> dict | None:
+    """The budget record that holds for a dataset (its latest), or None."""
+    path = _resolve(path)
+    return _budgets(_read_verified(path, ledger_key(path))).get(_dataset_name(dataset))
 
 
 def budget_status(path, dataset) -> BudgetStatus:
@@ -460,17 +918,17 @@ def ledger_summary(path) -> list[BudgetStatus]:
     """Spent and remaining budget of every dataset the ledger knows, after verifying its chain."""
     path = _resolve(path)
     data = _read_verified(path, ledger_key(path))
-    names = list(dict.fromkeys(r["dataset"] for r in data["records"]))
-    return [_status(data, name) for name in names]
+    return [_status(data, name) for name in _dataset_names(data)]
 
 
 def ledger_entries(path) -> list[dict]:
     """Every release the ledger records (after verifying its chain), each with `failed`: the reason recorded when
-    the release did not happen after its charge, else None."""
+    the release did not happen after its charge, else None, and `sequence`, its number in the ledger."""
     path = _resolve(path)
     records = _read_verified(path, ledger_key(path))["records"]
     failures = {r["release_mac"]: r.get("reason") for r in records if r["kind"] == "failure"}
-    return [{**r, "failed": failures.get(r["mac"])} for r in records if r["kind"] == "release"]
+    return [{**r, "sequence": i, "failed": failures.get(r["mac"])}
+            for i, r in enumerate(records, 1) if r["kind"] == "release"]
 
 
 def _now() -> str:

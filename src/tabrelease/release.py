@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TabreleaseError
+from ._signals import deferred_signals
+from .errors import ChargedReleaseFailed, TabreleaseError
 from .measurements import EXACT, Measurements
 from .mechanisms import DEFAULT, MechanismPlan, get_mechanism, plan_release
 from .models import Margin, default_model
@@ -354,8 +355,11 @@ def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str
 
     if mode != RELEASE or plan.calibration.distribution != "laplace":
         return
+    from fractions import Fraction
+
+    # Exact: in floating point n * W rounds, and counts just above 2^62 passed this check and failed after the charge.
     n = int(table.n)
-    if n * get_mechanism(plan.mechanism).sampler_bound(plan) > MAX_SAMPLER_INTEGER:
+    if Fraction(n) * Fraction(get_mechanism(plan.mechanism).sampler_bound(plan)) > MAX_SAMPLER_INTEGER:
         raise TabreleaseError("the table's counts are too large for release mode's 64-bit secure sampler "
                               f"(measured integers may reach {MAX_SAMPLER_INTEGER:.3g}); nothing was charged")
 
@@ -432,20 +436,60 @@ class PublishedRelease:
 
 
 def charge_release(ledger, table, plan: MechanismPlan, out, mode: str, *, dataset: str | None = None,
-                   allow_unbudgeted: bool = False) -> dict:
+                   allow_unbudgeted: bool = False, allow_alias: bool = False) -> dict:
     """Charge the ledger for a release of `plan` before any noise is drawn (or refuse it): what `publish_release`
-    does, and what a batch's dry run does on a throw-away copy of the ledger. The paper calibration is charged at
-    the epsilon it really gives."""
+    does, and what a batch's dry run does on a throw-away copy of the ledger. The charge is the mechanism's
+    guarantee as a value (`Mechanism.guarantee`: its unit and loss; a paper preset is charged the epsilon its noise
+    really gives), which the ledger reads under the unit of the dataset's budget."""
     from .ledger import charge
     from .models import margin_label
 
-    cal = plan.calibration
     return charge(
-        ledger, table, epsilon=max(cal.epsilon, cal.epsilon_actual), delta=cal.delta, mechanism=plan.mechanism,
-        margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
-        noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted, neighbours=cal.neighbours,
-        total_public=bool(plan.parameters.get("total_is_public")),
+        ledger, table, guarantee=get_mechanism(plan.mechanism).guarantee(plan, table.variables),
+        mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
+        output=str(Path(out).resolve()), noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted,
+        allow_alias=allow_alias,
     )
+
+
+def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleaseFailed:
+    """The error for a release that failed after its charge, the failure recorded in the ledger first. The message
+    names the charge and the kind of failure only (an exception's text could hold something derived from the
+    counts)."""
+    from .ledger import record_failure
+    from .privacy import PrivacyGuarantee
+
+    kind = type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        kind += f": {exc.strerror}"
+    elif isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code > 128:
+        kind = f"terminated by signal {exc.code - 128}"
+    elif isinstance(exc, KeyboardInterrupt):
+        kind = "interrupted"
+    recorded = ""
+    try:
+        with deferred_signals():
+            record_failure(ledger, entry, f"the release failed after its charge ({kind})")
+    except Exception as record_exc:  # the charge stands all the same; say the failure is not in the ledger
+        recorded = f"; the failure could not be recorded in the ledger ({type(record_exc).__name__})"
+    loss = PrivacyGuarantee.from_dict(entry["guarantee"]).loss.describe()
+    return ChargedReleaseFailed(
+        f"charged {loss} to {entry['dataset']} (ledger record {entry.get('sequence')}); the release failed ({kind}) "
+        f"and nothing was published{recorded}", entry)
+
+
+def preload_release_modules(workbook: bool = False) -> None:
+    """Import, before the charge and with signals held, the compiled modules the release path would otherwise
+    import lazily after it (a signal during such an import can abort the interpreter)."""
+    import importlib
+
+    for name in ("scipy.sparse", "scipy.sparse.linalg", "scipy.optimize", "scipy.stats", "highspy", "jinja2",
+                 "matplotlib.figure", "matplotlib.backends.backend_agg", "pandas", "opendp.prelude", "tabrelease.evaluation",
+                 "tabrelease.reports", "tabrelease.estimate", "tabrelease.notebook") + (("openpyxl",) if workbook else ()):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional module: its own check, before the charge, says what is missing
+            pass
 
 
 def _check_figures_available() -> None:
@@ -479,6 +523,7 @@ def publish_release(
     ledger: str | os.PathLike | None = None,
     dataset: str | None = None,
     allow_unbudgeted: bool = False,
+    allow_alias: bool = False,
     force: bool = False,
     version: str | None = None,
     workbook: bool = False,
@@ -509,28 +554,28 @@ def publish_release(
                                   plan_objective=plan_objective, sensitive=sensitive)
     check_sampler_domain(plan, table, mode)
     stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
+    with deferred_signals():
+        preload_release_modules(workbook)
     entry = budget = None
-    if ledger is not None:
-        from .ledger import budget_status
-
-        entry = charge_release(ledger, table, plan, out, mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted)
     try:
+        with deferred_signals():  # charged and known to be, or not charged: a signal waits for the charge's end
+            if ledger is not None:
+                entry = charge_release(ledger, table, plan, out, mode, dataset=dataset,
+                                       allow_unbudgeted=allow_unbudgeted, allow_alias=allow_alias)
         release = run_plan(plan, table, noise)
         # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).
         release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins)))
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
         written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
-                                       version=version or __version__, force=force, workbook=workbook)
+                                       version=version or __version__, force=force, workbook=workbook, charge=entry)
     except BaseException as exc:
-        if entry is not None:
-            from .ledger import record_failure
-
-            # The charge stands (noise may have been drawn); the ledger says the release did not happen. Only the
-            # kind of failure is kept: a message could hold something derived from the counts.
-            record_failure(ledger, entry, f"the release failed after its charge ({type(exc).__name__})")
-        raise
+        if entry is None:
+            raise
+        raise charged_failure(ledger, entry, exc) from exc
     if ledger is not None:
+        from .ledger import budget_status
+
         budget = budget_status(ledger, entry["dataset"])
     warnings = tuple([f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
                      + release_warnings(release) + evaluation_warnings(evaluation))

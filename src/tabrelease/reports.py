@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import schemas
-from ._files import foreign_entries
+from ._files import foreign_entries, process_alive
 from .schemas import validate
 from .errors import TabreleaseError
 from .disclosure import disclosure_risk
@@ -52,11 +52,15 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def release_parameters(table: ContingencyTable, release: Release, version: str) -> dict:
-    """The public description of a release: parameters only, nothing computed from the counts."""
+def release_parameters(table: ContingencyTable, release: Release, version: str, release_id: str | None = None) -> dict:
+    """The public description of a release: parameters only, nothing computed from the counts. `release_id` is the
+    random identifier the ledger recorded with the release's charge (absent for a release made without a ledger)."""
+    from .mechanisms import get_mechanism
+
     cal = release.noise
+    guarantee = get_mechanism(release.mechanism).guarantee(release.plan, table.variables)
     return _clean(
-        {
+        {**({"release_id": release_id} if release_id else {}),
             "schema": "tabrelease/release/1",
             "tool": "tabrelease",
             "tool_version": version,
@@ -69,6 +73,7 @@ def release_parameters(table: ContingencyTable, release: Release, version: str) 
             "delta": cal.delta,
             "neighbours": cal.neighbours,
             "privacy": release.privacy,
+            "guarantee": guarantee.as_dict(),
             "margins": [
                 {"label": margin_label(g, table.letters), "variables": [table.variables[j] for j in g], "file": file}
                 for g, file in zip(release.margins, margin_files(table, release.margins))
@@ -278,37 +283,32 @@ def check_writable(out) -> None:
     """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged."""
     parent = Path(out).resolve().parent
     try:
-        probe = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}probe-", dir=parent))
+        probe = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-probe-", dir=parent))
         probe.rmdir()
     except OSError as exc:
         raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
 
 
+_STAGING_MARK = ".staging-"
+
+
 def remove_stale_staging(out) -> list[Path]:
-    """Staging folders beside `out` left by releases that were killed (their process is gone): removed, and
-    returned so that the caller can say so. They may hold an audit of the confidential table."""
-    out = Path(out)
-    parent = out.resolve().parent
+    """Staging folders in the folder of `out` left by releases that were killed (their process is gone), whatever
+    release they were for: removed, and returned so that the caller can say so. They may hold an audit of a
+    confidential table. Temporary files of dead processes (`_files.TEMPORARY_PREFIX`) go too."""
+    from ._files import remove_dead_temporaries
+
+    parent = Path(out).resolve().parent
     removed = []
-    for candidate in parent.glob(f"{_staging_prefix(out)}*"):
+    for candidate in parent.glob(f".*{_STAGING_MARK}*"):
         try:
-            pid = int(candidate.name[len(_staging_prefix(out)):].split("-", 1)[0])
-        except ValueError:
+            pid = int(candidate.name.rsplit(_STAGING_MARK, 1)[1].split("-", 1)[0])
+        except (IndexError, ValueError):
             continue
-        if candidate.is_dir() and not candidate.is_symlink() and not _process_alive(pid):
+        if candidate.is_dir() and not candidate.is_symlink() and not process_alive(pid):
             shutil.rmtree(candidate, ignore_errors=True)
             removed.append(candidate)
-    return removed
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return removed + remove_dead_temporaries(parent)
 
 
 def margin_files(table, margins) -> list[str]:
@@ -336,9 +336,13 @@ def write_release_bundle(
     version: str,
     force: bool = False,
     workbook: bool = False,
+    charge: Mapping | None = None,
 ) -> Path:
     """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`. With `workbook`, public/ also holds
-    the margins as one .xlsx workbook (the same content as its CSV files and release.json)."""
+    the margins as one .xlsx workbook (the same content as its CSV files and release.json). `charge`, the ledger's
+    record of the release's charge, is kept in internal/charge.json (ledger id, record number and MAC) and its
+    random release id in public/release.json, so that `ledger verify --bundles` can hold bundles and charges
+    together."""
     out = check_release_destination(out, force)
     parent = out.resolve().parent
     # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
@@ -348,7 +352,7 @@ def write_release_bundle(
         internal_dir = staging / "internal"
         public_dir.mkdir()
         internal_dir.mkdir()
-        public = release_parameters(table, release, version)
+        public = release_parameters(table, release, version, None if charge is None else charge.get("release_id"))
         if workbook:
             from .workbook import WORKBOOK_FILE
 
@@ -370,6 +374,12 @@ def write_release_bundle(
                 sheets.append((header, [row[:-1] + [int(row[-1]) if row[-1].lstrip("-").isdigit() else float(row[-1])]
                                         for row in body]))
             write_workbook(public_dir / public["workbook"], public, sheets)
+        if charge is not None:
+            from .ledger import CHARGE_FILE
+
+            (internal_dir / CHARGE_FILE).write_text(json.dumps(
+                {key: charge.get(key) for key in ("ledger_id", "sequence", "mac", "release_id", "dataset", "time")},
+                indent=2) + "\n")
         audit = audit_record(table, release, evaluation, public, model_label)
         validate(audit, schemas.AUDIT)
         (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
@@ -377,13 +387,16 @@ def write_release_bundle(
             # w', the rounded table whose margins were released (itself a post-processed DP output).
             table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
         (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
-            os.replace(out, old / out.name)
-            os.replace(staging, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, out)
+        from ._signals import deferred_signals
+
+        with deferred_signals():  # the bundle appears whole (and an old one goes whole), or not at all
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
+                os.replace(out, old / out.name)
+                os.replace(staging, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     import signal
     import threading
 
+    from .._signals import no_core_files
+
+    no_core_files()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except TabreleaseError as exc:
         print(f"tabrelease: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_status
     except BrokenPipeError:
         # Output piped into `head` and the like: stop quietly, as Unix tools do.
         import os

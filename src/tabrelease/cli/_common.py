@@ -138,3 +138,16 @@ def report_dropped(model, table) -> None:
         labels = ", ".join(margin_label(g, table.letters) for g in model.dropped)
         print(f"note: not planned separately, being inside another margin (sum that one to get it): {labels}",
               file=sys.stderr)
+
+
+def budget_line(status) -> str:
+    """What a dataset has spent and has left, in words: under which unit, by which accounting."""
+    if status.rho_budget is not None:
+        return (f"spent rho {status.rho_spent:.6g} of {status.rho_budget:.6g} (zCDP, {status.unit}), "
+                f"{status.rho_remaining:.6g} remains")
+    if status.unit == "none":
+        return "no unit covers all its releases, so no total can be stated"
+    if status.epsilon_budget is None:
+        return f"spent epsilon {status.epsilon_spent:.6g} ({status.unit}); no budget set"
+    return (f"spent epsilon {status.epsilon_spent:.6g} of {status.epsilon_budget:g} ({status.unit}), "
+            f"{status.epsilon_remaining:.6g} remains")

@@ -14,6 +14,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("spec", metavar="SPEC.toml")
     parser.add_argument("--dry-run", action="store_true", help="predict the run; change nothing")
+    parser.add_argument("--set-budgets", action="store_true",
+                        help="let the spec change a budget the ledger already holds (without it such a spec is "
+                        "refused whole, listing every change)")
     parser.add_argument("--json", action="store_true", help="print what was (or would be) done as JSON")
     parser.set_defaults(run=run)
 
@@ -26,7 +29,7 @@ def run(args) -> int:
     from ..batch import dry_run, read_spec, run_batch
 
     spec = read_spec(args.spec)
-    result = dry_run(spec) if args.dry_run else run_batch(spec)
+    result = (dry_run if args.dry_run else run_batch)(spec, set_budgets=args.set_budgets)
     if args.json:
         from ._common import print_json
 
@@ -34,6 +37,8 @@ def run(args) -> int:
     else:
         title = "dry run: nothing was charged or written" if result.dry_run else "batch run"
         print(f"{title} ({args.spec}, ledger {spec.ledger})")
+        for change in result.budget_changes:
+            print(f"budget: {'would ' if result.dry_run else ''}{change}")
         for step in result.steps:
             spent = ("" if step.epsilon_spent_after is None else
                      f"; {step.dataset} spent {step.epsilon_spent_after:g}"

@@ -22,10 +22,24 @@ def register(subparsers) -> None:
                         "given with release --dataset) whose total budget to set")
     parser.add_argument("--epsilon", type=positive_float, help="the total epsilon budget (with --set-budget)")
     parser.add_argument("--delta", type=float, default=None, help="the total delta budget (default 0)")
-    parser.add_argument("--budget-neighbours", choices=("add-remove", "replace"), default="add-remove",
-                        help="the guarantee the budget bounds: add-remove (default; releases that publish n exactly, "
-                        "with --public-total or replace neighbours, are refused) or replace (n treated as known; an "
-                        "add-remove release costs 2 epsilon)")
+    parser.add_argument("--budget-neighbours", choices=("add-remove", "replace", "sensitive-attributes"),
+                        default="add-remove",
+                        help="the privacy unit the budget bounds: add-remove (default; releases that publish n "
+                        "exactly, with --public-total, replace neighbours or randomized response, are refused), "
+                        "replace (n treated as known; an add-remove release costs 2 epsilon, (2 epsilon, (1 + "
+                        "e^epsilon) delta), or 4 rho by group privacy; local epsilon counts as epsilon), or "
+                        "sensitive-attributes (a change of the --budget-attributes of one record)")
+    parser.add_argument("--budget-attributes", metavar="VAR,VAR", default=None,
+                        help="the protected variables of a sensitive-attributes budget (their names)")
+    parser.add_argument("--rho", type=positive_float, default=None,
+                        help="a zCDP budget: releases compose by adding rho (Gaussian releases their rho, pure "
+                        "epsilon releases epsilon^2/2; approximate (epsilon, delta) ones that are not zCDP are refused)")
+    parser.add_argument("--accounting", choices=("basic", "zcdp"), default=None,
+                        help="basic (epsilons and deltas add; the default) or zcdp (rho adds; with --epsilon and "
+                        "--delta the budget is the largest rho whose exact conversion gives them)")
+    parser.add_argument("--bundles", nargs="+", metavar="DIR", default=None,
+                        help="with verify: hold these release folders against the ledger (a bundle without its "
+                        "charge, a charge without a bundle among them)")
     parser.add_argument("--releases", action="store_true", help="list every release the ledger records (time, "
                         "dataset, mechanism, epsilon, margins, noise mode, output folder, and whether it failed)")
     parser.add_argument("--json", action="store_true")
@@ -47,18 +61,40 @@ def run(args) -> int:
         print(f"made the ledger {made} (key: {made}.key, owner-only, or $TABRELEASE_LEDGER_KEY)")
         return 0
     if action == "verify":
+        from ..ledger import ledger_aliases, verify_bundles
+
         problems = verify_ledger(path)
+        chain_intact = not problems
+        if chain_intact and args.bundles is not None:
+            problems = verify_bundles(path, args.bundles)
         for problem in problems:
             print(f"FAILED: {problem}")
-        print("intact: every record's MAC and the head check out" if not problems else
-              f"{len(problems)} problem(s): nothing can be spent or set until an auditor resolves them")
+        if not problems:
+            for dataset, others in ledger_aliases(path).items():
+                print(f"NOTE: {dataset} released a table also released under {', '.join(others)} (allowed as "
+                      "distinct datasets by the operator)")
+        checked = "every record's MAC, the head and the anchor check out" + (
+            f", and each of the {len(args.bundles)} bundles has its charge" if args.bundles else "")
+        if not problems:
+            print(f"intact: {checked}")
+        elif chain_intact:
+            print(f"{len(problems)} problem(s) between the ledger and the bundles given: a bundle without its charge "
+                  "means the ledger was rolled back, re-made or rewritten, or the bundle was made without it")
+        else:
+            print(f"{len(problems)} problem(s): nothing can be spent or set until an auditor resolves them")
         return 0 if not problems else 1
+    if args.bundles is not None:
+        raise TabreleaseError("--bundles goes with `ledger verify FILE`")
     if args.set_budget is not None:
-        if args.epsilon is None:
-            raise TabreleaseError("--set-budget needs --epsilon (the dataset's total budget)")
-        set_budget(path, args.set_budget, args.epsilon, args.delta, neighbours=args.budget_neighbours)
-    elif args.epsilon is not None or args.delta is not None:
-        raise TabreleaseError("--epsilon and --delta set a budget: give --set-budget DATASET too")
+        if args.epsilon is None and args.rho is None:
+            raise TabreleaseError("--set-budget needs --epsilon (the dataset's total budget) or --rho (a zCDP budget)")
+        attributes = () if args.budget_attributes is None else tuple(
+            a.strip() for a in args.budget_attributes.split(",") if a.strip())
+        set_budget(path, args.set_budget, args.epsilon, args.delta, neighbours=args.budget_neighbours,
+                   attributes=attributes, rho=args.rho, accounting=args.accounting)
+    elif any(v is not None for v in (args.epsilon, args.delta, args.rho, args.accounting, args.budget_attributes)):
+        raise TabreleaseError("--epsilon, --delta, --rho, --accounting and --budget-attributes set a budget: give "
+                              "--set-budget DATASET too")
     if args.releases:
         from ..ledger import ledger_entries
 
@@ -77,20 +113,24 @@ def run(args) -> int:
         return 0
     rows = ledger_summary(path)
     if args.json:
-        print_json({"ledger": path, "composition": "basic sequential (epsilons add, deltas add)",
-                    "datasets": [r.as_dict() for r in rows]})
+        print_json({"ledger": path, "composition": "per dataset, under its budget's unit: basic sequential "
+                    "(epsilons add, deltas add) or zCDP (rho adds)", "datasets": [r.as_dict() for r in rows]})
         return 0
-    print(f"{'dataset':<20} {'tables':>6} {'releases':>8} {'neighbours':>10} {'eps spent':>10} {'eps budget':>10} "
-          f"{'eps left':>9} {'delta spent':>11} {'delta left':>10}")
+    from ._common import budget_line
+
+    print(f"{'dataset':<20} {'tables':>6} {'releases':>8}  spending")
     for r in rows:
-        fmt = lambda v: "-" if v is None else f"{v:.6g}"  # noqa: E731
-        print(f"{r.dataset:<20} {len(r.fingerprints):>6} {r.releases:>8} {r.neighbours:>10} {r.epsilon_spent:>10.6g} "
-              f"{fmt(r.epsilon_budget):>10} {fmt(r.epsilon_remaining):>9} {r.delta_spent:>11.3g} {fmt(r.delta_remaining):>10}")
-    print("composition: basic sequential (epsilons add, deltas add) under the neighbour relation shown: under replace, "
-          "an add-remove release counts 2 epsilon; '-' = no budget set; 'tables': distinct tables (keyed fingerprints) "
-          "released under the dataset")
+        print(f"{r.dataset:<20} {len(r.fingerprints):>6} {r.releases:>8}  {budget_line(r)}"
+              + ("" if r.delta_spent == 0 or r.accounting == "zcdp" or r.delta_spent != r.delta_spent
+                 else f"; delta spent {r.delta_spent:.3g}" + ("" if r.delta_budget is None else
+                                                             f" of {r.delta_budget:.3g}")))
+    print("composition: under each dataset's budget unit (an add-remove release counts 2 epsilon under replace, by "
+          "group privacy; a release with no guarantee under a budget's unit is refused); 'tables': distinct tables "
+          "(keyed fingerprints) released under the dataset")
     for r in rows:
         if len(r.fingerprints) > 1:
             print(f"NOTE: {r.dataset} was released from {len(r.fingerprints)} different tables (the data changed "
                   "between releases, or another file was given the same dataset name): one budget covers them")
+        if r.aliases:
+            print(f"NOTE: {r.dataset} released a table also released under {', '.join(r.aliases)}")
     return 0

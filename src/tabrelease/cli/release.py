@@ -60,6 +60,10 @@ def register(subparsers) -> None:
                         "spends (default: the table's name)")
     parser.add_argument("--allow-unbudgeted", action="store_true",
                         help="let a ledger that holds budgets record a release of a dataset that has none")
+    parser.add_argument("--allow-alias", action="store_true",
+                        help="let the ledger charge a table already released under another dataset id to this one "
+                        "(say it only when the two datasets are truly distinct: otherwise the same data gets a "
+                        "second budget)")
     parser.add_argument("--xlsx", action="store_true", help="also write the public margins as one Excel workbook, "
                         "public/margins.xlsx (a sheet describing the release, one per margin); needs tabrelease[excel]")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (release.json, the folders, "
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
         estimator=args.estimator, rounding=args.rounding, public_total=args.public_total, plan_objective=args.plan_objective,
         sensitive=args.sensitive, bound_delta=args.bound_delta, ledger=args.ledger, dataset=args.dataset,
-        allow_unbudgeted=args.allow_unbudgeted, force=args.force, workbook=args.xlsx,
+        allow_unbudgeted=args.allow_unbudgeted, allow_alias=args.allow_alias, force=args.force, workbook=args.xlsx,
     )
     release, cal = done.release, done.release.noise
     if args.json:
@@ -104,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
             "public": str(done.out / "public"), "audit": str(done.out / "internal" / "audit.html"),
             "warnings": list(done.warnings),
             "ledger": None if done.ledger_entry is None else {
-                "dataset": status.dataset, "epsilon_charged": done.ledger_entry["epsilon"],
-                "epsilon_spent": status.epsilon_spent, "epsilon_budget": status.epsilon_budget,
-                "epsilon_remaining": status.epsilon_remaining},
+                "dataset": status.dataset, "guarantee_charged": done.ledger_entry["guarantee"],
+                "epsilon_charged": done.ledger_entry["epsilon"], "sequence": done.ledger_entry["sequence"],
+                "release_id": done.ledger_entry["release_id"], "budget": status.as_dict()},
         })
         return 0
     design = release.plan.design if release.plan is not None else None
@@ -127,10 +131,12 @@ def run(args: argparse.Namespace) -> int:
     if release.noise_seed is not None:
         print(f"seed:     {release.noise_seed} (--simulate --seed {release.noise_seed} replays it; kept in internal/audit.json)")
     if done.ledger_entry is not None:
-        status = done.budget
-        left = "no budget set" if status.epsilon_budget is None else f"{status.epsilon_remaining:g} of {status.epsilon_budget:g} remains"
-        print(f"ledger:   charged epsilon {done.ledger_entry['epsilon']:g} to the dataset {status.dataset}; spent "
-              f"{status.epsilon_spent:g}, {left}")
+        from ..privacy import PrivacyGuarantee
+        from ._common import budget_line
+
+        charged = PrivacyGuarantee.from_dict(done.ledger_entry["guarantee"])
+        print(f"ledger:   charged {charged.describe()} to the dataset {done.budget.dataset} (record "
+              f"{done.ledger_entry['sequence']}); {budget_line(done.budget)}")
     print(f"public:   {done.out / 'public'}")
     print(f"internal: {done.out / 'internal' / 'audit.html'}")
     return 0

@@ -24,6 +24,8 @@ from ..errors import TabreleaseError
 from ..measurements import Measurements
 from ..models import Margin
 from ..noise import NoiseCalibration, gaussian_calibration, laplace_calibration
+from ..privacy import (ADD_REMOVE, APPROXIMATE, PURE, REPLACE, ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit,
+                       group_loss)
 from ..rounding import NEAREST
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,6 +122,32 @@ class Mechanism(ABC):
         held = "" if cal.epsilon_holds else f" (the noise gives only epsilon={cal.epsilon_actual:.6g})"
         return f"epsilon={cal.epsilon:g} differential privacy (pure) for {who}: Laplace noise{held}"
 
+    def guarantee(self, plan: MechanismPlan, variables: Sequence[str] | None = None) -> PrivacyGuarantee:
+        """The release's privacy guarantee as a value: the unit it protects and its loss.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+        variables : sequence of str, optional
+            The table's variable names (a unit that names attributes uses them; default: letters).
+
+        Returns
+        -------
+        PrivacyGuarantee
+            The default reads the calibration: Laplace noise gives pure epsilon (the epsilon the noise really gives,
+            where a reproduction preset's scale gives more than it claims), Gaussian noise rho-zCDP with its tightest
+            (epsilon, delta), Laplace noise composed under delta approximate (epsilon, delta); the unit is the
+            calibration's neighbour relation. A plan that publishes n exactly under add-remove noise has no
+            add-remove guarantee: between tables of equal n it is, by group privacy, the loss of two steps.
+        """
+        cal = plan.calibration
+        loss = calibration_loss(cal)
+        how = f"{cal.distribution} noise at its exact sensitivity"
+        if cal.neighbours == ADD_REMOVE and plan.parameters.get("total_is_public"):
+            return PrivacyGuarantee(unit=PrivacyUnit(kind=REPLACE), loss=group_loss(loss, 2),
+                                    how=how + "; n published exactly, so group privacy over two add-remove steps")
+        return PrivacyGuarantee(unit=PrivacyUnit(kind=cal.neighbours), loss=loss, how=how)
+
     def check_measurements(self, plan: MechanismPlan, measurements: Measurements) -> None:
         """Refuse measurements that were not drawn with this plan's noise (the plan states what they guarantee).
 
@@ -134,6 +162,21 @@ class Mechanism(ABC):
                                   "differ)")
 
     bound_source: str = ""
+
+
+def calibration_loss(cal: NoiseCalibration) -> PrivacyLoss:
+    """The loss a calibration gives: pure epsilon for Laplace noise (the larger of the asked and the actual, so a
+    paper preset's shortfall is charged), rho-zCDP for Gaussian noise, approximate where Laplace blocks were
+    composed under delta."""
+    epsilon = max(cal.epsilon, cal.epsilon_actual)
+    if cal.distribution == "gaussian":
+        rho = getattr(cal, "rho", None)
+        if rho is None:  # one Gaussian measurement of L2 sensitivity D at scale sigma: D^2 / (2 sigma^2)
+            rho = (cal.sensitivity / cal.scale) ** 2 / 2.0
+        return PrivacyLoss(kind=ZCDP, epsilon=epsilon, delta=float(cal.delta), rho=float(rho))
+    if cal.delta:
+        return PrivacyLoss(kind=APPROXIMATE, epsilon=epsilon, delta=float(cal.delta))
+    return PrivacyLoss(kind=PURE, epsilon=epsilon)
 
 
 def recalibrate(calibration: NoiseCalibration, epsilon: float) -> NoiseCalibration:

@@ -28,6 +28,7 @@ from ..errors import TabreleaseError
 from ..estimate import RandomizedResponseLeastSquares
 from ..measurements import RANDOMIZED_REPORTS, Measurement, measured
 from ..noise import NoiseCalibration, check_epsilon
+from ..privacy import LOCAL, PURE, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..rounding import CONTROLLED
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
 
@@ -107,6 +108,13 @@ class RandomizedResponse(Mechanism):
               and measurements.blocks[0].size == plan.parameters["cells"])
         if not ok:
             raise TabreleaseError("these measurements were not drawn with this plan's randomized response")
+
+    def guarantee(self, plan, variables=None):
+        # Local: each report is epsilon-LDP whatever the other records; n (the number of reports) is public.
+        return PrivacyGuarantee(unit=PrivacyUnit(kind=LOCAL),
+                                loss=PrivacyLoss(kind=PURE, epsilon=max(plan.calibration.epsilon,
+                                                                         plan.calibration.epsilon_actual)),
+                                how=f"k-ary randomized response on every record (k={plan.parameters['cells']})")
 
     def privacy_statement(self, plan):
         return (f"epsilon={plan.calibration.epsilon:g}-local differential privacy: each record's cell is randomised "

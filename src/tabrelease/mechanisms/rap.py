@@ -51,6 +51,7 @@ from math import sqrt
 
 import numpy as np
 
+from ..privacy import ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..errors import TabreleaseError
 from ..estimate import RelaxedProjection
 from ..measurements import MARGIN_CELLS, Measurement, measured
@@ -223,6 +224,14 @@ class RAP(Mechanism):
                        or tuple(b.domain) != tuple(plan.shape) for b in measurements.blocks)):
             raise TabreleaseError("these measurements were not drawn with this plan's noise (margins, scale or "
                                   "distribution differ)")
+
+    def guarantee(self, plan, variables=None):
+        # Several Gaussian measurements and noisy-max selections, composed under zCDP: the rho actually spent.
+        cal = plan.calibration
+        return PrivacyGuarantee(unit=PrivacyUnit(kind=cal.neighbours),
+                                loss=PrivacyLoss(kind=ZCDP, epsilon=max(cal.epsilon, cal.epsilon_actual),
+                                                 delta=float(cal.delta), rho=float(plan.parameters["rho_spent"])),
+                                how="Gaussian measurements and noisy-max selections composed under zCDP")
 
     def privacy_statement(self, plan):
         p, cal = plan.parameters, plan.calibration

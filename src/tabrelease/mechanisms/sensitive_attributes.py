@@ -25,6 +25,7 @@ from ..bases import block_changes, coefficients, integer_coefficients
 from ..errors import TabreleaseError
 from ..measurements import COEFFICIENTS, EXACT, Measurement, measured
 from ..noise import laplace_calibration
+from ..privacy import PURE, SENSITIVE, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..tables import LETTERS
 from ._base import MechanismPlan, no_paper_calibration
 from ._coefficients import CoefficientMechanism
@@ -116,6 +117,15 @@ class SensitiveAttributes(CoefficientMechanism):
 
     def l1_bounds(self, plan, delta):
         return None  # not derived for blocks partly exact
+
+    def guarantee(self, plan, variables=None):
+        # Only a change of the sensitive attributes of one record, its other attributes and n fixed: the blocks
+        # released exactly do not move under it, and move under any other change.
+        names = variables if variables is not None else LETTERS
+        return PrivacyGuarantee(
+            unit=PrivacyUnit(kind=SENSITIVE, attributes=tuple(names[j] for j in plan.parameters["sensitive"])),
+            loss=PrivacyLoss(kind=PURE, epsilon=max(plan.calibration.epsilon, plan.calibration.epsilon_actual)),
+            how="Laplace noise on the coefficients of sets with a sensitive attribute, the others released exactly")
 
     def privacy_statement(self, plan):
         names = ", ".join(LETTERS[j] for j in plan.parameters["sensitive"])
