@@ -165,10 +165,11 @@ class Mechanism(ABC):
 
 
 def calibration_loss(cal: NoiseCalibration) -> PrivacyLoss:
-    """The loss a calibration gives: pure epsilon for Laplace noise (the larger of the asked and the actual, so a
+    """The loss a calibration gives: pure epsilon for Laplace noise (the actual one where it exceeds the asked, so a
     paper preset's shortfall is charged), rho-zCDP for Gaussian noise, approximate where Laplace blocks were
     composed under delta."""
-    epsilon = max(cal.epsilon, cal.epsilon_actual)
+    # The asked epsilon, unless the noise gives more (beyond rounding: `epsilon_holds`), as a paper preset's may.
+    epsilon = cal.epsilon if cal.epsilon_holds else cal.epsilon_actual
     if cal.distribution == "gaussian":
         rho = getattr(cal, "rho", None)
         if rho is None:  # one Gaussian measurement of L2 sensitivity D at scale sigma: D^2 / (2 sigma^2)

@@ -30,7 +30,7 @@ from ..measurements import RANDOMIZED_REPORTS, Measurement, measured
 from ..noise import NoiseCalibration, check_epsilon
 from ..privacy import LOCAL, PURE, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..rounding import CONTROLLED
-from ._base import Mechanism, MechanismPlan, no_paper_calibration
+from ._base import calibration_loss, Mechanism, MechanismPlan, no_paper_calibration
 
 RANDOMIZED_RESPONSE = "randomized-response"
 MAX_CELLS = 2**12  # the least-squares fit is over the cells (as the planned release's, up to the same size)
@@ -112,8 +112,7 @@ class RandomizedResponse(Mechanism):
     def guarantee(self, plan, variables=None):
         # Local: each report is epsilon-LDP whatever the other records; n (the number of reports) is public.
         return PrivacyGuarantee(unit=PrivacyUnit(kind=LOCAL),
-                                loss=PrivacyLoss(kind=PURE, epsilon=max(plan.calibration.epsilon,
-                                                                         plan.calibration.epsilon_actual)),
+                                loss=calibration_loss(plan.calibration),
                                 how=f"k-ary randomized response on every record (k={plan.parameters['cells']})")
 
     def privacy_statement(self, plan):

@@ -229,7 +229,7 @@ class RAP(Mechanism):
         # Several Gaussian measurements and noisy-max selections, composed under zCDP: the rho actually spent.
         cal = plan.calibration
         return PrivacyGuarantee(unit=PrivacyUnit(kind=cal.neighbours),
-                                loss=PrivacyLoss(kind=ZCDP, epsilon=max(cal.epsilon, cal.epsilon_actual),
+                                loss=PrivacyLoss(kind=ZCDP, epsilon=cal.epsilon if cal.epsilon_holds else cal.epsilon_actual,
                                                  delta=float(cal.delta), rho=float(plan.parameters["rho_spent"])),
                                 how="Gaussian measurements and noisy-max selections composed under zCDP")
 

@@ -27,7 +27,7 @@ from ..measurements import COEFFICIENTS, EXACT, Measurement, measured
 from ..noise import laplace_calibration
 from ..privacy import PURE, SENSITIVE, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..tables import LETTERS
-from ._base import MechanismPlan, no_paper_calibration
+from ._base import calibration_loss, MechanismPlan, no_paper_calibration
 from ._coefficients import CoefficientMechanism
 
 SENSITIVE_ATTRIBUTES = "sensitive-attributes"
@@ -124,7 +124,7 @@ class SensitiveAttributes(CoefficientMechanism):
         names = variables if variables is not None else LETTERS
         return PrivacyGuarantee(
             unit=PrivacyUnit(kind=SENSITIVE, attributes=tuple(names[j] for j in plan.parameters["sensitive"])),
-            loss=PrivacyLoss(kind=PURE, epsilon=max(plan.calibration.epsilon, plan.calibration.epsilon_actual)),
+            loss=calibration_loss(plan.calibration),
             how="Laplace noise on the coefficients of sets with a sensitive attribute, the others released exactly")
 
     def privacy_statement(self, plan):

@@ -1,0 +1,375 @@
+"""The privacy account cannot be fooled: every case a review reproduced against the ledger, each refused (or
+charged correctly), with the rule it breaks computed here by hand.
+
+| case                                                                  | test                                      |
+|-----------------------------------------------------------------------|-------------------------------------------|
+| randomized response against an add-remove budget                      | test_randomized_response_...              |
+| sensitive-attributes against a replace budget                         | test_sensitive_attributes_...             |
+| a hard link to the ledger and its key                                 | test_a_hard_linked_ledger_...             |
+| the same table under a second dataset id                              | test_a_second_dataset_id_...              |
+| a batch spec raising a budget the ledger holds                        | test_a_batch_that_would_change_a_budget...|
+| a batch spec with a mistyped ledger path                              | test_a_batch_never_makes_a_ledger         |
+| an old copy put back; deleted and re-made; records rewritten          | test_rollback_..., test_reinit..., ...    |
+| an add-remove (epsilon, delta) release under a replace budget         | test_group_privacy_...                    |
+| a 1% overspend                                                        | test_the_smallest_overspend_is_refused    |
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import os
+import shutil
+
+import pytest
+
+from tabrelease import builtin_table
+from tabrelease.cli import main
+from tabrelease.errors import BudgetRefused, LedgerIntegrityError, TabreleaseError
+from tabrelease.ledger import (budget_status, charge, init_ledger, ledger_entries, ledger_key, set_budget,
+                               verify_bundles, verify_ledger)
+from tabrelease.privacy import (APPROXIMATE, PURE, ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit)
+
+
+@pytest.fixture(autouse=True)
+def no_environment(monkeypatch):
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
+    monkeypatch.delenv("TABRELEASE_LEDGER_ANCHOR", raising=False)
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def release(capsys, ledger, out, *extra, table="czech"):
+    return run(capsys, "release", table, "--simulate", "--seed", "1", "--ledger", ledger, "--out", out, *extra)
+
+
+def guarantee(unit="add-remove", kind=PURE, epsilon=0.5, delta=0.0, rho=None, attributes=()):
+    return PrivacyGuarantee(unit=PrivacyUnit(kind=unit, attributes=attributes),
+                            loss=PrivacyLoss(kind=kind, epsilon=epsilon, delta=delta, rho=rho))
+
+
+def charge_guarantee(ledger, g, table="czech", **kw):
+    return charge(ledger, builtin_table(table), guarantee=g, mechanism="test", margins=[], output=None,
+                  noise_mode="simulation", **kw)
+
+
+def records(ledger):
+    return json.loads(ledger.read_text())["records"]
+
+
+# --- units --------------------------------------------------------------------------------------------------------
+def test_randomized_response_is_refused_by_an_add_remove_budget_and_charged_epsilon_under_replace(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    assert run(capsys, "ledger", ledger, "--set-budget", "czech", "--epsilon", "1")[0] == 0
+    before = ledger.read_bytes()
+    code, _, err = release(capsys, ledger, tmp_path / "rr", "--mechanism", "randomized-response", "--epsilon", "0.5",
+                           "--margins", "[AB]")
+    # RR publishes the number of reports, n, exactly: it has no add-remove guarantee at all.
+    assert code == 2 and err.count("\n") == 1 and "local" in err and "publishes n exactly" in err
+    assert ledger.read_bytes() == before and not (tmp_path / "rr").exists()
+    # Under replace, epsilon-local DP is epsilon-DP: charged epsilon, not more, not less.
+    assert run(capsys, "ledger", ledger, "--set-budget", "czech-r", "--epsilon", "1", "--budget-neighbours",
+               "replace")[0] == 0
+    code, _, err = release(capsys, ledger, tmp_path / "rr2", "--mechanism", "randomized-response", "--epsilon", "0.5",
+                           "--margins", "[AB]", "--dataset", "czech-r")
+    assert code == 0, err
+    status = budget_status(ledger, "czech-r")
+    assert status.epsilon_spent == pytest.approx(0.5) and status.unit == "replace"
+    written = json.loads((tmp_path / "rr2" / "public" / "release.json").read_text())
+    assert written["guarantee"]["unit"] == {"kind": "local", "attributes": [], "n_public": True}
+    assert written["guarantee"]["loss"]["kind"] == "pure" and written["guarantee"]["loss"]["epsilon"] == 0.5
+
+
+def test_sensitive_attributes_are_refused_by_a_replace_budget_and_charged_under_their_own_unit(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    czech = builtin_table("czech")
+    sensitive = czech.variables[0]
+    assert run(capsys, "ledger", ledger, "--set-budget", "czech", "--epsilon", "1", "--budget-neighbours",
+               "replace")[0] == 0
+    args = ("--mechanism", "sensitive-attributes", "--neighbours", "replace", "--sensitive", sensitive,
+            "--epsilon", "0.4", "--margins", "[AB][BC]")
+    before = ledger.read_bytes()
+    code, _, err = release(capsys, ledger, tmp_path / "s", *args)
+    # The blocks without the sensitive attribute are released exactly, and an unrestricted replace moves them.
+    assert code == 2 and "protects" in err and sensitive in err and ledger.read_bytes() == before
+    # A budget for the sensitive attribute of the same dataset covers it; one for another attribute does not.
+    other = czech.variables[1]
+    assert run(capsys, "ledger", ledger, "--set-budget", "czech-other", "--epsilon", "1", "--budget-neighbours",
+               "sensitive-attributes", "--budget-attributes", other)[0] == 0
+    code, _, err = release(capsys, ledger, tmp_path / "s", *args, "--dataset", "czech-other", "--allow-alias")
+    assert code == 2 and "protects" in err
+    assert run(capsys, "ledger", ledger, "--set-budget", "czech-s", "--epsilon", "1", "--budget-neighbours",
+               "sensitive-attributes", "--budget-attributes", sensitive)[0] == 0
+    code, _, err = release(capsys, ledger, tmp_path / "s", *args, "--dataset", "czech-s", "--allow-alias")
+    assert code == 0, err
+    assert budget_status(ledger, "czech-s").epsilon_spent == pytest.approx(0.4)
+    # An ordinary add-remove release also protects the attribute: by group privacy at twice its epsilon.
+    code, _, err = release(capsys, ledger, tmp_path / "a", "--epsilon", "0.1", "--dataset", "czech-s",
+                           "--allow-alias")
+    assert code == 0, err
+    assert budget_status(ledger, "czech-s").epsilon_spent == pytest.approx(0.4 + 2 * 0.1)
+
+
+def test_a_replace_budget_is_refused_when_a_recorded_release_has_no_guarantee_under_it(tmp_path):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    charge_guarantee(ledger, guarantee("sensitive-attributes", attributes=("A",)))
+    with pytest.raises(BudgetRefused, match="no guarantee under this budget's unit"):
+        set_budget(ledger, "czech", 5.0, neighbours="replace")
+
+
+# --- group privacy and losses -------------------------------------------------------------------------------------
+def test_group_privacy_of_an_add_remove_release_under_a_replace_budget(tmp_path):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 10.0, delta=1e-4, neighbours="replace")
+    epsilon, delta = 2.0, 1e-6
+    charge_guarantee(ledger, guarantee(kind=APPROXIMATE, epsilon=epsilon, delta=delta))
+    status = budget_status(ledger, "czech")
+    # Two add-remove steps make one replace step: (2 eps, (1 + e^eps) delta), here 2.56 times the naive 2 delta.
+    assert status.epsilon_spent == pytest.approx(4.0)
+    assert status.delta_spent == pytest.approx((1 + math.exp(2.0)) * 1e-6, rel=1e-12)
+    # rho-zCDP: group privacy of two steps is 4 rho.
+    zcdp = init_ledger(tmp_path / "zcdp.json")
+    set_budget(zcdp, "czech", rho=1.0, neighbours="replace")
+    charge_guarantee(zcdp, guarantee(kind=ZCDP, epsilon=1.0, delta=1e-6, rho=0.05))
+    assert budget_status(zcdp, "czech").rho_spent == pytest.approx(0.2)
+    # Pure epsilon under a rho budget: epsilon^2 / 2 (Bun & Steinke 2016, Proposition 1.4), under its own unit.
+    set_budget(zcdp, "edwards", rho=1.0)
+    charge_guarantee(zcdp, guarantee(epsilon=0.6), table="edwards")
+    assert budget_status(zcdp, "edwards").rho_spent == pytest.approx(0.18)
+    # An (epsilon, delta) loss that is not zCDP cannot be charged to a rho budget.
+    with pytest.raises(BudgetRefused, match="not zCDP"):
+        charge_guarantee(zcdp, guarantee(kind=APPROXIMATE, epsilon=0.5, delta=1e-7), table="edwards")
+
+
+def test_the_smallest_overspend_is_refused(tmp_path):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 1.0)
+    for _ in range(10):
+        charge_guarantee(ledger, guarantee(epsilon=0.1))  # 0.1 ten times is 0.9999999999999999: it fits
+    with pytest.raises(BudgetRefused, match="exceeded"):
+        charge_guarantee(ledger, guarantee(epsilon=1e-9))
+    other = init_ledger(tmp_path / "other.json")
+    set_budget(other, "czech", 1.0)
+    charge_guarantee(other, guarantee(epsilon=0.5))
+    with pytest.raises(BudgetRefused, match="exceeded"):
+        charge_guarantee(other, guarantee(epsilon=0.5 * (1 + 1e-9)))
+    set_budget(other, "edwards", 1.0, delta=1e-6)
+    charge_guarantee(other, guarantee(kind=APPROXIMATE, epsilon=0.1, delta=1e-6), table="edwards")
+    with pytest.raises(BudgetRefused, match="needs delta"):
+        charge_guarantee(other, guarantee(kind=APPROXIMATE, epsilon=0.1, delta=1e-15), table="edwards")
+
+
+# --- one identity ---------------------------------------------------------------------------------------------------
+def test_a_hard_linked_ledger_or_key_is_refused(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "L.json")
+    set_budget(ledger, "czech", 1.0)
+    os.link(ledger, tmp_path / "H.json")
+    os.link(tmp_path / "L.json.key", tmp_path / "H.json.key")
+    for name in ("L.json", "H.json"):
+        code, _, err = release(capsys, tmp_path / name, tmp_path / f"out-{name}", "--epsilon", "0.6")
+        assert code == 2 and "hard links" in err and not (tmp_path / f"out-{name}").exists()
+    # The key's own links are refused too (a ledger copied beside a linked key).
+    (tmp_path / "H.json").unlink()
+    shutil.copy(ledger, tmp_path / "H.json")
+    with pytest.raises(LedgerIntegrityError, match="hard links"):
+        budget_status(tmp_path / "H.json", "czech")
+    assert len(records(ledger)) == 1
+
+
+def test_a_second_dataset_id_for_the_same_table_is_refused_unless_said(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "survey", 1.0)
+    set_budget(ledger, "survey-again", 1.0)
+    assert release(capsys, ledger, tmp_path / "a", "--epsilon", "0.9", "--dataset", "survey")[0] == 0
+    code, _, err = release(capsys, ledger, tmp_path / "b", "--epsilon", "0.9", "--dataset", "survey-again")
+    assert code == 2 and "released before under the dataset 'survey'" in err and not (tmp_path / "b").exists()
+    code, _, err = release(capsys, ledger, tmp_path / "b", "--epsilon", "0.9", "--dataset", "survey-again",
+                           "--allow-alias")
+    assert code == 0, err
+    code, out, _ = run(capsys, "ledger", ledger)
+    assert "NOTE: survey released a table also released under survey-again" in out
+    code, out, _ = run(capsys, "ledger", "verify", ledger)
+    assert code == 0 and "NOTE: survey-again released a table also released under survey" in out
+
+
+def test_a_batch_that_would_change_a_budget_the_ledger_holds_is_refused_unless_said(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 1.0)
+    spec = tmp_path / "season.toml"
+    spec.write_text('ledger = "ledger.json"\n[datasets.czech]\nbuiltin = "czech"\nbudget = 10.0\n'
+                    '[[releases]]\ndataset = "czech"\nepsilon = 5.0\nout = "r1"\nsimulate = true\n')
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    for dry in (["--dry-run"], []):
+        code, _, err = run(capsys, "batch", spec, *dry)
+        assert code == 2 and err.count("\n") == 1
+        assert "change the budget of czech from epsilon 1 (add-remove) to epsilon 10 (add-remove)" in err
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    code, out, _ = run(capsys, "batch", spec, "--dry-run", "--set-budgets")
+    assert code == 0 and "budget: would change the budget of czech from epsilon 1" in out
+    assert budget_status(ledger, "czech").epsilon_budget == 1.0
+    assert run(capsys, "batch", spec, "--set-budgets")[0] == 0
+    status = budget_status(ledger, "czech")
+    assert status.epsilon_budget == 10.0 and status.epsilon_spent == pytest.approx(5.0)
+
+
+def test_a_batch_never_makes_a_ledger(tmp_path, capsys):
+    spec = tmp_path / "season.toml"
+    spec.write_text('ledger = "ledgr.json"\n[datasets.czech]\nbuiltin = "czech"\n'
+                    '[[releases]]\ndataset = "czech"\nepsilon = 0.5\nout = "r1"\nsimulate = true\n')
+    for dry in (["--dry-run"], []):
+        code, _, err = run(capsys, "batch", spec, *dry)
+        assert code == 2 and "ledgr.json does not exist" in err and "ledger init" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["season.toml"]
+
+
+# --- rollback, re-initialisation, rewriting ----------------------------------------------------------------------
+def test_an_old_copy_put_back_is_found(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 1.0)
+    old = ledger.read_bytes()
+    assert release(capsys, ledger, tmp_path / "a", "--epsilon", "0.9")[0] == 0
+    ledger.write_bytes(old)  # the charge of 0.9 "forgotten"
+    problems = verify_ledger(ledger)
+    assert problems and "an older copy was put back" in problems[0]
+    code, _, err = release(capsys, ledger, tmp_path / "b", "--epsilon", "0.9")
+    assert code == 2 and "fails verification" in err and not (tmp_path / "b").exists()
+
+
+def test_a_ledger_deleted_and_made_again_is_found(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 1.0)
+    assert release(capsys, ledger, tmp_path / "a", "--epsilon", "0.9")[0] == 0
+    ledger.unlink()
+    (tmp_path / "ledger.json.key").unlink()
+    with pytest.raises(LedgerIntegrityError, match="records an earlier ledger"):
+        init_ledger(ledger)
+    # With the anchor removed too, nothing beside the ledger remembers it: the bundles do.
+    (tmp_path / "ledger.json.anchor").unlink()
+    init_ledger(ledger)
+    problems = verify_bundles(ledger, [tmp_path / "a"])
+    assert len(problems) == 1 and "charged to another ledger" in problems[0]
+    code, out, _ = run(capsys, "ledger", "verify", ledger, "--bundles", tmp_path / "a")
+    assert code == 1 and "FAILED: the bundle" in out
+
+
+def test_records_rewritten_by_the_key_holder_are_found_by_the_anchor(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 1.0)
+    assert release(capsys, ledger, tmp_path / "a", "--epsilon", "0.9")[0] == 0
+    # Whoever holds the key rewrites the release's epsilon to 0.1 and re-computes every MAC and the head.
+    key = ledger_key(ledger)
+    data = json.loads(ledger.read_text())
+    data["records"][1]["epsilon"] = 0.1
+    data["records"][1]["guarantee"]["loss"]["epsilon"] = 0.1
+    previous = ""
+    for record in data["records"]:
+        body = {k: v for k, v in record.items() if k != "mac"}
+        record["mac"] = hmac.new(key, previous.encode() + b"|" + json.dumps(
+            body, sort_keys=True, separators=(",", ":")).encode(), hashlib.sha256).hexdigest()
+        previous = record["mac"]
+    data["head"]["mac"] = hmac.new(key, f"head|2|{previous}|{data['ledger_id']}|anchored".encode(),
+                                   hashlib.sha256).hexdigest()
+    ledger.write_text(json.dumps(data))
+    problems = verify_ledger(ledger)
+    assert problems and "the records were rewritten" in problems[0]
+    # And the bundle's charge no longer matches a record.
+    data_anchor = tmp_path / "ledger.json.anchor"
+    data_anchor.unlink()
+    assert any("not in the ledger" in p for p in verify_bundles_after_reanchor(ledger, tmp_path / "a"))
+
+
+def verify_bundles_after_reanchor(ledger, bundle):
+    """The chain verifies (the anchor is gone and its absence alone is reported): compare the bundle directly."""
+    problems = verify_ledger(ledger)
+    assert problems and "no record of this ledger" in problems[0]
+    charge_record = json.loads((bundle / "internal" / "charge.json").read_text())
+    record = records(ledger)[charge_record["sequence"] - 1]
+    return [] if record["mac"] == charge_record["mac"] else ["the bundle's charge is not in the ledger"]
+
+
+def test_bundles_and_charges_are_held_together(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    for name in ("a", "b"):
+        assert release(capsys, ledger, tmp_path / name, "--epsilon", "0.1")[0] == 0
+    assert verify_bundles(ledger, [tmp_path / "a", tmp_path / "b"]) == []
+    missing = verify_bundles(ledger, [tmp_path / "a"])
+    assert len(missing) == 1 and "charge 2" in missing[0] and "has no bundle" in missing[0]
+    (tmp_path / "plain").mkdir()
+    assert any("records no charge" in p for p in verify_bundles(ledger, [tmp_path / "plain"]))
+    release_id = json.loads((tmp_path / "a" / "public" / "release.json").read_text())["release_id"]
+    assert release_id == ledger_entries(ledger)[0]["release_id"]
+    assert len(release_id) == 32 and int(release_id, 16) >= 0
+
+
+def test_the_ledger_its_key_and_its_anchor_are_owner_only(tmp_path):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 1.0)
+    for path in (ledger, tmp_path / "ledger.json.key", tmp_path / "ledger.json.anchor"):
+        assert (path.stat().st_mode & 0o777) == 0o600, path
+
+
+def test_a_version_2_ledger_is_read_and_anchored_from_its_next_write(tmp_path):
+    key = b"k" * 64
+    os.environ["TABRELEASE_LEDGER_KEY"] = key.decode()
+    try:
+        from tabrelease.ledger import _append, _head_mac, _key_id
+
+        data = {"version": 2, "key_id": _key_id(key), "records": []}
+        _append(data, key, {"kind": "budget", "dataset": "czech", "epsilon": 1.0, "delta": 0.0,
+                            "neighbours": "add-remove"})
+        _append(data, key, {"kind": "release", "dataset": "czech", "fingerprint": "f", "epsilon": 0.4, "delta": 0.0,
+                            "neighbours": "add-remove", "total_public": False})
+        data["head"] = {"count": 2, "mac": _head_mac(key, 2, data["records"][-1]["mac"])}
+        ledger = tmp_path / "old.json"
+        ledger.write_text(json.dumps(data))
+        ledger.chmod(0o600)
+        assert verify_ledger(ledger) == [] and budget_status(ledger, "czech").epsilon_spent == pytest.approx(0.4)
+        charge_guarantee(ledger, guarantee(epsilon=0.5))
+        upgraded = json.loads(ledger.read_text())
+        assert upgraded["version"] == 3 and verify_ledger(ledger) == []
+        assert budget_status(ledger, "czech").epsilon_spent == pytest.approx(0.9)
+        with pytest.raises(BudgetRefused):
+            charge_guarantee(ledger, guarantee(epsilon=0.2))
+    finally:
+        del os.environ["TABRELEASE_LEDGER_KEY"]
+
+
+def test_a_bad_budget_is_one_line(tmp_path, capsys):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    for args, message in [
+        (("--budget-neighbours", "sensitive-attributes", "--epsilon", "1"), "names the protected attributes"),
+        (("--rho", "1", "--epsilon", "1"), "not both"),
+        (("--accounting", "zcdp", "--epsilon", "1"), "rho, or an (epsilon, delta > 0) target"),
+    ]:
+        code, _, err = run(capsys, "ledger", ledger, "--set-budget", "czech", *args)
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+    with pytest.raises(TabreleaseError):
+        PrivacyUnit(kind="household")
+
+
+def test_a_hard_link_to_the_ledger_alone_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "q" * 40)  # no key file: the ledger's own links are what counts
+    ledger = init_ledger(tmp_path / "L.json")
+    set_budget(ledger, "czech", 1.0)
+    os.link(ledger, tmp_path / "H.json")
+    for name in ("L.json", "H.json"):
+        with pytest.raises(LedgerIntegrityError, match="2 hard links"):
+            charge_guarantee(tmp_path / name, guarantee(epsilon=0.6))
+    assert len(records(ledger)) == 1
+
+
+def test_another_ledger_put_in_the_place_of_one_is_found(tmp_path):
+    first = init_ledger(tmp_path / "A.json")
+    set_budget(first, "czech", 1.0)
+    charge_guarantee(first, guarantee(epsilon=0.9))
+    second = init_ledger(tmp_path / "B.json")  # a fresh ledger, spending from zero
+    shutil.copy(second, first)
+    shutil.copy(tmp_path / "B.json.key", tmp_path / "A.json.key")
+    problems = verify_ledger(first)
+    assert problems and "last saw another ledger at this path" in problems[0]
