@@ -373,3 +373,32 @@ def test_another_ledger_put_in_the_place_of_one_is_found(tmp_path):
     shutil.copy(tmp_path / "B.json.key", tmp_path / "A.json.key")
     problems = verify_ledger(first)
     assert problems and "last saw another ledger at this path" in problems[0]
+
+
+@pytest.mark.parametrize("excess", [1, 256, 512])
+def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp_path, excess):
+    """n * W was compared in floating point: 2^62 + 512 rounds to 2^62 and passed, then the sampler refused it
+    after the charge. Exact integers refuse it first."""
+    import numpy as np
+
+    from tabrelease.release import publish_release
+
+    czech = builtin_table("czech")
+    counts = np.zeros_like(czech.counts)
+    counts.flat[0] = 2**62 + excess
+    assert float(counts.sum()) == 2.0**62  # what the float comparison saw
+    ledger = init_ledger(tmp_path / "ledger.json")
+    with pytest.raises(TabreleaseError, match="too large for release mode's 64-bit secure sampler"):
+        publish_release(czech.with_counts(counts), tmp_path / "r", 1.0, [(0, 1)], mechanism="cells", ledger=ledger)
+    assert ledger_entries(ledger) == [] and not (tmp_path / "r").exists()
+
+
+def test_json_output_is_one_json_document_on_stdout(tmp_path):
+    """A solver that prints a banner when first made (HiGHS 1.16) must not reach stdout."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tabrelease", "release", "czech", "--epsilon", "1", "--simulate",
+                           "--seed", "3", "--out", str(tmp_path / "r"), "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["release"]["guarantee"]["loss"]["epsilon"] == 1.0
