@@ -402,3 +402,33 @@ def test_json_output_is_one_json_document_on_stdout(tmp_path):
                            "--seed", "3", "--out", str(tmp_path / "r"), "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["release"]["guarantee"]["loss"]["epsilon"] == 1.0
+
+
+def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_path, monkeypatch):
+    import numpy as np
+
+    import tabrelease.copula as copula
+    from tabrelease.release import publish_release
+
+    monkeypatch.setattr(copula, "MAX_RECORDS", 1000)
+    czech = builtin_table("czech")
+    assert czech.n > 1000
+    ledger = init_ledger(tmp_path / "ledger.json")
+    with pytest.raises(TabreleaseError, match="synthesises one record per person") as refused:
+        publish_release(czech, tmp_path / "r", 1.0, [(0, 1)], mechanism="copula-id", mode="simulation",
+                        ledger=ledger)
+    assert str(int(czech.n)) not in str(refused.value)
+    assert ledger_entries(ledger) == [] and not (tmp_path / "r").exists()
+    # Below the limit the records are drawn in chunks: the same table as one draw, with memory that does not grow.
+    monkeypatch.setattr(copula, "CHUNK_VALUES", 64)
+    from tabrelease.mechanisms import plan_release
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.release import measure
+
+    plan = plan_release(czech.shape, [(0, 1)], 1.0, mechanism="copula-id")
+    measurements = measure(plan, czech, SimulationNoise(5))
+    model = copula.fit_copula(czech.shape, measurements)
+    chunked = copula.synthesise(plan, measurements, np.random.default_rng(9)).table
+    monkeypatch.setattr(copula, "CHUNK_VALUES", 2**24)
+    whole = copula.synthetic_counts(czech.shape, copula.sample_records(model, np.random.default_rng(9)))
+    assert np.array_equal(chunked, whole) and chunked.sum() == model.n

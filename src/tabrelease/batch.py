@@ -273,7 +273,7 @@ def _prepared(spec: BatchSpec) -> list[tuple[ReleaseSpec, Any, Any, list, dict]]
     stops the batch before its first release, naming it."""
     from .mechanisms import get_mechanism
     from .models import margin_label
-    from .release import _plan_and_noise, check_release_size, resolve_margins
+    from .release import _plan_and_noise, check_before_charge, check_release_size, resolve_margins
 
     tables = {}
     for name, dataset in spec.datasets.items():
@@ -289,6 +289,7 @@ def _prepared(spec: BatchSpec) -> list[tuple[ReleaseSpec, Any, Any, list, dict]]
             plan, _ = _plan_and_noise(table, r.epsilon, margins, "simulation" if r.simulate else "release",
                                       r.seed, mechanism=r.mechanism, neighbours=r.neighbours, delta=r.delta)
             check_release_size(table, plan.margins, plan.mechanism)
+            check_before_charge(plan, table, "simulation" if r.simulate else "release")
         except TabreleaseError as exc:
             raise TabreleaseError(f"{r.where()}: {exc}") from None
         expected = get_mechanism(plan.mechanism).expected_errors(plan) or {}

@@ -205,21 +205,39 @@ def fit_copula(shape, measurements: Measurements) -> CopulaModel:
     return CopulaModel(shape, probabilities, correlation, repaired, n)
 
 
-def sample_records(model: CopulaModel, rng: np.random.Generator) -> np.ndarray:
-    """n synthetic records (n x k level codes): Algorithm 4, Eq. 6, then the decoding of the module docstring."""
+# Records are drawn in chunks of at most this many normal deviates (128 MiB of float64), so that memory does not
+# grow with n; the draws are those of one call (numpy fills its arrays from one stream in order).
+CHUNK_VALUES = 2**24
+# The copula draws one record per person: a table with more records than this is refused before its charge (a limit
+# of this tool's time, stated in public: it says only that n is above it).
+MAX_RECORDS = 2 * 10**8
+
+
+def record_chunks(model: CopulaModel, rng: np.random.Generator):
+    """The n synthetic records (chunks of rows of level codes): Algorithm 4, Eq. 6, then the decoding of the module
+    docstring."""
     factor = cholesky_factor(model.repaired)
     d = len(model.probabilities)
-    uniforms = ndtr(rng.standard_normal((model.n, d)) @ factor.T)
+    size = max(1, CHUNK_VALUES // max(d, 1))
     offsets = model.offsets
-    records = np.empty((model.n, len(model.shape)), np.int64)
-    for i in range(len(model.shape)):
-        u = uniforms[:, offsets[i]:offsets[i + 1]]
-        p = model.probabilities[offsets[i]:offsets[i + 1]]
-        with np.errstate(divide="ignore"):
-            # X_l = 1 iff (1 - U_l) / p_l < 1: a single level set is the minimum; a level of p = 0 never wins
-            depth = np.where(p > 0, (1.0 - u) / np.where(p > 0, p, 1.0), np.inf)
-        records[:, i] = np.argmin(depth, axis=1)
-    return records
+    for start in range(0, model.n, size):
+        rows = min(size, model.n - start)
+        uniforms = ndtr(rng.standard_normal((rows, d)) @ factor.T)
+        records = np.empty((rows, len(model.shape)), np.int64)
+        for i in range(len(model.shape)):
+            u = uniforms[:, offsets[i]:offsets[i + 1]]
+            p = model.probabilities[offsets[i]:offsets[i + 1]]
+            with np.errstate(divide="ignore"):
+                # X_l = 1 iff (1 - U_l) / p_l < 1: a single level set is the minimum; a level of p = 0 never wins
+                depth = np.where(p > 0, (1.0 - u) / np.where(p > 0, p, 1.0), np.inf)
+            records[:, i] = np.argmin(depth, axis=1)
+        yield records
+
+
+def sample_records(model: CopulaModel, rng: np.random.Generator) -> np.ndarray:
+    """n synthetic records (n x k level codes), all at once (small n: tests and notebooks)."""
+    chunks = list(record_chunks(model, rng))
+    return np.concatenate(chunks) if chunks else np.empty((0, len(model.shape)), np.int64)
 
 
 def synthetic_counts(shape, records: np.ndarray) -> np.ndarray:
@@ -244,17 +262,25 @@ def synthesise(plan, measurements: Measurements, rng: np.random.Generator) -> Es
     from .loglinear.ipf import one_blas_thread
 
     start = time.perf_counter()
+    whole = np.prod(plan.shape, dtype=object) <= MAX_TABLE_CELLS
     with one_blas_thread():  # d x d eigen-decompositions, d = sum k_i: BLAS threads only contend at this size
         model = fit_copula(plan.shape, measurements)
-        records = sample_records(model, rng)
+        # Counted chunk by chunk: the records themselves are never all held.
+        if whole:
+            table = np.zeros(plan.shape, np.int64)
+            for records in record_chunks(model, rng):
+                table += synthetic_counts(plan.shape, records)
+        else:
+            margins = [np.zeros(tuple(plan.shape[j] for j in g), np.int64) for g in plan.margins]
+            for records in record_chunks(model, rng):
+                for total, g in zip(margins, plan.margins):
+                    total += synthetic_margin(plan.shape, records, g)
     notes = (f"synthetic data: {model.n} records sampled from a Gaussian copula fitted to the noisy dummy-coded "
              "counts; the released margins are those records' margins",)
-    if np.prod(plan.shape, dtype=object) <= MAX_TABLE_CELLS:
-        return Estimate(table=synthetic_counts(plan.shape, records), margins=None,
-                        seconds=time.perf_counter() - start, notes=notes)
-    margins = tuple(synthetic_margin(plan.shape, records, g) for g in plan.margins)
+    if whole:
+        return Estimate(table=table, margins=None, seconds=time.perf_counter() - start, notes=notes)
     # Each released margin is its own "clique": they are all margins of the one table of the records.
-    return Estimate(table=None, margins=margins, seconds=time.perf_counter() - start, notes=notes,
+    return Estimate(table=None, margins=tuple(margins), seconds=time.perf_counter() - start, notes=notes,
                     cliques=tuple(plan.margins))
 
 

@@ -348,6 +348,13 @@ def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None
                               "from margins; nothing was charged")
 
 
+def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
+    """Every check of a planned release against its table that must refuse before any charge: the secure sampler's
+    domain, and the mechanism's own size limit."""
+    check_sampler_domain(plan, table, mode)
+    get_mechanism(plan.mechanism).check_table_size(plan, int(table.n))
+
+
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
     """Release mode draws on 64-bit integers: refuse, before any charge, a table whose measured integers could
     exceed them (the message names no count)."""
@@ -552,7 +559,7 @@ def publish_release(
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,
                                   plan_objective=plan_objective, sensitive=sensitive)
-    check_sampler_domain(plan, table, mode)
+    check_before_charge(plan, table, mode)
     stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
     with deferred_signals():
         preload_release_modules(workbook)

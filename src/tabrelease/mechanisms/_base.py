@@ -97,6 +97,10 @@ class Mechanism(ABC):
         """Per released margin, an L1 error bound that holds with probability >= 1 - delta, if known."""
         return None
 
+    def check_table_size(self, plan: MechanismPlan, n: int) -> None:
+        """Refuse, before the charge, a table this mechanism cannot release at its size `n` (number of records).
+        The message may state the limit, never n. The default accepts every n."""
+
     def sampler_bound(self, plan: MechanismPlan) -> float:
         """W such that every integer the secure sampler perturbs is at most W * n in absolute value."""
         return 1.0

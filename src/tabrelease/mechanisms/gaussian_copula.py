@@ -127,6 +127,14 @@ class GaussianCopula(Mechanism):
             raise TabreleaseError("these measurements were not drawn with this plan's noise (blocks, scale or "
                                   "distribution differ)")
 
+    def check_table_size(self, plan, n):
+        from ..copula import MAX_RECORDS
+
+        if int(n) > MAX_RECORDS:
+            raise TabreleaseError(f"the {self.name} mechanism synthesises one record per person, and this table has "
+                                  f"more than {MAX_RECORDS:.0e} (this tool's limit for it); use the planned mechanism; "
+                                  "nothing was charged")
+
     def privacy_statement(self, plan):
         cal, m = plan.calibration, len(plan.shape)
         blocks = len(block_variables(m, self.pairs))
