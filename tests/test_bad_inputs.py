@@ -112,7 +112,7 @@ CLI_CASES = [
     ("ledger is not JSON", _ledger("not json"), [*RELEASE_CZECH, "--ledger", "ledger.json", "--out", "o"],
      "ledger.json is not a tabrelease ledger (not valid JSON)"),
     ("ledger of another format", _ledger('{"version": 99}'), ["ledger", "ledger.json"],
-     "ledger.json is not a tabrelease ledger of version 2"),
+     "ledger.json is not a tabrelease ledger of version 3"),
     ("ledger in a missing folder", None, [*RELEASE_CZECH, "--ledger", "nowhere/l.json", "--out", "o"],
      "/nowhere does not exist"),
     ("no ledger to show", None, ["ledger", "missing.json"], "missing.json; make one with `tabrelease ledger init"),

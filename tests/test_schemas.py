@@ -37,8 +37,8 @@ def test_bundles_of_every_mechanism_match_their_schemas(tmp_path, capsys):
 def test_a_key_outside_the_schema_is_never_published(tmp_path, monkeypatch, capsys):
     parameters = reports.release_parameters
 
-    def leaky(table, release, version):
-        return {**parameters(table, release, version), "n": table.n}  # a confidential number
+    def leaky(table, release, version, release_id=None):
+        return {**parameters(table, release, version, release_id), "n": table.n}  # a confidential number
 
     monkeypatch.setattr(reports, "release_parameters", leaky)
     assert main(["release", "czech", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(tmp_path / "r")]) == 2
