@@ -330,14 +330,71 @@ def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) 
     return counts.sum(axis=drop) if drop else counts
 
 
-def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
-    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value."""
+# OWASP's rule against CSV injection: spreadsheet programs take a field that starts with = + - @, a tab or a carriage
+# return as a formula (which can compute, fetch or run things), so a label written to a CSV file that starts with one
+# is written behind a single quote, which makes it text ('=1+1, '-1). Counts are never changed: they are numbers.
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _formula_like(text: str) -> bool:
+    # Leading quotes are looked through, so that a label that itself starts with a quote before a trigger ('=x) gets
+    # one more, and csv_label_from_field undoes the rule exactly: every label reads back as it was written.
+    return text.lstrip("'").startswith(FORMULA_TRIGGERS)
+
+
+def csv_field_for_label(label: str) -> str:
+    """A label (a level, a variable's name) as it is written to a CSV file: behind a single quote when a spreadsheet
+    would read it as a formula (it starts with ``= + - @``, a tab or a carriage return; OWASP's rule).
+
+    Parameters
+    ----------
+    label : str
+        The label as the table holds it.
+
+    Returns
+    -------
+    str
+        The field to write; `csv_label_from_field` gives the label back.
+    """
+    return "'" + label if _formula_like(label) else label
+
+
+def csv_label_from_field(field: str) -> str:
+    """The label a CSV field written by `csv_field_for_label` holds (the inverse: one protective quote removed).
+
+    Parameters
+    ----------
+    field : str
+        A field of a CSV file.
+
+    Returns
+    -------
+    str
+        The label; a field that was not protected is returned as it is.
+    """
+    return field[1:] if field.startswith("'") and _formula_like(field) else field
+
+
+def long_rows(levels, axes, values: np.ndarray):
+    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value (an int, or
+    a float rounded to 6 decimals). What a margin's CSV file and its workbook sheet both hold."""
     values = np.asarray(values)
     integer = np.issubdtype(values.dtype, np.integer)
     labels = [levels[a] for a in axes]
+    for index in np.ndindex(*values.shape):
+        v = values[index]
+        yield [lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else round(float(v), 6)]
+
+
+def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
+    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value. Labels and
+    names that a spreadsheet would take for a formula are written behind a single quote (`csv_field_for_label`)."""
+    values = np.asarray(values)
+    integer = np.issubdtype(values.dtype, np.integer)
+    labels = [[csv_field_for_label(x) for x in levels[a]] for a in axes]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh, lineterminator="\n")
-        out.writerow([variables[a] for a in axes] + [count_column])
+        out.writerow([csv_field_for_label(variables[a]) for a in axes] + [csv_field_for_label(count_column)])
         for index in np.ndindex(*values.shape):
             v = values[index]
             out.writerow([lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else repr(round(float(v), 6))])
@@ -637,9 +694,12 @@ def _detect_separator(header_line: str) -> str:
 
 
 def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
-                   columns: Sequence[str] | None = None) -> pd.DataFrame:
+                   columns: Sequence[str] | None = None, *, as_written: Sequence[str] = ()) -> pd.DataFrame:
     """Every field of a CSV file as text. Trailing blank rows and empty trailing columns (trailing separators,
-    as spreadsheets write them) are dropped silently; a row with another number of fields is one line naming it."""
+    as spreadsheets write them) are dropped silently; a row with another number of fields is one line naming it.
+    Names and fields behind a protective single quote (as `write_long_csv` writes labels a spreadsheet would take
+    for a formula) are read back as the labels they protect, except in the columns named in `as_written` (a count
+    column: a count is never a label)."""
     options = options or CsvOptions()
     path = _regular_file(path)
     text = _decode(path, options.encoding)
@@ -650,15 +710,42 @@ def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
     sep = options.sep if options.sep is not None else _detect_separator(first)
     if len(sep) != 1:
         raise TabreleaseError(f"the separator must be one character, not {sep!r}")
-    fast = _fast_frame(path, text, first, sep, columns)
-    if fast is not None:
-        return fast
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
-    except csv.Error as exc:
-        raise TabreleaseError(f"{path} is not a readable CSV table ({exc})") from None
-    rows = [[field.strip() for field in row] for row in rows]
-    return _frame_from_rows(path, rows, f"the separator {sep!r}", columns)
+    quoted = "'" in text  # no single quote anywhere (nearly every file): nothing to read back, and no cost
+    if quoted and columns is not None:
+        # A column asked for by its label is found under its protected name.
+        try:
+            header = [h.strip() for h in next(csv.reader([first], delimiter=sep), [])]
+        except csv.Error:
+            header = [h.strip() for h in first.split(sep)]
+        columns = [csv_field_for_label(c) if csv_field_for_label(c) in header else c for c in columns]
+    frame = _fast_frame(path, text, first, sep, columns)
+    if frame is None:
+        try:
+            rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
+        except csv.Error as exc:
+            raise TabreleaseError(f"{path} is not a readable CSV table ({exc})") from None
+        rows = [[field.strip() for field in row] for row in rows]
+        frame = _frame_from_rows(path, rows, f"the separator {sep!r}", columns)
+    return _labels_from_fields(frame, as_written) if quoted else frame
+
+
+def _labels_from_fields(frame: pd.DataFrame, as_written: Sequence[str]) -> pd.DataFrame:
+    """The frame with its names, and the fields of every column not in `as_written`, read by csv_label_from_field."""
+    import pandas as pd
+
+    names = [csv_label_from_field(str(c)) for c in frame.columns]
+    columns = {}
+    for j, name in enumerate(names):
+        column = frame.iloc[:, j]
+        if name not in as_written:
+            protected = column.str.startswith("'").to_numpy(dtype=bool)
+            if protected.any():
+                column = column.copy()
+                column[protected] = [csv_label_from_field(v) for v in column[protected]]
+        columns[j] = column.reset_index(drop=True)
+    out = pd.DataFrame(columns)
+    out.columns = names  # set after: two names may now be one, and the table's checks name it
+    return out
 
 
 def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[str] | None) -> pd.DataFrame | None:
@@ -869,7 +956,7 @@ def read_table_csv(path: str | Path, count_column: str = "count", *, complete: b
     path = Path(path)
     if path.is_dir():
         raise TabreleaseError(f"{path} is a directory, not a CSV file")
-    frame = _normalise_counts(read_csv_frame(path, options), count_column, options)
+    frame = _normalise_counts(read_csv_frame(path, options, as_written=(count_column,)), count_column, options)
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
 
