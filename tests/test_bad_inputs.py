@@ -163,6 +163,8 @@ API_CASES = [
     ("duplicate cell", lambda: table_from_frame(
         pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["p", "p", "p", "q"], "count": [1, 2, 3, 4]})),
      "duplicate cell {'a': 'x', 'b': 'p'}"),
+    ("duplicate column names", lambda: table_from_frame(_frame([1, 2, 3, 4]).set_axis(["a", "a", "count"], axis=1)),
+     "the table has two columns named 'a'"),
     ("one-level variable", lambda: table_from_frame(pd.DataFrame({"a": ["x", "x"], "b": ["p", "q"], "count": [1, 2]})),
      "variable 'a' has only one level"),
     ("sparse table without complete=False", lambda: table_from_frame(

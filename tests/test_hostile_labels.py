@@ -122,3 +122,18 @@ def test_the_audit_page_escapes_every_label(tmp_path):
     # The page's own markup is intact: as many table openings as closings.
     assert html.count("<table") == html.count("</table>")
 
+
+def test_duplicate_column_names_in_a_frame_are_one_line_naming_the_column():
+    from tabrelease import TabreleaseError, table_from_microdata
+
+    frame = pd.DataFrame([["x", "p", 1], ["x", "q", 2], ["y", "p", 3], ["y", "q", 4]], columns=["a", "a", "count"])
+    with pytest.raises(TabreleaseError, match="the table has two columns named 'a'"):
+        table_from_frame(frame)
+    with pytest.raises(TabreleaseError, match="the table has two columns named 'count'"):
+        table_from_frame(frame.set_axis(["a", "count", "count"], axis=1))
+    with pytest.raises(TabreleaseError, match="two columns named 'a'"):
+        table_from_microdata(frame.iloc[:, :2])
+    # Names that are not text are taken as text (they were looked up as text, and failed).
+    table = table_from_frame(frame.set_axis([0, 1, "count"], axis=1))
+    assert table.variables == ("0", "1")
+    np.testing.assert_array_equal(table.counts, [[1, 2], [3, 4]])

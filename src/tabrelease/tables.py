@@ -516,6 +516,7 @@ def table_from_frame(
     included, so that a cell dropped by mistake is caught; `complete=False` takes unlisted
     cells as zero.
     """
+    frame = _named_by_text(frame, "the table")
     if count_column not in frame.columns:
         raise TabreleaseError(f"no count column {count_column!r}; the columns are {list(frame.columns)} (one row per "
                               "person? add --microdata, or use table_from_microdata)")
@@ -556,6 +557,20 @@ def table_from_frame(
     return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
 
 
+def _named_by_text(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    """The frame with its column names as text, refused in one line if two are the same (pandas would hand back a
+    frame where a column is asked for, and fail somewhere else)."""
+    names = [str(c) for c in frame.columns]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise TabreleaseError(f"{what} has two columns named {name!r}; every column needs its own name")
+        seen.add(name)
+    if all(isinstance(c, str) for c in frame.columns):
+        return frame
+    return frame.set_axis(names, axis=1)
+
+
 # Set in a table's metadata when its levels were read from data that need not show every level.
 LEVELS_FROM_DATA = "levels_from_data"
 
@@ -578,6 +593,7 @@ def table_from_microdata(
     cells than memory holds (past 2^27) is kept as its records (a `MicrodataTable`, which counts each margin when
     asked); `as_records` forces one form or the other.
     """
+    frame = _named_by_text(frame, "the microdata frame")
     variables = [str(v) for v in (variables if variables is not None else frame.columns)]
     unknown = [v for v in variables if v not in frame.columns]
     if unknown:
