@@ -13,6 +13,7 @@ once; the cases that used to be spread over test_cli_fit, test_cli_release, test
 test_models and test_sweeps are all here.
 """
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,29 @@ def _mkdir(name):
 
 
 RELEASE_CZECH = ["release", "czech", "--epsilon", "1"]
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past what Python's recursive parsers follow
+
+
+def _with_table(name, make):
+    """The good table t.csv, and a side file `name` made by make(path)."""
+    def prepare(d):
+        (d / "t.csv").write_text(GOOD)
+        make(d / name)
+    return prepare
+
+
+def _text(text):
+    return lambda path: path.write_text(text)
+
+
+def _in_folder(folder, name, make):
+    def prepare(d):
+        (d / folder).mkdir()
+        make(d / folder / name)
+    return prepare
+
+
+FIT_T = ["fit", "t.csv", "--model", "[A][B]"]
 
 # (label, prepare the folder, argv, message)
 CLI_CASES = [
@@ -69,6 +93,28 @@ CLI_CASES = [
     ("one-level variable", _csv("A,B,count\n0,0,3\n0,1,1\n"), ["fit", "t.csv"],
      "variable 'A' has only one level"),
     ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"], "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
+    # side files (levels, metadata, batch specs): read whole, so pipes, devices and huge files are refused first
+    ("a level listed twice in a levels file", _with_table("lv.json", _text('{"A": ["0", "1", "0"], "B": ["0", "1"]}')),
+     [*FIT_T, "--levels", "lv.json"], "the levels file lv.json: variable 'A' lists the level '0' twice"),
+    ("a deeply nested levels file", _with_table("lv.json", _text(DEEP_JSON)), [*FIT_T, "--levels", "lv.json"],
+     "the levels file lv.json nests too deeply to read"),
+    ("a deeply nested metadata file", _with_table("meta.json", _text(DEEP_JSON)), [*FIT_T, "--metadata", "meta.json"],
+     "the metadata file meta.json nests too deeply to read"),
+    ("a deeply nested batch spec", lambda d: (d / "spec.toml").write_text("a = " + DEEP_JSON), ["batch", "spec.toml"],
+     "the batch spec spec.toml nests too deeply to read"),
+    ("a deeply nested ledger", _ledger(DEEP_JSON), ["ledger", "ledger.json"], "an input file nests too deeply to read"),
+    ("a levels file that is a FIFO", _with_table("lv.json", lambda path: os.mkfifo(path)),
+     [*FIT_T, "--levels", "lv.json"],
+     "the levels file lv.json is not a regular file"),
+    ("a levels file that is a device", _csv(GOOD), [*FIT_T, "--levels", "/dev/zero"],
+     "the levels file /dev/zero is not a regular file"),
+    ("a metadata file that is a FIFO", _with_table("meta.json", lambda path: os.mkfifo(path)),
+     [*FIT_T, "--metadata", "meta.json"],
+     "the metadata file meta.json is not a regular file"),
+    ("a batch spec that is a FIFO", lambda d: os.mkfifo(d / "spec.toml"), ["batch", "spec.toml"],
+     "the batch spec spec.toml is not a regular file"),
+    ("a levels file past the size limit", _with_table("lv.json", _text(" " * (8 * 2**20 + 1))),
+     [*FIT_T, "--levels", "lv.json"], "the levels file lv.json is larger than 8 MiB"),
     # models and margins
     ("model names an unknown variable", None, ["fit", "czech", "--model", "[AZ]"], "model names unknown variable 'Z' in [AZ]"),
     ("margins name an unknown variable", None, ["release", "edwards", "--epsilon", "1", "--margins", "[AX]", "--out", "o"],
@@ -124,6 +170,12 @@ CLI_CASES = [
      "argument --epsilons: '0.1:0.05:0.01' is not a comma list of numbers or START:STOP:STEP"),
     ("zero repetitions", None, ["sweep", "czech", "--epsilons", "1", "--repetitions", "0", "--out", "s"],
      "argument --repetitions: '0' must be at least 1"),
+    ("resume of a damaged sweep", _in_folder("s", "sweep.json", lambda path: path.write_text("not json")),
+     ["sweep", "czech", "--epsilons", "1", "--repetitions", "2", "--out", "s", "--resume"],
+     "sweep.json is not a sweep's description (not valid JSON)"),
+    ("resume of a sweep whose description is a FIFO", _in_folder("s", "sweep.json", lambda path: os.mkfifo(path)),
+     ["sweep", "czech", "--epsilons", "1", "--repetitions", "2", "--out", "s", "--resume"],
+     "sweep.json is not a regular file"),
     ("resume of nothing", None, ["sweep", "czech", "--epsilons", "1", "--repetitions", "2", "--out", "s", "--resume"],
      "nothing to resume in s: it has no sweep.json"),
     ("resume and force", None, ["reproduce", "--quick", "--out", "p", "--resume", "--force"],
@@ -199,6 +251,8 @@ API_CASES = [
     # sweep grids
     ("Fourier in a grid with a non-binary table", _grid(mechanisms=("fourier",)), "the Fourier mechanism needs an all-binary table"),
     ("zero repetitions", _grid(repetitions=0), "repetitions must be a positive whole number, not 0"),
+    ("a level declared twice", lambda: table_from_frame(_frame([1, 2, 3, 4]), levels={"a": ["x", "y", "x"]}),
+     "the declared levels of 'a' list 'x' twice"),
     ("an epsilon twice", _grid(epsilons=(1.0, 1.0)), "an epsilon appears twice in the sweep grid"),
     ("two tables of one name", _grid(tables=("journey_to_work", "journey_to_work")),
      "two tables in one sweep have the same name: 'journey_to_work'"),

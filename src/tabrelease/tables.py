@@ -447,7 +447,7 @@ def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mappi
     for var in variables:
         observed = frame[var]
         if levels is not None and var in levels:
-            given = [str(x) for x in levels[var]]
+            given = _declared_levels(var, levels[var])
             unknown = sorted(set(observed.unique().tolist()) - set(given))
             if unknown:
                 raise TabreleaseError(f"variable {var!r} has values {unknown[:5]} that are not among its levels {given}")
@@ -455,6 +455,14 @@ def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mappi
         else:
             resolved.append(_level_order(observed))
     return resolved
+
+
+def _declared_levels(variable: str, declared: Sequence[str]) -> list[str]:
+    given = [str(x) for x in declared]
+    repeated = _repeated(given)
+    if repeated is not None:
+        raise TabreleaseError(f"the declared levels of {variable!r} list {repeated!r} twice")
+    return given
 
 
 def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -628,7 +636,7 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
     if (positions < 0).any() or "" in labels:
         raise TabreleaseError(f"column {variable!r} has missing values")
     if declared is not None:
-        given = [str(x) for x in declared]
+        given = _declared_levels(variable, declared)
         unknown = sorted(set(labels) - set(given))
         if unknown:
             raise TabreleaseError(f"variable {variable!r} has values {unknown[:5]} that are not among its levels {given}")
@@ -906,13 +914,7 @@ class DeclaredMetadata:
 
 def read_metadata(path: str | Path) -> DeclaredMetadata:
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8-sig") as fh:
-            meta = json.load(fh)
-    except OSError as exc:
-        raise TabreleaseError(f"cannot read the metadata file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TabreleaseError(f"the metadata file {path} is not valid JSON") from None
+    meta = _read_side_json(path, "metadata file", "utf-8-sig")
     entries = meta.get("variables") if isinstance(meta, dict) else None
     if not isinstance(entries, list) or not entries or not all(isinstance(v, dict) for v in entries):
         raise TabreleaseError(f"the metadata file {path} needs a list \"variables\" of objects with a name and levels")
@@ -1076,22 +1078,44 @@ def describe_builtin_tables() -> list[dict[str, Any]]:
     return rows
 
 
+def _read_side_json(path, what: str, encoding: str = "utf-8"):
+    """A small JSON file (levels, metadata), read whole: a pipe, a device, a file past the side-file limit, text
+    that is not JSON and JSON nested past what the parser can follow are each one line."""
+    from ._files import read_side_file
+
+    data = read_side_file(path, what)
+    try:
+        return json.loads(data.decode(encoding))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TabreleaseError(f"the {what} {path} is not valid JSON") from None
+    except RecursionError:
+        raise TabreleaseError(f"the {what} {path} nests too deeply to read (thousands of brackets inside each "
+                              "other)") from None
+
+
 def read_levels_file(path) -> dict[str, list[str]] | None:
     """The declared levels of a levels JSON file: {variable: [level, ...]} (None without a path)."""
     if path is None:
         return None
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            levels = json.load(fh)
-    except OSError as exc:
-        raise TabreleaseError(f"cannot read the levels file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TabreleaseError(f"the levels file {path} is not valid JSON") from None
+    levels = _read_side_json(path, "levels file")
     if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
         raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
-    return {str(k): [str(x) for x in v] for k, v in levels.items()}
+    declared = {str(k): [str(x) for x in v] for k, v in levels.items()}
+    for variable, lv in declared.items():
+        repeated = _repeated(lv)
+        if repeated is not None:
+            raise TabreleaseError(f"the levels file {path}: variable {variable!r} lists the level {repeated!r} twice")
+    return declared
+
+
+def _repeated(items: Sequence[str]) -> str | None:
+    """The first item that appeared before, or None."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 
 def load_input(source, *, microdata: bool = False, variables: Sequence[str] | None = None, levels_file=None,

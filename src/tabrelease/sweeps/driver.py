@@ -209,7 +209,15 @@ def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Pa
     if resume:
         if not saved.exists():
             raise TabreleaseError(f"nothing to resume in {out}: it has no {SWEEP_FILE}")
-        previous = json.loads(saved.read_text())
+        from .._files import read_side_file
+
+        try:
+            previous = json.loads(read_side_file(saved, "sweep file"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise TabreleaseError(f"{saved} is not a sweep's description (not valid JSON); start over with "
+                                  "--force") from None
+        if not isinstance(previous, dict):
+            raise TabreleaseError(f"{saved} is not a sweep's description; start over with --force")
         previous_grid = {k: previous.get(k) for k in description}
         if previous_grid != description:
             differing = sorted(k for k in description if previous.get(k) != description[k])
