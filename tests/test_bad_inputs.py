@@ -56,6 +56,14 @@ def _text(text):
     return lambda path: path.write_text(text)
 
 
+def _count_csv(row, count):
+    # The count of one data row replaced by `count`.
+    lines = GOOD.splitlines()
+    cells = lines[row].split(",")
+    lines[row] = ",".join(cells[:-1] + [count])
+    return lambda d: (d / "t.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _in_folder(folder, name, make):
     def prepare(d):
         (d / folder).mkdir()
@@ -115,6 +123,15 @@ CLI_CASES = [
      "the batch spec spec.toml is not a regular file"),
     ("a levels file past the size limit", _with_table("lv.json", _text(" " * (8 * 2**20 + 1))),
      [*FIT_T, "--levels", "lv.json"], "the levels file lv.json is larger than 8 MiB"),
+    # counts: ASCII digits only (int() and Decimal() take more)
+    ("a count with an underscore", _count_csv(1, "5_000"), FIT_T,
+     "the count in column 'count' (data row 1) is not a number written in the digits 0-9"),
+    ("a count in Arabic-Indic digits", _count_csv(2, "\u0665"), FIT_T,
+     "the count in column 'count' (data row 2) is not a number written in the digits 0-9"),
+    ("a count in fullwidth digits", _count_csv(3, "\uff15"), FIT_T,
+     "the count in column 'count' (data row 3) is not a number written in the digits 0-9"),
+    ("a count with a huge exponent", _count_csv(4, "1e999999999"), FIT_T,
+     "the count in column 'count' (data row 4) is too large (above 2^63 - 1)"),
     # models and margins
     ("model names an unknown variable", None, ["fit", "czech", "--model", "[AZ]"], "model names unknown variable 'Z' in [AZ]"),
     ("margins name an unknown variable", None, ["release", "edwards", "--epsilon", "1", "--margins", "[AX]", "--out", "o"],
@@ -251,6 +268,10 @@ API_CASES = [
     # sweep grids
     ("Fourier in a grid with a non-binary table", _grid(mechanisms=("fourier",)), "the Fourier mechanism needs an all-binary table"),
     ("zero repetitions", _grid(repetitions=0), "repetitions must be a positive whole number, not 0"),
+    ("a count with a huge exponent", lambda: table_from_frame(_frame(["1", "1e999999999", "3", "4"])),
+     "the count in column 'count' (data row 2) is too large"),
+    ("a count in fullwidth digits", lambda: table_from_frame(_frame(["1", "\uff15", "3", "4"])),
+     "the count in column 'count' (data row 2) is not a number written in the digits 0-9"),
     ("a level declared twice", lambda: table_from_frame(_frame([1, 2, 3, 4]), levels={"a": ["x", "y", "x"]}),
      "the declared levels of 'a' list 'x' twice"),
     ("an epsilon twice", _grid(epsilons=(1.0, 1.0)), "an epsilon appears twice in the sweep grid"),

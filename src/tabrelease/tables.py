@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -478,6 +479,10 @@ def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 
 MAX_COUNT = 2**63 - 1
+# A count as written in a file, once the thousands and decimal marks are normalised: ASCII digits, an optional sign,
+# point and exponent. Python's int() and Decimal() also take 5_000 and digits of other scripts (Arabic-Indic ٥,
+# fullwidth ５): a count written so is a typo or a trick, and is refused.
+_COUNT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
@@ -490,6 +495,8 @@ def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
         where = f"in column {count_column!r} (data row {row + 1})"
         if text == "":
             raise TabreleaseError(f"missing count {where}")
+        if not _COUNT_TEXT.fullmatch(text):
+            raise TabreleaseError(f"the count {where} is not a number written in the digits 0-9")
         try:
             number = Decimal(text)
         except InvalidOperation:
@@ -500,10 +507,9 @@ def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
             raise TabreleaseError(f"a negative count {where}")
         if number != number.to_integral_value():
             raise TabreleaseError(f"a fractional count {where}")
-        value = int(number)
-        if value > MAX_COUNT:
+        if number > MAX_COUNT:  # compared before int(): 1e999999999 would take minutes to turn into an integer
             raise TabreleaseError(f"the count {where} is too large (above 2^63 - 1)")
-        values.append(value)
+        values.append(int(number))
     if sum(values) > MAX_COUNT:
         raise TabreleaseError(f"the counts in column {count_column!r} add up to more than 2^63 - 1")
     return np.array(values, dtype=np.int64)
