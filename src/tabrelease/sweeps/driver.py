@@ -25,7 +25,7 @@ from .._files import remove_own_outputs, write_frame_atomic, write_text_atomic
 from ..errors import TabreleaseError
 from .grid import SweepChunk, SweepGrid, grid_chunks
 from .summary import SUMMARY_OUTPUTS
-from .worker import run_chunk
+from .worker import exit_with_sweep, run_chunk
 
 # Columns measured with a clock: they differ from run to run of the same sweep.
 TIMING_COLUMNS = ("seconds_noise", "seconds_lp", "seconds_round", "seconds_refit")
@@ -62,14 +62,17 @@ class InlineExecutor:
 
 
 def local_executor(jobs: int):
-    """`jobs` worker processes, started clean (forkserver on Linux: no inherited threads or solver state)."""
+    """`jobs` worker processes, started clean (forkserver on Linux: no inherited threads or solver state). Each
+    worker ends as soon as this process has (`exit_with_sweep`): a sweep killed outright leaves no workers
+    computing for nobody."""
     if jobs == 1:
         return InlineExecutor()
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=exit_with_sweep,
+                               initargs=(os.getpid(),))
 
 
 def dask_client(scheduler: str):
