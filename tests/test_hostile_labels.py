@@ -137,3 +137,33 @@ def test_duplicate_column_names_in_a_frame_are_one_line_naming_the_column():
     table = table_from_frame(frame.set_axis([0, 1, "count"], axis=1))
     assert table.variables == ("0", "1")
     np.testing.assert_array_equal(table.counts, [[1, 2], [3, 4]])
+
+
+def test_a_sweep_of_a_table_named_like_a_formula_writes_text(tmp_path):
+    # A sweep's table is named after its file: =cmd.csv is the table "=cmd", in every row of runs.csv and summary.csv.
+    from tabrelease import make_grid, run_sweep
+    from tabrelease.sweeps.summary import write_sweep_summary
+
+    frame = pd.DataFrame({"A": ["0", "0", "1", "1"], "B": ["0", "1", "0", "1"], "count": [30, 10, 20, 40]})
+    name = "=cmd $\\frac$"  # a formula, and TeX that matplotlib would fail to parse in a figure's title
+    grid = make_grid([table_from_frame(frame, name=name)], [1.0], 2, margins=[[(0,), (1,)]], mechanisms=["planned"])
+    out = tmp_path / "sweep"
+    result = run_sweep(grid, out, progress=False)
+    files = write_sweep_summary(result.runs, out)
+    assert "max_l1_error.png" in files
+    for file in ("runs.csv", "margin_errors.csv", "summary.csv"):
+        with open(out / file, newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+        assert not any(field.startswith(FORMULA_TRIGGERS) for row in rows for field in row
+                       if not _is_number(field)), file
+    runs = pd.read_csv(out / "runs.csv", dtype=str)
+    assert set(runs["table"]) == {"'" + name} and set(runs["run_id"].str[:2]) == {"'="}
+    assert pd.read_parquet(out / "runs.parquet")["table"].tolist() == [name, name]  # the data keep the name
+
+
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

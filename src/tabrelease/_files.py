@@ -104,6 +104,19 @@ def write_frame_atomic(frame, path: Path) -> None:
         write_atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
+def labels_protected(frame):
+    """The frame with every text cell and column name written as `tables.csv_field_for_label` writes labels (behind
+    a single quote where a spreadsheet would take it for a formula); numbers are left as they are. For CSV files
+    holding names people chose, such as a table named after its file (=cmd.csv)."""
+    from .tables import csv_field_for_label
+
+    out = frame.rename(columns=lambda c: csv_field_for_label(c) if isinstance(c, str) else c)
+    for column in out.columns:
+        if out[column].dtype == object or str(out[column].dtype) in ("string", "str"):
+            out[column] = [csv_field_for_label(v) if isinstance(v, str) else v for v in out[column]]
+    return out
+
+
 def foreign_entries(folder: Path, own: Iterable[str]) -> list[str]:
     """What `folder` holds that this tool did not write there (by name), so that --force never deletes it."""
     own = set(own)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._files import remove_own_outputs, write_frame_atomic, write_text_atomic
+from .._files import labels_protected, remove_own_outputs, write_frame_atomic, write_text_atomic
 from ..errors import TabreleaseError
 from .grid import SweepChunk, SweepGrid, grid_chunks
 from .summary import SUMMARY_OUTPUTS
@@ -243,7 +243,8 @@ def _write_results(out: Path, runs: pd.DataFrame, margin_errors: pd.DataFrame) -
     written = []
     for name, frame in (("runs", runs), ("margin_errors", margin_errors)):
         write_frame_atomic(frame, out / f"{name}.parquet")
-        write_frame_atomic(frame, out / f"{name}.csv")
+        # Table names come from file names (=cmd.csv): in the CSV copy they must not become formulas.
+        write_frame_atomic(labels_protected(frame), out / f"{name}.csv")
         written += [f"{name}.parquet", f"{name}.csv"]
     return tuple(written)
 
