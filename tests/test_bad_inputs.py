@@ -13,6 +13,7 @@ once; the cases that used to be spread over test_cli_fit, test_cli_release, test
 test_models and test_sweeps are all here.
 """
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,37 @@ def _mkdir(name):
 
 
 RELEASE_CZECH = ["release", "czech", "--epsilon", "1"]
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past what Python's recursive parsers follow
+
+
+def _with_table(name, make):
+    """The good table t.csv, and a side file `name` made by make(path)."""
+    def prepare(d):
+        (d / "t.csv").write_text(GOOD)
+        make(d / name)
+    return prepare
+
+
+def _text(text):
+    return lambda path: path.write_text(text)
+
+
+def _count_csv(row, count):
+    # The count of one data row replaced by `count`.
+    lines = GOOD.splitlines()
+    cells = lines[row].split(",")
+    lines[row] = ",".join(cells[:-1] + [count])
+    return lambda d: (d / "t.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _in_folder(folder, name, make):
+    def prepare(d):
+        (d / folder).mkdir()
+        make(d / folder / name)
+    return prepare
+
+
+FIT_T = ["fit", "t.csv", "--model", "[A][B]"]
 
 # (label, prepare the folder, argv, message)
 CLI_CASES = [
@@ -69,6 +101,37 @@ CLI_CASES = [
     ("one-level variable", _csv("A,B,count\n0,0,3\n0,1,1\n"), ["fit", "t.csv"],
      "variable 'A' has only one level"),
     ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"], "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
+    # side files (levels, metadata, batch specs): read whole, so pipes, devices and huge files are refused first
+    ("a level listed twice in a levels file", _with_table("lv.json", _text('{"A": ["0", "1", "0"], "B": ["0", "1"]}')),
+     [*FIT_T, "--levels", "lv.json"], "the levels file lv.json: variable 'A' lists the level '0' twice"),
+    ("a deeply nested levels file", _with_table("lv.json", _text(DEEP_JSON)), [*FIT_T, "--levels", "lv.json"],
+     "the levels file lv.json nests too deeply to read"),
+    ("a deeply nested metadata file", _with_table("meta.json", _text(DEEP_JSON)), [*FIT_T, "--metadata", "meta.json"],
+     "the metadata file meta.json nests too deeply to read"),
+    ("a deeply nested batch spec", lambda d: (d / "spec.toml").write_text("a = " + DEEP_JSON), ["batch", "spec.toml"],
+     "the batch spec spec.toml nests too deeply to read"),
+    ("a deeply nested ledger", _ledger(DEEP_JSON), ["ledger", "ledger.json"], "an input file nests too deeply to read"),
+    ("a levels file that is a FIFO", _with_table("lv.json", lambda path: os.mkfifo(path)),
+     [*FIT_T, "--levels", "lv.json"],
+     "the levels file lv.json is not a regular file"),
+    ("a levels file that is a device", _csv(GOOD), [*FIT_T, "--levels", "/dev/zero"],
+     "the levels file /dev/zero is not a regular file"),
+    ("a metadata file that is a FIFO", _with_table("meta.json", lambda path: os.mkfifo(path)),
+     [*FIT_T, "--metadata", "meta.json"],
+     "the metadata file meta.json is not a regular file"),
+    ("a batch spec that is a FIFO", lambda d: os.mkfifo(d / "spec.toml"), ["batch", "spec.toml"],
+     "the batch spec spec.toml is not a regular file"),
+    ("a levels file past the size limit", _with_table("lv.json", _text(" " * (8 * 2**20 + 1))),
+     [*FIT_T, "--levels", "lv.json"], "the levels file lv.json is larger than 8 MiB"),
+    # counts: ASCII digits only (int() and Decimal() take more)
+    ("a count with an underscore", _count_csv(1, "5_000"), FIT_T,
+     "the count in column 'count' (data row 1) is not a number written in the digits 0-9"),
+    ("a count in Arabic-Indic digits", _count_csv(2, "\u0665"), FIT_T,
+     "the count in column 'count' (data row 2) is not a number written in the digits 0-9"),
+    ("a count in fullwidth digits", _count_csv(3, "\uff15"), FIT_T,
+     "the count in column 'count' (data row 3) is not a number written in the digits 0-9"),
+    ("a count with a huge exponent", _count_csv(4, "1e999999999"), FIT_T,
+     "the count in column 'count' (data row 4) is too large (above 2^63 - 1)"),
     # models and margins
     ("model names an unknown variable", None, ["fit", "czech", "--model", "[AZ]"], "model names unknown variable 'Z' in [AZ]"),
     ("margins name an unknown variable", None, ["release", "edwards", "--epsilon", "1", "--margins", "[AX]", "--out", "o"],
@@ -124,6 +187,22 @@ CLI_CASES = [
      "argument --epsilons: '0.1:0.05:0.01' is not a comma list of numbers or START:STOP:STEP"),
     ("zero repetitions", None, ["sweep", "czech", "--epsilons", "1", "--repetitions", "0", "--out", "s"],
      "argument --repetitions: '0' must be at least 1"),
+    ("repetitions past the limit", None,
+     ["sweep", "czech", "--epsilons", "1", "--repetitions", "1000000000000", "--out", "s"],
+     "1,000,000,000,000 repetitions are more than 10,000, the most a sweep runs of each grid point"),
+    ("an epsilon range past the limit", None,
+     ["sweep", "czech", "--epsilons", "0.001:1000:0.0001", "--repetitions", "2", "--out", "s"],
+     "'0.001:1000:0.0001' gives more than 10,000 epsilons, the most one grid may have"),
+    ("a sweep of too many runs", None, ["sweep", "czech", "--epsilons", "0.01:100:0.01", "--repetitions", "200",
+                                        "--out", "s"], "more than 1,000,000, the most one sweep runs: split it"),
+    ("frontier repetitions past the limit", None, ["frontier", "--repetitions", "1000000000", "--out", "f"],
+     "--repetitions 1,000,000,000 is more than 10,000"),
+    ("resume of a damaged sweep", _in_folder("s", "sweep.json", lambda path: path.write_text("not json")),
+     ["sweep", "czech", "--epsilons", "1", "--repetitions", "2", "--out", "s", "--resume"],
+     "sweep.json is not a sweep's description (not valid JSON)"),
+    ("resume of a sweep whose description is a FIFO", _in_folder("s", "sweep.json", lambda path: os.mkfifo(path)),
+     ["sweep", "czech", "--epsilons", "1", "--repetitions", "2", "--out", "s", "--resume"],
+     "sweep.json is not a regular file"),
     ("resume of nothing", None, ["sweep", "czech", "--epsilons", "1", "--repetitions", "2", "--out", "s", "--resume"],
      "nothing to resume in s: it has no sweep.json"),
     ("resume and force", None, ["reproduce", "--quick", "--out", "p", "--resume", "--force"],
@@ -163,6 +242,8 @@ API_CASES = [
     ("duplicate cell", lambda: table_from_frame(
         pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["p", "p", "p", "q"], "count": [1, 2, 3, 4]})),
      "duplicate cell {'a': 'x', 'b': 'p'}"),
+    ("duplicate column names", lambda: table_from_frame(_frame([1, 2, 3, 4]).set_axis(["a", "a", "count"], axis=1)),
+     "the table has two columns named 'a'"),
     ("one-level variable", lambda: table_from_frame(pd.DataFrame({"a": ["x", "x"], "b": ["p", "q"], "count": [1, 2]})),
      "variable 'a' has only one level"),
     ("sparse table without complete=False", lambda: table_from_frame(
@@ -197,6 +278,14 @@ API_CASES = [
     # sweep grids
     ("Fourier in a grid with a non-binary table", _grid(mechanisms=("fourier",)), "the Fourier mechanism needs an all-binary table"),
     ("zero repetitions", _grid(repetitions=0), "repetitions must be a positive whole number, not 0"),
+    ("infinite repetitions", _grid(repetitions=float("inf")), "repetitions must be a positive whole number, not inf"),
+    ("repetitions past the limit", _grid(repetitions=10**12), "repetitions are more than 10,000"),
+    ("a count with a huge exponent", lambda: table_from_frame(_frame(["1", "1e999999999", "3", "4"])),
+     "the count in column 'count' (data row 2) is too large"),
+    ("a count in fullwidth digits", lambda: table_from_frame(_frame(["1", "\uff15", "3", "4"])),
+     "the count in column 'count' (data row 2) is not a number written in the digits 0-9"),
+    ("a level declared twice", lambda: table_from_frame(_frame([1, 2, 3, 4]), levels={"a": ["x", "y", "x"]}),
+     "the declared levels of 'a' list 'x' twice"),
     ("an epsilon twice", _grid(epsilons=(1.0, 1.0)), "an epsilon appears twice in the sweep grid"),
     ("two tables of one name", _grid(tables=("journey_to_work", "journey_to_work")),
      "two tables in one sweep have the same name: 'journey_to_work'"),

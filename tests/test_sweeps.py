@@ -287,3 +287,109 @@ def test_progress_moves_before_the_first_grid_point_is_done(capsys, monkeypatch)
         run_sweep(grid, None, executor=pool, progress=True)
     err = capsys.readouterr().err
     assert "planning and starting" in err and "grid points (4 runs) to come" in err
+
+
+_ORPHAN_SCRIPT = '''
+import os, sys, time
+from pathlib import Path
+
+def busy(flags):
+    Path(flags, str(os.getpid())).touch()  # this worker has started (its initializer has run)
+    time.sleep(600)  # a grid point that would take ten minutes
+
+if __name__ == "__main__":
+    from tabrelease.sweeps.driver import local_executor
+
+    pool = local_executor(2)
+    futures = [pool.submit(busy, sys.argv[1]) for _ in range(2)]
+    time.sleep(600)
+'''
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie nobody has reaped yet counts as ended: it computes nothing)."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and /proc are POSIX")
+def test_workers_end_when_the_sweep_is_killed(tmp_path):
+    # A sweep killed outright (SIGKILL: nothing of it runs) used to leave its workers computing for minutes.
+    import os
+    import time
+
+    script, flags = tmp_path / "sweep_like.py", tmp_path / "started"
+    script.write_text(_ORPHAN_SCRIPT)
+    flags.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    parent = subprocess.Popen([sys.executable, str(script), str(flags)], env=env)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120  # generous: a loaded machine starts processes slowly
+        while len(workers) < 2 and time.monotonic() < deadline and parent.poll() is None:
+            time.sleep(0.05)
+            workers = [int(p.name) for p in flags.iterdir()]
+        assert len(workers) == 2, "the workers did not start"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 60
+        while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(pid) for pid in workers), "workers outlived their killed sweep"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for pid in workers:
+            if not _gone(pid):
+                os.kill(pid, 9)
+
+
+_WATCHER_SCRIPT = '''
+import os, sys, time
+if sys.argv[2] == "poll":
+    del os.pidfd_open  # the portable path: poll whether the sweep's process exists
+from tabrelease.sweeps.worker import exit_with_sweep
+
+exit_with_sweep(int(sys.argv[1]))
+open(sys.argv[3], "w").close()
+time.sleep(600)
+'''
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("way", ["pidfd", "poll"])
+def test_a_worker_watching_its_sweep_ends_when_the_sweep_ends(tmp_path, way):
+    import os
+    import time
+
+    if way == "pidfd" and not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd on this platform")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    sweep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    ready = tmp_path / "watching"
+    worker = subprocess.Popen([sys.executable, "-c", _WATCHER_SCRIPT, str(sweep.pid), way, str(ready)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists() and worker.poll() is None  # it watches, and lives while the sweep does
+        sweep.kill()
+        sweep.wait()
+        assert worker.wait(timeout=60) == 1
+    finally:
+        for proc in (sweep, worker):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -9,6 +9,68 @@ from pathlib import Path
 
 
 TEMPORARY_PREFIX = ".tmp-"
+# A side file (a levels or metadata file, a batch spec) is a few kilobytes, and is read whole: one past this is not
+# one (a data file given by mistake), and is refused before it fills memory.
+SIDE_FILE_LIMIT = 8 * 2**20
+SIDE_FILE_LIMIT_TEXT = "8 MiB"
+
+
+def read_side_file(path, what: str, limit: int = SIDE_FILE_LIMIT) -> bytes:
+    """The bytes of a small file the tool reads whole, refused in one line unless it is a regular file of at most
+    `limit` bytes.
+
+    A FIFO would block the read for ever and a device such as /dev/zero would never end: the file is opened without
+    blocking and judged by what was opened (not by its name, which could be swapped between a check and the open).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    what : str
+        What the file is, for messages ("levels file").
+    limit : int
+        The most bytes read.
+
+    Returns
+    -------
+    bytes
+        The file's content.
+    """
+    import stat
+
+    from .errors import TabreleaseError
+
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except IsADirectoryError:
+        raise TabreleaseError(f"the {what} {path} is a directory, not a file") from None
+    except OSError as exc:
+        raise TabreleaseError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise TabreleaseError(f"the {what} {path} is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise TabreleaseError(f"the {what} {path} is not a regular file (a pipe or a device is not read)")
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise TabreleaseError(f"cannot read the {what} {path}: {exc.strerror}") from None
+    if len(data) > limit:
+        limit_text = SIDE_FILE_LIMIT_TEXT if limit == SIDE_FILE_LIMIT else f"{limit:,} bytes"
+        raise TabreleaseError(f"the {what} {path} is larger than {limit_text}, the most read for a {what}")
+    return data
+
+
+def check_side_file(path, what: str, limit: int = SIDE_FILE_LIMIT) -> None:
+    """Refuse, in one line, a small file that `read_side_file` would refuse (for readers that open it themselves)."""
+    read_side_file(path, what, limit)
 
 
 def temporary_path(path: Path) -> Path:
@@ -69,6 +131,19 @@ def write_frame_atomic(frame, path: Path) -> None:
         write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
     else:
         write_atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
+
+
+def labels_protected(frame):
+    """The frame with every text cell and column name written as `tables.csv_field_for_label` writes labels (behind
+    a single quote where a spreadsheet would take it for a formula); numbers are left as they are. For CSV files
+    holding names people chose, such as a table named after its file (=cmd.csv)."""
+    from .tables import csv_field_for_label
+
+    out = frame.rename(columns=lambda c: csv_field_for_label(c) if isinstance(c, str) else c)
+    for column in out.columns:
+        if out[column].dtype == object or str(out[column].dtype) in ("string", "str"):
+            out[column] = [csv_field_for_label(v) if isinstance(v, str) else v for v in out[column]]
+    return out
 
 
 def foreign_entries(folder: Path, own: Iterable[str]) -> list[str]:

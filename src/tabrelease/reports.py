@@ -31,7 +31,7 @@ from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation
 from .models import margin_label
 from .release import UNFIT_ERROR_SHARE, Release
-from .tables import ContingencyTable, people_names, write_long_csv
+from .tables import ContingencyTable, long_rows, people_names, write_long_csv
 
 
 def _clean(value: Any) -> Any:
@@ -363,16 +363,13 @@ def write_release_bundle(
             write_long_csv(public_dir / spec["file"], *people_names(table), g, values)
         (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
         if workbook:
-            import csv
-
             from .workbook import write_workbook
 
-            sheets = []
-            for spec in public["margins"]:  # the CSV files just written, read back: the workbook repeats them
-                with open(public_dir / spec["file"], newline="", encoding="utf-8") as fh:
-                    header, *body = list(csv.reader(fh))
-                sheets.append((header, [row[:-1] + [int(row[-1]) if row[-1].lstrip("-").isdigit() else float(row[-1])]
-                                        for row in body]))
+            # The rows of the CSV files just written, from the same values; labels as they are (a workbook cell
+            # is written as text, so it needs no protective quote against formulas).
+            names, levels = people_names(table)
+            sheets = [([names[a] for a in g] + ["count"], list(long_rows(levels, g, values)))
+                      for g, values in zip(release.margins, release.released_margins)]
             write_workbook(public_dir / public["workbook"], public, sheets)
         if charge is not None:
             from .ledger import CHARGE_FILE

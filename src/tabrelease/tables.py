@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -330,14 +331,71 @@ def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) 
     return counts.sum(axis=drop) if drop else counts
 
 
-def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
-    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value."""
+# OWASP's rule against CSV injection: spreadsheet programs take a field that starts with = + - @, a tab or a carriage
+# return as a formula (which can compute, fetch or run things), so a label written to a CSV file that starts with one
+# is written behind a single quote, which makes it text ('=1+1, '-1). Counts are never changed: they are numbers.
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _formula_like(text: str) -> bool:
+    # Leading quotes are looked through, so that a label that itself starts with a quote before a trigger ('=x) gets
+    # one more, and csv_label_from_field undoes the rule exactly: every label reads back as it was written.
+    return text.lstrip("'").startswith(FORMULA_TRIGGERS)
+
+
+def csv_field_for_label(label: str) -> str:
+    """A label (a level, a variable's name) as it is written to a CSV file: behind a single quote when a spreadsheet
+    would read it as a formula (it starts with ``= + - @``, a tab or a carriage return; OWASP's rule).
+
+    Parameters
+    ----------
+    label : str
+        The label as the table holds it.
+
+    Returns
+    -------
+    str
+        The field to write; `csv_label_from_field` gives the label back.
+    """
+    return "'" + label if _formula_like(label) else label
+
+
+def csv_label_from_field(field: str) -> str:
+    """The label a CSV field written by `csv_field_for_label` holds (the inverse: one protective quote removed).
+
+    Parameters
+    ----------
+    field : str
+        A field of a CSV file.
+
+    Returns
+    -------
+    str
+        The label; a field that was not protected is returned as it is.
+    """
+    return field[1:] if field.startswith("'") and _formula_like(field) else field
+
+
+def long_rows(levels, axes, values: np.ndarray):
+    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value (an int, or
+    a float rounded to 6 decimals). What a margin's CSV file and its workbook sheet both hold."""
     values = np.asarray(values)
     integer = np.issubdtype(values.dtype, np.integer)
     labels = [levels[a] for a in axes]
+    for index in np.ndindex(*values.shape):
+        v = values[index]
+        yield [lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else round(float(v), 6)]
+
+
+def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
+    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value. Labels and
+    names that a spreadsheet would take for a formula are written behind a single quote (`csv_field_for_label`)."""
+    values = np.asarray(values)
+    integer = np.issubdtype(values.dtype, np.integer)
+    labels = [[csv_field_for_label(x) for x in levels[a]] for a in axes]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh, lineterminator="\n")
-        out.writerow([variables[a] for a in axes] + [count_column])
+        out.writerow([csv_field_for_label(variables[a]) for a in axes] + [csv_field_for_label(count_column)])
         for index in np.ndindex(*values.shape):
             v = values[index]
             out.writerow([lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else repr(round(float(v), 6))])
@@ -390,7 +448,7 @@ def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mappi
     for var in variables:
         observed = frame[var]
         if levels is not None and var in levels:
-            given = [str(x) for x in levels[var]]
+            given = _declared_levels(var, levels[var])
             unknown = sorted(set(observed.unique().tolist()) - set(given))
             if unknown:
                 raise TabreleaseError(f"variable {var!r} has values {unknown[:5]} that are not among its levels {given}")
@@ -398,6 +456,14 @@ def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mappi
         else:
             resolved.append(_level_order(observed))
     return resolved
+
+
+def _declared_levels(variable: str, declared: Sequence[str]) -> list[str]:
+    given = [str(x) for x in declared]
+    repeated = _repeated(given)
+    if repeated is not None:
+        raise TabreleaseError(f"the declared levels of {variable!r} list {repeated!r} twice")
+    return given
 
 
 def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -413,6 +479,10 @@ def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 
 MAX_COUNT = 2**63 - 1
+# A count as written in a file, once the thousands and decimal marks are normalised: ASCII digits, an optional sign,
+# point and exponent. Python's int() and Decimal() also take 5_000 and digits of other scripts (Arabic-Indic ٥,
+# fullwidth ５): a count written so is a typo or a trick, and is refused.
+_COUNT_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
@@ -425,6 +495,8 @@ def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
         where = f"in column {count_column!r} (data row {row + 1})"
         if text == "":
             raise TabreleaseError(f"missing count {where}")
+        if not _COUNT_TEXT.fullmatch(text):
+            raise TabreleaseError(f"the count {where} is not a number written in the digits 0-9")
         try:
             number = Decimal(text)
         except InvalidOperation:
@@ -435,10 +507,9 @@ def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
             raise TabreleaseError(f"a negative count {where}")
         if number != number.to_integral_value():
             raise TabreleaseError(f"a fractional count {where}")
-        value = int(number)
-        if value > MAX_COUNT:
+        if number > MAX_COUNT:  # compared before int(): 1e999999999 would take minutes to turn into an integer
             raise TabreleaseError(f"the count {where} is too large (above 2^63 - 1)")
-        values.append(value)
+        values.append(int(number))
     if sum(values) > MAX_COUNT:
         raise TabreleaseError(f"the counts in column {count_column!r} add up to more than 2^63 - 1")
     return np.array(values, dtype=np.int64)
@@ -459,6 +530,7 @@ def table_from_frame(
     included, so that a cell dropped by mistake is caught; `complete=False` takes unlisted
     cells as zero.
     """
+    frame = _named_by_text(frame, "the table")
     if count_column not in frame.columns:
         raise TabreleaseError(f"no count column {count_column!r}; the columns are {list(frame.columns)} (one row per "
                               "person? add --microdata, or use table_from_microdata)")
@@ -499,6 +571,20 @@ def table_from_frame(
     return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
 
 
+def _named_by_text(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    """The frame with its column names as text, refused in one line if two are the same (pandas would hand back a
+    frame where a column is asked for, and fail somewhere else)."""
+    names = [str(c) for c in frame.columns]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise TabreleaseError(f"{what} has two columns named {name!r}; every column needs its own name")
+        seen.add(name)
+    if all(isinstance(c, str) for c in frame.columns):
+        return frame
+    return frame.set_axis(names, axis=1)
+
+
 # Set in a table's metadata when its levels were read from data that need not show every level.
 LEVELS_FROM_DATA = "levels_from_data"
 
@@ -521,6 +607,7 @@ def table_from_microdata(
     cells than memory holds (past 2^27) is kept as its records (a `MicrodataTable`, which counts each margin when
     asked); `as_records` forces one form or the other.
     """
+    frame = _named_by_text(frame, "the microdata frame")
     variables = [str(v) for v in (variables if variables is not None else frame.columns)]
     unknown = [v for v in variables if v not in frame.columns]
     if unknown:
@@ -555,7 +642,7 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
     if (positions < 0).any() or "" in labels:
         raise TabreleaseError(f"column {variable!r} has missing values")
     if declared is not None:
-        given = [str(x) for x in declared]
+        given = _declared_levels(variable, declared)
         unknown = sorted(set(labels) - set(given))
         if unknown:
             raise TabreleaseError(f"variable {variable!r} has values {unknown[:5]} that are not among its levels {given}")
@@ -637,9 +724,12 @@ def _detect_separator(header_line: str) -> str:
 
 
 def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
-                   columns: Sequence[str] | None = None) -> pd.DataFrame:
+                   columns: Sequence[str] | None = None, *, as_written: Sequence[str] = ()) -> pd.DataFrame:
     """Every field of a CSV file as text. Trailing blank rows and empty trailing columns (trailing separators,
-    as spreadsheets write them) are dropped silently; a row with another number of fields is one line naming it."""
+    as spreadsheets write them) are dropped silently; a row with another number of fields is one line naming it.
+    Names and fields behind a protective single quote (as `write_long_csv` writes labels a spreadsheet would take
+    for a formula) are read back as the labels they protect, except in the columns named in `as_written` (a count
+    column: a count is never a label)."""
     options = options or CsvOptions()
     path = _regular_file(path)
     text = _decode(path, options.encoding)
@@ -650,15 +740,42 @@ def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
     sep = options.sep if options.sep is not None else _detect_separator(first)
     if len(sep) != 1:
         raise TabreleaseError(f"the separator must be one character, not {sep!r}")
-    fast = _fast_frame(path, text, first, sep, columns)
-    if fast is not None:
-        return fast
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
-    except csv.Error as exc:
-        raise TabreleaseError(f"{path} is not a readable CSV table ({exc})") from None
-    rows = [[field.strip() for field in row] for row in rows]
-    return _frame_from_rows(path, rows, f"the separator {sep!r}", columns)
+    quoted = "'" in text  # no single quote anywhere (nearly every file): nothing to read back, and no cost
+    if quoted and columns is not None:
+        # A column asked for by its label is found under its protected name.
+        try:
+            header = [h.strip() for h in next(csv.reader([first], delimiter=sep), [])]
+        except csv.Error:
+            header = [h.strip() for h in first.split(sep)]
+        columns = [csv_field_for_label(c) if csv_field_for_label(c) in header else c for c in columns]
+    frame = _fast_frame(path, text, first, sep, columns)
+    if frame is None:
+        try:
+            rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=sep))
+        except csv.Error as exc:
+            raise TabreleaseError(f"{path} is not a readable CSV table ({exc})") from None
+        rows = [[field.strip() for field in row] for row in rows]
+        frame = _frame_from_rows(path, rows, f"the separator {sep!r}", columns)
+    return _labels_from_fields(frame, as_written) if quoted else frame
+
+
+def _labels_from_fields(frame: pd.DataFrame, as_written: Sequence[str]) -> pd.DataFrame:
+    """The frame with its names, and the fields of every column not in `as_written`, read by csv_label_from_field."""
+    import pandas as pd
+
+    names = [csv_label_from_field(str(c)) for c in frame.columns]
+    columns = {}
+    for j, name in enumerate(names):
+        column = frame.iloc[:, j]
+        if name not in as_written:
+            protected = column.str.startswith("'").to_numpy(dtype=bool)
+            if protected.any():
+                column = column.copy()
+                column[protected] = [csv_label_from_field(v) for v in column[protected]]
+        columns[j] = column.reset_index(drop=True)
+    out = pd.DataFrame(columns)
+    out.columns = names  # set after: two names may now be one, and the table's checks name it
+    return out
 
 
 def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[str] | None) -> pd.DataFrame | None:
@@ -803,13 +920,7 @@ class DeclaredMetadata:
 
 def read_metadata(path: str | Path) -> DeclaredMetadata:
     path = Path(path)
-    try:
-        with open(path, encoding="utf-8-sig") as fh:
-            meta = json.load(fh)
-    except OSError as exc:
-        raise TabreleaseError(f"cannot read the metadata file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TabreleaseError(f"the metadata file {path} is not valid JSON") from None
+    meta = _read_side_json(path, "metadata file", "utf-8-sig")
     entries = meta.get("variables") if isinstance(meta, dict) else None
     if not isinstance(entries, list) or not entries or not all(isinstance(v, dict) for v in entries):
         raise TabreleaseError(f"the metadata file {path} needs a list \"variables\" of objects with a name and levels")
@@ -869,7 +980,7 @@ def read_table_csv(path: str | Path, count_column: str = "count", *, complete: b
     path = Path(path)
     if path.is_dir():
         raise TabreleaseError(f"{path} is a directory, not a CSV file")
-    frame = _normalise_counts(read_csv_frame(path, options), count_column, options)
+    frame = _normalise_counts(read_csv_frame(path, options, as_written=(count_column,)), count_column, options)
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
 
@@ -973,22 +1084,44 @@ def describe_builtin_tables() -> list[dict[str, Any]]:
     return rows
 
 
+def _read_side_json(path, what: str, encoding: str = "utf-8"):
+    """A small JSON file (levels, metadata), read whole: a pipe, a device, a file past the side-file limit, text
+    that is not JSON and JSON nested past what the parser can follow are each one line."""
+    from ._files import read_side_file
+
+    data = read_side_file(path, what)
+    try:
+        return json.loads(data.decode(encoding))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TabreleaseError(f"the {what} {path} is not valid JSON") from None
+    except RecursionError:
+        raise TabreleaseError(f"the {what} {path} nests too deeply to read (thousands of brackets inside each "
+                              "other)") from None
+
+
 def read_levels_file(path) -> dict[str, list[str]] | None:
     """The declared levels of a levels JSON file: {variable: [level, ...]} (None without a path)."""
     if path is None:
         return None
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            levels = json.load(fh)
-    except OSError as exc:
-        raise TabreleaseError(f"cannot read the levels file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TabreleaseError(f"the levels file {path} is not valid JSON") from None
+    levels = _read_side_json(path, "levels file")
     if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
         raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
-    return {str(k): [str(x) for x in v] for k, v in levels.items()}
+    declared = {str(k): [str(x) for x in v] for k, v in levels.items()}
+    for variable, lv in declared.items():
+        repeated = _repeated(lv)
+        if repeated is not None:
+            raise TabreleaseError(f"the levels file {path}: variable {variable!r} lists the level {repeated!r} twice")
+    return declared
+
+
+def _repeated(items: Sequence[str]) -> str | None:
+    """The first item that appeared before, or None."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 
 def load_input(source, *, microdata: bool = False, variables: Sequence[str] | None = None, levels_file=None,

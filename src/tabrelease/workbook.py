@@ -69,12 +69,37 @@ def write_workbook(path: Path, public: Mapping, margin_rows: Sequence[tuple[list
                      f"{', '.join(people.get(v, v) for v in margin['variables'])} ({margin['file']})"))
     rows += [("warning", w) for w in public.get("warnings", [])]
     for row in rows:
-        about.append(["" if v is None else v for v in row])
+        append_row(about, ["" if v is None else v for v in row])
     about.column_dimensions["A"].width = 24
     about.column_dimensions["B"].width = 100
     for name, (header, body) in zip(names, margin_rows):
         sheet = book.create_sheet(name)
-        sheet.append(header)
+        append_row(sheet, header)
         for row in body:
-            sheet.append(row)
+            append_row(sheet, row)
     book.save(path)
+
+
+def append_row(sheet, values: Sequence) -> None:
+    """Append a row in which every text is a text cell and every number a number cell.
+
+    openpyxl makes a formula of any text that starts with ``=``: a level labelled ``=1+1`` (or a formula that fetches
+    a URL) would be live in the published workbook. Text cells are never evaluated. Control characters that XML
+    cannot hold (a label read from a file may have one) are written as their visible Unicode pictures (U+2400 on),
+    where openpyxl would refuse the whole workbook after the budget was spent.
+
+    Parameters
+    ----------
+    sheet : openpyxl worksheet
+        The sheet to append to.
+    values : sequence
+        The row: text, numbers (counts stay numbers) or None.
+    """
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+
+    texts = [ILLEGAL_CHARACTERS_RE.sub(lambda m: chr(0x2400 + ord(m.group())), v) if isinstance(v, str) else v
+             for v in values]
+    sheet.append(texts)
+    for cell in sheet[sheet.max_row]:
+        if isinstance(cell.value, str):
+            cell.data_type = "s"

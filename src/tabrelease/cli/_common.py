@@ -70,18 +70,27 @@ def positive_float(text: str) -> float:
 
 
 def epsilon_list(text: str) -> tuple[float, ...]:
+    from .._limits import MAX_EPSILONS
+
     try:
         if ":" in text:
             start, stop, step = (float(p) for p in text.split(":"))
             if step <= 0 or stop <= start:
                 raise ValueError
-            count = math.ceil((stop - start) / step - 1e-9)
+            span = (stop - start) / step - 1e-9
+            if not span <= MAX_EPSILONS:  # counted before any value is made (and inf or nan is no count)
+                raise argparse.ArgumentTypeError(f"{text!r} gives more than {MAX_EPSILONS:,} epsilons, the most "
+                                                 "one grid may have")
+            count = math.ceil(span)
             values = tuple(round(start + i * step, 12) for i in range(count))
         else:
             parts = text.split(",")
             if any(not p.strip() for p in parts):  # "1,,2" or a trailing comma: a value left out by mistake
                 raise argparse.ArgumentTypeError(f"{text!r} has an empty value between commas")
             values = tuple(float(p) for p in parts)
+            if len(values) > MAX_EPSILONS:
+                raise argparse.ArgumentTypeError(f"{len(values):,} epsilons are more than {MAX_EPSILONS:,}, the most "
+                                                 "one grid may have")
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma list of numbers or START:STOP:STEP") from None
     if not values or any(not math.isfinite(v) or v <= 0 for v in values):

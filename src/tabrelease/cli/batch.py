@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -26,9 +28,19 @@ STOPPED = 3
 
 
 def run(args) -> int:
+    from .._files import check_side_file
     from ..batch import dry_run, read_spec, run_batch
+    from ..errors import TabreleaseError
 
-    spec = read_spec(args.spec)
+    # The spec is read whole: a pipe or a device would never end, a huge file would fill memory. (A missing spec is
+    # left to read_spec, which says so.)
+    if os.path.lexists(args.spec):
+        check_side_file(args.spec, "batch spec")
+    try:
+        spec = read_spec(args.spec)
+    except RecursionError:  # the TOML parser follows nesting by recursion
+        raise TabreleaseError(f"the batch spec {args.spec} nests too deeply to read (thousands of brackets inside "
+                              "each other)") from None
     result = (dry_run if args.dry_run else run_batch)(spec, set_budgets=args.set_budgets)
     if args.json:
         from ._common import print_json

@@ -48,6 +48,15 @@ def run(args) -> int:
     repetitions = REPETITIONS if args.repetitions is None else args.repetitions
     if repetitions < 2 or args.jobs < 1:
         raise TabreleaseError("--repetitions must be at least 2 and --jobs at least 1")
+    from .._limits import MAX_REPETITIONS, MAX_RUNS
+
+    if repetitions > MAX_REPETITIONS:
+        raise TabreleaseError(f"--repetitions {repetitions:,} is more than {MAX_REPETITIONS:,}, the most runs per "
+                              "point")
+    points = len(tables) * len(args.epsilon or EPSILONS)
+    if points * repetitions > MAX_RUNS:
+        raise TabreleaseError(f"{points} points x {repetitions:,} repetitions are more than {MAX_RUNS:,} runs of each "
+                              "strategy, the most one frontier runs: fewer epsilons, tables or repetitions")
     start = time.perf_counter()
     executor = local_executor(args.jobs)
     try:

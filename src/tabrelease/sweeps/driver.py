@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._files import remove_own_outputs, write_frame_atomic, write_text_atomic
+from .._files import labels_protected, remove_own_outputs, write_frame_atomic, write_text_atomic
 from ..errors import TabreleaseError
 from .grid import SweepChunk, SweepGrid, grid_chunks
 from .summary import SUMMARY_OUTPUTS
-from .worker import run_chunk
+from .worker import exit_with_sweep, run_chunk
 
 # Columns measured with a clock: they differ from run to run of the same sweep.
 TIMING_COLUMNS = ("seconds_noise", "seconds_lp", "seconds_round", "seconds_refit")
@@ -62,14 +62,17 @@ class InlineExecutor:
 
 
 def local_executor(jobs: int):
-    """`jobs` worker processes, started clean (forkserver on Linux: no inherited threads or solver state)."""
+    """`jobs` worker processes, started clean (forkserver on Linux: no inherited threads or solver state). Each
+    worker ends as soon as this process has (`exit_with_sweep`): a sweep killed outright leaves no workers
+    computing for nobody."""
     if jobs == 1:
         return InlineExecutor()
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=exit_with_sweep,
+                               initargs=(os.getpid(),))
 
 
 def dask_client(scheduler: str):
@@ -209,7 +212,15 @@ def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Pa
     if resume:
         if not saved.exists():
             raise TabreleaseError(f"nothing to resume in {out}: it has no {SWEEP_FILE}")
-        previous = json.loads(saved.read_text())
+        from .._files import read_side_file
+
+        try:
+            previous = json.loads(read_side_file(saved, "sweep file"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise TabreleaseError(f"{saved} is not a sweep's description (not valid JSON); start over with "
+                                  "--force") from None
+        if not isinstance(previous, dict):
+            raise TabreleaseError(f"{saved} is not a sweep's description; start over with --force")
         previous_grid = {k: previous.get(k) for k in description}
         if previous_grid != description:
             differing = sorted(k for k in description if previous.get(k) != description[k])
@@ -232,7 +243,8 @@ def _write_results(out: Path, runs: pd.DataFrame, margin_errors: pd.DataFrame) -
     written = []
     for name, frame in (("runs", runs), ("margin_errors", margin_errors)):
         write_frame_atomic(frame, out / f"{name}.parquet")
-        write_frame_atomic(frame, out / f"{name}.csv")
+        # Table names come from file names (=cmd.csv): in the CSV copy they must not become formulas.
+        write_frame_atomic(labels_protected(frame), out / f"{name}.csv")
         written += [f"{name}.parquet", f"{name}.csv"]
     return tuple(written)
 

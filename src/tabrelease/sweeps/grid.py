@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._limits import MAX_EPSILONS, MAX_REPETITIONS, MAX_RUNS
 from ..errors import TabreleaseError
 from ..models import Margin, default_model, maximal_margins
 from ..noise import SIMULATION, check_delta, check_epsilon
@@ -101,8 +102,23 @@ def make_grid(
         raise TabreleaseError("a sweep needs at least one epsilon")
     if len(set(epsilons)) != len(epsilons):
         raise TabreleaseError("an epsilon appears twice in the sweep grid")
-    if int(repetitions) != repetitions or repetitions < 1:
+    try:
+        whole = int(repetitions) == repetitions
+    except (OverflowError, TypeError, ValueError):  # inf, nan, text
+        whole = False
+    if not whole or repetitions < 1:
         raise TabreleaseError(f"repetitions must be a positive whole number, not {repetitions!r}")
+    if repetitions > MAX_REPETITIONS:
+        raise TabreleaseError(f"{int(repetitions):,} repetitions are more than {MAX_REPETITIONS:,}, the most a sweep "
+                              "runs of each grid point")
+    if len(epsilons) > MAX_EPSILONS:
+        raise TabreleaseError(f"{len(epsilons):,} epsilons are more than {MAX_EPSILONS:,}, the most one grid may have")
+    sizes = (len(tables), len(tuple(mechanisms)), len(tuple(calibrations)), len(epsilons), int(repetitions))
+    runs = sizes[0] * sizes[1] * sizes[2] * sizes[3] * sizes[4]
+    if runs > MAX_RUNS:
+        raise TabreleaseError("the grid has {:,} runs ({} tables x {} mechanisms x {} calibrations x {} epsilons x {} "
+                              "repetitions), more than {:,}, the most one sweep runs: split it"
+                              .format(runs, *sizes, MAX_RUNS))
     if int(master_seed) != master_seed or master_seed < 0:
         raise TabreleaseError(f"the master seed must be a non-negative whole number, not {master_seed!r}")
     if delta is not None:

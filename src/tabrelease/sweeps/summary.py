@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._files import write_atomic, write_frame_atomic
+from .._files import labels_protected, write_atomic, write_frame_atomic
 
 # measure -> (column of the runs, axis label). Every one is a function of a run's own release and refit.
 MEASURES = {
@@ -58,7 +58,7 @@ def plot_sweep(summary: pd.DataFrame, measure: str, path: Path) -> None:
                             color=drawn[0].get_color())
         if part.epsilon.nunique() > 1 and part.epsilon.min() > 0:
             ax.set_xscale("log")
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name, fontsize=9, parse_math=False)  # a file named a$\x$.csv is a name, not TeX
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7, frameon=False)
@@ -71,7 +71,7 @@ def write_sweep_summary(runs: pd.DataFrame, out: Path) -> tuple[str, ...]:
     """summary.csv and one figure per measure with any defined value, into `out`; returns the names written."""
     out = Path(out)
     summary = summarise_sweep(runs)
-    write_frame_atomic(summary, out / SUMMARY_FILE)
+    write_frame_atomic(labels_protected(summary), out / SUMMARY_FILE)  # table names must not become formulas
     written = [SUMMARY_FILE]
     for measure in MEASURES:
         if np.isfinite(summary[f"{measure}_median"].astype(float)).any():

@@ -7,7 +7,10 @@ never lets two runs share one solver at once.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -18,6 +21,59 @@ from ..tables import ContingencyTable
 from .grid import SweepChunk, SweepGrid, _counts_digest, delta_for, plan_for, run_seed
 
 _LOCAL = threading.local()
+# How often a worker that cannot wait on its sweep's process (no pidfd) looks whether it is still there.
+SWEEP_POLL_SECONDS = 0.5
+
+
+def exit_with_sweep(sweep_pid: int) -> None:
+    """Make this worker process end as soon as the sweep's process (`sweep_pid`, which started the pool) has ended.
+
+    A sweep killed with SIGKILL cannot stop its pool, and its workers used to compute their grid points to the end
+    (minutes) for nobody. The worker's own parent is no guide on Linux: there it is the forkserver, which stays up
+    while any worker holds the pipe it watches, so neither prctl(PR_SET_PDEATHSIG) nor a change of parent comes. A
+    daemon thread waits instead on a pidfd of the sweep's process (Linux 5.3+: readable the moment it ends, and
+    never confused with a later process of the same id); elsewhere it polls every `SWEEP_POLL_SECONDS` whether that
+    process exists or this one has been orphaned. A worker holds nothing to clean up: the sweep's process writes
+    every result.
+
+    Parameters
+    ----------
+    sweep_pid : int
+        The process id of the sweep (the process that made the pool).
+    """
+    parent = os.getppid()
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(sweep_pid)
+        except ProcessLookupError:  # it ended before this worker got here
+            os._exit(1)
+        except OSError:  # a kernel without pidfds, or not allowed: poll
+            pidfd = None
+
+    def watch() -> None:
+        if pidfd is not None:
+            import select
+
+            select.select([pidfd], [], [])
+        else:
+            while os.getppid() == parent and _exists(sweep_pid):
+                time.sleep(SWEEP_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="tabrelease-sweep-watch", daemon=True).start()
+
+
+def _exists(pid: int) -> bool:
+    if sys.platform == "win32":  # os.kill would terminate it: the pool's own checks are all there is
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _cache(name: str) -> dict:
