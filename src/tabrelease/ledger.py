@@ -248,8 +248,10 @@ def _head_mac(key: bytes, count: int, last: str, ledger_id: str | None = None) -
 def _load(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise TabreleaseError(f"{path} is not a tabrelease ledger (not valid JSON)") from None
+    except RecursionError:  # the JSON parser follows nesting by recursion
+        raise TabreleaseError(f"{path} is not a tabrelease ledger (it nests too deeply to read)") from None
     if not isinstance(data, dict) or data.get("version") not in READABLE_VERSIONS:
         raise TabreleaseError(f"{path} is not a tabrelease ledger of version {LEDGER_VERSION}")
     if not isinstance(data.get("records"), list) or not isinstance(data.get("key_id"), str) \

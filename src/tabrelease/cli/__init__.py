@@ -87,12 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tabrelease: interrupted", file=sys.stderr)
         return 130
-    except RecursionError:
-        # Python's JSON and TOML parsers follow nesting by recursion; the files they read are the only input that
-        # nests. (The readers of levels, metadata and batch specs say which file; this catches the others.)
-        print("tabrelease: error: an input file nests too deeply to read (thousands of brackets inside each other)",
-              file=sys.stderr)
-        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
