@@ -37,7 +37,8 @@ class NoiseCalibration:
     delta: float | None
     neighbours: str
     calibration: str  # "exact" or "paper"
-    epsilon_actual: float  # the epsilon the scale gives for the exact sensitivity (Laplace)
+    epsilon_actual: float  # the epsilon the scale gives for the exact sensitivity (at delta, for Gaussian noise)
+    rho: float | None = None  # Gaussian noise: its zCDP, sensitivity^2 / (2 scale^2) (a composition: the total rho)
 
     @property
     def epsilon_holds(self) -> bool:
@@ -55,6 +56,7 @@ class NoiseCalibration:
             "calibration": self.calibration,
             "epsilon_actual": self.epsilon_actual,
             "epsilon_holds": self.epsilon_holds,
+            "rho": self.rho,
         }
 
 
