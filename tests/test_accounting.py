@@ -31,6 +31,7 @@ from tabrelease.accounting import (
     pure_to_rho,
     zcdp_to_approx_dp,
 )
+from tabrelease.noise import gaussian_calibration
 
 
 def _opendp():
@@ -173,6 +174,17 @@ def test_epsilon_inverts_the_profile(epsilon, delta):
     assert analytic_gaussian_epsilon(1.0, 100.0, 0.5) == 0.0
 
 
+def test_the_gaussian_calibration_records_the_analytic_scale_its_epsilon_and_rho():
+    cal = gaussian_calibration(2.5, 1.0, 1e-6, "add-remove")
+    sigma = quad_sigma(2.5, 1.0, 1e-6)
+    assert cal.distribution == "gaussian" and cal.scale == pytest.approx(sigma, rel=1e-8)
+    assert cal.epsilon_actual <= 1.0 and cal.epsilon_actual == pytest.approx(1.0, rel=1e-7) and cal.epsilon_holds
+    assert cal.rho == pytest.approx(2.5**2 / (2 * sigma**2), rel=1e-7)
+    assert cal.as_dict()["rho"] == cal.rho
+    with pytest.raises(ValueError, match="positive L2 sensitivity"):
+        gaussian_calibration(0.0, 1.0, 1e-6, "add-remove")
+
+
 # --- the variance saved against today's zCDP route -----------------------------------------------------------------
 # (epsilon, least and greatest share of the variance saved) at delta = 1e-6; the README quotes these.
 VARIANCE_SAVED = [(0.1, 0.154), (0.5, 0.138), (1.0, 0.131), (2.0, 0.123), (5.0, 0.110), (10.0, 0.099)]
@@ -188,7 +200,8 @@ def test_the_analytic_gaussian_saves_variance_over_the_zcdp_route(epsilon, saved
     today = opendp_zcdp_route_sigma(1.0, epsilon, 1e-6)
     ratio = analytic**2 / today**2
     assert 1 - ratio == pytest.approx(saved, abs=1e-3)
-    assert analytic_gaussian_sigma(1.0, epsilon, 1e-6) == pytest.approx(analytic, rel=1e-8)
+    # The tool's calibration is the analytic one.
+    assert gaussian_calibration(1.0, epsilon, 1e-6, "add-remove").scale == pytest.approx(analytic, rel=1e-8)
 
 
 def test_the_saving_at_epsilon_1_delta_1e_6():
