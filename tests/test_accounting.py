@@ -163,6 +163,22 @@ def test_sigma_is_the_smallest_and_its_outputs_meet_delta(epsilon, delta):
     assert hockey_stick(epsilon, sensitivity, sigma * (1 - 1e-6)) > delta
 
 
+def test_sigma_is_rounded_up_past_floating_point_error():
+    # The contract behind the 1e-9 margin: at the floating-point sigma returned, the profile is at most
+    # delta * (1 - 1e-9), for any target (a root found to the last ulp lands on either side of it half the time).
+    rng = np.random.default_rng(20240607)
+    for _ in range(300):
+        sensitivity, epsilon = 10 ** rng.uniform(-2, 3), 10 ** rng.uniform(-2, 1.5)
+        delta = 10 ** rng.uniform(-12, -2)
+        sigma = analytic_gaussian_sigma(sensitivity, epsilon, delta)
+        assert analytic_gaussian_delta(epsilon, sensitivity, sigma) <= delta * (1 - accounting.DELTA_MARGIN)
+        assert analytic_gaussian_delta(epsilon, sensitivity, sigma * (1 - 1e-7)) > delta * (1 - accounting.DELTA_MARGIN)
+        # And the tightest epsilon of a given scale is rounded up too: the profile there is at most delta.
+        other = sigma * 10 ** rng.uniform(-0.3, 0.3)
+        found = analytic_gaussian_epsilon(sensitivity, other, delta)
+        assert analytic_gaussian_delta(found, sensitivity, other) <= delta
+
+
 @pytest.mark.parametrize("epsilon, delta", SIGMA_TARGETS)
 def test_epsilon_inverts_the_profile(epsilon, delta):
     sigma = analytic_gaussian_sigma(3.0, epsilon, delta)

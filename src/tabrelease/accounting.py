@@ -184,7 +184,7 @@ def analytic_gaussian_epsilon(sensitivity: float, sigma: float, delta: float) ->
     def excess(epsilon: float) -> float:
         return _log_profile(epsilon, mu) - log_delta
 
-    if excess(0.0) <= 0:
+    if math.exp(_log_profile(0.0, mu)) <= delta:
         return 0.0
     # Bun & Steinke's conversion of the mechanism's rho-zCDP is a valid, looser epsilon: an upper end.
     rho = mu * mu / 2.0
@@ -192,8 +192,8 @@ def analytic_gaussian_epsilon(sensitivity: float, sigma: float, delta: float) ->
     while excess(high) > 0:  # pragma: no cover - the bound above always holds
         high *= 2.0
     epsilon = optimize.brentq(excess, 0.0, high, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
-    for _ in range(10_000):
-        if excess(epsilon) <= 0:
+    for _ in range(10_000):  # checked as analytic_gaussian_delta computes it (exp of the log), not in logs
+        if min(1.0, math.exp(_log_profile(epsilon, mu))) <= delta:
             return float(epsilon)
         epsilon = float(np.nextafter(epsilon, math.inf)) * (1.0 + 1e-15)
     raise ArithmeticError("the analytic Gaussian epsilon did not converge")  # pragma: no cover
