@@ -167,18 +167,35 @@ def test_secure_discrete_laplace_has_the_stated_scale():
     assert np.abs(draws).mean() == pytest.approx(2 * q / (1 - q**2), abs=0.15)
 
 
-def test_gaussian_calibration_is_tight_under_opendp_accounting():
+def test_gaussian_calibration_is_tight_under_the_exact_privacy_profile():
     table = builtin_table("czech")
     plan = plan_release(table.shape, default_model(table).generators, 1.0, mechanism="gaussian", delta=1e-6)
     cal = plan.calibration
     basis = coefficient_basis(FOURIER, table.shape, default_model(table).generators)
     assert cal.sensitivity == pytest.approx(np.sqrt(22) / 8)  # sqrt(|B|) / 2^{k/2}
     assert sensitivity(basis, "add-remove", 2) == pytest.approx(np.sqrt(22) / 8)
-    assert cal.epsilon_actual <= 1.0 + 1e-9
-    from tabrelease.noise import _gaussian_measurement
+    assert cal.epsilon_actual <= 1.0 + 1e-9 and cal.epsilon_actual == pytest.approx(1.0, rel=1e-7)
 
-    eps_smaller, _ = _gaussian_measurement(cal.scale * 0.98, 1e-6).map(cal.sensitivity)
-    assert eps_smaller > 1.0  # 2% less noise would break the guarantee
+    def profile(sigma, epsilon=1.0):  # Balle & Wang 2018, Theorem 8, with scipy's normal cdf
+        a, c = cal.sensitivity / (2 * sigma), epsilon * sigma / cal.sensitivity
+        return stats.norm.cdf(a - c) - np.exp(epsilon) * stats.norm.cdf(-a - c)
+
+    assert profile(cal.scale) <= 1e-6
+    assert profile(cal.scale) >= 1e-6 * (1 - 1e-6)  # the least noise that holds
+    assert profile(cal.scale * 0.98) > 1e-6  # 2% less noise would break the guarantee
+    assert cal.rho == pytest.approx(cal.sensitivity**2 / (2 * cal.scale**2), rel=1e-12)
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "planned"])
+def test_gaussian_privacy_statement_names_the_analytic_gaussian_and_rho(mechanism):
+    from tabrelease.mechanisms import get_mechanism
+
+    plan = plan_release((2, 3, 2), [(0, 1), (1, 2)], 0.5, mechanism=mechanism, delta=1e-7)
+    cal = plan.calibration
+    text = get_mechanism(mechanism).privacy_statement(plan)
+    assert text.startswith("(epsilon=0.5, delta=1e-07)-differential privacy for add-remove neighbours: Gaussian noise")
+    assert "analytic Gaussian mechanism (Balle & Wang 2018" in text and "OpenDP" not in text
+    assert f"rho={cal.sensitivity**2 / (2 * cal.scale**2):.6g}" in text
 
 
 def test_paper_calibration_reproduces_table8_scales_and_says_whether_epsilon_holds():

@@ -155,6 +155,12 @@ def test_one_round_spends_rho_on_one_gaussian_measurement_of_all_margins(neighbo
     assert plan.parameters["rho_selections"] == 0.0
     assert plan.parameters["rho_spent"] == pytest.approx(rho, rel=1e-9) and plan.parameters["rho_spent"] <= rho
     assert plan.calibration.epsilon_holds and plan.calibration.epsilon_actual == pytest.approx(1.0, rel=1e-6)
+    # The calibration records the release's total rho: the one measurement's (sqrt(3) D_2)^2 / (2 sigma^2), and
+    # its epsilon is OpenDP's conversion of that rho.
+    scale = plan.calibration.scale
+    assert plan.calibration.rho == pytest.approx(3 * d2**2 / (2 * scale**2), rel=1e-9)
+    assert plan.calibration.rho <= rho and plan.calibration.as_dict()["rho"] == plan.calibration.rho
+    assert plan.calibration.epsilon_actual == pytest.approx(_opendp_epsilon(plan.calibration.rho, 1e-6), rel=1e-9)
 
 
 @pytest.mark.parametrize("neighbours", ["add-remove", "replace"])
@@ -176,6 +182,13 @@ def test_adaptive_rounds_split_rho_in_2TK_equal_shares(neighbours, rounds, per_r
     assert plan.parameters["rho_measurements"] == pytest.approx(rho / 2, rel=1e-9)
     assert plan.parameters["rho_selections"] == pytest.approx(rho / 2, rel=1e-9)
     assert plan.calibration.epsilon_holds and plan.calibration.epsilon_actual == pytest.approx(0.5, rel=1e-6)
+    # The total rho, recorded in the calibration: T K measurements at D_2^2 / (2 sigma^2) and T K selections at
+    # epsilon_0^2 / 8 with epsilon_0 = 2 D_u / (Gumbel scale).
+    tk = rounds * per_round
+    eps0 = 2 * du / plan.parameters["selection_scale"]
+    total = tk * d2**2 / (2 * plan.calibration.scale**2) + tk * eps0**2 / 8
+    assert plan.calibration.rho == pytest.approx(total, rel=1e-9) and plan.calibration.rho <= rho
+    assert plan.calibration.epsilon_actual == pytest.approx(_opendp_epsilon(plan.calibration.rho, 1e-7), rel=1e-9)
 
 
 class _ScaleRecorder:
@@ -287,7 +300,8 @@ def test_privacy_statement():
     plan = plan_release(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6)
     text = get_statement(plan)
     assert text.startswith(f"(epsilon=1, delta=1e-06)-DP via rho-zCDP (rho={rap.rho_for(1.0, 1e-6):.6g}) converted by "
-                           "OpenDP's zCDP-to-approximate-DP accountant, for add-remove neighbours")
+                           "Canonne, Kamath & Steinke's zCDP-to-approximate-DP conversion (as OpenDP's), for "
+                           "add-remove neighbours")
     assert "all 2 released margins measured at once" in text and "post-processing" in text
     plan = plan_release(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6, neighbours="replace",
                         options={"rounds": 2, "queries_per_round": 1})

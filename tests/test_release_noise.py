@@ -5,7 +5,8 @@ arguments (values, calibration, integer scale) to a real sampler -- OpenDP's `Se
 release mode, `SimulationNoise` in simulation mode -- and keeps what went in and what came out.
 The spread of (noisy - true) is then compared with the spread of the distribution at the scale
 worked out by hand below, never with a number read back from the code under test (the Gaussian
-scale, which only OpenDP's accountant can certify, is bracketed by two independent bounds).
+scale, the analytic Gaussian mechanism's, is re-derived here from the exact privacy profile with scipy's
+normal cdf and bracketed by an independent sufficient bound).
 
 A scale wrong by 8x (or 2x) anywhere between the calibration and OpenDP -- in the sensitivity, in
 the calibration, in `scale * integer_scale`, in the division back by the integer scale -- moves
@@ -92,8 +93,8 @@ HAND = {
 # Gaussian: exact add-remove L2 sensitivity and the basis run_plan uses (Fourier for binary tables).
 # Fourier sqrt(|B|) / 2^{k/2}. Journey to work, in units of 1/256^2: {} 1, A 16 * 3/4 = 12, B 12,
 # C 256 * 15/16 = 240, AB 256 * 9/16 = 144, AC 4096 * 3/4 * 15/16 = 2880, BC 2880 -> sqrt(6169)/256.
-# One binary table (Fourier) and the multi-category one (Efron-Stein): each Gaussian plan costs a
-# 0.15 s search in OpenDP's accountant, and the Gaussian sampler ignores the integer scale.
+# One binary table (Fourier) and the multi-category one (Efron-Stein); the Gaussian sampler ignores the
+# integer scale.
 GAUSSIAN_HAND = {
     "edwards": (math.sqrt(12) / 8, 8.0, 12),
     "journey_to_work": (math.sqrt(6169) / 256, 256.0, 169),
@@ -278,9 +279,11 @@ def test_release_gaussian_noise_has_the_certified_scale(name):
     cal = call.calibration
     assert cal.distribution == "gaussian" and cal.delta == DELTA
     assert cal.sensitivity == pytest.approx(l2, rel=1e-12)
-    # The certified scale lies between what any correct accountant needs and what zCDP surely gives
-    # (about 4.22 and 5.35 times the sensitivity here; OpenDP's is about 4.53). The textbook
-    # sqrt(2 log(1.25/delta)) / epsilon = 5.30 is a sufficient scale, not a floor: OpenDP is below it.
+    # The scale is the least any correct accountant can certify (the exact profile, about 4.22 times the
+    # sensitivity here, re-derived above with scipy), below what zCDP surely gives (5.35) and below the
+    # zCDP route through OpenDP's conversion (about 4.53). The textbook sqrt(2 log(1.25/delta)) / epsilon = 5.30
+    # is a sufficient scale, not a floor.
+    assert cal.scale == pytest.approx(analytic_gaussian_sigma(l2, EPSILON, DELTA), rel=1e-8)
     assert analytic_gaussian_sigma(l2, EPSILON, DELTA) <= cal.scale <= zcdp_sufficient_sigma(l2, EPSILON, DELTA)
     assert call.integer_scale == integer_scale
     assert call.values.size == d

@@ -8,7 +8,9 @@
 
 A calibration records the sensitivity it was computed from and the epsilon the drawn noise
 actually gives, so that a release made with the paper's formulas can say whether the epsilon
-it claims holds.
+it claims holds. A Gaussian calibration is the analytic Gaussian mechanism (Balle & Wang 2018,
+`accounting`): the smallest scale whose exact privacy profile gives delta at epsilon; it also
+records the scale's zCDP, rho.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .accounting import analytic_gaussian_epsilon, analytic_gaussian_sigma, gaussian_rho
 from .errors import TabreleaseError
 
 SIMULATION = "simulation"
@@ -37,7 +40,8 @@ class NoiseCalibration:
     delta: float | None
     neighbours: str
     calibration: str  # "exact" or "paper"
-    epsilon_actual: float  # the epsilon the scale gives for the exact sensitivity (Laplace)
+    epsilon_actual: float  # the epsilon the scale gives for the exact sensitivity (at delta, for Gaussian noise)
+    rho: float | None = None  # Gaussian noise: its zCDP, sensitivity^2 / (2 scale^2) (a composition: the total rho)
 
     @property
     def epsilon_holds(self) -> bool:
@@ -55,6 +59,7 @@ class NoiseCalibration:
             "calibration": self.calibration,
             "epsilon_actual": self.epsilon_actual,
             "epsilon_holds": self.epsilon_holds,
+            "rho": self.rho,
         }
 
 
@@ -107,26 +112,22 @@ def _opendp():
     return dp
 
 
-def _gaussian_measurement(scale: float, delta: float):
-    dp = _opendp()
-    base = dp.m.make_gaussian(
-        dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float), scale=float(scale)
-    )
-    return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(base), float(delta))
-
-
 def gaussian_calibration(l2_sensitivity: float, epsilon: float, delta: float, neighbours: str) -> NoiseCalibration:
-    """The smallest Gaussian scale that OpenDP's accounting certifies as (epsilon, delta)-DP.
+    """The smallest Gaussian scale that is (epsilon, delta)-DP at this L2 sensitivity: the analytic Gaussian mechanism.
 
-    The same accountant serves both modes, so a simulated release has the noise a real one would.
+    The scale is the least sigma whose exact privacy profile (Balle & Wang 2018, Theorem 8) is at most delta at
+    epsilon, rounded up (`accounting.analytic_gaussian_sigma`); `epsilon_actual` is the profile's tightest epsilon
+    at delta for that scale (epsilon up to rounding) and `rho` its zCDP. A vector with per-block scales is one
+    Gaussian mechanism after whitening: the caller passes the whitened sensitivity and gets the multiplier.
+    The same calibration serves both modes, so a simulated release has the noise a real one would.
     """
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
-    dp = _opendp()
-    scale = dp.binary_search_param(
-        lambda s: _gaussian_measurement(s, delta), d_in=float(l2_sensitivity), d_out=(epsilon, delta)
-    )
-    achieved, _ = _gaussian_measurement(scale, delta).map(float(l2_sensitivity))
-    return NoiseCalibration("gaussian", float(scale), float(l2_sensitivity), epsilon, delta, neighbours, "exact", float(achieved))
+    l2 = float(l2_sensitivity)
+    if not math.isfinite(l2) or l2 <= 0:
+        raise TabreleaseError(f"a Gaussian scale needs a positive L2 sensitivity, not {l2_sensitivity!r}")
+    scale = analytic_gaussian_sigma(l2, epsilon, delta)
+    return NoiseCalibration("gaussian", scale, l2, epsilon, delta, neighbours, "exact",
+                            analytic_gaussian_epsilon(l2, scale, delta), rho=gaussian_rho(l2, scale))
 
 
 class NoiseSource(Protocol):

@@ -121,8 +121,10 @@ class Mechanism(ABC):
         cal = plan.calibration
         who = f"{cal.neighbours} neighbours"
         if cal.distribution == "gaussian":
-            return (f"(epsilon={cal.epsilon:g}, delta={cal.delta:g})-differential privacy for {who}: Gaussian noise, "
-                    "accounted by OpenDP (zCDP converted to (epsilon, delta))")
+            return (f"(epsilon={cal.epsilon:g}, delta={cal.delta:g})-differential privacy for {who}: Gaussian noise "
+                    f"(sigma={cal.scale:.6g} at L2 sensitivity {cal.sensitivity:.6g}), accounted exactly by the analytic "
+                    f"Gaussian mechanism (Balle & Wang 2018: its privacy profile at epsilon is delta); also "
+                    f"rho-zCDP with rho={cal.rho:.6g}")
         held = "" if cal.epsilon_holds else f" (the noise gives only epsilon={cal.epsilon_actual:.6g})"
         return f"epsilon={cal.epsilon:g} differential privacy (pure) for {who}: Laplace noise{held}"
 

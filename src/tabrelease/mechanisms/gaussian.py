@@ -1,5 +1,6 @@
 """Dwork, McSherry & Talwar section 5: the same coefficients with Gaussian noise, (epsilon, delta)-DP, at the
-smallest scale OpenDP's accountant certifies for the exact L2 sensitivity."""
+smallest scale that is (epsilon, delta)-DP for the exact L2 sensitivity (the analytic Gaussian mechanism of Balle &
+Wang 2018, `accounting.analytic_gaussian_sigma`)."""
 
 from __future__ import annotations
 

@@ -139,7 +139,12 @@ def _estimator_for(shape: tuple[int, ...], margins: tuple) -> tuple:
 
 
 def _calibrate(design, epsilon, delta, neighbours):
-    """The multiplier of the relative scales: exact for the whitened sensitivity of everything measured."""
+    """The multiplier of the relative scales: exact for the whitened sensitivity of everything measured.
+
+    Gaussian: the blocks, each with sigma_B = multiplier * beta_B, are one Gaussian mechanism: the whitened values
+    (each block's values divided by beta_B) with noise of standard deviation `multiplier`, whose L2 sensitivity is
+    the whitened sensitivity. The analytic Gaussian calibration of that one mechanism is exact, and its rho is the
+    release's."""
     sensitivity = design.whitened_sensitivity()
     if design.distribution == "laplace":
         return laplace_calibration(sensitivity, epsilon, neighbours)

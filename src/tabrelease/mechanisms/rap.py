@@ -23,15 +23,18 @@ Exact sensitivities (the tests check them by brute force over every record on sm
 
 (the score's relaxed answers and estimate of n are fixed by earlier DP outputs, so only the true cells move).
 
-Budget (the notes' split). rho is the largest zCDP parameter whose conversion OpenDP's accountant certifies as
-(epsilon, delta)-DP (noise.gaussian_calibration's accountant, make_zCDP_to_approxDP; the notes' conversion
-epsilon = rho + 2 sqrt(rho log(1/delta)) is looser: it gives a smaller rho for the same guarantee). T = 1: the m
+Budget (the notes' split). The release composes several measurements (and, for T > 1, selections) under zCDP, so
+it is accounted in rho, not by the analytic Gaussian (which is exact for one Gaussian measurement only). rho is the
+largest zCDP parameter whose conversion to (epsilon, delta)-DP gives epsilon (accounting.approx_dp_to_rho: the
+exact conversion of Canonne, Kamath & Steinke 2020, Corollary 13, which is also OpenDP's make_zCDP_to_approxDP; the
+notes' conversion epsilon = rho + 2 sqrt(rho log(1/delta)) is looser: it gives a smaller rho for the same
+guarantee). T = 1: the m
 margins get rho together. T > 1: each of the T K selections and each of the T K measurements gets rho / (2 T K); a
 selection of zCDP rho_0 is report noisy max with Gumbel scale D / sqrt(2 rho_0) (D the score sensitivity): the
 exponential mechanism at epsilon_0 = sqrt(8 rho_0), which is epsilon_0^2 / 8 -zCDP (bounded range; OpenDP's
 make_noisy_max accounting); a measurement of zCDP rho_0 has Gaussian sigma = D_2 / sqrt(2 rho_0). Every scale is
-checked with OpenDP's own privacy maps, the spent rho summed (zCDP composes adaptively by addition) and converted
-back by OpenDP to the epsilon recorded as epsilon_actual.
+checked with OpenDP's own privacy maps, the spent rho summed (zCDP composes adaptively by addition), recorded as
+the calibration's rho, and converted back (accounting.zcdp_to_approx_dp) to the epsilon recorded as epsilon_actual.
 
 n is not taken as public (the notes' statistical queries are proportions with n known): n is the best linear
 unbiased estimate from the measured margins' sums (post-processing, no budget of its own). The released margins are
@@ -55,7 +58,8 @@ from ..privacy import ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..errors import TabreleaseError
 from ..estimate import RelaxedProjection
 from ..measurements import MARGIN_CELLS, Measurement, measured
-from ..noise import NoiseCalibration, gaussian_calibration, post_processing_rng
+from ..accounting import approx_dp_to_rho, zcdp_to_approx_dp
+from ..noise import NoiseCalibration, post_processing_rng
 from ..rounding import CONTROLLED
 from ..tables import margin_of
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
@@ -70,9 +74,9 @@ def _opendp():
 
 
 def rho_for(epsilon: float, delta: float) -> float:
-    """The largest rho whose zCDP OpenDP converts to (epsilon, delta)-DP: the zCDP of the Gaussian scale that
-    noise.gaussian_calibration finds for sensitivity 1 (OpenDP's binary search on its own accountant)."""
-    return gaussian_zcdp(gaussian_calibration(1.0, epsilon, delta, "add-remove").scale, 1.0)
+    """The largest rho whose zCDP converts to (epsilon, delta)-DP (Canonne, Kamath & Steinke's conversion, as
+    OpenDP's make_zCDP_to_approxDP)."""
+    return approx_dp_to_rho(epsilon, delta)
 
 
 def gaussian_zcdp(scale: float, l2_sensitivity: float) -> float:
@@ -92,10 +96,8 @@ def noisy_max_zcdp(scale: float, score_sensitivity: float) -> float:
 
 
 def epsilon_of_rho(rho: float, delta: float) -> float:
-    """OpenDP's conversion of rho-zCDP to epsilon at delta (a Gaussian of scale 1 at L2 distance sqrt(2 rho))."""
-    dp = _opendp()
-    base = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float), scale=1.0)
-    return float(dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(base), float(delta)).map(sqrt(2.0 * rho))[0])
+    """The conversion of rho-zCDP to epsilon at delta (Canonne, Kamath & Steinke 2020, Corollary 13)."""
+    return zcdp_to_approx_dp(rho, delta)
 
 
 def notes_epsilon(rho: float, delta: float) -> float:
@@ -242,7 +244,8 @@ class RAP(Mechanism):
         how = how.format(m=len(plan.margins), s=cal.scale, d=cal.sensitivity, T=p[ROUNDS], K=p[QUERIES_PER_ROUND],
                          g=p.get("selection_scale", 0.0), u=p["score_sensitivity"])
         return (f"(epsilon={cal.epsilon:g}, delta={cal.delta:g})-DP via rho-zCDP (rho={p['rho']:.6g}) converted by "
-                f"OpenDP's zCDP-to-approximate-DP accountant, for {cal.neighbours} neighbours: {how}; n is estimated "
+                f"Canonne, Kamath & Steinke's zCDP-to-approximate-DP conversion (as OpenDP's), for {cal.neighbours} "
+                f"neighbours: {how}; n is estimated "
                 "from the noisy margins and the relaxed synthetic data is post-processing")
 
 
@@ -273,5 +276,5 @@ def _accounting(m: int, rounds: int, per_round: int, epsilon: float, delta: floa
     parameters["rho_spent"] = spent
     achieved = epsilon_of_rho(spent, delta)
     cal = NoiseCalibration("gaussian", float(sigma), float(sensitivity), float(epsilon), float(delta), neighbours,
-                           "exact", achieved)
+                           "exact", achieved, rho=float(spent))
     return cal, parameters
