@@ -432,3 +432,45 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     monkeypatch.setattr(copula, "CHUNK_VALUES", 2**24)
     whole = copula.synthetic_counts(czech.shape, copula.sample_records(model, np.random.default_rng(9)))
     assert np.array_equal(chunked, whole) and chunked.sum() == model.n
+
+
+def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tmp_path):
+    """Gaussian releases compose by adding rho; the budget, declared as an (epsilon, delta) target, is the largest
+    rho whose exact conversion (Canonne, Kamath & Steinke 2020, checked here with OpenDP's own) meets it."""
+    import opendp.prelude as dp
+
+    from tabrelease.mechanisms import plan_release
+    from tabrelease.release import charge_release
+
+    dp.enable_features("contrib")
+
+    def opendp_epsilon(rho, delta):  # OpenDP's conversion: a unit Gaussian at L2 distance sqrt(2 rho)
+        base = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float),
+                                  scale=1.0)
+        return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(base), delta).map(math.sqrt(2 * rho))[0]
+
+    czech = builtin_table("czech")
+    plan = plan_release(czech.shape, [(0, 1), (1, 2)], 0.5, mechanism="gaussian", delta=1e-6)
+    one = PrivacyGuarantee.from_dict(plan_guarantee(plan, czech)).loss.rho
+    # The plan's rho is that of its Gaussian: (L2 sensitivity / sigma)^2 / 2.
+    assert one == pytest.approx((plan.calibration.sensitivity / plan.calibration.scale) ** 2 / 2, rel=1e-12)
+    target_delta = 1e-6
+    target_epsilon = opendp_epsilon(10.5 * one, target_delta)  # room for ten and a half
+    assert opendp_epsilon(10 * one, target_delta) < target_epsilon < opendp_epsilon(11 * one, target_delta)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", target_epsilon, target_delta, accounting="zcdp")
+    for i in range(10):
+        charge_release(ledger, czech, plan, tmp_path / f"r{i}", "simulation")
+    status = budget_status(ledger, "czech")
+    assert status.rho_spent == pytest.approx(10 * one, rel=1e-12)
+    assert status.epsilon_spent == pytest.approx(opendp_epsilon(10 * one, target_delta), rel=1e-6)
+    with pytest.raises(BudgetRefused, match="needs rho"):
+        charge_release(ledger, czech, plan, tmp_path / "r10", "simulation")
+    # Basic composition of the same releases' (epsilon, delta) would have stopped far sooner.
+    assert 10 * plan.calibration.epsilon > target_epsilon
+
+
+def plan_guarantee(plan, table):
+    from tabrelease.mechanisms import get_mechanism
+
+    return get_mechanism(plan.mechanism).guarantee(plan, table.variables).as_dict()

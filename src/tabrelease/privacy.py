@@ -139,7 +139,11 @@ class PrivacyLoss:
         """The loss as rho-zCDP, where it is one: rho, or epsilon^2 / 2 for pure loss; None for approximate."""
         if self.kind == ZCDP:
             return float(self.rho)
-        return self.epsilon ** 2 / 2.0 if self.kind == PURE else None
+        if self.kind == PURE:
+            from .accounting import pure_to_rho
+
+            return pure_to_rho(self.epsilon)
+        return None
 
     def describe(self) -> str:
         if self.kind == PURE:
@@ -205,24 +209,21 @@ def group_steps(release: PrivacyUnit, budget: PrivacyUnit) -> int | None:
 
 
 def group_loss(loss: PrivacyLoss, steps: int) -> PrivacyLoss:
-    """The loss between datasets `steps` steps apart (group privacy). Pure: k epsilon. Approximate: (k epsilon,
-    k e^((k-1) epsilon) delta), which for k = 2 is the standard (2 epsilon, (1 + e^epsilon) delta) bound up to its
-    tighter form: we use (1 + e^epsilon) delta for k = 2. zCDP: k^2 rho, its (epsilon, delta) by group privacy of
-    the approximate view."""
+    """The loss between datasets `steps` steps apart (group privacy, `accounting`): pure k epsilon; approximate
+    (2 epsilon, (1 + e^epsilon) delta) for two steps; zCDP k^2 rho, with the group bound of its (epsilon, delta)."""
+    from .accounting import group_approx, group_pure, group_rho
+
     if steps == 1:
         return loss
-    if steps != 2:
-        raise TabreleaseError("group privacy is used here for two steps only")
-    epsilon = 2.0 * loss.epsilon
-    delta = (1.0 + math.exp(loss.epsilon)) * loss.delta
     if loss.kind == PURE:
-        return PrivacyLoss(kind=PURE, epsilon=epsilon)
+        return PrivacyLoss(kind=PURE, epsilon=group_pure(loss.epsilon, steps))
+    epsilon, delta = group_approx(loss.epsilon, loss.delta, steps)
     if delta >= 1:
         raise GuaranteeMismatch(f"group privacy of (epsilon={loss.epsilon:g}, delta={loss.delta:g}) gives a delta "
                                 "of 1 or more: no guarantee")
     if loss.kind == APPROXIMATE:
         return PrivacyLoss(kind=APPROXIMATE, epsilon=epsilon, delta=delta)
-    return PrivacyLoss(kind=ZCDP, epsilon=epsilon, delta=delta, rho=4.0 * float(loss.rho))
+    return PrivacyLoss(kind=ZCDP, epsilon=epsilon, delta=delta, rho=group_rho(float(loss.rho), steps))
 
 
 def under_unit(guarantee: PrivacyGuarantee, unit: PrivacyUnit) -> PrivacyLoss:
