@@ -67,13 +67,9 @@ def exit_with_sweep(sweep_pid: int) -> None:
 def _exists(pid: int) -> bool:
     if sys.platform == "win32":  # os.kill would terminate it: the pool's own checks are all there is
         return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from .._files import process_alive
+
+    return process_alive(pid)
 
 
 def _cache(name: str) -> dict:
