@@ -1,4 +1,5 @@
-"""One place that turns a sparse LP into a HiGHS model (the consistency LP and the facial-set LP both do)."""
+"""One place that turns a sparse LP into a HiGHS model (the consistency LP, the facial-set LP and the rounding MILPs),
+with the options that make its result deterministic."""
 
 from __future__ import annotations
 
@@ -28,7 +29,23 @@ def highs_model(matrix, cost, col_lower, col_upper, row_lower, row_upper):
     lp.a_matrix_.value_ = matrix.data.astype(float)
     lp.a_matrix_.num_col_ = matrix.shape[1]
     lp.a_matrix_.num_row_ = matrix.shape[0]
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
+    highs = quiet_highs()
     highs.passModel(lp)
     return highs, lp
+
+
+def quiet_highs():
+    """A `highspy.Highs` that prints nothing and whose result depends on the model and options alone: one thread,
+    no parallel search or simplex, a fixed random seed. No wall-clock limit is ever set (HiGHS's default time
+    limit is infinite): where a solve must stop early, its limit is counted in work (nodes, iterations), which is
+    the same on a fast machine and a busy one."""
+    import highspy
+
+    highs = highspy.Highs()
+    for option, value in DETERMINISTIC_OPTIONS.items():
+        highs.setOptionValue(option, value)
+    return highs
+
+
+DETERMINISTIC_OPTIONS = {"output_flag": False, "threads": 1, "parallel": "off", "random_seed": 0,
+                         "time_limit": float("inf")}
