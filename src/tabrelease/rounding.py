@@ -134,6 +134,10 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
         # box of adjacent integers (a non-unique fit is any point of the fibre), and pinned margins may have no
         # table in that box: search every integer table.
         lower, upper = floor, np.full(cells, np.inf)
+    if integer_margins:
+        exact = _exact_table(design, np.rint(targets), change_total, pin_rows, pin_values, floor, max_nodes)
+        if exact is not None:
+            return (base + exact).reshape(shape), 0.0  # cost 0: nothing can be closer
     if max_nodes is None:
         max_nodes = CONTROLLED_EXACT_MAX_NODES if integer_margins else CONTROLLED_MAX_NODES
     rows = design.shape[0]
@@ -190,6 +194,35 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
         bound = max(float(h.getInfo().mip_dual_bound), 0.0)
     gap = 0.0 if distance - bound <= exact_enough else (distance - bound) / distance
     return (base + found.astype(np.int64)).reshape(shape), gap
+
+
+def _exact_table(design, targets, total, pin_rows, pin_values, floor, max_nodes):
+    """An integer table (a change >= floor) with exactly these integer margins, total and pins, found as a
+    feasibility MILP (no objective: any such table is closest), or None. Much faster than the L1 MILP when the
+    margins are those of an integer table (a noise-free fit whose cells are not integers: Rochdale's model, 0.1 s
+    against 6 s)."""
+    import highspy
+    import scipy.sparse as sp
+
+    from ._highs import highs_model
+
+    cells = design.shape[1]
+    blocks, bounds = [design, sp.csr_matrix(np.ones((1, cells)))], [targets, [float(total)]]
+    if pin_rows is not None:
+        blocks.append(pin_rows)
+        bounds.append(pin_values)
+    matrix = sp.vstack(blocks).tocsc()
+    rhs = np.concatenate([np.asarray(b, float) for b in bounds])
+    h, _ = highs_model(matrix, np.zeros(cells), floor, np.full(cells, np.inf), rhs, rhs)
+    h.changeColsIntegrality(cells, np.arange(cells, dtype=np.int32), np.full(cells, highspy.HighsVarType.kInteger))
+    _milp_limits(h, CONTROLLED_EXACT_MAX_NODES if max_nodes is None else max_nodes)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:
+        return None
+    found = np.rint(np.asarray(h.getSolution().col_value)).astype(np.int64)
+    if not (np.array_equal(design @ found, targets) and found.sum() == total and np.all(found >= floor)):
+        return None
+    return found
 
 
 def _milp_limits(h, max_nodes: int) -> None:
