@@ -1,4 +1,5 @@
-"""One place that turns a sparse LP into a HiGHS model (the consistency LP and the facial-set LP both do)."""
+"""One place that turns a sparse LP into a HiGHS model (the consistency LP, the facial-set LP and the rounding MILPs),
+with the options that make its result deterministic."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ _BANNER_SILENCED = False
 
 
 def quiet_highs():
-    """A `highspy.Highs` that writes nothing. HiGHS (1.16 and later) prints a banner on standard output when the
-    first solver of a process is made, before any option can be set: that first one is made with the process's
-    standard output pointed at /dev/null, so that `--json` output stays clean whatever the version installed."""
+    """A `highspy.Highs` that prints nothing and whose result depends on the model and options alone: one thread,
+    no parallel search or simplex, a fixed random seed. No wall-clock limit is ever set (HiGHS's default time
+    limit is infinite): where a solve must stop early, its limit is counted in work (nodes, iterations), which is
+    the same on a fast machine and a busy one.
+
+    HiGHS (1.16 and later) prints a banner on standard output when the first solver of a process is made, before
+    any option can be set: that first one is made with the process's standard output pointed at /dev/null, so
+    that `--json` output stays clean whatever the version installed."""
     import highspy
 
     global _BANNER_SILENCED
@@ -32,7 +38,8 @@ def quiet_highs():
             os.close(devnull)
         _BANNER_SILENCED = True
     highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
+    for option, value in DETERMINISTIC_OPTIONS.items():
+        highs.setOptionValue(option, value)
     return highs
 
 
@@ -62,3 +69,7 @@ def highs_model(matrix, cost, col_lower, col_upper, row_lower, row_upper):
     highs = quiet_highs()
     highs.passModel(lp)
     return highs, lp
+
+
+DETERMINISTIC_OPTIONS = {"output_flag": False, "threads": 1, "parallel": "off", "random_seed": 0,
+                         "time_limit": float("inf")}

@@ -39,11 +39,18 @@ from .bases import FOURIER, CoefficientBasis, coefficients
 from ._highs import highs_model, quiet_highs
 from .errors import TabreleaseError
 from .loglinear import margin_design
+from .measurements import MARGIN_CELLS
 from .models import Margin
 
 # b* below this (in coefficient units) is taken as 0: a non-negative table has the noisy coefficients.
 FEASIBILITY_TOLERANCE = 1e-7
 
+
+# Refinement rounds of the least-squares fit (each a solve for the change from an integer table); two or three are
+# needed at 9e15 in one cell, one elsewhere.
+REFINEMENT_ROUNDS = 8
+# The non-negativity of a cell far above the data of a refinement round is capped at this many times that data.
+CHANGE_BOUND_CAP = 1e6
 
 # Coefficients larger than this are scaled down before the LP is solved (and its solution scaled back).
 LP_SCALE = 1e8
@@ -65,14 +72,27 @@ class LPSolution:
 class ConsistencyProblem:
     """The consistency LP for one basis, built once and re-solved for each vector of noisy coefficients."""
 
-    def __init__(self, basis: CoefficientBasis, structural_zeros: np.ndarray | None = None):
+    def __init__(self, basis: CoefficientBasis, structural_zeros: np.ndarray | None = None,
+                 exact: np.ndarray | None = None):
+        """`exact`: per coefficient, was it measured without noise? Those rows lose their b: F_i w = phi_i
+        exactly (their + and - rows together), so the table has every exactly measured coefficient."""
         import highspy
 
         self.basis = basis
+        self.structural_zeros = structural_zeros
         shape = basis.shape
         cells = int(np.prod(shape))
         A, n_margin = _sparse_constraints(basis)
         d = basis.size
+        if exact is not None and np.any(exact):
+            exact = np.asarray(exact, bool)
+            if exact.shape != (d,):
+                raise TabreleaseError("internal error: one exactness flag per coefficient is needed")
+            A = A.tolil()
+            for row in np.concatenate([n_margin + np.flatnonzero(exact), n_margin + d + np.flatnonzero(exact)]):
+                A[int(row), A.shape[1] - 1] = 0.0
+            A = A.tocsc()
+            A.eliminate_zeros()
         inf = highspy.kHighsInf
         n_col = cells + n_margin + 1
         col_upper = np.full(n_col, inf)
@@ -136,7 +156,6 @@ class ConsistencyProblem:
         noisy = np.asarray(noisy, float)
         if self._range_highs is None:
             self._range_highs = quiet_highs()
-            self._range_highs.setOptionValue("output_flag", False)
             self._range_highs.passModel(self._lp)  # the same model, solved with another objective
         h = self._range_highs
         b_col = self._cells + self._n_margin
@@ -186,6 +205,8 @@ def _residual_qp(unknowns: int, weights: np.ndarray, A, b: np.ndarray, equalitie
     hessian = sp.diags(np.concatenate([np.zeros(unknowns), weights])).tocsc()
     settings = clarabel.DefaultSettings()
     settings.verbose = False
+    # Deterministic: stopped by its iteration count only, never by a clock (Clarabel's default, made explicit).
+    settings.time_limit = float("inf")
     # Tight: the margins of the fit are what is released (after rounding), to well under one count.
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
     cones = [clarabel.ZeroConeT(equalities), clarabel.NonnegativeConeT(inequalities)]
@@ -236,31 +257,138 @@ class LeastSquaresProblem:
         self._equalities = m + 1 + int((~free).sum())
         self._inequalities = int(free.sum())
         self._cells, self._m = cells, m
+        self._free = free
+        # For the refinement: each block's operator times its integer scale (1 for margin cells, 2^(k/2) or
+        # prod k_j for coefficients) is a small-integer matrix, so the measured queries of an integer table are
+        # computed exactly in integer arithmetic.
+        scales = [_integer_scale(self.domain, q, kind) for q, _, kind in self.blocks]
+        self._row_scale = np.concatenate([np.full(n, s) for n, s in zip(self._sizes, scales)]) if scales else np.zeros(0)
+        integer = [sp.csr_matrix(op * s) for op, s in zip(operators, scales)]
+        for op in integer:
+            if op.nnz and np.abs(op.data - np.rint(op.data)).max() > 1e-9:
+                raise TabreleaseError("internal error: a scaled query operator is not integral")
+            op.data = np.rint(op.data)
+        self._Qi = (sp.vstack(integer).tocsr() if integer else sp.csr_matrix((0, cells))).astype(np.int64)
+        self._row_bound = int(np.abs(self._Qi).sum(axis=1).max()) if m else 0
+        # The blocks that carry the total (margin cells: their sum; the empty set's coefficient: times its scale),
+        # as the estimator's best linear unbiased total weighs them.
+        self._total_blocks = [(lo, hi, q == MARGIN_CELLS) for (q, v, _), lo, hi in
+                              zip(self.blocks, np.cumsum([0] + self._sizes[:-1]), np.cumsum(self._sizes))
+                              if q == MARGIN_CELLS or not v]
 
     @property
     def size(self) -> int:
         return int(self._Q.shape[0])
 
-    def solve(self, values: np.ndarray, weights: np.ndarray, total: float) -> tuple[np.ndarray, float]:
-        """(the non-negative table, seconds); `weights` are 1 / variance per measured value."""
+    def solve(self, values: np.ndarray, weights: np.ndarray, total: float, *,
+              exact_total: bool = False) -> tuple[np.ndarray, float]:
+        """(the non-negative table, seconds); `weights` are 1 / variance per measured value. `total` is pinned: an
+        integer given exactly when `exact_total` (a public total), else the estimate the blocks give.
+
+        An interior-point solve is accurate relative to the size of its data: with a million in one cell its
+        fit of the small cells was off by a hundredth, with 10^9 by hundreds of counts, with 9e15 by billions,
+        while the noise is a few counts. So the fit is refined: the problem is solved again for the change d
+        from an integer table x (the previous fit, rounded), with the residuals y - Q x computed exactly in
+        integer arithmetic (see `_residuals`) and w = x + d >= 0; each round's data are the size of the
+        previous round's error plus the noise, so the error shrinks by the solver's relative accuracy per round,
+        until a round moves no measured query by an integer. The fit is then accurate to the solver's relative
+        accuracy times the noise, whatever n (up to 2^53, where float64 stops holding every count exactly:
+        estimate.check_exact_range refuses larger tables before any charge)."""
+        start = time.perf_counter()
+        base, change = self.fit(values, weights, total, exact_total=exact_total)
+        return np.maximum(base + change, 0.0).reshape(self.domain), time.perf_counter() - start
+
+    def fit(self, values: np.ndarray, weights: np.ndarray, total: float, *,
+            exact_total: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The fit as (integer table x, change d), x + d the fitted table (flat): at counts above 2^52 a float
+        cannot hold x + d to a fraction, so rounding takes the two parts."""
         values = np.asarray(values, float)
         if values.shape != (self.size,) or not np.all(np.isfinite(values)):
             raise TabreleaseError("the least-squares fit needs one finite value per measured query")
-        start = time.perf_counter()
-        # Scaled to counts of order 1 and weights of at most 1 (the minimiser is unchanged): at n of 1e8-1e12 the
-        # raw problem is ill-conditioned enough for the interior-point method to call it infeasible.
-        unit = max(1.0, abs(float(total)) / self._cells, float(np.abs(values).max(initial=0.0)) / 1e3)
         weights = np.asarray(weights, float)
         weights = weights / weights.max()
-        values = values / unit
+        if abs(float(total)) > 2.0**53:
+            raise TabreleaseError("the least-squares fit cannot be exact above a total of 2^53 (float64 stops holding "
+                                  "every count)")
+        pinned = max(float(total), 0.0)
+        table = self._solve_change(values, weights, pinned, np.zeros(self._cells))
+        x = np.where(self._free, np.rint(table), 0.0).astype(np.int64)
+        scaled = values * self._row_scale  # the measured values in integer units (what the sampler perturbed)
+        for _ in range(REFINEMENT_ROUNDS):
+            residual = self._residuals(scaled, x)
+            if exact_total:
+                change_total = float(int(total) - int(x.sum()))
+            else:
+                change_total = max(self._total_of_residuals(residual, weights) + float(x.sum()), 0.0) - float(x.sum())
+            change = self._solve_change(residual / np.where(self._row_scale > 0, self._row_scale, 1.0), weights,
+                                        change_total, x.astype(float))
+            step = np.where(self._free, np.rint(change), 0.0).astype(np.int64)
+            x, change = x + step, change - step
+            if not np.any(self._Qi @ step):
+                break  # this round moved no measured query by an integer: the fit is x + change
+        return x, np.where(self._free, np.maximum(change, -x), 0.0)
+
+    def _residuals(self, scaled: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """scaled - Qi x for an integer table x, in integer units, without cancellation error: Qi x is computed
+        exactly in int64 (in two halves of x's bits where one product could overflow), and the float difference
+        is taken from the high half first (y and Qi x agree in their leading digits, so that subtraction is
+        exact), then the low half."""
+        if self._row_bound * max(int(np.abs(x).max(initial=0)), 1) < 2**62:
+            q = self._Qi @ x
+            high = q.astype(float)
+            low = (q - high.astype(np.int64)).astype(float)
+        else:
+            shift = 2**26
+            q_high, q_low = self._Qi @ (x // shift), self._Qi @ (x % shift)
+            high = q_high.astype(float) * shift
+            low = q_low.astype(float)
+        return (scaled - high) - low
+
+    def _total_of_residuals(self, residual: np.ndarray, weights: np.ndarray) -> float:
+        """The best linear unbiased estimate of n - sum(x) from the residuals (estimate.best_total on y - Q x):
+        each block that carries the total, weighted by 1 / the variance of its estimate."""
+        estimates, precisions = [], []
+        for lo, hi, cells in self._total_blocks:
+            variance = 1.0 / weights[lo]  # weights are 1 / variance, up to one common factor
+            if cells:
+                estimates.append(float(residual[lo:hi].sum()))
+                precisions.append(1.0 / (variance * (hi - lo)))
+            else:
+                scale = self._row_scale[lo]
+                estimates.append(float(residual[lo]))
+                precisions.append(1.0 / (variance * scale**2))
+        precisions = np.asarray(precisions)
+        return float(precisions @ np.asarray(estimates) / precisions.sum())
+
+    def _solve_change(self, values: np.ndarray, weights: np.ndarray, total: float, base: np.ndarray) -> np.ndarray:
+        """The fit of the change d from `base`: min 1/2 sum weights (values - Q d)^2 over base + d >= 0,
+        sum d = total. Returns base + d where base is 0, else d (the caller adds it in integers)."""
+        # Scaled to data of order 1 (the minimiser is unchanged): at n of 1e8-1e12 the raw problem is
+        # ill-conditioned enough for the interior-point method to call it infeasible.
+        unit = max(1.0, abs(total) / self._cells, float(np.abs(values).max(initial=0.0)) / 1e3)
         b = np.zeros(self._A.shape[0])
-        b[: self._m] = values
-        b[self._m] = max(float(total), 0.0) / unit
+        b[: self._m] = values / unit
+        b[self._m] = total / unit
+        # base + d >= 0 as -d + s = base, s >= 0. A bound far beyond the data cannot bind: it is capped (a huge
+        # slack next to ones of the size of the noise would spoil the solver's scaling) and checked below.
+        cap = CHANGE_BOUND_CAP * max(1.0, abs(total) / unit, float(np.abs(b[: self._m]).max(initial=0.0)))
+        lower = base[self._free] / unit
+        capped = lower > cap
+        b[self._A.shape[0] - self._inequalities:] = np.minimum(lower, cap)
         solution = _residual_qp(self._cells, weights, self._A, b, self._equalities, self._inequalities)
         if str(solution.status) not in ("Solved", "AlmostSolved"):
             raise TabreleaseError(f"the least-squares fit did not solve: Clarabel says {solution.status}")
-        table = np.maximum(np.asarray(solution.x)[: self._cells], 0.0).reshape(self.domain) * unit
-        return table, time.perf_counter() - start
+        change = np.asarray(solution.x)[: self._cells]
+        if np.any(capped) and np.any(change[self._free][capped] <= -0.5 * cap):
+            raise TabreleaseError("internal error: the least-squares refinement reached its capped bound")
+        return change * unit
+def _integer_scale(domain, query: str, kind: str | None) -> float:
+    """What one block's queries are multiplied by to make an integer table's answers integers."""
+    from .measurements import MARGIN_CELLS
+
+    if query == MARGIN_CELLS:
+        return 1.0
+    return 2.0 ** (len(domain) / 2) if kind == FOURIER else float(np.prod(domain))
 
 
 def _cells_of_sub_margin(coords: tuple, within: Margin, sub: Margin, shape: tuple[int, ...]) -> np.ndarray:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from functools import lru_cache
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,6 +51,14 @@ class Estimate:
     notes: tuple[str, ...] = ()
     # When set, `margins` are the clique margins of a junction tree (not the released margins themselves).
     cliques: tuple[Margin, ...] | None = None
+    # The estimate exactly, where a float cannot hold it (counts above 2^52): an integer table `base` plus `change`
+    # (both flat, over the table's cells); `table` is then their sum as a float.
+    base: np.ndarray | None = None
+    change: np.ndarray | None = None
+    # The integer total rounding must keep (an exactly measured n, or the fit's total rounded exactly), and the
+    # margins that were measured exactly ((axes, integer cells) on the table's own shape): rounding holds both.
+    total: int | None = None
+    pinned: tuple[tuple[Margin, np.ndarray], ...] = ()
 
 
 class Estimator(ABC):
@@ -103,10 +111,56 @@ class LInfinityLP(_ProblemEstimator):
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         self._check(measurements)
-        lp = self._problem().solve(measurements.vector())
+        exact = np.concatenate([np.full(b.size, b.distribution == EXACT) for b in measurements.blocks])
+        vector = measurements.vector()
+        lp = self._problem_for(exact).solve(vector)
         # The LP lives on the measured domain (a bit encoding, for binary-encoded releases).
         table = lp.table if plan.encoding is None else plan.encoding.decode(lp.table)
-        return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp)
+        pinned, total = (), None
+        if exact.any() and plan.encoding is None:
+            pinned = exact_margins(self._problem().basis, measurements)
+            # every maximal exact set contains the empty set's block: n is exact, the sum of any pinned margin
+            total = int(np.sum(pinned[0][1], dtype=object)) if pinned else None
+        return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp, pinned=pinned, total=total)
+
+    def _problem_for(self, exact: np.ndarray):
+        """The LP with every exactly measured coefficient an equality (no deviation b allowed on it): a released
+        table then has them exactly. Built once per pattern of exact coefficients."""
+        if not exact.any():
+            return self._problem()
+        from .consistency import ConsistencyProblem
+
+        cache = self.__dict__.setdefault("_exact_problems", {})
+        key = exact.tobytes()
+        if key not in cache:
+            problem = self._problem()
+            cache[key] = ConsistencyProblem(problem.basis, structural_zeros=problem.structural_zeros, exact=exact)
+        return cache[key]
+
+
+def exact_margins(basis, measurements: Measurements) -> tuple:
+    """The margins the exactly measured coefficients determine: over each maximal set of the closure whose
+    blocks (it and all its subsets) were measured exactly, as integers (axes, cells)."""
+    from .bases import margin_from_coefficients
+
+    exact_sets = {tuple(b.variables) for b in measurements.blocks if b.distribution == EXACT}
+    complete = [s for s in exact_sets if all(tuple(t) in exact_sets for t in _subsets(s))]
+    maximal = [s for s in complete if not any(set(s) < set(t) for t in complete)]
+    vector = measurements.vector()
+    out = []
+    for s in sorted(maximal, key=lambda s: (len(s), s)):
+        margin = margin_from_coefficients(basis, vector, s)
+        rounded = np.rint(margin)
+        if np.abs(margin - rounded).max(initial=0.0) > 1e-6 * max(1.0, float(np.abs(margin).max(initial=0.0))):
+            raise TabreleaseError("the exactly measured coefficients are not those of an integer table")
+        out.append((tuple(s), rounded.astype(np.int64)))
+    return tuple(out)
+
+
+def _subsets(s):
+    from itertools import combinations
+
+    return [c for r in range(len(s)) for c in combinations(s, r)]
 
 
 class LeastSquares(Estimator):
@@ -140,16 +194,24 @@ class LeastSquares(Estimator):
         values = np.concatenate([b.values for b in fitted])
         # Variance of Laplace(b) is 2 b^2, of a Gaussian sigma^2.
         weights = np.concatenate([np.full(b.size, 1.0 / noise_variance(b)) for b in fitted])
-        total = float(exact[0].values[0]) if exact else best_total(fitted)
+        total = int(np.rint(exact[0].values[0])) if exact else best_total(fitted)
         return signature, values, weights, total
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         start = time.perf_counter()
         signature, values, weights, total = self.prepared(measurements)
-        problem = self.problem_for(measurements.blocks[0].domain, signature)
-        table, _ = problem.solve(values, weights, total)
-        table = table if plan.encoding is None else plan.encoding.decode(table)
-        return Estimate(table=table, margins=None, seconds=time.perf_counter() - start)
+        exact_total = any(b.distribution == EXACT for b in measurements.blocks)
+        domain = measurements.blocks[0].domain
+        problem = self.problem_for(domain, signature)
+        base, change = problem.fit(values, weights, total, exact_total=exact_total)
+        # The total rounding keeps: n when it was measured exactly, else the fit's own total, rounded exactly.
+        rounded_total = int(total) if exact_total else int(base.sum()) + int(np.floor(float(change.sum()) + 0.5))
+        table = np.maximum(base + change, 0.0).reshape(domain)
+        if plan.encoding is not None:
+            return Estimate(table=plan.encoding.decode(table), margins=None, seconds=time.perf_counter() - start,
+                            total=rounded_total)
+        return Estimate(table=table, margins=None, seconds=time.perf_counter() - start, base=base, change=change,
+                        total=rounded_total)
 
 
 class LocalLeastSquares(LeastSquares):
@@ -173,6 +235,11 @@ class LocalLeastSquares(LeastSquares):
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         start = time.perf_counter()
         signature, values, weights, total = self.prepared(measurements)
+        if any(b.distribution == EXACT for b in measurements.blocks):
+            return replace(self._estimate(plan, signature, values, weights, total, start), total=int(total))
+        return self._estimate(plan, signature, values, weights, total, start)
+
+    def _estimate(self, plan, signature, values, weights, total, start) -> Estimate:
         if self.cliques:
             try:
                 problem = _local_problem(tuple(plan.shape), self.cliques, signature)
@@ -324,6 +391,21 @@ class RandomizedResponseLeastSquares(Estimator):
                                Measurement(MARGIN_CELLS, (), np.array([n]), EXACT, 0.0, block.domain)),
                               measurements.noise_mode, measurements.seed)
         return LeastSquares().estimate(plan, linear)
+
+
+# Up to 2^53 float64 holds every integer exactly; above it a count, and so an estimate, cannot be exact to a unit.
+MAX_EXACT_COUNT = 2**53
+
+
+def check_exact_range(table) -> None:
+    """Refuse, before any charge, a table too large for its estimate to be exact: above 2^53 (9.007e15) float64
+    cannot hold every count, and the measured values themselves (floats) carry errors of 2 and more, above the
+    noise of a typical release. Every estimator computes in float64, so the limit holds for every mechanism and
+    mode. (The message names no count.)"""
+    if int(table.n) > MAX_EXACT_COUNT:
+        raise TabreleaseError("the table's total is above 2^53 (9.007e15), where 64-bit floating point stops holding "
+                              "every count exactly: the release could not be exact to within its noise; nothing was "
+                              "charged")
 
 
 ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), LocalLeastSquares(), AsMeasured(), ShiftedSynthesis(),

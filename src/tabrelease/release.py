@@ -350,8 +350,11 @@ def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None
 
 def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
     """Every check of a planned release against its table that must refuse before any charge: the secure sampler's
-    domain, and the mechanism's own size limit."""
+    domain, the range in which estimates are exact (floats hold every count), and the mechanism's own size limit."""
+    from .estimate import check_exact_range
+
     check_sampler_domain(plan, table, mode)
+    check_exact_range(table)
     get_mechanism(plan.mechanism).check_table_size(plan, int(table.n))
 
 

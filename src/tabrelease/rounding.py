@@ -23,17 +23,33 @@ NEAREST = "nearest"
 CONTROLLED = "controlled"
 NO_ROUNDING = "none"
 ROUNDINGS = (NEAREST, CONTROLLED, NO_ROUNDING)
-# A controlled rounding that has not proved optimality by then keeps its best integer table, and says so.
-CONTROLLED_TIME_LIMIT_SECONDS = 0.02
+# Work limits of the rounding MILPs, in branch-and-bound nodes (never seconds: a wall-clock limit made the
+# published margins depend on the machine's load). A rounding that has not proved optimality by then keeps its
+# best integer table, and says so (its gap).
+CONTROLLED_MAX_NODES = 500
 INTEGRAL_TOLERANCE = 1e-6
 SHORTLIST = 24  # cells per side the local search tries first
 FULL_SEARCH_PAIRS = 250_000  # beyond this many pairs the search keeps to its shortlists (memory: pairs x margins)
-CONTROLLED_EXACT_TIME_LIMIT_SECONDS = 10.0
+CONTROLLED_EXACT_MAX_NODES = 20_000  # integer margins (no noise): every integer table is searched
+# Above this many margin-cell x cell incidences the MILP is not run (its root alone takes seconds and improves
+# little): the local search's table is kept, with its gap to the LP relaxation's bound. All 2-way margins of 2^8
+# cells (7,168) are below it, every built-in table's model far below.
+MILP_MAX_DESIGN_NONZEROS = 2**13
 
 
 def round_table(table: np.ndarray) -> np.ndarray:
     """The nearest integer to each cell (halves up), never below 0."""
     return np.maximum(np.floor(np.asarray(table, float) + 0.5), 0).astype(np.int64)
+
+
+def round_table_signed(change: np.ndarray) -> np.ndarray:
+    """The nearest integer to each value (halves up), negative values allowed (changes from an integer table)."""
+    return np.floor(np.asarray(change, float) + 0.5).astype(np.int64)
+
+
+def _pins_hold(table: np.ndarray, pinned) -> bool:
+    return all(np.array_equal(margin_counts(table, list(axes)) if axes else np.sum(table), np.asarray(m).reshape(
+        np.shape(margin_counts(table, list(axes)) if axes else np.sum(table)))) for axes, m in pinned)
 
 
 def mutually_consistent(released: Sequence[np.ndarray], margins: Sequence[Margin], atol: float = 0.0) -> bool:
@@ -59,21 +75,24 @@ class Rounded:
     consistency: str = "global"
 
 
-SMALL_TABLE_CELLS = 256
-
-
-def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int,
-                     time_limit: float = CONTROLLED_TIME_LIMIT_SECONDS) -> tuple[np.ndarray, float]:
+def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *, base: np.ndarray | None = None,
+                     pinned: Sequence[tuple[Margin, np.ndarray]] = (),
+                     max_nodes: int | None = None) -> tuple[np.ndarray, float]:
     """Controlled rounding (Cox's sense): each cell to an integer next to its estimate, the total given, and
     the margins as close as possible (L1, summed over the margins) to those of the real-valued table.
 
     A deterministic local search (best exchange of one unit between two cells, until none helps) gives a
     table in milliseconds; a HiGHS MILP started from it then proves it closest or improves it within
-    `time_limit` seconds. Returns (table, relative gap): 0 when proved closest, else the MILP's gap at the
+    `max_nodes` branch-and-bound nodes (a count of work, not of seconds: the result is the same on any machine
+    and under any load). Returns (table, relative gap): 0 when proved closest, else the MILP's gap at the
     limit (the table is then the best found, never worse than the local search's).
 
-    The margins of one integer table are integer and mutually consistent by construction. With an exact
-    (noise-free) estimate every cell is fixed at its value: the released margins are exact.
+    The estimate is `base + table` when an integer `base` is given (an estimator's exact integer part: at
+    counts above 2^52 a float cannot hold the fraction), else `table`; everything is computed on the change
+    from an integer table, so counts of any size are rounded as exactly as small ones. `pinned` margins (axes,
+    integer cells: what was measured exactly) are held exactly. The margins of one integer table are integer and
+    mutually consistent by construction. With an exact (noise-free) estimate every cell is fixed at its value:
+    the released margins are exact.
     """
     import highspy
     import scipy.sparse as sp
@@ -82,69 +101,172 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int,
     from .loglinear.design import margin_design
 
     table = np.asarray(table, float)
+    shape = table.shape
     cells = table.size
-    design = margin_design(table.shape, margins).tocsc()  # stacked margins x cells
     flat = table.ravel()
+    if base is None:
+        base = np.rint(flat)
+        flat = flat - base
+        base = base.astype(np.int64)
+    else:
+        base = np.asarray(base, np.int64).ravel()
+    # From here on every count is a change from `base` (of the size of the noise): `base` is added back at the end.
+    design = margin_design(shape, margins).tocsc()  # stacked margins x cells
     targets = design @ flat
     near = np.rint(flat)
     # The estimate is a solver's: within 1e-6 of an integer counts as that integer (an exact fit is exact).
     integral = np.abs(flat - near) <= INTEGRAL_TOLERANCE
     lower = np.where(integral, near, np.floor(flat))
     upper = np.where(integral, near, np.ceil(flat))
-    start = local_search_round(design, flat, lower, upper, int(total), len(margins))
+    floor = -base.astype(float)  # w = base + change >= 0
+    lower, upper = np.maximum(lower, floor), np.maximum(upper, floor)
+    change_total = int(total) - int(base.sum())
+    pin_rows, pin_values = _pins(shape, pinned, base)
+    start = local_search_round(design, flat, lower, upper, change_total, len(margins))
     # A solver's fit reproduces margins to about 1e-5: a table within 1e-3 per margin cell of them is exact.
     exact_enough = 1e-3 * design.shape[0]
-    if np.abs(design @ start - targets).sum() <= exact_enough:
-        return start.astype(np.int64).reshape(table.shape), 0.0  # cost 0: nothing can be closer
-    if np.abs(targets - np.rint(targets)).max() <= 1e-3:
+    pins_hold = pin_rows is None or np.array_equal(pin_rows @ start, pin_values)
+    if pins_hold and np.abs(design @ start - targets).sum() <= exact_enough:
+        return (base + start.astype(np.int64)).reshape(shape), 0.0  # cost 0: nothing can be closer
+    integer_margins = np.abs(targets - np.rint(targets)).max() <= 1e-3
+    if integer_margins or not _box_has_pins(pin_rows, pin_values, lower, upper, change_total):
         # Integer margins (an exact fit: no noise, or a public table) may belong to an integer table outside the
-        # box of adjacent integers (a non-unique fit is any point of the fibre): search every integer table.
-        lower, upper = np.zeros(cells), np.full(cells, np.inf)
-        time_limit = max(time_limit, CONTROLLED_EXACT_TIME_LIMIT_SECONDS)
-    if cells <= SMALL_TABLE_CELLS:
-        # A small MILP is proved in a millisecond when the machine is idle; on a busy one the 20 ms could run out
-        # before the proof, and the result would depend on the load. Small tables always get their proof.
-        time_limit = max(time_limit, 1.0)
+        # box of adjacent integers (a non-unique fit is any point of the fibre), and pinned margins may have no
+        # table in that box: search every integer table.
+        lower, upper = floor, np.full(cells, np.inf)
+    if integer_margins:
+        exact = _exact_table(design, np.rint(targets), change_total, pin_rows, pin_values, floor, max_nodes)
+        if exact is not None:
+            return (base + exact).reshape(shape), 0.0  # cost 0: nothing can be closer
+    if max_nodes is None:
+        max_nodes = CONTROLLED_EXACT_MAX_NODES if integer_margins else CONTROLLED_MAX_NODES
     rows = design.shape[0]
     # columns: w (integer, cells), over (rows), under (rows);  design w - over + under = targets
-    matrix = sp.vstack([
-        sp.hstack([design, -sp.identity(rows), sp.identity(rows)]),
-        sp.hstack([sp.csr_matrix(np.ones((1, cells))), sp.csr_matrix((1, 2 * rows))]),
-    ]).tocsc()
+    blocks = [sp.hstack([design, -sp.identity(rows), sp.identity(rows)]),
+              sp.hstack([sp.csr_matrix(np.ones((1, cells))), sp.csr_matrix((1, 2 * rows))])]
+    bounds = [targets, [float(change_total)]]
+    if pin_rows is not None:
+        blocks.append(sp.hstack([pin_rows, sp.csr_matrix((pin_rows.shape[0], 2 * rows))]))
+        bounds.append(pin_values)
+    matrix = sp.vstack(blocks).tocsc()
     cost = np.concatenate([np.zeros(cells), np.ones(2 * rows)])
-    # The MILP solves for the change d = w - start, not for w: with counts of 1e11 and more, integer variables of
-    # that size sit beyond HiGHS's integrality tolerance and the solve ran for hours past its time limit (a
-    # 4 x 3 x 2 table of 1e12 per cell). Every quantity it sees is then of the size of the noise.
+    # The MILP solves for the change from the local search's table, not for w: with counts of 1e11 and more,
+    # integer variables of that size sit beyond HiGHS's integrality tolerance (a 4 x 3 x 2 table of 1e12 per
+    # cell ran for hours). Every quantity it sees is then of the size of the noise.
     offset = start.astype(float)
-    shifted_targets = targets - design @ offset
-    bounds = np.concatenate([shifted_targets, [float(total - int(round(offset.sum())))]])
+    shift = np.concatenate([design @ offset, [offset.sum()]] + ([pin_rows @ offset] if pin_rows is not None else []))
+    rhs = np.concatenate([np.asarray(v, float) for v in bounds]) - shift
     h, _ = highs_model(matrix, cost, np.concatenate([lower - offset, np.zeros(2 * rows)]),
-                       np.concatenate([upper - offset, np.full(2 * rows, np.inf)]), bounds, bounds)
+                       np.concatenate([upper - offset, np.full(2 * rows, np.inf)]), rhs, rhs)
+    if pins_hold and not integer_margins and design.nnz > MILP_MAX_DESIGN_NONZEROS:
+        # Too large for the MILP to add much (on all 2-way margins of 2^10 cells its root alone took 3 s and
+        # closed no gap): the local search's table, its gap measured against the LP relaxation's bound.
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise TabreleaseError(f"controlled rounding's relaxation did not solve: HiGHS says "
+                                  f"{h.modelStatusToString(h.getModelStatus())}")
+        distance = float(np.abs(design @ start - targets).sum())
+        bound = max(float(h.getInfo().objective_function_value), 0.0)
+        gap = 0.0 if distance - bound <= exact_enough else (distance - bound) / distance
+        return (base + start.astype(np.int64)).reshape(shape), gap
     h.changeColsIntegrality(cells, np.arange(cells, dtype=np.int32),
                             np.full(cells, highspy.HighsVarType.kInteger))
-    h.setOptionValue("time_limit", float(time_limit))
-    h.setOptionValue("mip_rel_gap", 0.0)
-    residual = -shifted_targets  # design @ start - targets: the warm start is d = 0
-    warm = highspy.HighsSolution()
-    warm.col_value = list(np.concatenate([np.zeros(cells), np.maximum(residual, 0), np.maximum(-residual, 0)]))
-    h.setSolution(warm)
+    _milp_limits(h, max_nodes)
+    if pins_hold:
+        residual = design @ offset - targets  # the warm start is a change of 0
+        warm = highspy.HighsSolution()
+        warm.col_value = list(np.concatenate([np.zeros(cells), np.maximum(residual, 0), np.maximum(-residual, 0)]))
+        h.setSolution(warm)
     h.run()
     solution = np.asarray(h.getSolution().col_value)
     if h.getInfo().primal_solution_status != 2:  # 2: feasible
         raise TabreleaseError(f"controlled rounding found no integer table: HiGHS says "
                               f"{h.modelStatusToString(h.getModelStatus())}")
     found = offset + np.rint(solution[:cells])
-    if np.abs(design @ found - targets).sum() > np.abs(design @ start - targets).sum():
+    if pins_hold and np.abs(design @ found - targets).sum() > np.abs(design @ start - targets).sum():
         found = start
-    # The gap of the table kept against the MILP's lower bound: 0 when it is proved closest (a time-limited
-    # stop keeps its best table and says how far from proved it is).
+    # The gap of the table kept against the MILP's lower bound: 0 when it is proved closest (a stop at the node
+    # limit keeps its best table and says how far from proved it is).
     distance = float(np.abs(design @ found - targets).sum())
     if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
         bound = distance
     else:
         bound = max(float(h.getInfo().mip_dual_bound), 0.0)
     gap = 0.0 if distance - bound <= exact_enough else (distance - bound) / distance
-    return found.astype(np.int64).reshape(table.shape), gap
+    return (base + found.astype(np.int64)).reshape(shape), gap
+
+
+def _exact_table(design, targets, total, pin_rows, pin_values, floor, max_nodes):
+    """An integer table (a change >= floor) with exactly these integer margins, total and pins, found as a
+    feasibility MILP (no objective: any such table is closest), or None. Much faster than the L1 MILP when the
+    margins are those of an integer table (a noise-free fit whose cells are not integers: Rochdale's model, 0.1 s
+    against 6 s)."""
+    import highspy
+    import scipy.sparse as sp
+
+    from ._highs import highs_model
+
+    cells = design.shape[1]
+    blocks, bounds = [design, sp.csr_matrix(np.ones((1, cells)))], [targets, [float(total)]]
+    if pin_rows is not None:
+        blocks.append(pin_rows)
+        bounds.append(pin_values)
+    matrix = sp.vstack(blocks).tocsc()
+    rhs = np.concatenate([np.asarray(b, float) for b in bounds])
+    h, _ = highs_model(matrix, np.zeros(cells), floor, np.full(cells, np.inf), rhs, rhs)
+    h.changeColsIntegrality(cells, np.arange(cells, dtype=np.int32), np.full(cells, highspy.HighsVarType.kInteger))
+    _milp_limits(h, CONTROLLED_EXACT_MAX_NODES if max_nodes is None else max_nodes)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:
+        return None
+    found = np.rint(np.asarray(h.getSolution().col_value)).astype(np.int64)
+    if not (np.array_equal(design @ found, targets) and found.sum() == total and np.all(found >= floor)):
+        return None
+    return found
+
+
+def _milp_limits(h, max_nodes: int) -> None:
+    """A rounding MILP's options: optimality proved to a zero gap, within `max_nodes` branch-and-bound nodes. The
+    sub-MIP heuristics (RINS, RENS) are off: on all 2-way margins of 2^8 cells they spent 2 of the root's 2.7 s
+    for no better table than the nodes find."""
+    for option, value in MILP_OPTIONS.items():
+        h.setOptionValue(option, value)
+    h.setOptionValue("mip_max_nodes", int(max_nodes))
+
+
+MILP_OPTIONS = {"mip_rel_gap": 0.0, "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False}
+
+
+def _pins(shape, pinned, base):
+    """(rows, values) of the pinned margins as constraints on the change from `base` (None: nothing pinned)."""
+    import scipy.sparse as sp
+
+    from .loglinear.design import margin_design
+
+    if not pinned:
+        return None, None
+    rows, values = [], []
+    for axes, margin in pinned:
+        design = margin_design(shape, [tuple(axes)]) if axes else sp.csr_matrix(np.ones((1, int(np.prod(shape)))))
+        rows.append(design)
+        values.append(np.asarray(margin, np.int64).ravel() - np.asarray(design @ base, np.int64))
+    return sp.vstack(rows).tocsr(), np.concatenate(values).astype(float)
+
+
+def _box_has_pins(pin_rows, pin_values, lower, upper, total) -> bool:
+    """Is there a real table in the box of adjacent integers with the pinned margins and the total (an LP)?
+    Where there is, the MILP keeps to the box; where there is none, it searches every integer table."""
+    if pin_rows is None:
+        return True
+    import scipy.sparse as sp
+
+    from ._highs import highs_model
+
+    matrix = sp.vstack([pin_rows, sp.csr_matrix(np.ones((1, pin_rows.shape[1])))]).tocsc()
+    rhs = np.concatenate([pin_values, [float(total)]])
+    h, _ = highs_model(matrix, np.zeros(pin_rows.shape[1]), lower, upper, rhs, rhs)
+    h.run()
+    return h.getInfo().primal_solution_status == 2
 
 
 def local_search_round(design, flat, lower, upper, total: int, n_margins: int) -> np.ndarray:
@@ -196,7 +318,7 @@ def _best_exchange(up, down, rows, gain_up, gain_down):
 
 
 def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequence[Margin], total: int,
-                             time_limit: float = CONTROLLED_TIME_LIMIT_SECONDS,
+                             max_nodes: int = CONTROLLED_MAX_NODES,
                              first: Sequence[Margin] = ()) -> tuple[tuple[np.ndarray, ...], float]:
     """Controlled rounding of locally consistent margins, without cells. The margins must agree where they
     overlap: on the intersections of the generators (and their subsets follow). So the intersections are
@@ -204,7 +326,7 @@ def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequen
     then each generator given those inside it: every cell to an integer next to its estimate (wider only if no
     such table exists), as close as possible in L1. With disjoint or nested fixed sub-margins (all 2-way
     margins, say) this is a transportation problem, totally unimodular: the LP's vertex is integral; otherwise
-    a MILP within its time limit. Sets in `first` (inside generators) are rounded with the intersections.
+    a MILP within its node limit. Sets in `first` (inside generators) are rounded with the intersections.
     Returns (rounded generator margins, largest MILP gap)."""
     generators = [tuple(g) for g in generators]
     shared = {()} | {tuple(sorted(f)) for f in first}
@@ -219,18 +341,18 @@ def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequen
     gap = 0.0
     for s in sorted(shared - {()} - set(generators), key=len):
         inside = {t: rounded[t] for t in rounded if set(t) < set(s)}
-        rounded[s], step_gap = _round_given(target(s), s, inside, time_limit)
+        rounded[s], step_gap = _round_given(target(s), s, inside, max_nodes)
         gap = max(gap, step_gap)
     out = []
     for g in generators:
         inside = {t: rounded[t] for t in rounded if set(t) < set(g)}
-        margin, step_gap = _round_given(target(g), g, inside, time_limit)
+        margin, step_gap = _round_given(target(g), g, inside, max_nodes)
         out.append(margin)
         gap = max(gap, step_gap)
     return tuple(out), gap
 
 
-def _round_given(target: np.ndarray, s: Margin, fixed: dict, time_limit: float) -> tuple[np.ndarray, float]:
+def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> tuple[np.ndarray, float]:
     """The integer margin over s, cells adjacent to `target`, whose margins over the sets in `fixed` are given."""
     import highspy
     import scipy.sparse as sp
@@ -268,8 +390,7 @@ def _round_given(target: np.ndarray, s: Margin, fixed: dict, time_limit: float) 
         if attempt != "lp":
             h.changeColsIntegrality(flat.size, np.arange(flat.size, dtype=np.int32),
                                     np.full(flat.size, highspy.HighsVarType.kInteger))
-            h.setOptionValue("time_limit", float(time_limit))
-            h.setOptionValue("mip_rel_gap", 0.0)
+            _milp_limits(h, max_nodes)
         h.run()
         if h.getInfo().primal_solution_status != 2:
             continue
@@ -285,13 +406,29 @@ def _round_given(target: np.ndarray, s: Margin, fixed: dict, time_limit: float) 
 def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: float) -> Rounded:
     """Round an estimate as the plan says and take the released margins from it."""
     start = time.perf_counter()
+    pinned = tuple(getattr(estimate, "pinned", ()) or ())
+    given_total = getattr(estimate, "total", None)
     if estimate.table is not None:
         gap = None
+        base, change = getattr(estimate, "base", None), getattr(estimate, "change", None)
+        if base is not None:  # the estimate exactly: an integer table plus a change of the size of the noise
+            body = np.asarray(change, float).reshape(estimate.table.shape)
         if rounding == CONTROLLED:
-            total = int(np.floor(float(np.sum(estimate.table)) + 0.5))
-            table, gap = controlled_round(estimate.table, margins, total)
+            total = given_total
+            if total is None:
+                total = int(np.floor(float(np.sum(estimate.table)) + 0.5))
+            if base is None:
+                table, gap = controlled_round(estimate.table, margins, total, pinned=pinned)
+            else:
+                table, gap = controlled_round(body, margins, total, base=base, pinned=pinned)
         elif rounding == NEAREST:
-            table = round_table(estimate.table)
+            table = (round_table(estimate.table) if base is None else
+                     np.maximum(np.asarray(base, np.int64).reshape(body.shape) + round_table_signed(body), 0))
+            if pinned and not _pins_hold(table, pinned):
+                # Cell by cell, the nearest integers may move an exactly measured margin: the nearest integer table
+                # (L1 over cells) that keeps every one of them.
+                table, gap = _round_given(np.asarray(estimate.table, float), tuple(range(table.ndim)),
+                                          {tuple(axes): m for axes, m in pinned}, CONTROLLED_MAX_NODES)
         else:
             table = np.asarray(estimate.table)
         released = tuple(margin_counts(table, g) for g in margins)
@@ -301,7 +438,7 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
     if cliques is not None:
         # Clique margins of a junction tree: rounded as margins (integers that agree on every separator are the
         # margins of one integer table), then each released margin is summed from the clique that holds it.
-        total = int(np.floor(float(np.sum(pieces[0])) + 0.5))
+        total = given_total if given_total is not None else int(np.floor(float(np.sum(pieces[0])) + 0.5))
         rounded, gap = tuple(pieces), None
         if rounding == CONTROLLED:
             try:
@@ -317,7 +454,7 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         return Rounded(None, released, consistent, time.perf_counter() - start, gap,
                        "global" if consistent else "none")
     if rounding == CONTROLLED:
-        total = int(np.floor(float(np.sum(pieces[0])) + 0.5))
+        total = given_total if given_total is not None else int(np.floor(float(np.sum(pieces[0])) + 0.5))
         released, gap = controlled_round_margins(pieces, margins, total)
         consistent = mutually_consistent(released, margins)
         return Rounded(None, released, consistent, time.perf_counter() - start, gap, _guarantee(consistent, margins))
