@@ -5,7 +5,8 @@
 Each trial, in a fresh folder: a ledger made with `tabrelease ledger init` in a parent folder; then either a
 `release` of a built-in table (--simulate, --ledger, --out PARENT/r) or a `batch` of three such releases against
 the same ledger (its spec kept outside the parent); a signal at a delay drawn uniformly over the command's
-typical wall time (measured first, on one run of each that is not interrupted); then the checks:
+typical wall time (measured first, on three runs of each that are not interrupted, and tracked over the run by
+the clean-up releases, since the machine's load changes); then the checks:
 
 (a) the exit status is never SIGABRT's (-6 or 134), nothing says the interpreter aborted, and no core file
     appears (the script raises its core size limit, which the commands inherit, so that only the tool's own
@@ -34,11 +35,12 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,6 +170,8 @@ class Trial:
     failed: int = 0
     unmarked_orphans: int = 0  # charges with no bundle and no failure record
     sent: bool = True  # False: the command had finished before its moment came
+    window: float | None = None  # the command's typical wall time when the delay was drawn
+    cleanup_seconds: float | None = None  # the clean-up release's wall time
     residue_before: list[str] = field(default_factory=list)
     residue_after: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -316,9 +320,11 @@ def run_trial(number: int, kind: str, signame: str, workdir: Path, *, delay: flo
 
     # (b) the clean-up pass, then nothing but bundles and the ledger's files.
     if cleanup == "release":
+        cleanup_start = time.monotonic()
         done = subprocess.run(_tool("release", "czech", "--epsilon", "1", "--simulate", "--ledger", str(ledger),
                                     "--out", str(parent / "clean")), cwd=workdir, env=_env(), capture_output=True,
                               text=True, timeout=deadline)
+        trial.cleanup_seconds = time.monotonic() - cleanup_start
         if done.returncode != 0:
             v.append(f"the clean-up release failed (exit {done.returncode}): {_first_line(done.stderr)}")
     else:
@@ -362,9 +368,8 @@ def _first_line(text: str, pattern: str | None = None) -> str:
     return lines[-1] if lines else ""
 
 
-def measure_duration(kind: str, root: Path, runs: int = 2) -> float:
-    """Wall time of a run that is not interrupted (each must succeed): the shortest of `runs`, so that few signals
-    come after the command has finished when the machine is less loaded than while it was measured."""
+def measure_duration(kind: str, root: Path, runs: int = 3) -> float:
+    """Wall time of a run that is not interrupted (each must succeed): the median of `runs`."""
     walls = []
     for _ in range(runs):
         workdir = root / f"measure-{kind}"
@@ -376,14 +381,17 @@ def measure_duration(kind: str, root: Path, runs: int = 2) -> float:
         subprocess.run(command_for(kind, workdir), cwd=workdir, env=_env(), check=True, capture_output=True)
         walls.append(time.monotonic() - start)
         shutil.rmtree(workdir)
-    return min(walls)
+    return statistics.median(walls)
 
 
 def summary(trials: list[Trial], durations: dict[str, float] | None = None, seed: int | None = None,
             cleanup: str = "release") -> str:
-    when = ("signal at a delay uniform over each command's measured wall time: "
-            + ", ".join(f"{k} {s:.2f} s" for k, s in durations.items())) if durations else "signal at fixed moments"
-    out = [f"kill trials: {len(trials)}" + ("" if seed is None else f" (seed {seed})") + f"; {when}",
+    windows = [t.window for t in trials if t.window is not None]
+    when = ("signal at a delay uniform over the command's typical wall time (measured first: "
+            + ", ".join(f"{k} {s:.2f} s" for k, s in durations.items())
+            + (f"; tracked over the run from the clean-up releases: windows {min(windows):.2f} to "
+               f"{max(windows):.2f} s" if windows else "") + ")") if durations else "signal at fixed moments"
+    out = [f"kill trials: {len(trials)}" + ("" if seed is None else f" (seed {seed})"), when,
            "clean-up pass: " + ("one more release into the same parent" if cleanup == "release" else
                                 "remove_stale_staging, as the next run calls it")
            + "; checks (a)-(e) of benchmarks/kill_trials.py", ""]
@@ -451,14 +459,24 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="kill-trials-"))
     try:
         durations = {kind: measure_duration(kind, root) for kind in COMMANDS}
+        # The machine's load changes over a run: each trial's clean-up release (the same command as a trial's
+        # release) measures the release's wall time again; the window is the median of the last five, and the
+        # batch's is the release's times the ratio measured first.
+        recent = deque(maxlen=5)
         # Every signal and command equally often (as far as the number of trials allows), in a random order.
         plan = [(COMMANDS[(i // len(SIGNALS)) % len(COMMANDS)], list(SIGNALS)[i % len(SIGNALS)])
                 for i in range(args.trials)]
         rng.shuffle(plan)
         trials = []
         for number, (kind, signame) in enumerate(plan, 1):
-            delay = rng.uniform(0, durations[kind])
+            release = statistics.median(recent) if recent else durations["release"]
+            window = release * (1 if kind == "release" else durations["batch"] / durations["release"])
+            delay = rng.uniform(0, window)
             trial = run_trial(number, kind, signame, root / f"trial-{number}", delay=delay)
+            trial.window = window
+            trial.moment = f"{delay:.2f} of {window:.2f} s"
+            if trial.cleanup_seconds is not None:
+                recent.append(trial.cleanup_seconds)
             trials.append(trial)
             print(f"trial {number:>3}: {kind:<7} SIG{signame:<4} after {delay:5.2f} s -> exit {trial.status}, "
                   f"{trial.phase}; {len(trial.violations)} violation(s)", file=sys.stderr, flush=True)
