@@ -159,3 +159,26 @@ def test_the_text_summary(folder, capsys):
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run")
     assert code == 3 and "dry run: nothing was charged or written" in out
     assert "4. would be refused" in out and "5. not attempted" in out and "expected L1: [AB]" in out
+
+
+def test_a_release_that_fails_after_its_charge_stops_the_run_and_says_so(folder, capsys, monkeypatch):
+    import tabrelease.release as release_module
+
+    real, calls = release_module.run_plan, []
+
+    def interrupted_second(*args, **kwargs):  # Ctrl-C while the second release draws its noise
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(release_module, "run_plan", interrupted_second)
+    code, out, err = run(capsys, "batch", folder / "season.toml")
+    # Not a refusal (exit 3): the second release was charged and nothing published, as `release` says it (exit 4).
+    assert code == 4
+    assert "2. failed after its charge" in out and "3. not attempted" in out
+    assert err.startswith("tabrelease: error: release 2: charged epsilon=0.5") and "the release failed" in err
+    entries = ledger_entries(folder / "ledger.json")
+    assert [e["failed"] is not None for e in entries] == [False, True]
+    assert (folder / "out" / "households-1").is_dir() and not (folder / "out" / "czech-1").exists()
+    assert not [p.name for p in (folder / "out").iterdir() if p.name.startswith(".")]

@@ -216,3 +216,54 @@ def test_released_margins_come_back_as_labelled_frames():
     for row in frame.itertuples(index=False):
         i, j = table.levels[0].index(row[0]), table.levels[1].index(row[1])
         assert row[2] == release.released_margins[0][i, j]
+
+
+SIGNAL_IN = """
+import os, signal, sys, tempfile
+import tabrelease.reports as reports
+where = sys.argv[2]
+if where == "mkdtemp":  # SIGTERM at once after the staging folder's mkdir, before mkdtemp returns its name
+    real = tempfile.mkdtemp
+    def mkdtemp(*args, **kwargs):
+        made = real(*args, **kwargs)
+        if "-probe-" not in kwargs.get("prefix", ""):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return made
+    reports.tempfile.mkdtemp = mkdtemp
+else:  # SIGTERM during the rename that puts the bundle in place
+    real = os.replace
+    class OS:
+        def __getattr__(self, name):
+            return getattr(os, name)
+        def replace(self, a, b):
+            real(a, b)
+            if ".staging-" in str(a):
+                os.kill(os.getpid(), signal.SIGTERM)
+    reports.os = OS()
+from tabrelease.cli import main
+folder = sys.argv[1]
+sys.exit(main(["release", "czech", "--epsilon", "1", "--simulate", "--ledger", folder + "/L.json",
+               "--out", folder + "/r"]))
+"""
+
+
+@pytest.mark.parametrize("where", ["mkdtemp", "rename"])
+def test_a_sigterm_at_the_edges_of_the_bundle_s_writing(tmp_path, where):
+    from tabrelease.ledger import ledger_entries, verify_bundles
+
+    init_ledger(tmp_path / "L.json")
+    done = subprocess.run([sys.executable, "-c", SIGNAL_IN, str(tmp_path), where], capture_output=True, text=True,
+                          timeout=300)
+    entries = ledger_entries(tmp_path / "L.json")
+    assert len(entries) == 1
+    left = sorted(p.name for p in tmp_path.iterdir())
+    if where == "mkdtemp":
+        # Charged, and the staging folder (made, not yet named) removed on the way out.
+        assert done.returncode == 4 and "the release failed (terminated by signal 15)" in done.stderr
+        assert entries[0]["failed"] and left == ["L.json", "L.json.anchor", "L.json.key", "L.json.lock"]
+    else:
+        # The bundle was in place when the held signal was acted on: terminated, published, not marked failed.
+        assert done.returncode == 128 + signal.SIGTERM and "charged" not in done.stderr
+        assert entries[0]["failed"] is None and "r" in left
+        assert verify_bundles(tmp_path / "L.json", [tmp_path / "r"]) == []
+        assert not [name for name in left if name.startswith(".")]

@@ -22,7 +22,8 @@ The spec names the ledger, the datasets (their files, declared levels and budget
 Everything is checked before anything happens (`read_spec`). `dry_run` reads the data, plans every release and
 charges a throw-away copy of the ledger with the ledger's own rule, so it predicts exactly which release a budget
 would refuse, and changes nothing. `run_batch` publishes the releases in order through `publish_release` and stops
-at the first refusal, saying what was made, what was refused and what was not attempted.
+at the first refusal, saying what was made, what was refused and what was not attempted; it stops too at a release
+that fails after its charge (a signal, a full disk), which it reports as such, never as a refusal.
 
 A batch never makes a ledger (a mistyped path would start every dataset's spending from zero) and never changes a
 budget the ledger already holds unless told to (`set_budgets`, `--set-budgets`): a spec that would is refused whole,
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import BudgetRefused, TabreleaseError
+from .errors import BudgetRefused, ChargedReleaseFailed, TabreleaseError
 
 DATASET_KEYS = {"file", "builtin", "microdata", "variables", "levels", "metadata", "count_column", "sparse",
                 "budget", "budget_delta", "budget_neighbours", "budget_attributes", "budget_rho"}
@@ -98,6 +99,10 @@ class BatchSpec:
     releases: tuple[ReleaseSpec, ...]
 
 
+# A release charged to the ledger that then failed (a signal, a full disk): the charge stands, nothing was published.
+FAILED_AFTER_CHARGE = "failed after its charge"
+
+
 @dataclass(frozen=True)
 class Step:
     """What happened, or would happen, to one release of the spec."""
@@ -111,7 +116,8 @@ class Step:
     expected_l1: dict[str, float] = field(default_factory=dict)  # the plan's, per margin, where it has one
     epsilon_spent_after: float | None = None  # the dataset's, after this release
     epsilon_budget: float | None = None
-    status: str = "made"  # made | would be made | refused | would be refused | not attempted
+    # made | would be made | refused | would be refused | failed after its charge | not attempted
+    status: str = "made"
     reason: str | None = None
 
     def as_dict(self) -> dict:
@@ -130,7 +136,12 @@ class BatchResult:
 
     @property
     def stopped(self) -> bool:
-        return any(s.status in ("refused", "would be refused") for s in self.steps)
+        return any(s.status in ("refused", "would be refused", FAILED_AFTER_CHARGE) for s in self.steps)
+
+    @property
+    def charged_failure(self) -> Step | None:
+        """The release that was charged and then failed (the run stopped there), or None."""
+        return next((s for s in self.steps if s.status == FAILED_AFTER_CHARGE), None)
 
     def as_dict(self) -> dict:
         return {"spec": str(self.spec), "dry_run": self.dry_run, "stopped_at_refusal": self.stopped,
@@ -418,6 +429,10 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             publish_release(table, r.out, r.epsilon, list(plan.margins), mechanism=r.mechanism,
                             neighbours=r.neighbours, delta=r.delta, mode="simulation" if r.simulate else "release",
                             seed=r.seed, ledger=spec.ledger, dataset=r.dataset)
+        except ChargedReleaseFailed as exc:  # not a refusal: its budget is spent (an interrupt ends up here too)
+            stopped = True
+            steps.append(Step(**step, status=FAILED_AFTER_CHARGE, reason=str(exc)))
+            continue
         except TabreleaseError as exc:
             stopped = True
             steps.append(Step(**step, status="refused", reason=str(exc)))

@@ -488,6 +488,20 @@ def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleas
         f"and nothing was published{recorded}", entry)
 
 
+def _bundle_of(out, entry: Mapping) -> bool:
+    """Whether `out` holds the bundle of this charge (its internal/charge.json names the charge's MAC)."""
+    import hmac
+    import json
+
+    from .ledger import CHARGE_FILE
+
+    try:
+        recorded = json.loads((Path(out) / "internal" / CHARGE_FILE).read_text()).get("mac")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    return isinstance(recorded, str) and hmac.compare_digest(recorded, str(entry.get("mac")))
+
+
 def preload_release_modules(workbook: bool = False) -> None:
     """Import, before the charge and with signals held, the compiled modules the release path would otherwise
     import lazily after it (a signal during such an import can abort the interpreter)."""
@@ -580,7 +594,9 @@ def publish_release(
         written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
                                        version=version or __version__, force=force, workbook=workbook, charge=entry)
     except BaseException as exc:
-        if entry is None:
+        if entry is None or _bundle_of(out, entry):
+            # Not charged; or published, and the failure came after (a signal held over the bundle's rename is
+            # acted on once the bundle is in place): the release stands, and is not recorded as failed.
             raise
         raise charged_failure(ledger, entry, exc) from exc
     if ledger is not None:

@@ -281,10 +281,14 @@ def _staging_prefix(out: Path) -> str:
 
 def check_writable(out) -> None:
     """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged."""
+    from ._signals import deferred_signals
+
     parent = Path(out).resolve().parent
     try:
-        probe = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-probe-", dir=parent))
-        probe.rmdir()
+        # Signals held: one acted on inside mkdtemp, after its mkdir, would leave the probe behind.
+        with deferred_signals():
+            probe = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-probe-", dir=parent))
+            probe.rmdir()
     except OSError as exc:
         raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
 
@@ -343,11 +347,16 @@ def write_release_bundle(
     record of the release's charge, is kept in internal/charge.json (ledger id, record number and MAC) and its
     random release id in public/release.json, so that `ledger verify --bundles` can hold bundles and charges
     together."""
+    from ._signals import deferred_signals
+
     out = check_release_destination(out, force)
     parent = out.resolve().parent
-    # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
-    staging = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-", dir=parent))
+    staging = None
     try:
+        # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
+        # Signals held until `staging` names it: one acted on inside mkdtemp, after its mkdir, would leave it behind.
+        with deferred_signals():
+            staging = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-", dir=parent))
         public_dir = staging / "public"
         internal_dir = staging / "internal"
         public_dir.mkdir()
@@ -384,8 +393,6 @@ def write_release_bundle(
             # w', the rounded table whose margins were released (itself a post-processed DP output).
             table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
         (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
-        from ._signals import deferred_signals
-
         with deferred_signals():  # the bundle appears whole (and an old one goes whole), or not at all
             if out.exists():
                 old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
@@ -395,7 +402,8 @@ def write_release_bundle(
             else:
                 os.replace(staging, out)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
 

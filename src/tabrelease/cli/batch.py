@@ -23,7 +23,8 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
-# The run stopped at a refusal after releasing what came before it (0: all made; 2: nothing done, bad spec).
+# The run stopped at a refusal after releasing what came before it (0: all made; 2: nothing done, bad spec; 4: a
+# release was charged and then failed, and the run stopped there).
 STOPPED = 3
 
 
@@ -62,4 +63,12 @@ def run(args) -> int:
                 print(f"     expected L1: {errors}")
             if step.reason:
                 print(f"     why: {step.reason}")
+    failed = result.charged_failure
+    if failed is not None:  # charged, not published: as `release` says it (exit 4), after the summary
+        import sys
+
+        from ..errors import ChargedReleaseFailed
+
+        print(f"tabrelease: error: release {failed.number}: {failed.reason}", file=sys.stderr)
+        return ChargedReleaseFailed.exit_status
     return STOPPED if result.stopped else 0
