@@ -8,7 +8,7 @@ least squares, controlled rounding. "cold" is that warm-up call with the plan an
 operators cleared first, as for the first release of a new table and margins in a process. Simulation
 mode (seeded) and release mode (OpenDP's samplers) separately. Prints the median, the 90th percentile
 and the maximum over N runs at each epsilon, and the share of controlled roundings proved closest
-(gap 0) within their time limit. Output committed in reports/benchmarks/default_release.txt.
+(gap 0) within their node limit (deterministic: no clock stops a solver). Output committed in reports/benchmarks/default_release.txt.
 """
 
 from __future__ import annotations
