@@ -474,3 +474,139 @@ def plan_guarantee(plan, table):
     from tabrelease.mechanisms import get_mechanism
 
     return get_mechanism(plan.mechanism).guarantee(plan, table.variables).as_dict()
+
+
+# --- found by review ----------------------------------------------------------------------------------------------
+def _version_2_ledger(tmp_path, records_to_add, name="old.json"):
+    """A ledger as version 2 wrote it (no id, no anchor, no guarantee field), under the environment's key."""
+    from tabrelease.ledger import _append, _head_mac, _key_id
+
+    key = os.environ["TABRELEASE_LEDGER_KEY"].encode()
+    data = {"version": 2, "key_id": _key_id(key), "records": []}
+    for record in records_to_add:
+        _append(data, key, record)
+    data["head"] = {"count": len(data["records"]),
+                    "mac": _head_mac(key, len(data["records"]), data["records"][-1]["mac"] if data["records"] else "")}
+    ledger = tmp_path / name
+    ledger.write_text(json.dumps(data))
+    ledger.chmod(0o600)
+    return ledger
+
+
+def test_version_2_records_of_randomized_response_and_sensitive_attributes_keep_their_real_units(tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "v" * 40)
+    # Version 2 wrote randomized response with the neighbours asked for, sensitive-attributes as replace.
+    ledger = _version_2_ledger(tmp_path, [
+        {"kind": "release", "dataset": "czech", "fingerprint": "f", "epsilon": 0.5, "delta": 0.0,
+         "neighbours": "add-remove", "total_public": False, "mechanism": "randomized-response"},
+        {"kind": "release", "dataset": "czech-s", "fingerprint": "g", "epsilon": 0.5, "delta": 0.0,
+         "neighbours": "replace", "total_public": False, "mechanism": "sensitive-attributes"}])
+    with pytest.raises(BudgetRefused, match="local"):
+        set_budget(ledger, "czech", 1.0)  # RR has no add-remove guarantee
+    set_budget(ledger, "czech", 1.0, neighbours="replace")  # its local epsilon is replace epsilon
+    assert budget_status(ledger, "czech").epsilon_spent == pytest.approx(0.5)
+    for unit, attributes in (("replace", ()), ("sensitive-attributes", ("B",))):
+        with pytest.raises(BudgetRefused, match="no guarantee under this budget's unit"):
+            set_budget(ledger, "czech-s", 1.0, neighbours=unit, attributes=attributes)
+
+
+def test_a_version_2_copy_put_back_after_the_upgrade_is_found(tmp_path, monkeypatch):
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "v" * 40)
+    ledger = _version_2_ledger(tmp_path, [])
+    backup = ledger.read_bytes()
+    set_budget(ledger, "czech", 1.0)  # upgraded to version 3, anchored
+    charge_guarantee(ledger, guarantee(epsilon=0.5))
+    charge_guarantee(ledger, guarantee(epsilon=0.5))
+    ledger.write_bytes(backup)
+    problems = verify_ledger(ledger)
+    assert problems and "an older copy of version 2 was put back" in problems[0]
+    with pytest.raises(LedgerIntegrityError):
+        charge_guarantee(ledger, guarantee(epsilon=0.5))
+
+
+def test_a_budget_below_the_delta_already_spent_is_refused(tmp_path):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 10.0, delta=1e-5)
+    charge_guarantee(ledger, guarantee(kind=APPROXIMATE, epsilon=1.0, delta=1e-5))
+    with pytest.raises(BudgetRefused, match="already spent delta"):
+        set_budget(ledger, "czech", 10.0, delta=1e-9)
+
+
+def test_a_reader_never_sees_a_writer_s_ledger_behind_its_anchor(tmp_path, monkeypatch):
+    """Another process's charge between a reader's two reads (the ledger, then the anchor) looked like a rollback.
+    The anchor is read first: whatever is written in between leaves the ledger ahead, which is allowed."""
+    import tabrelease.ledger as ledger_module
+
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "czech", 5.0)
+    real = {"load": ledger_module._load, "anchor": ledger_module._anchor_lines}
+    state = {"armed": False, "writing": False}
+
+    def read_then_write(kind):
+        def read(path):
+            value = real[kind](path)
+            if state["armed"] and not state["writing"]:  # right after the reader's first read: a charge
+                state["armed"], state["writing"] = False, True
+                try:
+                    charge_guarantee(ledger, guarantee(epsilon=0.1))
+                finally:
+                    state["writing"] = False
+            return value
+        return read
+
+    monkeypatch.setattr(ledger_module, "_load", read_then_write("load"))
+    monkeypatch.setattr(ledger_module, "_anchor_lines", read_then_write("anchor"))
+    for _ in range(3):
+        state["armed"] = True
+        budget_status(ledger, "czech")
+    monkeypatch.undo()
+    assert verify_ledger(ledger) == [] and budget_status(ledger, "czech").releases == 3
+
+
+def test_an_anchor_that_cannot_be_appended_after_the_write_does_not_undo_the_charge(tmp_path, monkeypatch):
+    import tabrelease.ledger as ledger_module
+
+    ledger = init_ledger(tmp_path / "ledger.json")
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ledger_module, "_append_anchor", full)
+    with pytest.warns(RuntimeWarning, match="could not be appended"):
+        entry = charge_guarantee(ledger, guarantee(epsilon=0.5))
+    monkeypatch.undo()
+    assert entry["sequence"] == 1 and verify_ledger(ledger) == []  # ahead of its anchor: allowed
+    charge_guarantee(ledger, guarantee(epsilon=0.5))
+    assert verify_ledger(ledger) == [] and budget_status(ledger, "czech").epsilon_spent == pytest.approx(1.0)
+
+
+def test_a_relative_anchor_path_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", "agency.anchor")
+    with pytest.raises(TabreleaseError, match="must be an absolute path"):
+        init_ledger(tmp_path / "ledger.json")
+
+
+def test_a_line_cut_by_a_crash_does_not_swallow_the_next(tmp_path):
+    ledger = init_ledger(tmp_path / "ledger.json")
+    anchor = tmp_path / "ledger.json.anchor"
+    with open(anchor, "a") as handle:
+        handle.write('{"ledger_id": "cut')  # a crash mid-line
+    charge_guarantee(ledger, guarantee(epsilon=0.5))
+    assert json.loads(anchor.read_text().splitlines()[-1])["count"] == 1
+    assert verify_ledger(ledger) == []
+
+
+def test_the_dry_run_of_a_moved_ledger_reads_its_anchor(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ledger = init_ledger(tmp_path / "a" / "l.json")
+    set_budget(ledger, "czech", 1.0)
+    for suffix in ("", ".key", ".anchor"):
+        os.replace(tmp_path / "a" / f"l.json{suffix}", tmp_path / "b" / f"l.json{suffix}")
+    spec = tmp_path / "b" / "season.toml"
+    spec.write_text('ledger = "l.json"\n[datasets.czech]\nbuiltin = "czech"\n'
+                    '[[releases]]\ndataset = "czech"\nepsilon = 0.5\nout = "r1"\nsimulate = true\n')
+    assert verify_ledger(tmp_path / "b" / "l.json") == []
+    code, out, err = run(capsys, "batch", spec, "--dry-run")
+    assert code == 0, err

@@ -265,8 +265,9 @@ def _ledger_id(data: dict) -> str | None:
     return data.get("ledger_id") if data.get("version", 2) >= 3 else None
 
 
-def _problems(data: dict, key: bytes, path: Path | None = None) -> list[str]:
-    """Everything that breaks the chain or disagrees with the anchor; empty when the ledger is intact."""
+def _problems(data: dict, key: bytes, path: Path | None = None, anchor_lines: list[dict] | None = None) -> list[str]:
+    """Everything that breaks the chain or disagrees with the anchor (its lines read before the ledger: a writer
+    writes the ledger first, so what was read can only be behind it); empty when the ledger is intact."""
     out = []
     if not hmac.compare_digest(data["key_id"], _key_id(key)):
         return ["the key is not this ledger's key"]
@@ -293,7 +294,7 @@ def _problems(data: dict, key: bytes, path: Path | None = None) -> list[str]:
             head["mac"], _head_mac(key, count, previous, _ledger_id(data))):
         out.append("the end of the ledger does not match its head: records were removed from or added to its end")
     if path is not None and not out:
-        out.extend(_anchor_problems(path, data, key))
+        out.extend(_anchor_problems(path, data, key, anchor_lines))
     return out
 
 
@@ -318,8 +319,9 @@ def _check_record(record: dict) -> str:
 
 
 def _read_verified(path: Path, key: bytes) -> dict:
+    lines = _anchor_lines(path)  # first: the ledger read next can only be ahead of it, never behind
     data = _load(path)
-    problems = _problems(data, key, path)
+    problems = _problems(data, key, path, lines)
     if problems:
         raise LedgerIntegrityError(
             f"the ledger {path} fails verification ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}"
@@ -339,6 +341,11 @@ def _write_private(path: Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        folder = os.open(path.parent, os.O_RDONLY)  # the rename itself on disk before the anchor says so
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -356,7 +363,13 @@ def _write(path: Path, data: dict, key: bytes) -> None:
     # (the next write anchors it); an anchor ahead of its ledger is a rollback.
     with _open_anchor(path) as anchor:
         _write_private(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
-        _append_anchor(anchor, path, data, key)
+        try:
+            _append_anchor(anchor, path, data, key)
+        except OSError as exc:  # the write stands (a ledger ahead of its anchor is allowed): said, not raised
+            import warnings
+
+            warnings.warn(f"the ledger {path} was written but its anchor {anchor_path(path)} could not be appended "
+                          f"to ({exc.strerror}); the next write anchors it", RuntimeWarning, stacklevel=3)
 
 
 def _append(data: dict, key: bytes, record: dict) -> dict:
@@ -378,6 +391,9 @@ def anchor_path(path: str | os.PathLike) -> Path:
     if override is not None:
         return override
     env = os.environ.get(ANCHOR_ENVIRONMENT)
+    if env and not os.path.isabs(env):
+        raise TabreleaseError(f"${ANCHOR_ENVIRONMENT} must be an absolute path (a relative one would name another "
+                              f"file from every folder), not {env!r}")
     return Path(env) if env else Path(f"{os.path.realpath(path)}.anchor")
 
 
@@ -397,6 +413,7 @@ def copy_ledger(path, folder: Path) -> Path:
     import shutil
 
     path = _resolve(path)
+    lines = _anchor_lines(path)  # before the ledger, as every reader
     copy = Path(folder) / "ledger.json"
     shutil.copyfile(path, copy)
     os.chmod(copy, 0o600)
@@ -406,9 +423,10 @@ def copy_ledger(path, folder: Path) -> Path:
     anchor = Path(folder) / "anchor"
     # The copy's lines name the copy's path (a line's MAC does not cover its path: the path only tells which
     # ledger last stood there, which the key of another ledger could not check anyway).
+    ledger_id = _ledger_id(_load(copy))
     with open(anchor, "w", encoding="utf-8") as handle:
-        for line in _anchor_lines(path):
-            if line.get("path") == os.fspath(path):
+        for line in lines:  # this ledger's lines wherever it stood, and what else stood at its path
+            if line.get("path") == os.fspath(path) or (ledger_id is not None and line.get("ledger_id") == ledger_id):
                 handle.write(json.dumps({**line, "path": os.fspath(copy)}, sort_keys=True) + "\n")
     return copy
 
@@ -448,6 +466,12 @@ def _open_anchor(path: Path):
         raise LedgerIntegrityError(f"cannot append to the ledger's anchor {anchor}: {exc.strerror}; nothing was "
                                    "written") from None
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        size = os.fstat(fd).st_size
+        if size:  # a line cut by a crash would swallow the next one: it is ended first
+            with open(anchor, "rb") as reader:
+                reader.seek(size - 1)
+                if reader.read(1) != b"\n":
+                    handle.write("\n")
         yield handle
 
 
@@ -461,12 +485,16 @@ def _append_anchor(handle, path: Path, data: dict, key: bytes) -> None:
     os.fsync(handle.fileno())
 
 
-def _anchor_problems(path: Path, data: dict, key: bytes) -> list[str]:
+def _anchor_problems(path: Path, data: dict, key: bytes, lines: list[dict] | None = None) -> list[str]:
     ledger_id = _ledger_id(data)
-    if ledger_id is None:
-        return []  # a version 2 ledger: anchored from its next write
-    lines = _anchor_lines(path)
+    lines = _anchor_lines(path) if lines is None else lines
     anchor = anchor_path(path)
+    if ledger_id is None:  # a version 2 ledger: anchored from its next write, unless one already stood here
+        seen = [line for line in lines if line.get("path") == os.fspath(path)]
+        if seen:
+            return [f"the anchor {anchor} saw a ledger of version 3 at this path (id {seen[-1].get('ledger_id')}, "
+                    f"{seen[-1].get('count')} records): an older copy of version 2 was put back"]
+        return []
     mine = []
     for number, line in enumerate(lines, 1):
         if line.get("ledger_id") != ledger_id:
@@ -504,11 +532,22 @@ def _release_guarantee(record: dict) -> PrivacyGuarantee:
     if not (_finite_non_negative(epsilon) and epsilon > 0 and _finite_non_negative(delta) and delta < 1):
         raise TabreleaseError("a release must have a positive finite epsilon and a delta in [0, 1)")
     loss = PrivacyLoss(kind=APPROXIMATE if delta > 0 else PURE, epsilon=epsilon, delta=delta)
+    # Before guarantees were recorded, randomized response was written down with whatever neighbours were asked
+    # for (its guarantee is local), and sensitive-attributes as replace (its guarantee protects attributes the
+    # record does not name): read as what they were, the second under a unit no budget covers.
+    if record.get("mechanism") == "randomized-response":
+        return PrivacyGuarantee(unit=PrivacyUnit(kind=LOCAL), loss=loss)
+    if record.get("mechanism") == "sensitive-attributes":
+        return PrivacyGuarantee(unit=PrivacyUnit(kind=SENSITIVE, attributes=(UNRECORDED_ATTRIBUTES,)), loss=loss)
     if record.get("neighbours") == REPLACE:
         return PrivacyGuarantee(unit=PrivacyUnit(kind=REPLACE), loss=loss)
     if record.get("total_public"):
         return PrivacyGuarantee(unit=PrivacyUnit(kind=REPLACE), loss=group_loss(loss, 2))
     return PrivacyGuarantee(unit=PrivacyUnit(kind=ADD_REMOVE), loss=loss)
+
+
+# The attributes of a sensitive-attributes release recorded before guarantees were: not a variable name.
+UNRECORDED_ATTRIBUTES = "(attributes not recorded)"
 
 
 def _budget_terms(record: dict) -> tuple[PrivacyUnit, str, float, float, float | None]:
@@ -546,8 +585,16 @@ def _budgets(data: dict) -> dict[str, dict]:
 
 
 def _costs(releases: list[dict], unit: PrivacyUnit, accounting: str) -> list[tuple[float, float]]:
-    """Each release's cost under the unit and accounting; raises GuaranteeMismatch for one that has none."""
-    return [cost_under_budget(under_unit(_release_guarantee(r), unit), accounting) for r in releases]
+    """Each release's cost under the unit and accounting; raises GuaranteeMismatch for one that has none, naming
+    it (it is a release already recorded)."""
+    out = []
+    for record in releases:
+        try:
+            out.append(cost_under_budget(under_unit(_release_guarantee(record), unit), accounting))
+        except GuaranteeMismatch as exc:
+            raise GuaranteeMismatch(f"a release already recorded ({record.get('time')}, {record.get('mechanism')}): "
+                                    f"{exc}") from None
+    return out
 
 
 def _display_unit(data: dict, dataset: str) -> PrivacyUnit | None:
@@ -679,6 +726,10 @@ def set_budget(path, dataset: str, epsilon: float | None = None, delta: float | 
         if not _within(spent, limit):
             raise BudgetRefused(f"{dataset} has already spent {'rho' if kind == ZCDP else 'epsilon'} {spent:g} "
                                 f"(under {unit.label()}); a budget of {limit:g} is below that")
+        spent_delta = _sum(c[1] for c in costs)
+        if kind == BASIC and spent_delta > 0 and not _within(spent_delta, delta_budget):
+            raise BudgetRefused(f"{dataset} has already spent delta {spent_delta:.3g} (under {unit.label()}); a "
+                                f"budget delta of {delta_budget:g} is below that")
         _append(data, key, {"kind": "budget", "dataset": dataset, **record})
         _write(path, data, key)
         return _status(data, dataset)
@@ -806,7 +857,9 @@ def record_failure(path, entry: dict, reason: str) -> None:
 def verify_ledger(path) -> list[str]:
     """What breaks the ledger's chain, or disagrees with its anchor (empty: intact). Needs the key."""
     path = _resolve(path)
-    return _problems(_load(path), ledger_key(path), path)
+    key = ledger_key(path)
+    lines = _anchor_lines(path)
+    return _problems(_load(path), key, path, lines)
 
 
 def ledger_aliases(path) -> dict[str, tuple[str, ...]]:
@@ -890,7 +943,11 @@ def _status(data: dict, dataset: str) -> BudgetStatus:
         return BudgetStatus(dataset, len(releases), _sum(c[0] for c in costs), _sum(c[1] for c in costs), None, None,
                             prints, unit.label(), BASIC, None, None, aliases)
     unit, kind, eps_budget, delta_budget, rho_budget = _budget_terms(budget)
-    costs = _costs(releases, unit, kind)
+    try:
+        costs = _costs(releases, unit, kind)
+    except GuaranteeMismatch:  # a budget older than the rules, over a release it does not cover: nothing to sum
+        return BudgetStatus(dataset, len(releases), float("nan"), float("nan"), None if math.isnan(eps_budget)
+                            else eps_budget, delta_budget, prints, "none", kind, None, rho_budget, aliases)
     if kind == ZCDP:
         rho_spent = _sum(c[0] for c in costs)
         epsilon_spent = float("nan")

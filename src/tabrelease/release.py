@@ -599,11 +599,15 @@ def publish_release(
             # acted on once the bundle is in place): the release stands, and is not recorded as failed.
             raise
         raise charged_failure(ledger, entry, exc) from exc
+    extra = []
     if ledger is not None:
         from .ledger import budget_status
 
-        budget = budget_status(ledger, entry["dataset"])
-    warnings = tuple([f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
+        try:  # the release is made and charged: a failure to read the account now must not say otherwise
+            budget = budget_status(ledger, entry["dataset"])
+        except TabreleaseError as exc:
+            extra.append(f"released and charged, but the ledger's account could not be read back: {exc}")
+    warnings = tuple(extra + [f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
                      + release_warnings(release) + evaluation_warnings(evaluation))
     return PublishedRelease(release, evaluation, written, entry, budget, warnings)
 

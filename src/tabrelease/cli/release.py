@@ -108,9 +108,10 @@ def run(args: argparse.Namespace) -> int:
             "public": str(done.out / "public"), "audit": str(done.out / "internal" / "audit.html"),
             "warnings": list(done.warnings),
             "ledger": None if done.ledger_entry is None else {
-                "dataset": status.dataset, "guarantee_charged": done.ledger_entry["guarantee"],
+                "dataset": done.ledger_entry["dataset"], "guarantee_charged": done.ledger_entry["guarantee"],
                 "epsilon_charged": done.ledger_entry["epsilon"], "sequence": done.ledger_entry["sequence"],
-                "release_id": done.ledger_entry["release_id"], "budget": status.as_dict()},
+                "release_id": done.ledger_entry["release_id"],
+                "budget": None if status is None else status.as_dict()},
         })
         return 0
     design = release.plan.design if release.plan is not None else None
@@ -135,8 +136,9 @@ def run(args: argparse.Namespace) -> int:
         from ._common import budget_line
 
         charged = PrivacyGuarantee.from_dict(done.ledger_entry["guarantee"])
-        print(f"ledger:   charged {charged.describe()} to the dataset {done.budget.dataset} (record "
-              f"{done.ledger_entry['sequence']}); {budget_line(done.budget)}")
+        account = "its account could not be read back" if done.budget is None else budget_line(done.budget)
+        print(f"ledger:   charged {charged.describe()} to the dataset {done.ledger_entry['dataset']} (record "
+              f"{done.ledger_entry['sequence']}); {account}")
     print(f"public:   {done.out / 'public'}")
     print(f"internal: {done.out / 'internal' / 'audit.html'}")
     return 0
