@@ -2,9 +2,6 @@ from pathlib import Path
 
 import pytest
 
-SHARED_TABLES = Path(__file__).resolve().parents[2] / "shared" / "tables"
-
-
 @pytest.fixture
 def write_csv(tmp_path):
     """Write text to a CSV file in a fresh folder and return its path."""
