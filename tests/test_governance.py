@@ -125,7 +125,7 @@ def test_a_terminated_release_leaves_nothing_behind(tmp_path):
     staged = [p for p in tmp_path.iterdir() if p.name.startswith(".out.staging-")]
     assert staged and all((p.stat().st_mode & 0o777) == 0o700 for p in staged)  # mid-write, owner-only
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert proc.wait(timeout=300) == 128 + signal.SIGTERM  # a bound for a hang, not a speed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["writing"]
 
 

@@ -2,7 +2,6 @@
 
 import itertools
 import math
-import time
 
 import numpy as np
 import pytest
@@ -242,21 +241,20 @@ def _markov_records(n, k, levels, seed):
     return x
 
 
-def test_a_table_of_10_to_the_12_cells_from_microdata_fits_in_seconds():
+def test_a_table_of_10_to_the_12_cells_from_microdata_fits_from_its_margins():
+    # No clock here (a loaded machine is not a failure): benchmarks/bench_margins_fit.py times it; that the fit
+    # works at all shows no dense table (8 TB) was made.
     k, levels, records = 12, 10, 200_000
     shape = (levels,) * k
     data = _markov_records(records, k, levels, 0)
     other = _markov_records(records, k, levels, 1)
     margin = margins_of_microdata(data, shape)
-    start = time.perf_counter()
     snl = sum_n_log_n_of_microdata(data, shape)
     chain = fit_loglinear_from_margins([(i, i + 1) for i in range(k - 1)], shape, margin, sum_n_log_n=snl)
     cycle = fit_loglinear_from_margins([(i, (i + 1) % k) for i in range(k)], shape, margin, sum_n_log_n=snl,
                                        clique_margins=True)
     cycle_other = fit_loglinear_from_margins([(i, (i + 1) % k) for i in range(k)], shape,
                                              margins_of_microdata(other, shape), clique_margins=True)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 10.0  # about a second on the reference machine; a dense table would need 8 TB
     assert chain.cells == 10**12 and chain.df == 10**12 - (1 + k * 9 + (k - 1) * 81)
     assert chain.closed_form and chain.mle_exists and chain.df_adjusted == chain.df
     assert cycle.converged and not cycle.closed_form and cycle.facial_set_exact and cycle.mle_exists
