@@ -134,11 +134,9 @@ def write_frame_atomic(frame, path: Path) -> None:
 
 
 def labels_protected(frame):
-    """The frame with every text cell and column name written as `tables.csv_field_for_label` writes labels (behind
+    """The frame with every text cell and column name written as `csv_field_for_label` writes labels (behind
     a single quote where a spreadsheet would take it for a formula); numbers are left as they are. For CSV files
     holding names people chose, such as a table named after its file (=cmd.csv)."""
-    from .tables import csv_field_for_label
-
     out = frame.rename(columns=lambda c: csv_field_for_label(c) if isinstance(c, str) else c)
     for column in out.columns:
         if out[column].dtype == object or str(out[column].dtype) in ("string", "str"):
@@ -162,3 +160,48 @@ def remove_own_outputs(folder: Path, own: Iterable[str]) -> None:
             shutil.rmtree(path)
         elif path.exists() or path.is_symlink():
             path.unlink()
+
+
+# OWASP's rule against CSV injection: spreadsheet programs take a field that starts with = + - @, a tab or a carriage
+# return as a formula (which can compute, fetch or run things), so a label written to a CSV file that starts with one
+# is written behind a single quote, which makes it text ('=1+1, '-1). Counts are never changed: they are numbers.
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _formula_like(text: str) -> bool:
+    # Leading quotes are looked through, so that a label that itself starts with a quote before a trigger ('=x) gets
+    # one more, and csv_label_from_field undoes the rule exactly: every label reads back as it was written.
+    return text.lstrip("'").startswith(FORMULA_TRIGGERS)
+
+
+def csv_field_for_label(label: str) -> str:
+    """A label (a level, a variable's name) as it is written to a CSV file: behind a single quote when a spreadsheet
+    would read it as a formula (it starts with ``= + - @``, a tab or a carriage return; OWASP's rule).
+
+    Parameters
+    ----------
+    label : str
+        The label as the table holds it.
+
+    Returns
+    -------
+    str
+        The field to write; `csv_label_from_field` gives the label back.
+    """
+    return "'" + label if _formula_like(label) else label
+
+
+def csv_label_from_field(field: str) -> str:
+    """The label a CSV field written by `csv_field_for_label` holds (the inverse: one protective quote removed).
+
+    Parameters
+    ----------
+    field : str
+        A field of a CSV file.
+
+    Returns
+    -------
+    str
+        The label; a field that was not protected is returned as it is.
+    """
+    return field[1:] if field.startswith("'") and _formula_like(field) else field

@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+# The rule against formulas in CSV files (OWASP) is one of _files' rules of writing files; the writers and readers
+# here apply it (FORMULA_TRIGGERS and the two functions are also reached from here).
+from ._files import FORMULA_TRIGGERS, csv_field_for_label, csv_label_from_field, read_side_file  # noqa: F401
 from .errors import TabreleaseError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -329,51 +332,6 @@ def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) 
     k = counts.ndim - batch_ndim
     drop = tuple(batch_ndim + a for a in range(k) if a not in set(axes))
     return counts.sum(axis=drop) if drop else counts
-
-
-# OWASP's rule against CSV injection: spreadsheet programs take a field that starts with = + - @, a tab or a carriage
-# return as a formula (which can compute, fetch or run things), so a label written to a CSV file that starts with one
-# is written behind a single quote, which makes it text ('=1+1, '-1). Counts are never changed: they are numbers.
-FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _formula_like(text: str) -> bool:
-    # Leading quotes are looked through, so that a label that itself starts with a quote before a trigger ('=x) gets
-    # one more, and csv_label_from_field undoes the rule exactly: every label reads back as it was written.
-    return text.lstrip("'").startswith(FORMULA_TRIGGERS)
-
-
-def csv_field_for_label(label: str) -> str:
-    """A label (a level, a variable's name) as it is written to a CSV file: behind a single quote when a spreadsheet
-    would read it as a formula (it starts with ``= + - @``, a tab or a carriage return; OWASP's rule).
-
-    Parameters
-    ----------
-    label : str
-        The label as the table holds it.
-
-    Returns
-    -------
-    str
-        The field to write; `csv_label_from_field` gives the label back.
-    """
-    return "'" + label if _formula_like(label) else label
-
-
-def csv_label_from_field(field: str) -> str:
-    """The label a CSV field written by `csv_field_for_label` holds (the inverse: one protective quote removed).
-
-    Parameters
-    ----------
-    field : str
-        A field of a CSV file.
-
-    Returns
-    -------
-    str
-        The label; a field that was not protected is returned as it is.
-    """
-    return field[1:] if field.startswith("'") and _formula_like(field) else field
 
 
 def long_rows(levels, axes, values: np.ndarray):
@@ -1087,8 +1045,6 @@ def describe_builtin_tables() -> list[dict[str, Any]]:
 def _read_side_json(path, what: str, encoding: str = "utf-8"):
     """A small JSON file (levels, metadata), read whole: a pipe, a device, a file past the side-file limit, text
     that is not JSON and JSON nested past what the parser can follow are each one line."""
-    from ._files import read_side_file
-
     data = read_side_file(path, what)
     try:
         return json.loads(data.decode(encoding))
