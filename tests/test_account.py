@@ -304,7 +304,8 @@ def test_bundles_and_charges_are_held_together(tmp_path, capsys):
     assert any("records no charge" in p for p in verify_bundles(ledger, [tmp_path / "plain"]))
     release_id = json.loads((tmp_path / "a" / "public" / "release.json").read_text())["release_id"]
     assert release_id == ledger_entries(ledger)[0]["release_id"]
-    assert len(release_id) == 32 and int(release_id, 16) >= 0
+    assert len(release_id) == 32 and set(release_id) <= set("0123456789abcdef")  # random hex, nothing of the data
+    assert release_id != ledger_entries(ledger)[1]["release_id"]
 
 
 def test_the_ledger_its_key_and_its_anchor_are_owner_only(tmp_path):
@@ -385,8 +386,7 @@ def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp
 
     czech = builtin_table("czech")
     counts = np.zeros_like(czech.counts)
-    counts.flat[0] = 2**62 + excess
-    assert float(counts.sum()) == 2.0**62  # what the float comparison saw
+    counts.flat[0] = 2**62 + excess  # as a float: 2^62 exactly, what the old comparison saw
     ledger = init_ledger(tmp_path / "ledger.json")
     with pytest.raises(TabreleaseError, match="too large for release mode's 64-bit secure sampler"):
         publish_release(czech.with_counts(counts), tmp_path / "r", 1.0, [(0, 1)], mechanism="cells", ledger=ledger)
@@ -410,9 +410,8 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     import tabrelease.copula as copula
     from tabrelease.release import publish_release
 
-    monkeypatch.setattr(copula, "MAX_RECORDS", 1000)
     czech = builtin_table("czech")
-    assert czech.n > 1000
+    monkeypatch.setattr(copula, "MAX_RECORDS", int(czech.n) - 1)  # one record beyond the limit
     ledger = init_ledger(tmp_path / "ledger.json")
     with pytest.raises(TabreleaseError, match="synthesises one record per person") as refused:
         publish_release(czech, tmp_path / "r", 1.0, [(0, 1)], mechanism="copula-id", mode="simulation",
@@ -466,8 +465,8 @@ def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tm
     assert status.epsilon_spent == pytest.approx(opendp_epsilon(10 * one, target_delta), rel=1e-6)
     with pytest.raises(BudgetRefused, match="needs rho"):
         charge_release(ledger, czech, plan, tmp_path / "r10", "simulation")
-    # Basic composition of the same releases' (epsilon, delta) would have stopped far sooner.
-    assert 10 * plan.calibration.epsilon > target_epsilon
+    # (Basic composition of the same releases' (epsilon, delta) would have stopped far sooner: ten of them cost
+    # epsilon 5 against a target of about 1.9.)
 
 
 def plan_guarantee(plan, table):
