@@ -231,12 +231,12 @@ def under_unit(guarantee: PrivacyGuarantee, unit: PrivacyUnit) -> PrivacyLoss:
     where it gives none."""
     steps = group_steps(guarantee.unit, unit)
     if steps is None:
-        why = {ADD_REMOVE: "publishes n exactly" if guarantee.unit.n_public else "",
-               }.get(unit.kind, "")
         if guarantee.unit.kind == SENSITIVE:
             why = ("releases the coefficients of the attributes it does not protect exactly, so it protects "
                    f"{', '.join(guarantee.unit.attributes)} only")
-        elif not why:
+        elif unit.kind == ADD_REMOVE and guarantee.unit.n_public:
+            why = "publishes n exactly"
+        else:
             why = "has no guarantee under that unit"
         raise GuaranteeMismatch(f"this release ({guarantee.unit.label()}) {why}: it has no guarantee for "
                                 f"{unit.describe()}, the unit of the budget")

@@ -177,10 +177,9 @@ def calibration_loss(cal: NoiseCalibration) -> PrivacyLoss:
     # The asked epsilon, unless the noise gives more (beyond rounding: `epsilon_holds`), as a paper preset's may.
     epsilon = cal.epsilon if cal.epsilon_holds else cal.epsilon_actual
     if cal.distribution == "gaussian":
-        rho = getattr(cal, "rho", None)
-        if rho is None:  # one Gaussian measurement of L2 sensitivity D at scale sigma: D^2 / (2 sigma^2)
-            rho = (cal.sensitivity / cal.scale) ** 2 / 2.0
-        return PrivacyLoss(kind=ZCDP, epsilon=epsilon, delta=float(cal.delta), rho=float(rho))
+        if cal.rho is None:  # every Gaussian calibration records its rho (noise.gaussian_calibration)
+            raise TabreleaseError("internal error: a Gaussian calibration without its rho")
+        return PrivacyLoss(kind=ZCDP, epsilon=epsilon, delta=float(cal.delta), rho=float(cal.rho))
     if cal.delta:
         return PrivacyLoss(kind=APPROXIMATE, epsilon=epsilon, delta=float(cal.delta))
     return PrivacyLoss(kind=PURE, epsilon=epsilon)
