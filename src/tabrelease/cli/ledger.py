@@ -120,10 +120,10 @@ def run(args) -> int:
 
     print(f"{'dataset':<20} {'tables':>6} {'releases':>8}  spending")
     for r in rows:
-        print(f"{r.dataset:<20} {len(r.fingerprints):>6} {r.releases:>8}  {budget_line(r)}"
-              + ("" if r.delta_spent == 0 or r.accounting == "zcdp" or r.delta_spent != r.delta_spent
-                 else f"; delta spent {r.delta_spent:.3g}" + ("" if r.delta_budget is None else
-                                                             f" of {r.delta_budget:.3g}")))
+        # delta is its own sum under basic accounting only (NaN where no unit covers every release)
+        delta = "" if r.accounting == "zcdp" or not r.delta_spent > 0 else f"; delta spent {r.delta_spent:.3g}" + (
+            "" if r.delta_budget is None else f" of {r.delta_budget:.3g}")
+        print(f"{r.dataset:<20} {len(r.fingerprints):>6} {r.releases:>8}  {budget_line(r)}{delta}")
     print("composition: under each dataset's budget unit (an add-remove release counts 2 epsilon under replace, by "
           "group privacy; a release with no guarantee under a budget's unit is refused); 'tables': distinct tables "
           "(keyed fingerprints) released under the dataset")
