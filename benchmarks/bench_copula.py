@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 import tabrelease as tr
-from tabrelease.release import release_margins
+from tabrelease.workflow import release_margins
 from tabrelease.tables import margin_counts
 
 

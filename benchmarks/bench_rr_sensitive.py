@@ -9,7 +9,8 @@ import numpy as np
 
 from tabrelease.mechanisms import plan_release
 from tabrelease.noise import SecureNoise, SimulationNoise
-from tabrelease.release import release_margins, run_plan
+from tabrelease.workflow import release_margins
+from tabrelease.pipeline import run_plan
 from tabrelease.tables import builtin_table
 
 # Mean L1 error per released margin, 20 seeded draws at epsilon 1, the paper models.

@@ -382,7 +382,7 @@ def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp
     after the charge. Exact integers refuse it first."""
     import numpy as np
 
-    from tabrelease.release import publish_release
+    from tabrelease.workflow import publish_release
 
     czech = builtin_table("czech")
     counts = np.zeros_like(czech.counts)
@@ -408,7 +408,7 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     import numpy as np
 
     import tabrelease.copula as copula
-    from tabrelease.release import publish_release
+    from tabrelease.workflow import publish_release
 
     czech = builtin_table("czech")
     monkeypatch.setattr(copula, "MAX_RECORDS", int(czech.n) - 1)  # one record beyond the limit
@@ -422,7 +422,7 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     monkeypatch.setattr(copula, "CHUNK_VALUES", 64)
     from tabrelease.mechanisms import plan_release
     from tabrelease.noise import SimulationNoise
-    from tabrelease.release import measure
+    from tabrelease.pipeline import measure
 
     plan = plan_release(czech.shape, [(0, 1)], 1.0, mechanism="copula-id")
     measurements = measure(plan, czech, SimulationNoise(5))
@@ -439,7 +439,7 @@ def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tm
     import opendp.prelude as dp
 
     from tabrelease.mechanisms import plan_release
-    from tabrelease.release import charge_release
+    from tabrelease.workflow import charge_release
 
     dp.enable_features("contrib")
 

@@ -162,7 +162,7 @@ def test_the_text_summary(folder, capsys):
 
 
 def test_a_release_that_fails_after_its_charge_stops_the_run_and_says_so(folder, capsys, monkeypatch):
-    import tabrelease.release as release_module
+    import tabrelease.workflow as release_module
 
     real, calls = release_module.run_plan, []
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tabrelease.disclosure import disclosure_risk
-from tabrelease.release import Release
+from tabrelease.pipeline import Release
 from tabrelease.noise import laplace_calibration
 from tabrelease.tables import ContingencyTable
 

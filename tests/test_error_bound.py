@@ -28,7 +28,8 @@ from tabrelease import builtin_table, default_model
 from tabrelease.bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients
 from tabrelease.evaluation import evaluate_release
 from tabrelease.mechanisms import plan_release
-from tabrelease.release import release_margins, run_plan
+from tabrelease.workflow import release_margins
+from tabrelease.pipeline import run_plan
 from tabrelease.noise import SecureNoise, SimulationNoise
 from tabrelease.tables import ContingencyTable
 

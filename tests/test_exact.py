@@ -13,7 +13,7 @@ from tabrelease.consistency import LeastSquaresProblem
 from tabrelease.estimate import MAX_EXACT_COUNT, best_total, check_exact_range, noise_variance
 from tabrelease.measurements import EXACT, MARGIN_CELLS
 from tabrelease.noise import NoNoise, SimulationNoise
-from tabrelease.release import run_plan
+from tabrelease.pipeline import run_plan
 from tabrelease.rounding import controlled_round
 
 from .helpers import true_margin

@@ -10,7 +10,7 @@ import pandas as pd
 import tabrelease as tr
 from tabrelease.evaluation import evaluate_release
 from tabrelease.mechanisms import get_mechanism
-from tabrelease.release import UNFIT_ERROR_SHARE, fitness_notes
+from tabrelease.pipeline import UNFIT_ERROR_SHARE, fitness_notes
 from tabrelease.reports import evaluation_warnings
 
 

@@ -17,7 +17,8 @@ from tabrelease.errors import TabreleaseError
 from tabrelease.measurements import Measurements
 from tabrelease.mechanisms import get_mechanism, plan_release, with_epsilon
 from tabrelease.noise import NoNoise
-from tabrelease.release import measure, release_from_measurements, release_margins, run_plan
+from tabrelease.pipeline import measure, release_from_measurements, run_plan
+from tabrelease.workflow import release_margins
 from tabrelease.tables import margin_counts
 
 from .helpers import RecordingNoise

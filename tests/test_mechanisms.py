@@ -11,7 +11,8 @@ from tabrelease.evaluation import evaluate_release
 from tabrelease.paper.tables import reproduce_table8
 from tabrelease.paper.theorems import paper_noise_scale
 from tabrelease.mechanisms import MECHANISMS, plan_release
-from tabrelease.release import release_margins, run_plan
+from tabrelease.workflow import release_margins
+from tabrelease.pipeline import run_plan
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, laplace_calibration, noise_source
 
 from .helpers import RecordingNoise, dense_rows, margin_by_hand, true_margin

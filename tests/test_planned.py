@@ -195,7 +195,7 @@ def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
     """Laplace scales fall as 1/epsilon, so the expected L1 at epsilon e is L1(1) / e: the epsilon a target needs is
     L1(1) / target, checked against the bisection for every margin of Czech, and through the command line."""
     from tabrelease.cli import main
-    from tabrelease.release import epsilon_for_target, expected_errors_table
+    from tabrelease.forecast import epsilon_for_target, expected_errors_table
 
     table = tr.builtin_table("czech")
     margins = tr.default_model(table).generators

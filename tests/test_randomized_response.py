@@ -14,7 +14,8 @@ from tabrelease.errors import TabreleaseError
 from tabrelease.mechanisms import plan_release, with_epsilon
 from tabrelease.mechanisms.randomized_response import cell_variance, unbiased_cells
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise
-from tabrelease.release import release_margins, run_plan
+from tabrelease.workflow import release_margins
+from tabrelease.pipeline import run_plan
 from tabrelease.tables import builtin_table
 
 from .helpers import true_margin

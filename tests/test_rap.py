@@ -13,7 +13,8 @@ from tabrelease.errors import TabreleaseError
 from tabrelease.mechanisms import plan_release, with_epsilon
 from tabrelease.mechanisms import rap
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, _opendp
-from tabrelease.release import measure, release_from_measurements, release_margins, run_plan
+from tabrelease.pipeline import measure, release_from_measurements, run_plan
+from tabrelease.workflow import release_margins
 
 SMALL = (2, 3, 2)
 

@@ -12,7 +12,8 @@ from tabrelease.errors import TabreleaseError
 from tabrelease.mechanisms import get_mechanism, plan_release, with_epsilon
 from tabrelease.measurements import EXACT
 from tabrelease.noise import NoNoise, SimulationNoise
-from tabrelease.release import release_margins, run_plan
+from tabrelease.workflow import release_margins
+from tabrelease.pipeline import run_plan
 from tabrelease.reports import release_warnings
 from tabrelease.tables import builtin_table
 

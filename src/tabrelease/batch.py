@@ -284,7 +284,7 @@ def _prepared(spec: BatchSpec) -> list[tuple[ReleaseSpec, Any, Any, list, dict]]
     stops the batch before its first release, naming it."""
     from .mechanisms import get_mechanism
     from .models import margin_label
-    from .release import _plan_and_noise, check_before_charge, check_release_size, resolve_margins
+    from .workflow import _plan_and_noise, check_before_charge, check_release_size, resolve_margins
 
     tables = {}
     for name, dataset in spec.datasets.items():
@@ -377,7 +377,7 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     copy of the ledger and its anchor (in an owner-only temporary folder, removed however this ends) is charged with
     the ledger's own rule, so the release a budget refuses is the one the real run would stop at."""
     from .ledger import anchored_at, budget_status, copy_ledger
-    from .release import charge_release
+    from .workflow import charge_release
 
     _check_ledger_exists(spec)
     prepared = _prepared(spec)
@@ -413,7 +413,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     Every release is planned before the first is made, so a spec that cannot be planned releases nothing; a spec
     that would change a budget the ledger holds is refused unless `set_budgets`."""
     from .ledger import budget_status
-    from .release import publish_release
+    from .workflow import publish_release
 
     _check_ledger_exists(spec)
     prepared = _prepared(spec)

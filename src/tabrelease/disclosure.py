@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .models import margin_label
-from .release import Release
+from .pipeline import Release
 from .tables import ContingencyTable
 
 SMALL_COUNT = 2

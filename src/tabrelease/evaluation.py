@@ -15,7 +15,7 @@ import numpy as np
 from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
 from .errors import TabreleaseError
 from .mechanisms import get_mechanism
-from .release import Release
+from .pipeline import Release
 from .models import HierarchicalModel, Margin, margin_label  # noqa: F401  (margin_label re-exported)
 from .tables import ContingencyTable, margin_counts
 

@@ -208,7 +208,7 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     """Every chosen strategy, `repetitions` times, on one table at one epsilon."""
     from . import builtin_table, default_model
     from .noise import SimulationNoise
-    from .release import release_from_measurements, run_plan
+    from .pipeline import release_from_measurements, run_plan
 
     table = builtin_table(task.table)
     margins = default_model(table).generators

@@ -30,7 +30,7 @@ from .errors import TabreleaseError
 from .disclosure import disclosure_risk
 from .evaluation import ReleaseEvaluation
 from .models import margin_label
-from .release import UNFIT_ERROR_SHARE, Release
+from .pipeline import UNFIT_ERROR_SHARE, Release
 from .tables import ContingencyTable, long_rows, people_names, write_long_csv
 
 

@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..models import default_model, margin_label, parse_model
-    from ..release import expected_errors_table
+    from ..forecast import expected_errors_table
 
     if args.delta is not None and not 0 < args.delta < 1:
         raise TabreleaseError(f"delta must lie strictly between 0 and 1, not {args.delta:g}")
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
     report_dropped(model, table)
     if args.target_l1 is not None:
-        from ..release import epsilon_for_target
+        from ..forecast import epsilon_for_target
 
         needed = epsilon_for_target(table.shape, model.generators, args.target_l1, neighbours=args.neighbours,
                                     delta=args.delta, public_total=args.public_total,

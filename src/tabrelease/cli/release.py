@@ -74,7 +74,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..models import default_model, parse_model
     from ..noise import RELEASE, SIMULATION
-    from ..release import publish_release
+    from ..workflow import publish_release
 
     if args.seed is not None and not args.simulate:
         raise TabreleaseError(

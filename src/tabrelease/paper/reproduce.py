@@ -200,7 +200,7 @@ def noise_free_levels(grid: SweepGrid) -> pd.DataFrame:
     so the released table's G2 and MLE already differ from the original's.
     """
     from ..evaluation import evaluate_release
-    from ..release import run_plan
+    from ..pipeline import run_plan
     from ..models import HierarchicalModel
     from ..noise import NoNoise
 
@@ -230,7 +230,7 @@ def lp_optimal_set(grid: SweepGrid, epsilons=LP_RANGE_EPSILONS, repetitions: int
     solved as in the release, and again for the optimal tables with the smallest and the largest
     total (b held at b*). All three are rounded as the release rounds.
     """
-    from ..release import run_plan
+    from ..pipeline import run_plan
     from ..rounding import round_table
     from ..noise import SimulationNoise
     from ..sweeps import run_seed

@@ -108,7 +108,7 @@ def run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
     from ..evaluation import evaluate_releases
     from ..mechanisms import with_epsilon
-    from ..release import run_plan
+    from ..pipeline import run_plan
 
     table = chunk.table
     plan = with_epsilon(
@@ -173,7 +173,7 @@ def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, ep
     """Re-run one run of a sweep alone; returns (Release, ReleaseEvaluation)."""
     from ..evaluation import evaluate_release
     from ..mechanisms import plan_release
-    from ..release import run_plan
+    from ..pipeline import run_plan
 
     index = [t.name for t in grid.tables].index(table)
     tab, margins = grid.tables[index], grid.margins[index]

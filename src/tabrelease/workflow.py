@@ -1,17 +1,12 @@
-"""The release path, forward: plan -> measure (the privacy step) -> estimate -> round, and the whole workflow
-that an agency runs (destination checked, budget charged before any noise, evaluation, bundle written).
-
-`run_plan` is the only place the steps meet, and it never asks which mechanism ran: the mechanism is
-reached through the registry for its privacy step alone, and everything after reads the plan and the
-`Measurements`.
+"""The workflow an agency runs around the pipeline: every check before the charge, the ledger's charge before any
+noise is drawn, then measure, estimate, evaluate and write the bundle (public/ and internal/), or nothing.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,171 +14,12 @@ import numpy as np
 
 from ._signals import deferred_signals
 from .errors import ChargedReleaseFailed, TabreleaseError
-from .measurements import EXACT, Measurements
 from .mechanisms import DEFAULT, MechanismPlan, get_mechanism, plan_release
 from .models import Margin, default_model
-from .noise import RELEASE, NoiseCalibration, NoiseSource, noise_source
-from .rounding import round_estimate
+from .noise import RELEASE, noise_source
+from .forecast import _planned_options
+from .pipeline import Release, fitness_notes, run_plan
 from .tables import ContingencyTable
-
-
-@dataclass(frozen=True, eq=False)
-class Release:
-    """What one run of a mechanism produced, in one shape for every mechanism.
-
-    `released_margins` is what would be published. `table` is the rounded non-negative table w'
-    whose margins they are (None when only margins were estimated), `lp` the consistency LP's
-    solution where the estimator has one, `measurements` the noisy answers themselves (an
-    estimator can be run again on them).
-    """
-
-    mechanism: str
-    margins: tuple[Margin, ...]
-    released_margins: tuple[np.ndarray, ...]
-    table: np.ndarray | None
-    lp: Any
-    noise: NoiseCalibration
-    noise_mode: str
-    consistent: bool
-    basis: str | None
-    coefficients_released: int
-    timings: Mapping[str, float]
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    noise_seed: int | None = None
-    rounding: str | None = None
-    rounding_gap: float | None = None  # controlled rounding's MILP gap (0: proved closest)
-    measurements: Measurements | None = field(default=None, repr=False)
-    estimator: str | None = None
-    plan: MechanismPlan | None = field(default=None, repr=False)
-    # What the rounding established: "global" (the margins of one non-negative table), "local" or "none".
-    guarantee: str | None = None
-    # The privacy guarantee, in one sentence (the mechanism's `privacy_statement`).
-    privacy: str | None = None
-
-    def _repr_html_(self) -> str:
-        from .notebook import release_html
-
-        return release_html(self)
-
-    @property
-    def n_released(self) -> float:
-        """n' = sum of w' (or of the first released margin when there is no table)."""
-        source = self.table if self.table is not None else self.released_margins[0]
-        return float(np.sum(source))
-
-    @property
-    def consistency(self) -> str:
-        """"global": the margins of one non-negative table (a released table, a junction tree's clique margins, or
-        decomposable margins that agree); "local": they agree on every shared sub-margin; "none": they disagree."""
-        if not self.consistent:
-            return "none"
-        if self.guarantee is not None:
-            return self.guarantee
-        return "global" if self.table is not None else "local"
-
-    @property
-    def lp_b(self) -> float | None:
-        return None if self.lp is None else self.lp.b
-
-    @property
-    def basis_operator(self):
-        return None if self.plan is None else self.plan.basis
-
-
-def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
-    """The privacy step: the plan's mechanism draws its noise once. `data` is a count array, or a table (one held as
-    records is given to mechanisms that read margins only; the others get its cells)."""
-    mechanism = get_mechanism(plan.mechanism)
-    if not isinstance(data, np.ndarray) and hasattr(data, "margin_counts"):
-        data = data if mechanism.reads_margins else data.counts
-    else:
-        data = np.asarray(data)
-    if tuple(data.shape) != plan.shape:
-        raise TabreleaseError(f"the plan is for a table of shape {plan.shape}, not {tuple(data.shape)}")
-    return mechanism.measure(plan, data, noise)
-
-
-def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *, estimator=None,
-                              noise_seconds: float = float("nan")) -> Release:
-    """Post-processing only: estimate (the plan's estimator, or another, by name or object), round, take the margins."""
-    if isinstance(estimator, str):
-        from .estimate import get_estimator
-
-        estimator = get_estimator(estimator)
-    estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
-    # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
-    get_mechanism(plan.mechanism).check_measurements(plan, measurements)
-    estimate = estimator.estimate(plan, measurements)
-    rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
-    notes = list(plan.notes) + list(estimate.notes)
-    if not rounded.consistent:
-        notes.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
-                     "table has them all")
-    timings = {"noise": noise_seconds, "round": rounded.seconds}
-    timings["lp" if estimate.lp is not None else "estimate"] = estimate.seconds
-    return Release(
-        mechanism=plan.mechanism,
-        margins=plan.margins,
-        released_margins=rounded.margins,
-        table=rounded.table,
-        lp=estimate.lp,
-        noise=plan.calibration,
-        noise_mode=measurements.noise_mode,
-        consistent=rounded.consistent,
-        basis=None if plan.basis is None else plan.basis.kind,
-        coefficients_released=sum(b.size for b in measurements.blocks if b.distribution != EXACT),
-        timings=timings,
-        parameters=dict(plan.parameters),
-        notes=tuple(notes),
-        noise_seed=measurements.seed,
-        rounding=plan.rounding,
-        rounding_gap=rounded.gap,
-        measurements=measurements,
-        estimator=estimator.name,
-        plan=plan,
-        guarantee=rounded.consistency,
-        privacy=get_mechanism(plan.mechanism).privacy_statement(plan),
-    )
-
-
-# A margin whose expected L1 error is above this share of the released total is flagged as unfit to publish.
-UNFIT_ERROR_SHARE = 0.25
-
-
-def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
-    """Whether the release is fit to publish, judged from the plan's expected errors and the released (DP) total
-    only, so the notes may be public: a margin whose expected L1 error is a large share of n', or whose expected
-    noise per cell exceeds its typical released cell; and what would help."""
-    planned = get_mechanism(plan.mechanism).expected_errors(plan) if plan.design is not None else None
-    if not planned or not released_margins:
-        return []
-    n_released = float(np.sum(released_margins[0]))
-    unfit = []
-    for g in plan.margins:
-        error = planned[g]
-        typical = n_released / max(error.cells, 1)
-        if n_released <= 0 or error.expected_l1 > UNFIT_ERROR_SHARE * n_released or error.cell_sd > typical:
-            unfit.append((g, error.expected_l1 / max(n_released, 1.0), error.cell_sd, typical))
-    if not unfit:
-        return []
-    worst = max(unfit, key=lambda u: u[1])
-    from .models import margin_label
-    from .tables import LETTERS
-
-    letters = [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(len(plan.shape))]
-
-    return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
-            f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error {worst[1]:.0%} of the released "
-            f"total, noise sd {worst[2]:.3g} per cell against a typical released cell of {worst[3]:.3g}); more "
-            "epsilon, fewer or coarser margins (merged levels), or --plan-objective max-cell-variance would help"]
-
-
-def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:
-    """Draw the noise and produce the release for one table (a count array, or a table)."""
-    start = time.perf_counter()
-    measurements = measure(plan, data, noise)
-    return release_from_measurements(plan, measurements, noise_seconds=time.perf_counter() - start)
 
 
 def release_margins(
@@ -289,29 +125,6 @@ def resolve_margins(table, margins) -> list:
     return resolved
 
 
-def released_frames(release: Release, table) -> dict:
-    """The released margins as labelled pandas DataFrames, keyed by the variables' names joined by " x ": one
-    column per variable (its level labels) and a count column, one row per cell."""
-    import pandas as pd
-
-    frames = {}
-    for g, values in zip(release.margins, release.released_margins):
-        values = np.asarray(values)
-        grids = np.meshgrid(*[np.arange(table.shape[a]) for a in g], indexing="ij")
-        data = {table.variables[a]: np.asarray(table.levels[a], dtype=object)[grid.ravel()]
-                for a, grid in zip(g, grids)}
-        data["count"] = values.ravel()
-        frames[" x ".join(table.variables[a] for a in g)] = pd.DataFrame(data)
-    return frames
-
-
-def _planned_options(public_total: bool, plan_objective: str | None) -> dict:
-    """The planned mechanism's options, as plan_release takes them (only those given)."""
-    options = {"public_total": True} if public_total else {}
-    if plan_objective is not None:
-        options["plan_objective"] = plan_objective
-    return options
-
 
 def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None:
     """Refuse, in one line and before any plan or charge, what cannot be done at this size: a released margin with
@@ -372,59 +185,6 @@ def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str
     if Fraction(n) * Fraction(get_mechanism(plan.mechanism).sampler_bound(plan)) > MAX_SAMPLER_INTEGER:
         raise TabreleaseError("the table's counts are too large for release mode's 64-bit secure sampler "
                               f"(measured integers may reach {MAX_SAMPLER_INTEGER:.3g}); nothing was charged")
-
-
-def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float], *,
-                          neighbours: str = "add-remove", delta: float | None = None,
-                          public_total: bool = False, plan_objective: str | None = None) -> list[dict]:
-    """Per margin and epsilon: the planned mechanism's expected error and the paper mechanism's (the unbiased
-    linear reconstruction of each one's measurements), from the shape and margins alone (no counts)."""
-    from .mechanisms import AUTO, with_epsilon
-
-    options = _planned_options(public_total, plan_objective)
-    planned = plan_release(shape, margins, epsilons[0], neighbours=neighbours, delta=delta, options=options)
-    paper = plan_release(shape, margins, epsilons[0], mechanism=AUTO if delta is None else "gaussian",
-                         neighbours=neighbours, delta=delta)
-    rows = []
-    for epsilon in epsilons:
-        ours = get_mechanism(planned.mechanism).expected_errors(with_epsilon(planned, epsilon))
-        theirs = get_mechanism(paper.mechanism).expected_errors(with_epsilon(paper, epsilon))
-        for g in planned.margins:
-            rows.append({"axes": g, "cells": ours[g].cells, "epsilon": float(epsilon),
-                         "expected_l1": ours[g].expected_l1, "cell_sd": ours[g].cell_sd,
-                         "expected_squared_error": ours[g].total_variance,
-                         "paper_mechanism": paper.mechanism, "paper_expected_l1": theirs[g].expected_l1})
-    return rows
-
-
-def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l1: float, *,
-                       neighbours: str = "add-remove", delta: float | None = None, public_total: bool = False,
-                       plan_objective: str | None = None) -> dict:
-    """Per margin, the smallest epsilon at which the planned mechanism's expected L1 error of that margin is at most
-    `target_l1` (bisection on log epsilon; the expected error falls as epsilon grows), from the shape and margins
-    alone. None where even epsilon = 10^4 does not reach it."""
-    from .mechanisms import with_epsilon
-
-    if not (isinstance(target_l1, (int, float)) and np.isfinite(target_l1) and target_l1 > 0):
-        raise TabreleaseError(f"the target error must be a positive number, not {target_l1!r}")
-    options = _planned_options(public_total, plan_objective)
-    plan = plan_release(shape, margins, 1.0, neighbours=neighbours, delta=delta, options=options)
-    mechanism = get_mechanism(plan.mechanism)
-
-    def error(epsilon, g):
-        return mechanism.expected_errors(with_epsilon(plan, epsilon))[g].expected_l1
-
-    out = {}
-    for g in plan.margins:
-        low, high = np.log(1e-4), np.log(1e4)
-        if error(np.exp(high), g) > target_l1:
-            out[g] = None
-            continue
-        for _ in range(60):  # to a relative precision of about 1e-7 in epsilon
-            middle = (low + high) / 2
-            low, high = (middle, high) if error(np.exp(middle), g) > target_l1 else (low, middle)
-        out[g] = float(np.exp(high))
-    return out
 
 
 # --- the workflow ---------------------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""What a plan forecasts before any count is read: expected errors per margin and epsilon, and the epsilon a target
+error needs (the planned mechanism's, beside the paper's), from the shape and margins alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import TabreleaseError
+from .mechanisms import get_mechanism, plan_release
+from .models import Margin
+
+def _planned_options(public_total: bool, plan_objective: str | None) -> dict:
+    """The planned mechanism's options, as plan_release takes them (only those given)."""
+    options = {"public_total": True} if public_total else {}
+    if plan_objective is not None:
+        options["plan_objective"] = plan_objective
+    return options
+
+
+def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float], *,
+                          neighbours: str = "add-remove", delta: float | None = None,
+                          public_total: bool = False, plan_objective: str | None = None) -> list[dict]:
+    """Per margin and epsilon: the planned mechanism's expected error and the paper mechanism's (the unbiased
+    linear reconstruction of each one's measurements), from the shape and margins alone (no counts)."""
+    from .mechanisms import AUTO, with_epsilon
+
+    options = _planned_options(public_total, plan_objective)
+    planned = plan_release(shape, margins, epsilons[0], neighbours=neighbours, delta=delta, options=options)
+    paper = plan_release(shape, margins, epsilons[0], mechanism=AUTO if delta is None else "gaussian",
+                         neighbours=neighbours, delta=delta)
+    rows = []
+    for epsilon in epsilons:
+        ours = get_mechanism(planned.mechanism).expected_errors(with_epsilon(planned, epsilon))
+        theirs = get_mechanism(paper.mechanism).expected_errors(with_epsilon(paper, epsilon))
+        for g in planned.margins:
+            rows.append({"axes": g, "cells": ours[g].cells, "epsilon": float(epsilon),
+                         "expected_l1": ours[g].expected_l1, "cell_sd": ours[g].cell_sd,
+                         "expected_squared_error": ours[g].total_variance,
+                         "paper_mechanism": paper.mechanism, "paper_expected_l1": theirs[g].expected_l1})
+    return rows
+
+
+def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l1: float, *,
+                       neighbours: str = "add-remove", delta: float | None = None, public_total: bool = False,
+                       plan_objective: str | None = None) -> dict:
+    """Per margin, the smallest epsilon at which the planned mechanism's expected L1 error of that margin is at most
+    `target_l1` (bisection on log epsilon; the expected error falls as epsilon grows), from the shape and margins
+    alone. None where even epsilon = 10^4 does not reach it."""
+    from .mechanisms import with_epsilon
+
+    if not (isinstance(target_l1, (int, float)) and np.isfinite(target_l1) and target_l1 > 0):
+        raise TabreleaseError(f"the target error must be a positive number, not {target_l1!r}")
+    options = _planned_options(public_total, plan_objective)
+    plan = plan_release(shape, margins, 1.0, neighbours=neighbours, delta=delta, options=options)
+    mechanism = get_mechanism(plan.mechanism)
+
+    def error(epsilon, g):
+        return mechanism.expected_errors(with_epsilon(plan, epsilon))[g].expected_l1
+
+    out = {}
+    for g in plan.margins:
+        low, high = np.log(1e-4), np.log(1e4)
+        if error(np.exp(high), g) > target_l1:
+            out[g] = None
+            continue
+        for _ in range(60):  # to a relative precision of about 1e-7 in epsilon
+            middle = (low + high) / 2
+            low, high = (middle, high) if error(np.exp(middle), g) > target_l1 else (low, middle)
+        out[g] = float(np.exp(high))
+    return out
+
+

@@ -1,0 +1,199 @@
+"""The release pipeline, forward: measure (the privacy step) -> estimate -> round, and the `Release` record.
+
+`run_plan` is the only place the steps meet, and it never asks which mechanism ran: the mechanism is reached
+through the registry for its privacy step alone, and everything after reads the plan and the `Measurements`.
+Nothing here knows of ledgers, files or specs: that is the workflow's (`workflow.py`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import TabreleaseError
+from .measurements import EXACT, Measurements
+from .mechanisms import MechanismPlan, get_mechanism
+from .models import Margin
+from .noise import NoiseCalibration, NoiseSource
+from .rounding import round_estimate
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """What one run of a mechanism produced, in one shape for every mechanism.
+
+    `released_margins` is what would be published. `table` is the rounded non-negative table w'
+    whose margins they are (None when only margins were estimated), `lp` the consistency LP's
+    solution where the estimator has one, `measurements` the noisy answers themselves (an
+    estimator can be run again on them).
+    """
+
+    mechanism: str
+    margins: tuple[Margin, ...]
+    released_margins: tuple[np.ndarray, ...]
+    table: np.ndarray | None
+    lp: Any
+    noise: NoiseCalibration
+    noise_mode: str
+    consistent: bool
+    basis: str | None
+    coefficients_released: int
+    timings: Mapping[str, float]
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    noise_seed: int | None = None
+    rounding: str | None = None
+    rounding_gap: float | None = None  # controlled rounding's MILP gap (0: proved closest)
+    measurements: Measurements | None = field(default=None, repr=False)
+    estimator: str | None = None
+    plan: MechanismPlan | None = field(default=None, repr=False)
+    # What the rounding established: "global" (the margins of one non-negative table), "local" or "none".
+    guarantee: str | None = None
+    # The privacy guarantee, in one sentence (the mechanism's `privacy_statement`).
+    privacy: str | None = None
+
+    def _repr_html_(self) -> str:
+        from .notebook import release_html
+
+        return release_html(self)
+
+    @property
+    def n_released(self) -> float:
+        """n' = sum of w' (or of the first released margin when there is no table)."""
+        source = self.table if self.table is not None else self.released_margins[0]
+        return float(np.sum(source))
+
+    @property
+    def consistency(self) -> str:
+        """"global": the margins of one non-negative table (a released table, a junction tree's clique margins, or
+        decomposable margins that agree); "local": they agree on every shared sub-margin; "none": they disagree."""
+        if not self.consistent:
+            return "none"
+        if self.guarantee is not None:
+            return self.guarantee
+        return "global" if self.table is not None else "local"
+
+    @property
+    def lp_b(self) -> float | None:
+        return None if self.lp is None else self.lp.b
+
+    @property
+    def basis_operator(self):
+        return None if self.plan is None else self.plan.basis
+
+
+def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
+    """The privacy step: the plan's mechanism draws its noise once. `data` is a count array, or a table (one held as
+    records is given to mechanisms that read margins only; the others get its cells)."""
+    mechanism = get_mechanism(plan.mechanism)
+    if not isinstance(data, np.ndarray) and hasattr(data, "margin_counts"):
+        data = data if mechanism.reads_margins else data.counts
+    else:
+        data = np.asarray(data)
+    if tuple(data.shape) != plan.shape:
+        raise TabreleaseError(f"the plan is for a table of shape {plan.shape}, not {tuple(data.shape)}")
+    return mechanism.measure(plan, data, noise)
+
+
+def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *, estimator=None,
+                              noise_seconds: float = float("nan")) -> Release:
+    """Post-processing only: estimate (the plan's estimator, or another, by name or object), round, take the margins."""
+    if isinstance(estimator, str):
+        from .estimate import get_estimator
+
+        estimator = get_estimator(estimator)
+    estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
+    # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
+    get_mechanism(plan.mechanism).check_measurements(plan, measurements)
+    estimate = estimator.estimate(plan, measurements)
+    rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
+    notes = list(plan.notes) + list(estimate.notes)
+    if not rounded.consistent:
+        notes.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
+                     "table has them all")
+    timings = {"noise": noise_seconds, "round": rounded.seconds}
+    timings["lp" if estimate.lp is not None else "estimate"] = estimate.seconds
+    return Release(
+        mechanism=plan.mechanism,
+        margins=plan.margins,
+        released_margins=rounded.margins,
+        table=rounded.table,
+        lp=estimate.lp,
+        noise=plan.calibration,
+        noise_mode=measurements.noise_mode,
+        consistent=rounded.consistent,
+        basis=None if plan.basis is None else plan.basis.kind,
+        coefficients_released=sum(b.size for b in measurements.blocks if b.distribution != EXACT),
+        timings=timings,
+        parameters=dict(plan.parameters),
+        notes=tuple(notes),
+        noise_seed=measurements.seed,
+        rounding=plan.rounding,
+        rounding_gap=rounded.gap,
+        measurements=measurements,
+        estimator=estimator.name,
+        plan=plan,
+        guarantee=rounded.consistency,
+        privacy=get_mechanism(plan.mechanism).privacy_statement(plan),
+    )
+
+
+# A margin whose expected L1 error is above this share of the released total is flagged as unfit to publish.
+UNFIT_ERROR_SHARE = 0.25
+
+
+def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
+    """Whether the release is fit to publish, judged from the plan's expected errors and the released (DP) total
+    only, so the notes may be public: a margin whose expected L1 error is a large share of n', or whose expected
+    noise per cell exceeds its typical released cell; and what would help."""
+    planned = get_mechanism(plan.mechanism).expected_errors(plan) if plan.design is not None else None
+    if not planned or not released_margins:
+        return []
+    n_released = float(np.sum(released_margins[0]))
+    unfit = []
+    for g in plan.margins:
+        error = planned[g]
+        typical = n_released / max(error.cells, 1)
+        if n_released <= 0 or error.expected_l1 > UNFIT_ERROR_SHARE * n_released or error.cell_sd > typical:
+            unfit.append((g, error.expected_l1 / max(n_released, 1.0), error.cell_sd, typical))
+    if not unfit:
+        return []
+    worst = max(unfit, key=lambda u: u[1])
+    from .models import margin_label
+    from .tables import LETTERS
+
+    letters = [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(len(plan.shape))]
+
+    return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
+            f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error {worst[1]:.0%} of the released "
+            f"total, noise sd {worst[2]:.3g} per cell against a typical released cell of {worst[3]:.3g}); more "
+            "epsilon, fewer or coarser margins (merged levels), or --plan-objective max-cell-variance would help"]
+
+
+def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:
+    """Draw the noise and produce the release for one table (a count array, or a table)."""
+    start = time.perf_counter()
+    measurements = measure(plan, data, noise)
+    return release_from_measurements(plan, measurements, noise_seconds=time.perf_counter() - start)
+
+
+def released_frames(release: Release, table) -> dict:
+    """The released margins as labelled pandas DataFrames, keyed by the variables' names joined by " x ": one
+    column per variable (its level labels) and a count column, one row per cell."""
+    import pandas as pd
+
+    frames = {}
+    for g, values in zip(release.margins, release.released_margins):
+        values = np.asarray(values)
+        grids = np.meshgrid(*[np.arange(table.shape[a]) for a in g], indexing="ij")
+        data = {table.variables[a]: np.asarray(table.levels[a], dtype=object)[grid.ravel()]
+                for a, grid in zip(g, grids)}
+        data["count"] = values.ravel()
+        frames[" x ".join(table.variables[a] for a in g)] = pd.DataFrame(data)
+    return frames
+
+
