@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "bases": ("coefficient_basis", "coefficients", "margin_from_coefficients", "sensitivity"),
-    "errors": ("TabreleaseError",),
+    "errors": ("BudgetRefused", "ChargedReleaseFailed", "InternalError", "LedgerIntegrityError", "TabreleaseError"),
+    "spec": ("LedgerAccount", "ReleaseSpec", "TableSource", "loss_of", "unit_of"),
     "evaluation": ("ReleaseEvaluation", "evaluate_release", "evaluate_releases"),
     "loglinear": (
         "LogLinearFit", "fit_loglinear", "fit_summary", "g_squared", "ipf", "l1_distance", "pearson_x2",
@@ -24,7 +25,8 @@ _EXPORTS = {
     "mechanisms": ("MECHANISMS", "Mechanism", "MechanismPlan", "get_mechanism", "mechanism_names", "plan_release",
                    "register", "with_epsilon"),
     "pipeline": ("Release", "measure", "release_from_measurements", "released_frames", "run_plan"),
-    "workflow": ("PublishedRelease", "publish_release", "release_margins", "resolve_margins"),
+    "workflow": ("PreparedRelease", "PublishedRelease", "prepare_release", "publish_release", "read_source",
+                 "release_margins", "resolve_margins"),
     "models": ("HierarchicalModel", "default_model", "downward_closure", "free_parameters", "parse_model"),
     "noise": ("NoiseCalibration", "SecureNoise", "SimulationNoise"),
     "reports": ("write_release_bundle",),

@@ -8,7 +8,8 @@ The spec names the ledger, the datasets (their files, declared levels and budget
     file = "households.csv"                # or builtin = "rochdale"
     microdata = true                       # one row per person (then `variables`)
     variables = ["wife_active", "asian"]
-    levels = "levels.json"                 # or metadata = "meta.json"
+    levels = "levels.json"                 # or metadata = "meta.json"; sep, encoding, decimal, thousands, sheet,
+                                           # count_column, sparse: as on the command line
     budget = 2.0                           # total epsilon of the dataset (optional; budget_delta, budget_neighbours,
                                            # budget_attributes, budget_rho too: as `tabrelease ledger --set-budget`)
 
@@ -17,7 +18,9 @@ The spec names the ledger, the datasets (their files, declared levels and budget
     margins = "[wife_active,asian]"
     epsilon = 0.5
     out = "spring/households-1"
-    # mechanism, delta, neighbours, simulate, seed: as on the command line (release mode unless simulate = true)
+    # every setting of `tabrelease release` by its flag's name (mechanism, delta, neighbours, sensitive,
+    # public_total, plan_objective, nonneg_t, calibration, estimator, rounding, simulate, seed, bound_delta, xlsx),
+    # and allow_alias, allow_unbudgeted; release mode unless simulate = true
 
 Everything is checked before anything happens (`read_spec`). `dry_run` reads the data, plans every release and
 charges a throw-away copy of the ledger with the ledger's own rule, so it predicts exactly which release a budget
@@ -35,27 +38,23 @@ from __future__ import annotations
 import shutil
 import tempfile
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import BudgetRefused, ChargedReleaseFailed, TabreleaseError
 
-DATASET_KEYS = {"file", "builtin", "microdata", "variables", "levels", "metadata", "count_column", "sparse",
-                "budget", "budget_delta", "budget_neighbours", "budget_attributes", "budget_rho"}
-RELEASE_KEYS = {"dataset", "margins", "epsilon", "out", "mechanism", "delta", "neighbours", "simulate", "seed"}
+from .spec import INPUT_SETTING_NAMES, SETTING_NAMES, LedgerAccount, ReleaseSpec, TableSource
+
+BUDGET_KEYS = ("budget", "budget_delta", "budget_neighbours", "budget_attributes", "budget_rho")
+DATASET_KEYS = {"file", "builtin", *INPUT_SETTING_NAMES, *BUDGET_KEYS}
+RELEASE_KEYS = {"dataset", "out", "allow_alias", "allow_unbudgeted", *SETTING_NAMES}
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
-    source: str  # a built-in name, or a file's path
-    microdata: bool = False
-    variables: tuple[str, ...] | None = None
-    levels: Path | None = None
-    metadata: Path | None = None
-    count_column: str = "count"
-    sparse: bool = False
+    source: TableSource
     budget: float | None = None
     budget_delta: float | None = None
     budget_neighbours: str = "add-remove"
@@ -75,20 +74,22 @@ class DatasetSpec:
 
 
 @dataclass(frozen=True)
-class ReleaseSpec:
+class BatchRelease:
+    """One release of a batch file: its dataset, where it is written, how it is charged, and what it is."""
+
     number: int  # 1-based, in the spec's order
     dataset: str
-    margins: str | None
-    epsilon: float
     out: Path
-    mechanism: str = "planned"
-    delta: float | None = None
-    neighbours: str = "add-remove"
-    simulate: bool = False
-    seed: int | None = None
+    spec: ReleaseSpec
+    allow_alias: bool = False
+    allow_unbudgeted: bool = False
 
     def where(self) -> str:
         return f"release {self.number} (dataset {self.dataset!r})"
+
+    def account(self, ledger: Path) -> LedgerAccount:
+        return LedgerAccount(ledger=ledger, dataset=self.dataset, allow_alias=self.allow_alias,
+                             allow_unbudgeted=self.allow_unbudgeted)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class BatchSpec:
     path: Path
     ledger: Path
     datasets: dict[str, DatasetSpec]
-    releases: tuple[ReleaseSpec, ...]
+    releases: tuple[BatchRelease, ...]
 
 
 # A release charged to the ledger that then failed (a signal, a full disk): the charge stands, nothing was published.
@@ -203,20 +204,21 @@ def _dataset(name: str, entry: Any, base: Path) -> DatasetSpec:
         source = entry["builtin"]
     else:
         source = str(_existing(base, entry["file"], f"{where}: its file"))
-    variables = entry.get("variables")
-    if variables is not None and (not isinstance(variables, list) or not all(isinstance(v, str) for v in variables)):
-        raise TabreleaseError(f"{where}: variables is a list of column names")
+    from .spec import source_from_settings
+
+    try:
+        table_source = source_from_settings(source, {k: v for k, v in entry.items() if k in INPUT_SETTING_NAMES})
+    except TabreleaseError as exc:
+        raise TabreleaseError(f"{where}: {exc}") from None
+    for key in ("levels", "metadata"):
+        if getattr(table_source, key) is not None:
+            table_source = replace(table_source, **{key: _existing(base, entry[key], f"{where}: its {key} file")})
     budget = _number(entry.get("budget"), f"{where}: budget", positive=True)
     attributes = entry.get("budget_attributes", [])
     if not isinstance(attributes, list) or not all(isinstance(a, str) for a in attributes):
         raise TabreleaseError(f"{where}: budget_attributes is a list of variable names")
     dataset = DatasetSpec(
-        name=name, source=source, microdata=bool(entry.get("microdata", False)),
-        variables=None if variables is None else tuple(variables),
-        levels=None if "levels" not in entry else _existing(base, entry["levels"], f"{where}: its levels file"),
-        metadata=None if "metadata" not in entry else _existing(base, entry["metadata"], f"{where}: its metadata file"),
-        count_column=str(entry.get("count_column", "count")), sparse=bool(entry.get("sparse", False)),
-        budget=budget, budget_delta=_number(entry.get("budget_delta"), f"{where}: budget_delta"),
+        name=name, source=table_source, budget=budget, budget_delta=_number(entry.get("budget_delta"), f"{where}: budget_delta"),
         budget_neighbours=str(entry.get("budget_neighbours", "add-remove")), budget_attributes=tuple(attributes),
         budget_rho=_number(entry.get("budget_rho"), f"{where}: budget_rho", positive=True))
     if dataset.has_budget:
@@ -227,7 +229,9 @@ def _dataset(name: str, entry: Any, base: Path) -> DatasetSpec:
     return dataset
 
 
-def _release(number: int, entry: Any, base: Path, datasets: dict[str, DatasetSpec]) -> ReleaseSpec:
+def _release(number: int, entry: Any, base: Path, datasets: dict[str, DatasetSpec]) -> BatchRelease:
+    from .spec import spec_from_settings
+
     where = f"release {number}"
     if not isinstance(entry, dict):
         raise TabreleaseError(f"{where} is not a table of settings")
@@ -240,20 +244,16 @@ def _release(number: int, entry: Any, base: Path, datasets: dict[str, DatasetSpe
     if entry["dataset"] not in datasets:
         raise TabreleaseError(f"{where} names the dataset {entry['dataset']!r}, which the spec does not declare")
     where = f"{where} (dataset {entry['dataset']!r})"
-    epsilon = _number(entry["epsilon"], f"{where}: epsilon", positive=True)
-    seed = entry.get("seed")
-    if seed is not None and (not isinstance(seed, int) or seed < 0):
-        raise TabreleaseError(f"{where}: seed is a whole number >= 0")
-    if seed is not None and not entry.get("simulate", False):
-        raise TabreleaseError(f"{where}: a seed needs simulate = true (release mode draws secure noise, unseeded)")
-    margins = entry.get("margins")
-    if margins is not None and not isinstance(margins, str):
-        raise TabreleaseError(f'{where}: margins are written as on the command line, e.g. "[sex,age][age,region]"')
-    return ReleaseSpec(number, entry["dataset"], margins, epsilon, (base / str(entry["out"])).resolve(),
-                       mechanism=str(entry.get("mechanism", "planned")),
-                       delta=_number(entry.get("delta"), f"{where}: delta", positive=True),
-                       neighbours=str(entry.get("neighbours", "add-remove")),
-                       simulate=bool(entry.get("simulate", False)), seed=seed)
+    flags = {}
+    for key in ("allow_alias", "allow_unbudgeted"):
+        if not isinstance(entry.get(key, False), bool):
+            raise TabreleaseError(f"{where}: {key} is true or false")
+        flags[key] = entry.get(key, False)
+    try:
+        spec = spec_from_settings({k: v for k, v in entry.items() if k in SETTING_NAMES})
+    except TabreleaseError as exc:
+        raise TabreleaseError(f"{where}: {exc}") from None
+    return BatchRelease(number, entry["dataset"], (base / str(entry["out"])).resolve(), spec, **flags)
 
 
 def _existing(base: Path, name: Any, what: str) -> Path:
@@ -272,35 +272,25 @@ def _number(value: Any, what: str, positive: bool = False) -> float | None:
 
 
 # --- planning and running -------------------------------------------------------------------------------------
-def _load(spec: DatasetSpec):
-    from .tables import load_input
-
-    return load_input(spec.source, microdata=spec.microdata, variables=spec.variables, levels_file=spec.levels,
-                      metadata_file=spec.metadata, count_column=spec.count_column, sparse=spec.sparse)
-
-
-def _prepared(spec: BatchSpec) -> list[tuple[ReleaseSpec, Any, Any, list, dict]]:
-    """Every release's table, plan and margins, made before anything is charged: a release that cannot be planned
-    stops the batch before its first release, naming it."""
+def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]]:
+    """Every release's table and plan, through `prepare_release` (the very checks `publish_release` makes before its
+    charge), before anything is charged: a release that would be refused stops the batch before its first release,
+    naming it."""
     from .mechanisms import get_mechanism
     from .models import margin_label
-    from .workflow import _plan_and_noise, check_before_charge, check_release_size, resolve_margins
+    from .workflow import prepare_release, read_source
 
     tables = {}
     for name, dataset in spec.datasets.items():
         try:
-            tables[name] = _load(dataset)
+            tables[name] = read_source(dataset.source)
         except TabreleaseError as exc:
             raise TabreleaseError(f"dataset {name!r}: {exc}") from None
     prepared = []
     for r in spec.releases:
         table = tables[r.dataset]
         try:
-            margins = resolve_margins(table, r.margins) if r.margins is not None else None
-            plan, _ = _plan_and_noise(table, r.epsilon, margins, "simulation" if r.simulate else "release",
-                                      r.seed, mechanism=r.mechanism, neighbours=r.neighbours, delta=r.delta)
-            check_release_size(table, plan.margins, plan.mechanism)
-            check_before_charge(plan, table, "simulation" if r.simulate else "release")
+            plan = prepare_release(table, r.spec, out=r.out).plan
         except TabreleaseError as exc:
             raise TabreleaseError(f"{r.where()}: {exc}") from None
         expected = get_mechanism(plan.mechanism).expected_errors(plan) or {}
@@ -389,13 +379,12 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             steps, refused = [], False
             for r, table, plan, labels, expected in prepared:
                 step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
-                            epsilon=r.epsilon, margins=tuple(labels), expected_l1=expected)
+                            epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected)
                 if refused:
                     steps.append(Step(**step, status="not attempted"))
                     continue
                 try:
-                    charge_release(copy, table, plan, r.out, "simulation" if r.simulate else "release",
-                                   dataset=r.dataset)
+                    charge_release(r.account(copy), table, plan, r.out, r.spec.mode)
                 except TabreleaseError as exc:
                     refused = True
                     steps.append(Step(**step, status="would be refused", reason=str(exc)))
@@ -420,15 +409,13 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     said = _apply_budgets(spec.ledger, spec, set_budgets)
     steps, stopped = [], False
     for r, table, plan, labels, expected in prepared:
-        step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism, epsilon=r.epsilon,
-                    margins=tuple(labels), expected_l1=expected)
+        step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
+                    epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected)
         if stopped:
             steps.append(Step(**step, status="not attempted"))
             continue
         try:
-            publish_release(table, r.out, r.epsilon, list(plan.margins), mechanism=r.mechanism,
-                            neighbours=r.neighbours, delta=r.delta, mode="simulation" if r.simulate else "release",
-                            seed=r.seed, ledger=spec.ledger, dataset=r.dataset)
+            publish_release(table, r.spec, r.out, account=r.account(spec.ledger))
         except ChargedReleaseFailed as exc:  # not a refusal: its budget is spent (an interrupt ends up here too)
             stopped = True
             steps.append(Step(**step, status=FAILED_AFTER_CHARGE, reason=str(exc)))

@@ -10,26 +10,35 @@ import numpy as np
 from .errors import TabreleaseError
 from .mechanisms import get_mechanism, plan_release
 from .models import Margin
+from .spec import ReleaseSpec
 
-def _planned_options(public_total: bool, plan_objective: str | None) -> dict:
-    """The planned mechanism's options, as plan_release takes them (only those given)."""
-    options = {"public_total": True} if public_total else {}
-    if plan_objective is not None:
-        options["plan_objective"] = plan_objective
-    return options
+def _plan(shape, margins, spec: ReleaseSpec, epsilon: float, mechanism: str | None = None):
+    return plan_release(shape, margins, epsilon, mechanism=mechanism or spec.mechanism, neighbours=spec.neighbours,
+                        delta=spec.delta, options=dict(spec.options) if mechanism is None else None)
 
 
-def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float], *,
-                          neighbours: str = "add-remove", delta: float | None = None,
-                          public_total: bool = False, plan_objective: str | None = None) -> list[dict]:
-    """Per margin and epsilon: the planned mechanism's expected error and the paper mechanism's (the unbiased
-    linear reconstruction of each one's measurements), from the shape and margins alone (no counts)."""
+def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float],
+                          spec: ReleaseSpec) -> list[dict]:
+    """Per margin and epsilon: the spec's mechanism's expected error and the paper mechanism's (the unbiased linear
+    reconstruction of each one's measurements), from the shape and margins alone (no counts).
+
+    Parameters
+    ----------
+    shape : sequence of int
+    margins : sequence of tuple of int
+    epsilons : sequence of float
+    spec : ReleaseSpec
+        The release planned (its mechanism, unit, delta and options; its epsilon is not used).
+
+    Returns
+    -------
+    list of dict
+        One row per margin and epsilon.
+    """
     from .mechanisms import AUTO, with_epsilon
 
-    options = _planned_options(public_total, plan_objective)
-    planned = plan_release(shape, margins, epsilons[0], neighbours=neighbours, delta=delta, options=options)
-    paper = plan_release(shape, margins, epsilons[0], mechanism=AUTO if delta is None else "gaussian",
-                         neighbours=neighbours, delta=delta)
+    planned = _plan(shape, margins, spec, epsilons[0])
+    paper = _plan(shape, margins, spec, epsilons[0], mechanism=AUTO if spec.delta is None else "gaussian")
     rows = []
     for epsilon in epsilons:
         ours = get_mechanism(planned.mechanism).expected_errors(with_epsilon(planned, epsilon))
@@ -42,9 +51,8 @@ def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsil
     return rows
 
 
-def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l1: float, *,
-                       neighbours: str = "add-remove", delta: float | None = None, public_total: bool = False,
-                       plan_objective: str | None = None) -> dict:
+def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l1: float,
+                       spec: ReleaseSpec) -> dict:
     """Per margin, the smallest epsilon at which the planned mechanism's expected L1 error of that margin is at most
     `target_l1` (bisection on log epsilon; the expected error falls as epsilon grows), from the shape and margins
     alone. None where even epsilon = 10^4 does not reach it."""
@@ -52,8 +60,7 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
 
     if not (isinstance(target_l1, (int, float)) and np.isfinite(target_l1) and target_l1 > 0):
         raise TabreleaseError(f"the target error must be a positive number, not {target_l1!r}")
-    options = _planned_options(public_total, plan_objective)
-    plan = plan_release(shape, margins, 1.0, neighbours=neighbours, delta=delta, options=options)
+    plan = _plan(shape, margins, spec, 1.0)
     mechanism = get_mechanism(plan.mechanism)
 
     def error(epsilon, g):

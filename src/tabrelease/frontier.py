@@ -27,74 +27,76 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .errors import TabreleaseError
+from .spec import SIMULATION, ReleaseSpec, loss_of, unit_of
 from .tables import margin_counts
 
 @dataclass(frozen=True)
 class Strategy:
-    """One way to release: a mechanism of the registry with its options, and how it is post-processed.
+    """One way to release: a spec (a mechanism of the registry with its options, its privacy unit and delta, and how
+    it is post-processed), run at each point's epsilon.
 
-    `stream` fixes the strategy's noise seeds (so adding a strategy leaves the others' draws unchanged);
-    `delta` is given to (epsilon, delta)-DP mechanisms, which are compared at the same epsilon; `from_strategy`
-    re-estimates another strategy's very measurements with another estimator and rounding (no new noise)."""
+    `stream` fixes the strategy's noise seeds (so adding a strategy leaves the others' draws unchanged); a spec's
+    delta is given to (epsilon, delta)-DP mechanisms, which are compared at the same epsilon; `from_strategy`
+    re-estimates another strategy's very measurements with this one's estimator and rounding (no new noise);
+    `sensitive` gives the spec the table's sensitive attribute (FRONTIER_SENSITIVE) as its privacy unit."""
 
     name: str
-    mechanism: str
+    spec: ReleaseSpec
     stream: int
-    delta: float | None = None
-    estimator: str | None = None
-    rounding: str | None = None
     from_strategy: str | None = None
-    sensitive: bool = False  # given the table's sensitive attributes (FRONTIER_SENSITIVE) as an option
-    neighbours: str = "add-remove"
-    options: tuple[tuple[str, Any], ...] = ()  # the mechanism's own options
+    sensitive: bool = False
     repetitions: int | None = None  # at most this many runs per point (slow strategies); None: the task's
     guarantee: str = "central epsilon-DP"  # the class it is compared within (a weaker class is never "better")
     why: str = ""  # what the strategy does, for the report's comparison (a description, not a verdict)
 
 
+def _spec(mechanism: str, delta: float | None = None, **settings) -> ReleaseSpec:
+    """A strategy's spec at epsilon 1 (each point rescales it), in simulation mode."""
+    return ReleaseSpec(loss=loss_of(1.0, delta), mechanism=mechanism, mode=SIMULATION, **settings)
+
+
 # The delta of the (epsilon, delta)-DP strategies: each is compared with the pure-epsilon ones at the same epsilon.
 FRONTIER_DELTA = 1e-6
 STRATEGY_LIST = (
-    Strategy("planned", "planned", 0, why="measures what the released margins need (margins or their residuals) at "
+    Strategy("planned", _spec("planned"), 0, why="measures what the released margins need (margins or their residuals) at "
              "scales planned to minimise their total expected error, then fits one consistent non-negative table "
              "by least squares and rounds it to integers under control"),
-    Strategy("paper-lp", "auto", 1, why="the paper's mechanism: every Fourier or Efron-Stein coefficient of the "
+    Strategy("paper-lp", _spec("auto"), 1, why="the paper's mechanism: every Fourier or Efron-Stein coefficient of the "
              "margins' closure at one scale, then the L-infinity LP and plain rounding"),
-    Strategy("paper-least-squares", "auto", 1, estimator="least-squares", rounding="controlled",
+    Strategy("paper-least-squares", _spec("auto", estimator="least-squares", rounding="controlled"), 1,
              from_strategy="paper-lp", why="the paper's very measurements post-processed as the planned release "
              "is: what planning adds over equal scales"),
-    Strategy("cells", "cells", 2, why="noise on every cell of the full table (sensitivity 1), clipped and rounded: "
+    Strategy("cells", _spec("cells"), 2, why="noise on every cell of the full table (sensitivity 1), clipped and rounded: "
              "its error grows with the number of cells each margin sums"),
-    Strategy("margins", "margins", 3, why="noise on every cell of each margin independently (sensitivity: the number "
+    Strategy("margins", _spec("margins"), 3, why="noise on every cell of each margin independently (sensitivity: the number "
              "of margins): the margins need not agree with each other"),
-    Strategy("gaussian-copula", "gaussian-copula", 4, why="synthetic records from a Gaussian copula fitted to noisy "
+    Strategy("gaussian-copula", _spec("gaussian-copula"), 4, why="synthetic records from a Gaussian copula fitted to noisy "
              "one-way and pairwise counts of the dummy-coded variables (Asghar et al.): consistent integer margins, "
              "but a model that cannot represent interactions beyond pairs"),
-    Strategy("copula-id", "copula-id", 5, why="the copula's baseline: synthetic records with independent variables "
+    Strategy("copula-id", _spec("copula-id"), 5, why="the copula's baseline: synthetic records with independent variables "
              "from noisy one-way counts only"),
-    Strategy("randomized-response", "randomized-response", 6, guarantee="local epsilon-DP (n public)",
+    Strategy("randomized-response", _spec("randomized-response"), 6, guarantee="local epsilon-DP (n public)",
              why="each record's cell randomised by k-ary randomized response before anyone sees it, then unbiased "
              "margins, least squares and controlled rounding: no curator sees a true record, and the noise grows with "
              "the number of cells"),
-    Strategy("planned-gaussian", "planned", 10, delta=FRONTIER_DELTA, guarantee="(epsilon, delta)-DP, delta = 1e-6",
+    Strategy("planned-gaussian", _spec("planned", FRONTIER_DELTA), 10, guarantee="(epsilon, delta)-DP, delta = 1e-6",
              why="the planned release with Gaussian noise on residual blocks (ResidualPlanner's closed form), "
              "least squares and controlled rounding"),
-    Strategy("rap", "rap", 8, delta=FRONTIER_DELTA, repetitions=10, guarantee="(epsilon, delta)-DP, delta = 1e-6",
+    Strategy("rap", _spec("rap", FRONTIER_DELTA), 8, repetitions=10, guarantee="(epsilon, delta)-DP, delta = 1e-6",
              why="relaxed adaptive projection with every margin measured at once (T = 1): Gaussian noise under "
              "rho-zCDP, then a relaxed synthetic dataset fitted by gradient descent to the noisy margins, rounded"),
-    Strategy("rap-adaptive", "rap", 9, delta=FRONTIER_DELTA, repetitions=10, options=(("rounds", 2),),
+    Strategy("rap-adaptive", _spec("rap", FRONTIER_DELTA, options={"rounds": 2}), 9, repetitions=10,
              guarantee="(epsilon, delta)-DP, delta = 1e-6",
              why="relaxed adaptive projection over two rounds: report-noisy-max picks the margins the current "
              "synthetic data answers worst, each measured with Gaussian noise, the data refitted after each"),
-    Strategy("sensitive-attributes", "sensitive-attributes", 7, sensitive=True, neighbours="replace",
+    Strategy("sensitive-attributes", _spec("sensitive-attributes", unit="replace"), 7, sensitive=True,
              guarantee="epsilon-DP for one sensitive attribute (replace neighbours; the other attributes public)",
              why="Fourier or Efron-Stein coefficients with noise only on those whose set holds the sensitive attribute "
              "(Dwork, McSherry and Talwar s.5), the others released exactly, then the LP"),
@@ -192,16 +194,12 @@ def _seed(task: FrontierTask, repetition: int, stream: int) -> int:
 
 def plan_strategy(s: Strategy, table, margins, epsilon: float):
     """The plan a strategy releases with, on one table at one epsilon."""
-    from .mechanisms import plan_release, with_post_processing
+    from .workflow import plan_for_spec
 
-    options = dict(s.options)
+    spec = s.spec.with_epsilon(epsilon)
     if s.sensitive:
-        options["sensitive"] = tuple(table.axis(v) for v in FRONTIER_SENSITIVE[table.name])
-    plan = plan_release(table.shape, margins, epsilon, mechanism=s.mechanism, delta=s.delta, neighbours=s.neighbours,
-                        options=options or None)
-    if s.estimator or s.rounding:
-        plan = with_post_processing(plan, s.estimator, s.rounding)
-    return plan
+        spec = replace(spec, unit=unit_of("replace", sensitive=FRONTIER_SENSITIVE[table.name]))
+    return plan_for_spec(table.shape, margins, spec, table.variables)
 
 
 def run_task(task: FrontierTask) -> pd.DataFrame:

@@ -25,8 +25,7 @@ import numpy as np
 from .accounting import analytic_gaussian_epsilon, analytic_gaussian_sigma, gaussian_rho
 from .errors import TabreleaseError
 
-SIMULATION = "simulation"
-RELEASE = "release"
+from .spec import RELEASE, SIMULATION  # noqa: E402  (the modes are spec values)
 
 
 @dataclass(frozen=True)

@@ -14,84 +14,162 @@ import numpy as np
 
 from ._signals import deferred_signals
 from .errors import ChargedReleaseFailed, TabreleaseError
-from .mechanisms import DEFAULT, MechanismPlan, get_mechanism, plan_release
+from .mechanisms import MechanismPlan, get_mechanism, plan_release
 from .models import Margin, default_model
-from .noise import RELEASE, noise_source
-from .forecast import _planned_options
+from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
+from .spec import RELEASE, LedgerAccount, ReleaseSpec, TableSource
 from .tables import ContingencyTable
 
 
-def release_margins(
-    table: ContingencyTable,
-    epsilon: float,
-    margins: Sequence[Margin] | None = None,
-    *,
-    mechanism: str = DEFAULT,
-    neighbours: str = "add-remove",
-    delta: float | None = None,
-    calibration: str = "exact",
-    mode: str = RELEASE,
-    seed: int | None = None,
-    nonneg_t: float | None = None,
-    estimator: str | None = None,
-    rounding: str | None = None,
-    public_total: bool = False,
-    plan_objective: str | None = None,
-    sensitive: Sequence[str | int] | str | None = None,
-) -> Release:
-    """Release margins of `table` under differential privacy (in memory: no ledger, no files).
+@dataclass(frozen=True, eq=False)
+class PreparedRelease:
+    """A release checked against its table and planned, before any charge or noise.
 
-    `margins` are axis tuples (default: the table's paper model). `mode="release"` draws from
-    OpenDP and refuses a seed; `mode="simulation"` is seeded numpy noise for experiments.
-    Use `publish_release` for the workflow with a privacy ledger and a written bundle.
+    Attributes
+    ----------
+    spec : ReleaseSpec
+        What was asked for.
+    plan : MechanismPlan
+        Everything that does not depend on the counts (queries, exact sensitivity, calibration, estimator).
+    noise : NoiseSource
+        Where the noise will come from (the secure sampler, or seeded simulation noise).
     """
-    plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
-                                  delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
-                                  rounding=rounding, public_total=public_total,
-                                  plan_objective=plan_objective, sensitive=sensitive)
-    return run_plan(plan, table, noise)
+
+    spec: ReleaseSpec
+    plan: MechanismPlan
+    noise: NoiseSource
 
 
-def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, plan_objective=None, sensitive=None,
-                    **plan_options):
-    """The noise source (a seed is refused in release mode) and the plan; margins default to the paper model."""
+def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os.PathLike | None = None,
+                    force: bool = False) -> PreparedRelease:
+    """Every check made before a charge, and the plan: what `publish_release`, `release_margins` and a batch's dry run
+    all call, so a dry run predicts exactly what the run will refuse.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The confidential table (its counts are read only by the checks of size and range, never reported).
+    spec : ReleaseSpec
+        The release asked for.
+    out : path or None
+        Where the bundle will be written: checked too when given (absent unless `force`, writable).
+    force : bool
+        Whether an existing `out` may be replaced.
+
+    Returns
+    -------
+    PreparedRelease
+
+    Raises
+    ------
+    TabreleaseError
+        With one line naming the problem; nothing is charged or written.
+    """
     from .tables import LEVELS_FROM_DATA
 
-    margins = resolve_margins(table, margins)
+    if not isinstance(spec, ReleaseSpec):
+        raise TabreleaseError(f"a release is described by a ReleaseSpec, not {type(spec).__name__}")
+    if out is not None:
+        from .reports import check_release_destination, check_writable
+
+        check_release_destination(out, force)
+        check_writable(out)
+        _check_figures_available()
+        if spec.workbook:
+            from .workbook import check_workbook_support
+
+            check_workbook_support()
+    margins = resolve_margins(table, spec.margins)
     from .mechanisms import _checked_margins
 
     # Before any plan: a plan over every cell, or over a margin too large, would exhaust memory first.
-    check_release_size(table, _checked_margins(margins), plan_options.get("mechanism", DEFAULT))
-    if mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
+    check_release_size(table, _checked_margins(margins), spec.mechanism)
+    if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         missing = table.metadata.get("undeclared_levels")
         which = f" (undeclared: {', '.join(missing)})" if missing else ""
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
                               "a --sparse table): the published schema would reveal which values occur; declare "
                               f"every variable's levels (--levels FILE, or levels= in the API){which}")
-    noise = noise_source(mode, seed)
-    options = _planned_options(public_total, plan_objective)
-    if sensitive is not None:  # the sensitive-attributes mechanism's: names, letters or axes, as axes
-        from .mechanisms.sensitive_attributes import sensitive_axes
-
-        options["sensitive"] = sensitive_axes(sensitive, table.k, table.variables)
-    if options:
-        plan_options["options"] = options
-    plan = plan_release(table.shape, margins, epsilon, **plan_options)
+    noise = noise_source(spec.mode, spec.seed)
+    plan = plan_for_spec(table.shape, margins, spec, table.variables)
     from .models import margin_label, maximal_margins
 
     if table.metadata.get(LEVELS_FROM_DATA):  # simulation only (release mode refused it above); in release.json too
         plan = replace(plan, notes=plan.notes + ("the levels were read from the data: the published schema reveals "
                                                  "which values occur (declare them with --levels FILE before a "
                                                  "release for publication)",))
-
     _, dropped = maximal_margins(_checked_margins(margins))
     if dropped:
         # A margin inside another asked-for margin is determined by it: not released separately, and said so.
         labels = ", ".join(margin_label(g, table.letters) for g in dropped)
         plan = replace(plan, notes=plan.notes + (f"not released separately, being inside another released margin "
                                                  f"(sum that one to get it): {labels}",))
-    return plan, noise
+    check_before_charge(plan, table, spec.mode)
+    return PreparedRelease(spec=spec, plan=plan, noise=noise)
+
+
+def plan_for_spec(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseSpec,
+                  variables: Sequence[str] | None = None) -> MechanismPlan:
+    """The plan of `spec` for a table of this shape and these margins (axis tuples): no counts are read.
+
+    Parameters
+    ----------
+    shape : sequence of int
+    margins : sequence of tuple of int
+    spec : ReleaseSpec
+    variables : sequence of str or None
+        The variables' names, for a sensitive-attribute unit that names them (letters work without).
+
+    Returns
+    -------
+    MechanismPlan
+    """
+    options = dict(spec.options)
+    if spec.sensitive is not None:  # the sensitive-attributes mechanism's: names or letters, as axes
+        from .mechanisms.sensitive_attributes import sensitive_axes
+
+        options["sensitive"] = sensitive_axes(list(spec.sensitive), len(shape), variables)
+    return plan_release(shape, margins, spec.epsilon, mechanism=spec.mechanism, neighbours=spec.neighbours,
+                        delta=spec.delta, calibration=spec.calibration, options=options, estimator=spec.estimator,
+                        rounding=spec.rounding)
+
+
+def release_margins(table: ContingencyTable, spec: ReleaseSpec) -> Release:
+    """Release margins of `table` as `spec` asks, in memory: no ledger, no files (`publish_release` does both).
+
+    Parameters
+    ----------
+    table : ContingencyTable
+    spec : ReleaseSpec
+
+    Returns
+    -------
+    Release
+    """
+    prepared = prepare_release(table, spec)
+    return run_plan(prepared.plan, table, prepared.noise)
+
+
+def read_source(source: TableSource):
+    """The table a `TableSource` names (a built-in table, a long table, or microdata), read as it says.
+
+    Parameters
+    ----------
+    source : TableSource
+
+    Returns
+    -------
+    ContingencyTable or MicrodataTable
+    """
+    from .spec import SEPARATORS
+    from .tables import CsvOptions, load_input
+
+    csv = CsvOptions(sep=None if source.sep is None else SEPARATORS[source.sep], encoding=source.encoding,
+                     decimal=source.decimal, sheet=source.sheet, thousands=source.thousands)
+    return load_input(source.source, microdata=source.microdata, variables=source.variables,
+                      levels_file=source.levels, metadata_file=source.metadata, count_column=source.count_column,
+                      sparse=source.sparse, csv_options=csv)
 
 
 def resolve_margins(table, margins) -> list:
@@ -205,20 +283,36 @@ class PublishedRelease:
         return release_html(self.release, self.evaluation)
 
 
-def charge_release(ledger, table, plan: MechanismPlan, out, mode: str, *, dataset: str | None = None,
-                   allow_unbudgeted: bool = False, allow_alias: bool = False) -> dict:
-    """Charge the ledger for a release of `plan` before any noise is drawn (or refuse it): what `publish_release`
-    does, and what a batch's dry run does on a throw-away copy of the ledger. The charge is the mechanism's
-    guarantee as a value (`Mechanism.guarantee`: its unit and loss; a paper preset is charged the epsilon its noise
-    really gives), which the ledger reads under the unit of the dataset's budget."""
+def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode: str) -> dict:
+    """Charge the ledger for a release of `plan` before any noise is drawn (or refuse it).
+
+    What `publish_release` does, and what a batch's dry run does on a throw-away copy of the ledger. The charge is
+    the mechanism's guarantee as a value (`Mechanism.guarantee`: its unit and loss; a paper preset is charged the
+    epsilon its noise really gives), which the ledger reads under the unit of the dataset's budget.
+
+    Parameters
+    ----------
+    account : LedgerAccount
+        The ledger, the dataset charged, and what the ledger may allow.
+    table : ContingencyTable
+    plan : MechanismPlan
+    out : path
+        Where the bundle is written (recorded in the ledger).
+    mode : {"release", "simulation"}
+
+    Returns
+    -------
+    dict
+        The ledger's record of the charge.
+    """
     from .ledger import charge
     from .models import margin_label
 
     return charge(
-        ledger, table, guarantee=get_mechanism(plan.mechanism).guarantee(plan, table.variables),
+        account.ledger, table, guarantee=get_mechanism(plan.mechanism).guarantee(plan, table.variables),
         mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
-        output=str(Path(out).resolve()), noise_mode=mode, dataset=dataset, allow_unbudgeted=allow_unbudgeted,
-        allow_alias=allow_alias,
+        output=str(Path(out).resolve()), noise_mode=mode, dataset=account.dataset,
+        allow_unbudgeted=account.allow_unbudgeted, allow_alias=account.allow_alias,
     )
 
 
@@ -285,58 +379,48 @@ def _check_figures_available() -> None:
                               "tabrelease)")
 
 
-def publish_release(
-    table: ContingencyTable,
-    out: str | os.PathLike,
-    epsilon: float,
-    margins: Sequence[Margin] | None = None,
-    *,
-    mechanism: str = DEFAULT,
-    neighbours: str = "add-remove",
-    delta: float | None = None,
-    calibration: str = "exact",
-    mode: str = RELEASE,
-    seed: int | None = None,
-    nonneg_t: float | None = None,
-    estimator: str | None = None,
-    rounding: str | None = None,
-    public_total: bool = False,
-    plan_objective: str | None = None,
-    sensitive: Sequence[str | int] | str | None = None,
-    bound_delta: float = 0.05,
-    ledger: str | os.PathLike | None = None,
-    dataset: str | None = None,
-    allow_unbudgeted: bool = False,
-    allow_alias: bool = False,
-    force: bool = False,
-    version: str | None = None,
-    workbook: bool = False,
-) -> PublishedRelease:
-    """The whole release, with the guarantees of the command line: check the destination, plan, charge the
-    ledger before any noise is drawn, measure, estimate, evaluate, and write `out/public` and `out/internal`.
+def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.PathLike, *,
+                    account: LedgerAccount | None = None, force: bool = False,
+                    version: str | None = None) -> PublishedRelease:
+    """The whole release, with the guarantees of the command line.
 
-    Every check that can refuse happens before the charge; a refusal charges nothing and writes nothing.
+    Check everything (`prepare_release`), charge the ledger before any noise is drawn, measure, estimate, evaluate,
+    and write `out/public` and `out/internal`. Every check that can refuse happens before the charge; a refusal
+    charges nothing and writes nothing.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+    spec : ReleaseSpec
+        The release asked for.
+    out : path
+        The bundle's folder (must not exist unless `force`).
+    account : LedgerAccount or None
+        The ledger to charge; None: no ledger.
+    force : bool
+        Replace an existing `out`.
+    version : str or None
+        The version written into the outputs (default: this package's).
+
+    Returns
+    -------
+    PublishedRelease
+
+    Raises
+    ------
+    TabreleaseError, BudgetRefused, LedgerIntegrityError
+        Before the charge: nothing charged, nothing written.
+    ChargedReleaseFailed
+        After the charge: it stands and the ledger records the failure; nothing was published.
     """
     from . import __version__
     from .evaluation import evaluate_release
     from .models import HierarchicalModel
-    from .reports import (check_release_destination, check_writable, evaluation_warnings, release_warnings,
-                          remove_stale_staging, write_release_bundle)
+    from .reports import evaluation_warnings, release_warnings, remove_stale_staging, write_release_bundle
 
-    if not 0 < bound_delta < 1:
-        raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {bound_delta:g}")
-    check_release_destination(out, force)
-    check_writable(out)
-    _check_figures_available()
-    if workbook:
-        from .workbook import check_workbook_support
-
-        check_workbook_support()
-    plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
-                                  delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
-                                  rounding=rounding, public_total=public_total,
-                                  plan_objective=plan_objective, sensitive=sensitive)
-    check_before_charge(plan, table, mode)
+    prepared = prepare_release(table, spec, out=out, force=force)
+    plan, noise, mode, workbook = prepared.plan, prepared.noise, spec.mode, spec.workbook
+    ledger = None if account is None else account.ledger
     stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
     with deferred_signals():
         preload_release_modules(workbook)
@@ -344,13 +428,12 @@ def publish_release(
     try:
         with deferred_signals():  # charged and known to be, or not charged: a signal waits for the charge's end
             if ledger is not None:
-                entry = charge_release(ledger, table, plan, out, mode, dataset=dataset,
-                                       allow_unbudgeted=allow_unbudgeted, allow_alias=allow_alias)
+                entry = charge_release(account, table, plan, out, mode)
         release = run_plan(plan, table, noise)
         # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).
         release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins)))
         refit = HierarchicalModel(release.margins, table.k)
-        evaluation = evaluate_release(table, release, refit, bound_delta=bound_delta)
+        evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta)
         written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
                                        version=version or __version__, force=force, workbook=workbook, charge=entry)
     except BaseException as exc:

@@ -1,7 +1,8 @@
 """The `tabrelease` command: sub-commands that assemble calls to the public API.
 
-Every sub-command module exposes `register(subparsers)`; `main` turns the tool's own errors
-(bad input) into one line on stderr and exit status 2, never a traceback.
+Every sub-command module exposes `register(subparsers)`; `main` turns the tool's own errors into one line on stderr
+and the exit status of their type (`errors`: 2 bad input, 3 internal, 4 failed after the charge, 5 budget refused,
+6 ledger integrity), never a traceback.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tabrelease: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: one line naming its kind (never its text, which could hold a count)
+        if os.environ.get("TABRELEASE_DEBUG"):
+            raise
+        from ..errors import InternalError
+
+        print(f"tabrelease: internal error ({type(exc).__name__}): please report it; TABRELEASE_DEBUG=1 shows the "
+              "traceback", file=sys.stderr)
+        return InternalError.exit_status
 
 
 if __name__ == "__main__":  # pragma: no cover

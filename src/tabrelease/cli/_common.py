@@ -10,53 +10,71 @@ from typing import Any
 
 
 def add_table_arguments(parser) -> None:
+    """The table and how to read it (`spec.INPUT_SETTINGS`, the one list of them)."""
+    from ..spec import INPUT_SETTINGS
+
     parser.add_argument("table", metavar="TABLE", help="a built-in table name, or a CSV or Parquet file: long format "
                         "(a count column) or, with --microdata, one row per person")
-    parser.add_argument("--count-column", default="count", help="name of the count column in a CSV (default: count)")
-    parser.add_argument(
-        "--sparse", action="store_true", help="a CSV may omit zero cells (by default every cell must be listed)"
-    )
-    parser.add_argument("--microdata", action="store_true", help="the file has one row per person (no count "
-                        "column); it is counted straight into the margins a release needs")
-    parser.add_argument("--variables", type=name_list, metavar="V1,V2,...", help="with --microdata: the columns "
-                        "to tabulate (default: all)")
-    parser.add_argument("--levels", metavar="FILE", help="a JSON file declaring each variable's levels in order, "
-                        '{"sex": ["f", "m"], ...}: needed in release mode for a --sparse table')
-    parser.add_argument("--metadata", metavar="FILE", help="a JSON file declaring the variables in order, each "
-                        "one's levels in order and optional label and level_labels (the shape of tables/*.json)")
-    parser.add_argument("--sheet", default=None, help="the sheet of an .xlsx workbook (default: the first); needs "
-                        "the excel extra (openpyxl)")
-    parser.add_argument("--sep", choices=("comma", "semicolon", "tab", "pipe"), default=None,
-                        help="the CSV field separator (default: detected from the header among , ; tab |)")
-    parser.add_argument("--encoding", default="utf-8",
-                        help="the CSV text encoding (default utf-8, with or without a BOM; e.g. latin-1, cp1252)")
-    parser.add_argument("--decimal", default=None, help="the decimal mark of the count column (default . or, with "
-                        "--thousands ., a comma); counts "
-                        "must still be whole numbers")
-    parser.add_argument("--thousands", default=None, help="the thousands mark of the count column, e.g. . or ' "
-                        "(default none)")
+    _add_settings(parser, INPUT_SETTINGS)
 
 
-SEPARATOR_NAMES = {"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}
+def add_table_arguments_for_many(parser) -> None:
+    """How the tables named by a command taking several are read (`spec.INPUT_SETTINGS`)."""
+    from ..spec import INPUT_SETTINGS
+
+    _add_settings(parser, INPUT_SETTINGS)
 
 
-def csv_options_from_args(args):
-    from ..tables import CsvOptions
+def load_many_from_args(args) -> list:
+    """The tables a command taking several names (`args.tables`), each read as the input settings say."""
+    from ..spec import INPUT_SETTINGS, source_from_settings
+    from ..workflow import read_source
 
-    sep = getattr(args, "sep", None)
-    return CsvOptions(sep=None if sep is None else SEPARATOR_NAMES[sep],
-                      encoding=getattr(args, "encoding", "utf-8"),
-                      decimal=getattr(args, "decimal", None), sheet=getattr(args, "sheet", None),
-                      thousands=getattr(args, "thousands", None))
+    settings = {s.name: getattr(args, s.name) for s in INPUT_SETTINGS}
+    return [read_source(source_from_settings(name, settings)) for name in args.tables]
+
+
+def add_spec_arguments(parser, omit: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> None:
+    """The release settings (`spec.SETTINGS`, the one list of them) as command-line flags, but those in `omit`."""
+    from ..spec import SETTINGS
+
+    _add_settings(parser, [s for s in SETTINGS if s.name not in omit], required)
+
+
+def _add_settings(parser, settings, required: tuple[str, ...] = ()) -> None:
+    for setting in settings:
+        if setting.flag:
+            parser.add_argument(setting.cli, action="store_true", help=setting.help)
+            continue
+        parser.add_argument(setting.cli, type=_argument_type(setting.parse), choices=setting.choices,
+                            metavar=setting.metavar, required=setting.name in required, default=None,
+                            help=setting.help)
+
+
+def _argument_type(parse):
+    def convert(text):
+        try:
+            return parse(text)
+        except ValueError as exc:  # TabreleaseError is one: argparse reports it as the flag's problem
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
+
+
+def spec_settings_from_args(args, omit: tuple[str, ...] = ()) -> dict:
+    """The settings given on the command line (those left out are None or False), by name."""
+    from ..spec import SETTINGS
+
+    return {s.name: getattr(args, s.name) for s in SETTINGS if s.name not in omit}
 
 
 def load_from_args(args):
-    from ..tables import load_input
+    """The table the command line names, read as its input settings say."""
+    from ..spec import INPUT_SETTINGS, source_from_settings
+    from ..workflow import read_source
 
-    return load_input(args.table, microdata=getattr(args, "microdata", False),
-                      variables=getattr(args, "variables", None), levels_file=getattr(args, "levels", None),
-                      metadata_file=getattr(args, "metadata", None), count_column=args.count_column,
-                      sparse=args.sparse, csv_options=csv_options_from_args(args))
+    return read_source(source_from_settings(args.table, {s.name: getattr(args, s.name) for s in INPUT_SETTINGS}))
 
 
 def positive_float(text: str) -> float:

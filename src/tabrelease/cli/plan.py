@@ -6,7 +6,12 @@ import argparse
 import json
 
 from ..errors import TabreleaseError
-from ._common import add_table_arguments, epsilon_list, load_from_args, positive_float, report_dropped
+from ..spec import SETTING_NAMES
+from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, load_from_args, positive_float,
+                      report_dropped)
+
+# The settings a plan reads (no counts are drawn, so nothing about noise, post-processing or outputs).
+PLAN_SETTINGS = ("delta", "neighbours", "margins", "public_total", "plan_objective")
 
 
 def register(subparsers) -> None:
@@ -23,13 +28,7 @@ def register(subparsers) -> None:
     parser.add_argument("--target-l1", type=positive_float, metavar="ERROR",
                         help="instead of --epsilon: the epsilon each margin needs for an expected L1 error of at most "
                         "ERROR counts")
-    parser.add_argument("--margins", help="margins to release, e.g. '[AB][BC]'; default: the table's paper model")
-    parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"))
-    parser.add_argument("--delta", type=float, help="plan Gaussian noise, (epsilon, delta)-DP")
-    parser.add_argument("--public-total", action="store_true", help="treat the total n as public")
-    parser.add_argument("--plan-objective", choices=("total-squared-error", "max-cell-variance"), default=None,
-                        help="what the planned mechanism minimises: the total expected squared error of the released "
-                        "margins (default) or the largest variance of a released cell")
+    add_spec_arguments(parser, omit=tuple(n for n in SETTING_NAMES if n not in PLAN_SETTINGS))
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(run=run)
 
@@ -38,8 +37,9 @@ def run(args: argparse.Namespace) -> int:
     from ..models import default_model, margin_label, parse_model
     from ..forecast import expected_errors_table
 
-    if args.delta is not None and not 0 < args.delta < 1:
-        raise TabreleaseError(f"delta must lie strictly between 0 and 1, not {args.delta:g}")
+    from ..spec import spec_from_settings
+
+    spec = spec_from_settings({n: getattr(args, n) for n in PLAN_SETTINGS}, epsilon=1.0)
     if (args.epsilon is None) == (args.target_l1 is None):
         raise TabreleaseError("give --epsilon (the errors it gives) or --target-l1 (the epsilon an error needs), "
                               "one of the two")
@@ -49,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.target_l1 is not None:
         from ..forecast import epsilon_for_target
 
-        needed = epsilon_for_target(table.shape, model.generators, args.target_l1, neighbours=args.neighbours,
-                                    delta=args.delta, public_total=args.public_total,
-                                    plan_objective=args.plan_objective)
+        needed = epsilon_for_target(table.shape, model.generators, args.target_l1, spec)
         rows = [{"margin": margin_label(g, table.letters), "target_l1": args.target_l1, "epsilon_needed": e}
                 for g, e in needed.items()]
         reachable = [e for e in needed.values() if e is not None]
@@ -67,16 +65,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"all margins at once: epsilon {'beyond 1e4' if overall is None else f'{overall:.4g}'} (the plan is "
               "made for all of them together)")
         return 0
-    rows = expected_errors_table(table.shape, model.generators, args.epsilon, neighbours=args.neighbours,
-                                 delta=args.delta, public_total=args.public_total, plan_objective=args.plan_objective)
+    rows = expected_errors_table(table.shape, model.generators, args.epsilon, spec)
     for row in rows:
         row["margin"] = margin_label(row.pop("axes"), table.letters)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    noise = "Gaussian" if args.delta else "Laplace"
-    print(f"{table.name}: expected error of each released margin ({noise}, {args.neighbours} neighbours"
-          f"{', public total' if args.public_total else ''}); computed from the shape and margins only")
+    noise = "Gaussian" if spec.delta else "Laplace"
+    print(f"{table.name}: expected error of each released margin ({spec.mechanism}, {noise}, {spec.neighbours} "
+          f"neighbours{', public total' if spec.option('public_total') else ''}); computed from the shape and margins "
+          "only")
     print(f"{'margin':<12} {'cells':>5} {'epsilon':>8} {'E L1 planned':>13} {'cell sd':>9} "
           f"{'E L1 ' + rows[0]['paper_mechanism'] + '*':>18} {'ratio':>6}")
     for r in rows:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from ..errors import TabreleaseError
-from ._common import add_table_arguments, load_from_args, non_negative_int, positive_float
+from ._common import add_spec_arguments, add_table_arguments, load_from_args, spec_settings_from_args
 
 
 def register(subparsers) -> None:
@@ -16,41 +16,7 @@ def register(subparsers) -> None:
         "audit.html, which compare the release with the confidential table).",
     )
     add_table_arguments(parser)
-    parser.add_argument("--epsilon", required=True, type=positive_float, help="privacy loss epsilon (> 0)")
-    parser.add_argument("--margins", help="margins to release, e.g. '[AB][BC]'; default: the table's paper model")
-    # Checked by the API (importing it here would slow every command's start-up).
-    parser.add_argument("--mechanism", default="planned",
-                        help="planned (default: noise planned per block, least squares, controlled rounding), auto "
-                        "(the paper's: Fourier for all-binary tables, Efron-Stein otherwise), fourier, efron-stein, "
-                        "gaussian, binary-encoding, cells, margins or nonneg")
-    parser.add_argument("--public-total", action="store_true",
-                        help="treat the total n as public (an invariant): released exactly, not noised (planned only)")
-    parser.add_argument("--plan-objective", choices=("total-squared-error", "max-cell-variance"), default=None,
-                        help="what the planned mechanism minimises: the total expected squared error of the released "
-                        "margins (default) or the largest variance of a released cell")
-    parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"),
-                        help="neighbouring data sets differ by one added/removed record (default) or one changed record")
-    parser.add_argument("--sensitive", metavar="VAR,VAR", default=None,
-                        help="sensitive-attributes mechanism: the sensitive variables (names or letters)")
-    parser.add_argument("--delta", type=float,
-                        help="delta in (0, 1): (epsilon, delta)-DP: Gaussian noise (gaussian, planned), or the "
-                             "copula's advanced composition (gaussian-copula, copula-id)")
-    parser.add_argument("--calibration", default="exact", choices=("exact", "paper"),
-                        help="exact sensitivity (default) or the paper's formulas, for reproduction only")
-    parser.add_argument("--simulate", action="store_true",
-                        help="seeded, reproducible numpy noise instead of the secure sampler (not for publication)")
-    parser.add_argument("--seed", type=non_negative_int, help="seed of the simulation noise (only with --simulate)")
-    parser.add_argument("--nonneg-t", type=positive_float, default=None,
-                        help="t of the nonneg mechanism: the implied table is non-negative w.p. 1 - exp(-t) (default 5)")
-    parser.add_argument("--estimator", default=None,
-                        help="least-squares (GLS over non-negative tables with the total pinned; default of planned), "
-                        "linf-lp (the paper's LP; default of the paper's mechanisms), as-measured, shifted-synthesis")
-    parser.add_argument("--rounding", default=None, choices=("nearest", "controlled", "none"),
-                        help="controlled (an integer table whose margins are as close as possible to the estimate's; "
-                        "default of planned), nearest (each cell, the paper's step 6; default of the paper's "
-                        "mechanisms), none")
-    parser.add_argument("--bound-delta", type=float, default=0.05,
-                        help="the audit's L1 error bounds hold with probability 1 - this (default 0.05)")
+    add_spec_arguments(parser, required=("epsilon",))
     parser.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     parser.add_argument("--force", action="store_true", help="replace an existing output folder")
     parser.add_argument("--ledger", metavar="FILE",
@@ -64,38 +30,26 @@ def register(subparsers) -> None:
                         help="let the ledger charge a table already released under another dataset id to this one "
                         "(say it only when the two datasets are truly distinct: otherwise the same data gets a "
                         "second budget)")
-    parser.add_argument("--xlsx", action="store_true", help="also write the public margins as one Excel workbook, "
-                        "public/margins.xlsx (a sheet describing the release, one per margin); needs tabrelease[excel]")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (release.json, the folders, "
                         "the warnings, the ledger's charge) instead of lines for people")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..models import default_model, parse_model
-    from ..noise import RELEASE, SIMULATION
+    from ..reports import check_release_destination
+    from ..spec import LedgerAccount, spec_from_settings
     from ..workflow import publish_release
 
-    if args.seed is not None and not args.simulate:
-        raise TabreleaseError(
-            "release mode draws from a secure sampler and accepts no seed; add --simulate for seeded, "
-            "reproducible (non-secure) noise"
-        )
-    if not 0 < args.bound_delta < 1:
-        raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {args.bound_delta:g}")
-    from ..reports import check_release_destination
-
-    check_release_destination(args.out, args.force)  # before the table is read: a wrong --out fails fast
+    spec = spec_from_settings(spec_settings_from_args(args))  # every setting checked before the table is read
+    check_release_destination(args.out, args.force)  # and a wrong --out fails fast too
     table = load_from_args(args)
-    model = default_model(table) if args.margins is None else parse_model(args.margins, table)
-    mode = SIMULATION if args.simulate else RELEASE
-    done = publish_release(
-        table, args.out, args.epsilon, model.generators + tuple(model.dropped), mechanism=args.mechanism, neighbours=args.neighbours,
-        delta=args.delta, calibration=args.calibration, mode=mode, seed=args.seed, nonneg_t=args.nonneg_t,
-        estimator=args.estimator, rounding=args.rounding, public_total=args.public_total, plan_objective=args.plan_objective,
-        sensitive=args.sensitive, bound_delta=args.bound_delta, ledger=args.ledger, dataset=args.dataset,
-        allow_unbudgeted=args.allow_unbudgeted, allow_alias=args.allow_alias, force=args.force, workbook=args.xlsx,
-    )
+    account = None if args.ledger is None else LedgerAccount(
+        ledger=args.ledger, dataset=args.dataset, allow_unbudgeted=args.allow_unbudgeted, allow_alias=args.allow_alias)
+    if account is None and (args.dataset or args.allow_unbudgeted or args.allow_alias):
+        raise TabreleaseError("--dataset, --allow-unbudgeted and --allow-alias apply to a release charged to a ledger: "
+                              "add --ledger FILE")
+    done = publish_release(table, spec, args.out, account=account, force=args.force)
+    mode = spec.mode
     release, cal = done.release, done.release.noise
     if args.json:
         import json

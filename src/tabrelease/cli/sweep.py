@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 
-from ._common import epsilon_list, name_list, non_negative_int, positive_float, positive_int, report_dropped
+from ._common import (add_spec_arguments, add_table_arguments_for_many, epsilon_list, load_many_from_args, name_list,
+                      non_negative_int, positive_int, report_dropped, spec_settings_from_args)
+
+# What a sweep varies over its grid, or sets itself (simulation, the master seed), in place of `release`'s settings;
+# bound_delta and xlsx concern a published bundle's audit and workbook, which a sweep does not write.
+SWEEP_VARIES = ("epsilon", "mechanism", "calibration", "margins", "simulate", "seed", "bound_delta", "xlsx")
 
 
 def register(subparsers) -> None:
@@ -16,20 +21,22 @@ def register(subparsers) -> None:
         "to OUT/runs.parquet and OUT/runs.csv, per-margin errors to OUT/margin_errors.*; a killed sweep continues "
         "with --resume.",
     )
-    parser.add_argument("tables", metavar="TABLE", nargs="+", help="built-in table names or long-format CSV paths")
+    parser.add_argument("tables", metavar="TABLE", nargs="+", help="built-in table names, or files read as "
+                        "`release` reads its table (the same input settings apply to every file)")
     parser.add_argument("--epsilons", required=True, type=epsilon_list, metavar="SPEC",
                         help="comma list (0.1,0.5,1) or START:STOP:STEP, STOP excluded (0.005:2:0.01)")
     parser.add_argument("--repetitions", required=True, type=positive_int, metavar="N")
     parser.add_argument("--out", required=True, metavar="DIR")
-    add_execution_arguments(parser)
-    parser.add_argument("--mechanisms", default="auto", type=name_list, metavar="M[,M...]")
-    parser.add_argument("--calibrations", default="exact", type=name_list, metavar="exact|paper[,...]")
-    parser.add_argument("--neighbours", default="add-remove", choices=("add-remove", "replace"))
-    parser.add_argument("--delta", type=positive_float, default=None, help="for the gaussian mechanism")
     parser.add_argument("--margins", default=None, metavar="SPEC",
                         help="margins to release (one table only; default: each table's paper model)")
-    parser.add_argument("--count-column", default="count")
-    parser.add_argument("--sparse", action="store_true", help="a CSV may omit zero cells")
+    add_execution_arguments(parser)
+    parser.add_argument("--mechanisms", default=None, type=name_list, metavar="M[,M...]",
+                        help="the mechanisms compared (default: planned, what `release` publishes)")
+    parser.add_argument("--calibrations", default=None, type=name_list, metavar="exact|paper[,...]",
+                        help="the calibrations compared (default: exact)")
+    # Every other setting of `release`, held fixed over the grid (a sweep is simulated: its --seed is the master seed).
+    add_spec_arguments(parser, omit=SWEEP_VARIES)
+    add_table_arguments_for_many(parser)
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (runs, seconds, files)")
     parser.set_defaults(run=run)
 
@@ -56,11 +63,11 @@ def run(args) -> int:
     from ..models import parse_model
     from ..sweeps import make_grid, run_sweep
     from ..sweeps.summary import write_sweep_summary
-    from ..tables import load_table
+    from ..spec import spec_from_settings
 
     if args.resume and args.force:
         raise TabreleaseError("--resume and --force contradict each other; give one")
-    tables = [load_table(t, args.count_column, complete=not args.sparse) for t in args.tables]
+    tables = load_many_from_args(args)
     margins = None
     if args.margins is not None:
         if len(tables) != 1:
@@ -68,10 +75,11 @@ def run(args) -> int:
         model = parse_model(args.margins, tables[0])
         report_dropped(model, tables[0])
         margins = [model.generators]
-    grid = make_grid(
-        tables, args.epsilons, args.repetitions, margins=margins, mechanisms=args.mechanisms,
-        calibrations=args.calibrations, neighbours=args.neighbours, delta=args.delta, master_seed=args.seed,
-    )
+    settings = spec_settings_from_args(args, omit=SWEEP_VARIES)
+    spec = spec_from_settings({**settings, "mechanism": (args.mechanisms or ("planned",))[0], "simulate": True,
+                               "seed": args.seed}, epsilon=1.0)
+    grid = make_grid(tables, args.epsilons, args.repetitions, spec=spec, margins=margins,
+                     mechanisms=args.mechanisms, calibrations=args.calibrations)
     result = run_sweep(grid, args.out, jobs=args.jobs or default_jobs(), scheduler=args.scheduler,
                        resume=args.resume, force=args.force, progress=None if not args.quiet else False)
     files = result.files + write_sweep_summary(result.runs, args.out)

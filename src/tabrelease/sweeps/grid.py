@@ -11,29 +11,44 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .._limits import MAX_EPSILONS, MAX_REPETITIONS, MAX_RUNS
 from ..errors import TabreleaseError
 from ..models import Margin, default_model, maximal_margins
-from ..noise import SIMULATION, check_delta, check_epsilon
+from ..noise import check_epsilon
+from ..spec import SIMULATION, ReleaseSpec, loss_of
 from ..tables import ContingencyTable
 
 @dataclass(frozen=True, eq=False)
 class SweepGrid:
-    """What a sweep runs. Tables carry their counts, so workers (local or on a cluster) read no files."""
+    """What a sweep runs. Tables carry their counts, so workers (local or on a cluster) read no files.
+
+    `spec` holds every setting the grid does not vary (privacy unit, delta, the mechanism's options, estimator,
+    rounding, and the master seed as its `seed`); each grid point is that spec at its own mechanism, calibration
+    and epsilon."""
 
     tables: tuple[ContingencyTable, ...]
     margins: tuple[tuple[Margin, ...], ...]  # per table
     epsilons: tuple[float, ...]
     repetitions: int
-    mechanisms: tuple[str, ...] = ("auto",)
-    calibrations: tuple[str, ...] = ("exact",)
-    neighbours: str = "add-remove"
-    delta: float | None = None
-    master_seed: int = 0
+    mechanisms: tuple[str, ...]
+    calibrations: tuple[str, ...]
+    spec: ReleaseSpec
+
+    @property
+    def master_seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def neighbours(self) -> str:
+        return self.spec.neighbours
+
+    @property
+    def delta(self) -> float | None:
+        return self.spec.delta
 
     def describe(self) -> dict:
         """The grid as plain data (no counts): saved beside the results and checked on --resume."""
@@ -49,26 +64,37 @@ class SweepGrid:
             "delta": self.delta,
             "master_seed": self.master_seed,
             "noise_mode": SIMULATION,
+            "spec": {k: v for k, v in self.spec.describe().items()
+                     if k not in ("loss", "mechanism", "calibration", "margins", "seed")},
         }
 
     @property
     def runs(self) -> int:
         return len(self.tables) * len(self.mechanisms) * len(self.calibrations) * len(self.epsilons) * self.repetitions
 
+    def point_spec(self, mechanism: str, calibration: str, epsilon: float, shape) -> ReleaseSpec:
+        """The spec of one grid point: the grid's, at this mechanism, calibration and epsilon (delta kept only for
+        the mechanisms that take one)."""
+        delta = delta_for(mechanism, shape, self.delta)
+        return replace(self.spec, mechanism=mechanism, calibration=calibration, margins=None,
+                       loss=loss_of(epsilon, delta))
+
 
 @dataclass(frozen=True, eq=False)
 class SweepChunk:
-    """One grid point: every repetition of one table, mechanism, calibration and epsilon."""
+    """One grid point: every repetition of one table and one spec (mechanism, calibration, epsilon)."""
 
     table: ContingencyTable
     margins: tuple[Margin, ...]
-    mechanism: str
-    calibration: str
-    epsilon: float
+    spec: ReleaseSpec
     repetitions: int
-    neighbours: str
-    delta: float | None
-    master_seed: int
+
+    mechanism = property(lambda self: self.spec.mechanism)
+    calibration = property(lambda self: self.spec.calibration)
+    epsilon = property(lambda self: self.spec.epsilon)
+    neighbours = property(lambda self: self.spec.neighbours)
+    delta = property(lambda self: self.spec.delta)
+    master_seed = property(lambda self: self.spec.seed)
 
     @property
     def key(self) -> str:
@@ -83,14 +109,48 @@ def make_grid(
     epsilons: Iterable[float],
     repetitions: int,
     *,
+    spec: ReleaseSpec | None = None,
     margins: Sequence[Sequence[Margin]] | None = None,
-    mechanisms: Sequence[str] = ("auto",),
-    calibrations: Sequence[str] = ("exact",),
-    neighbours: str = "add-remove",
-    delta: float | None = None,
-    master_seed: int = 0,
+    mechanisms: Sequence[str] | None = None,
+    calibrations: Sequence[str] | None = None,
+    master_seed: int | None = None,
 ) -> SweepGrid:
-    """Check a grid; margins default to each table's paper model (tables/*.json), else its default model."""
+    """Check a grid.
+
+    Parameters
+    ----------
+    tables : sequence of ContingencyTable
+    epsilons : iterable of float
+    repetitions : int
+    spec : ReleaseSpec or None
+        Every setting the grid does not vary; its `seed` is the master seed (its mode must be simulation). Default:
+        `release`'s defaults in simulation mode, master seed 0. Its epsilon and margins are not used.
+    margins : sequence of margin lists, or None
+        Per table; default: each table's paper model (tables/*.json), else its default model.
+    mechanisms, calibrations : sequence of str, or None
+        What the grid varies; default: the spec's own (so a sweep runs what `release` publishes).
+    master_seed : int or None
+        The seed every run's seed derives from: the spec's `seed` (this overrides it; default 0).
+
+    Returns
+    -------
+    SweepGrid
+    """
+    if spec is None:
+        spec = ReleaseSpec(loss=loss_of(1.0), mode=SIMULATION, seed=0)
+    if not isinstance(spec, ReleaseSpec) or spec.mode != SIMULATION:
+        raise TabreleaseError("a sweep's spec is a ReleaseSpec in simulation mode (sweeps never use the secure "
+                              "sampler)")
+    if master_seed is not None:
+        if isinstance(master_seed, bool) or not isinstance(master_seed, (int, np.integer)) or master_seed < 0:
+            raise TabreleaseError(f"the master seed must be a non-negative whole number, not {master_seed!r}")
+        spec = replace(spec, seed=int(master_seed))
+    elif spec.seed is None:
+        spec = replace(spec, seed=0)
+    if spec.margins is not None:
+        raise TabreleaseError("a sweep's margins are given per table (margins=), not in its spec")
+    mechanisms = (spec.mechanism,) if mechanisms is None else tuple(mechanisms)
+    calibrations = (spec.calibration,) if calibrations is None else tuple(calibrations)
     tables = tuple(tables)
     if not tables:
         raise TabreleaseError("a sweep needs at least one table")
@@ -113,25 +173,18 @@ def make_grid(
                               "runs of each grid point")
     if len(epsilons) > MAX_EPSILONS:
         raise TabreleaseError(f"{len(epsilons):,} epsilons are more than {MAX_EPSILONS:,}, the most one grid may have")
-    sizes = (len(tables), len(tuple(mechanisms)), len(tuple(calibrations)), len(epsilons), int(repetitions))
+    sizes = (len(tables), len(mechanisms), len(calibrations), len(epsilons), int(repetitions))
     runs = sizes[0] * sizes[1] * sizes[2] * sizes[3] * sizes[4]
     if runs > MAX_RUNS:
         raise TabreleaseError("the grid has {:,} runs ({} tables x {} mechanisms x {} calibrations x {} epsilons x {} "
                               "repetitions), more than {:,}, the most one sweep runs: split it"
                               .format(runs, *sizes, MAX_RUNS))
-    if int(master_seed) != master_seed or master_seed < 0:
-        raise TabreleaseError(f"the master seed must be a non-negative whole number, not {master_seed!r}")
-    if delta is not None:
-        delta = check_delta(delta)
     if margins is None:
         margins = [default_model(t).generators for t in tables]
     margins = tuple(tuple(maximal_margins(m)[0]) for m in margins)
     if len(margins) != len(tables):
         raise TabreleaseError("give one margin set per table")
-    grid = SweepGrid(
-        tables, margins, epsilons, int(repetitions), tuple(mechanisms), tuple(calibrations), neighbours,
-        delta, int(master_seed),
-    )
+    grid = SweepGrid(tables, margins, epsilons, int(repetitions), mechanisms, calibrations, spec)
     # Fail before any work: every table x mechanism x calibration must make a valid plan, and two names of the
     # grid must not be one mechanism (auto and fourier on a binary table would run the same seeds twice).
     from ..mechanisms import resolve_mechanism
@@ -144,16 +197,17 @@ def make_grid(
                 raise TabreleaseError(f"the mechanisms {same} are the same mechanism ({name}) on {table.name}; give it once")
         for mech in grid.mechanisms:
             for cal in grid.calibrations:
-                plan_for(table.shape, m, mech, cal, neighbours, delta)
-    if delta is not None and all(delta_for(mech, t.shape, delta) is None for t in tables for mech in grid.mechanisms):
-        raise TabreleaseError("--delta applies to the mechanisms that give (epsilon, delta)-DP (gaussian); none of "
-                              f"this sweep's mechanisms ({', '.join(grid.mechanisms)}) does")
+                plan_for(table, m, grid.point_spec(mech, cal, 1.0, table.shape))
+    if grid.delta is not None and all(delta_for(mech, t.shape, grid.delta) is None for t in tables
+                                      for mech in grid.mechanisms):
+        raise TabreleaseError("--delta applies to the mechanisms that give (epsilon, delta)-DP; none of this "
+                              f"sweep's mechanisms ({', '.join(grid.mechanisms)}) does")
     return grid
 
 
 def grid_chunks(grid: SweepGrid) -> list[SweepChunk]:
     return [
-        SweepChunk(table, m, mech, cal, eps, grid.repetitions, grid.neighbours, grid.delta, grid.master_seed)
+        SweepChunk(table, m, grid.point_spec(mech, cal, eps, table.shape), grid.repetitions)
         for table, m in zip(grid.tables, grid.margins)
         for mech in grid.mechanisms
         for cal in grid.calibrations
@@ -174,20 +228,19 @@ def run_seed(master_seed: int, table: str, mechanism: str, calibration: str, eps
 
 
 def delta_for(mechanism: str, shape, delta: float | None) -> float | None:
-    """A sweep's delta goes to the mechanisms that need one ((epsilon, delta)-DP: gaussian); the others run at pure
-    epsilon, so that a Gaussian release is swept beside them at the same epsilon. (The planned mechanism would
-    turn Gaussian given a delta: in a sweep it stays the default, Laplace release.)"""
+    """A sweep's delta goes to the mechanisms that take one (as `release` gives it: the planned mechanism turns
+    Gaussian); the others run at pure epsilon, beside them at the same epsilon."""
     from ..mechanisms import get_mechanism, resolve_mechanism
 
-    return delta if get_mechanism(resolve_mechanism(mechanism, shape)).needs_delta else None
+    chosen = get_mechanism(resolve_mechanism(mechanism, shape))
+    return delta if chosen.needs_delta or chosen.accepts_delta else None
 
 
-def plan_for(shape, margins, mechanism, calibration, neighbours, delta):
-    """The plan of a grid point's table and mechanism, built at epsilon 1 (each grid point rescales it)."""
-    from ..mechanisms import plan_release
+def plan_for(table: ContingencyTable, margins, spec: ReleaseSpec):
+    """The plan of a grid point's table and spec (each grid point builds it at epsilon 1 and rescales it)."""
+    from ..workflow import plan_for_spec
 
-    return plan_release(shape, margins, 1.0, mechanism=mechanism, neighbours=neighbours,
-                        delta=delta_for(mechanism, shape, delta), calibration=calibration)
+    return plan_for_spec(table.shape, margins, spec, table.variables)
 
 
 def _counts_digest(table: ContingencyTable) -> str:

@@ -18,7 +18,7 @@ import pandas as pd
 from ..noise import SimulationNoise
 from ..schemas import SWEEP_MARGIN_ROW, SWEEP_ROW, check_columns
 from ..tables import ContingencyTable
-from .grid import SweepChunk, SweepGrid, _counts_digest, delta_for, plan_for, run_seed
+from .grid import SweepChunk, SweepGrid, _counts_digest, plan_for, run_seed
 
 _LOCAL = threading.local()
 # How often a worker that cannot wait on its sweep's process (no pidfd) looks whether it is still there.
@@ -78,11 +78,13 @@ def _cache(name: str) -> dict:
     return getattr(_LOCAL, name)
 
 
-def cached_plan(shape, margins, mechanism, calibration, neighbours, delta):
+def cached_plan(table: ContingencyTable, margins, spec):
+    """The grid point's plan at epsilon 1, built once per thread (each epsilon rescales it)."""
     plans = _cache("plans")
-    key = (tuple(shape), tuple(margins), mechanism, calibration, neighbours, delta)
+    at_one = spec.with_epsilon(1.0)
+    key = (table.shape, tuple(table.variables), tuple(margins), at_one)
     if key not in plans:
-        plans[key] = plan_for(shape, margins, mechanism, calibration, neighbours, delta)
+        plans[key] = plan_for(table, margins, at_one)
     return plans[key]
 
 
@@ -111,10 +113,7 @@ def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
     from ..pipeline import run_plan
 
     table = chunk.table
-    plan = with_epsilon(
-        cached_plan(table.shape, chunk.margins, chunk.mechanism, chunk.calibration, chunk.neighbours, chunk.delta),
-        chunk.epsilon,
-    )
+    plan = with_epsilon(cached_plan(table, chunk.margins, chunk.spec), chunk.epsilon)
     original = original_fit(table, chunk.margins)
     # Seeds and run ids key on the mechanism actually run ("auto" resolved), the name each row records,
     # so replay_run with a row's own coordinates finds its seed.
@@ -172,13 +171,11 @@ def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
 def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int):
     """Re-run one run of a sweep alone; returns (Release, ReleaseEvaluation)."""
     from ..evaluation import evaluate_release
-    from ..mechanisms import plan_release
     from ..pipeline import run_plan
 
     index = [t.name for t in grid.tables].index(table)
     tab, margins = grid.tables[index], grid.margins[index]
-    plan = plan_release(tab.shape, margins, epsilon, mechanism=mechanism, neighbours=grid.neighbours,
-                        delta=delta_for(mechanism, tab.shape, grid.delta), calibration=calibration)
+    plan = plan_for(tab, margins, grid.point_spec(mechanism, calibration, epsilon, tab.shape))
     seed = run_seed(grid.master_seed, table, plan.mechanism, calibration, epsilon, repetition)
     release = run_plan(plan, tab.counts, SimulationNoise(seed))
     return release, evaluate_release(tab, release, original_fit(tab, margins).model)
