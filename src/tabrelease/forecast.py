@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import TabreleaseError
-from .mechanisms import get_mechanism, plan_release
+from .mechanisms import mechanism_of, plan_release
 from .models import Margin
 from .spec import ReleaseSpec
 
@@ -41,8 +41,8 @@ def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsil
     paper = _plan(shape, margins, spec, epsilons[0], mechanism=AUTO if spec.delta is None else "gaussian")
     rows = []
     for epsilon in epsilons:
-        ours = get_mechanism(planned.mechanism).expected_errors(with_epsilon(planned, epsilon))
-        theirs = get_mechanism(paper.mechanism).expected_errors(with_epsilon(paper, epsilon))
+        ours = mechanism_of(planned).expected_errors(with_epsilon(planned, epsilon))
+        theirs = mechanism_of(paper).expected_errors(with_epsilon(paper, epsilon))
         for g in planned.margins:
             rows.append({"axes": g, "cells": ours[g].cells, "epsilon": float(epsilon),
                          "expected_l1": ours[g].expected_l1, "cell_sd": ours[g].cell_sd,
@@ -61,7 +61,7 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
     if not (isinstance(target_l1, (int, float)) and np.isfinite(target_l1) and target_l1 > 0):
         raise TabreleaseError(f"the target error must be a positive number, not {target_l1!r}")
     plan = _plan(shape, margins, spec, 1.0)
-    mechanism = get_mechanism(plan.mechanism)
+    mechanism = mechanism_of(plan)
 
     def error(epsilon, g):
         return mechanism.expected_errors(with_epsilon(plan, epsilon))[g].expected_l1

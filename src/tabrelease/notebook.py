@@ -35,9 +35,9 @@ def release_html(release, evaluation=None) -> str:
 
 
 def plan_html(plan) -> str:
-    from .mechanisms import get_mechanism
+    from .mechanisms import mechanism_of
 
-    mechanism = get_mechanism(plan.mechanism)
+    mechanism = mechanism_of(plan)
     rows = [{"item": "mechanism", "value": plan.mechanism, "flag": ""},
             {"item": "privacy", "value": mechanism.privacy_statement(plan), "flag": ""},
             {"item": "margins", "value": " ".join(_labels(plan.margins)), "flag": ""},

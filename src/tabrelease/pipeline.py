@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import TabreleaseError
 from .measurements import EXACT, Measurements
-from .mechanisms import MechanismPlan, get_mechanism
+from .mechanisms import MechanismPlan, mechanism_of
 from .models import Margin
 from .noise import NoiseCalibration, NoiseSource
 from .rounding import round_estimate
@@ -89,7 +89,7 @@ class Release:
 def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
     """The privacy step: the plan's mechanism draws its noise once. `data` is a count array, or a table (one held as
     records is given to mechanisms that read margins only; the others get its cells)."""
-    mechanism = get_mechanism(plan.mechanism)
+    mechanism = mechanism_of(plan)
     if not isinstance(data, np.ndarray) and hasattr(data, "margin_counts"):
         data = data if mechanism.reads_margins else data.counts
     else:
@@ -108,7 +108,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         estimator = get_estimator(estimator)
     estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
     # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
-    get_mechanism(plan.mechanism).check_measurements(plan, measurements)
+    mechanism_of(plan).check_measurements(plan, measurements)
     estimate = estimator.estimate(plan, measurements)
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
     notes = list(plan.notes) + list(estimate.notes)
@@ -138,7 +138,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         estimator=estimator.name,
         plan=plan,
         guarantee=rounded.consistency,
-        privacy=get_mechanism(plan.mechanism).privacy_statement(plan),
+        privacy=mechanism_of(plan).privacy_statement(plan),
     )
 
 
@@ -150,7 +150,7 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
     """Whether the release is fit to publish, judged from the plan's expected errors and the released (DP) total
     only, so the notes may be public: a margin whose expected L1 error is a large share of n', or whose expected
     noise per cell exceeds its typical released cell; and what would help."""
-    planned = get_mechanism(plan.mechanism).expected_errors(plan) if plan.design is not None else None
+    planned = mechanism_of(plan).expected_errors(plan) if plan.design is not None else None
     if not planned or not released_margins:
         return []
     n_released = float(np.sum(released_margins[0]))

@@ -55,10 +55,10 @@ def _clean(value: Any) -> Any:
 def release_parameters(table: ContingencyTable, release: Release, version: str, release_id: str | None = None) -> dict:
     """The public description of a release: parameters only, nothing computed from the counts. `release_id` is the
     random identifier the ledger recorded with the release's charge (absent for a release made without a ledger)."""
-    from .mechanisms import get_mechanism
+    from .mechanisms import mechanism_of
 
     cal = release.noise
-    guarantee = get_mechanism(release.mechanism).guarantee(release.plan, table.variables)
+    guarantee = mechanism_of(release.plan).guarantee(release.plan, table.variables)
     return _clean(
         {**({"release_id": release_id} if release_id else {}),
             "schema": "tabrelease/release/1",
@@ -106,7 +106,7 @@ def release_parameters(table: ContingencyTable, release: Release, version: str, 
 
 def plan_description(plan, table: ContingencyTable) -> dict | None:
     """What the plan measured, each block's noise scale and each margin's expected error (before any noise)."""
-    from .mechanisms import get_mechanism
+    from .mechanisms import mechanism_of
     from .measurements import MARGIN_CELLS
 
     if plan is None or plan.design is None:
@@ -116,7 +116,7 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
         total = "public"
     else:
         total = "exact (replace neighbours)" if design.public_total else "noised"
-    expected = get_mechanism(plan.mechanism).expected_errors(plan) or {}
+    expected = mechanism_of(plan).expected_errors(plan) or {}
     return {
         "total": total,
         "blocks": [{"query": "margin" if b.query == MARGIN_CELLS else "residual",

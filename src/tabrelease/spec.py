@@ -29,6 +29,9 @@ from .privacy import ADD_REMOVE, APPROXIMATE, PURE, REPLACE, SENSITIVE, PrivacyL
 RELEASE = "release"
 SIMULATION = "simulation"
 DEFAULT_MECHANISM = "planned"  # what `release`, `sweep` and `batch` use unless told otherwise
+# The built-in mechanisms' names, for `--help` without importing them (a test keeps this equal to the registry's).
+BUILT_IN_MECHANISMS = ("planned", "fourier", "efron-stein", "gaussian", "binary-encoding", "cells", "margins", "nonneg",
+                       "gaussian-copula", "copula-id", "randomized-response", "sensitive-attributes", "rap")
 CALIBRATIONS = ("exact", "paper")
 ROUNDING_CHOICES = ("nearest", "controlled", "none")
 PLAN_OBJECTIVES = ("total-squared-error", "max-cell-variance")
@@ -101,8 +104,9 @@ class ReleaseSpec:
     margins : str, sequence of margins, or None
         Bracket notation ("[sex,age][age,region]" or "[AB][BC]"), or margins as tuples of axis numbers, variable
         names or letters; None: the table's paper model.
-    mechanism : str
-        A registered mechanism's name, or "auto" (the paper's choice). Default "planned".
+    mechanism : str or Mechanism
+        A registered mechanism's name, "auto" (the paper's choice), or a `Mechanism` object (which travels with the
+        plan to a sweep's workers without being registered there). Default "planned".
     options : mapping
         The mechanism's own options (e.g. ``public_total``, ``plan_objective``, ``nonneg_t``, or those a
         third-party mechanism declares); checked against the mechanism when the release is prepared.
@@ -123,7 +127,7 @@ class ReleaseSpec:
     loss: PrivacyLoss
     unit: PrivacyUnit | str = ADD_REMOVE
     margins: str | tuple | None = None
-    mechanism: str = DEFAULT_MECHANISM
+    mechanism: Any = DEFAULT_MECHANISM
     options: Mapping[str, Any] | tuple = ()
     calibration: str = "exact"
     estimator: str | None = None
@@ -143,8 +147,9 @@ class ReleaseSpec:
                                   f"{self.unit!r}")
         object.__setattr__(self, "unit", unit)
         object.__setattr__(self, "margins", _frozen_margins(self.margins))
-        if not isinstance(self.mechanism, str) or not self.mechanism:
-            raise TabreleaseError(f"a mechanism is named by a string, not {self.mechanism!r}")
+        if not (isinstance(self.mechanism, str) and self.mechanism) and not _is_mechanism(self.mechanism):
+            raise TabreleaseError(f"a mechanism is a registered mechanism's name or a Mechanism object, not "
+                                  f"{self.mechanism!r}")
         object.__setattr__(self, "options", _frozen_options(self.options))
         if "sensitive" in dict(self.options):
             raise TabreleaseError("the sensitive attributes are the privacy unit's: unit=unit_of('replace', "
@@ -165,6 +170,10 @@ class ReleaseSpec:
             raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {self.bound_delta!r}")
         if not isinstance(self.workbook, bool):
             raise TabreleaseError(f"workbook is true or false, not {self.workbook!r}")
+
+    @property
+    def mechanism_name(self) -> str:
+        return self.mechanism if isinstance(self.mechanism, str) else self.mechanism.name
 
     @property
     def epsilon(self) -> float:
@@ -200,7 +209,7 @@ class ReleaseSpec:
     def describe(self) -> dict:
         """The spec as plain data (what a sweep saves beside its results and a dry run prints)."""
         return {"loss": self.loss.as_dict(), "unit": self.unit.as_dict(), "margins": _margins_data(self.margins),
-                "mechanism": self.mechanism, "options": {k: v for k, v in self.options},
+                "mechanism": self.mechanism_name, "options": {k: v for k, v in self.options},
                 "calibration": self.calibration, "estimator": self.estimator, "rounding": self.rounding,
                 "mode": self.mode, "seed": self.seed, "bound_delta": self.bound_delta, "workbook": self.workbook}
 
@@ -253,6 +262,12 @@ class Setting:
     @property
     def cli(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+
+def _is_mechanism(value) -> bool:
+    """A Mechanism object (told by its protocol, as this module sits below the mechanisms)."""
+    return isinstance(getattr(value, "name", None), str) and callable(getattr(value, "plan", None)) and callable(
+        getattr(value, "measure", None))
 
 
 def _is_number(value) -> bool:
@@ -328,8 +343,8 @@ SETTINGS: tuple[Setting, ...] = (
             "the protected variables (names or letters)", name_list, metavar="VAR,VAR"),
     Setting("margins", "margins to release, e.g. '[AB][BC]'; default: the table's paper model", _text),
     Setting("mechanism", "planned (default: noise planned per block, least squares, controlled rounding), auto (the "
-            "paper's: Fourier for all-binary tables, Efron-Stein otherwise), or another registered mechanism "
-            "(`tabrelease mechanisms` lists them)", _text, default=DEFAULT_MECHANISM),
+            "paper's: Fourier for all-binary tables, Efron-Stein otherwise), or another registered mechanism",
+            _text, default=DEFAULT_MECHANISM),
     Setting("public_total", "treat the total n as public (an invariant): released exactly, not noised (planned only)",
             flag=True, option=True),
     Setting("plan_objective", "what the planned mechanism minimises: the total expected squared error of the released "

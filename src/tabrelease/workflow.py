@@ -14,7 +14,7 @@ import numpy as np
 
 from ._signals import deferred_signals
 from .errors import ChargedReleaseFailed, TabreleaseError
-from .mechanisms import MechanismPlan, get_mechanism, plan_release
+from .mechanisms import MechanismPlan, get_mechanism, mechanism_of, plan_release
 from .models import Margin, default_model
 from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
@@ -246,7 +246,7 @@ def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str)
 
     check_sampler_domain(plan, table, mode)
     check_exact_range(table)
-    get_mechanism(plan.mechanism).check_table_size(plan, int(table.n))
+    mechanism_of(plan).check_table_size(plan, int(table.n))
 
 
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
@@ -260,7 +260,7 @@ def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str
 
     # Exact: in floating point n * W rounds, and counts just above 2^62 passed this check and failed after the charge.
     n = int(table.n)
-    if Fraction(n) * Fraction(get_mechanism(plan.mechanism).sampler_bound(plan)) > MAX_SAMPLER_INTEGER:
+    if Fraction(n) * Fraction(mechanism_of(plan).sampler_bound(plan)) > MAX_SAMPLER_INTEGER:
         raise TabreleaseError("the table's counts are too large for release mode's 64-bit secure sampler "
                               f"(measured integers may reach {MAX_SAMPLER_INTEGER:.3g}); nothing was charged")
 
@@ -309,7 +309,7 @@ def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode
     from .models import margin_label
 
     return charge(
-        account.ledger, table, guarantee=get_mechanism(plan.mechanism).guarantee(plan, table.variables),
+        account.ledger, table, guarantee=mechanism_of(plan).guarantee(plan, table.variables),
         mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
         output=str(Path(out).resolve()), noise_mode=mode, dataset=account.dataset,
         allow_unbudgeted=account.allow_unbudgeted, allow_alias=account.allow_alias,

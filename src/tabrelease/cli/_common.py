@@ -46,9 +46,25 @@ def _add_settings(parser, settings, required: tuple[str, ...] = ()) -> None:
         if setting.flag:
             parser.add_argument(setting.cli, action="store_true", help=setting.help)
             continue
+        text = setting.help if setting.name != "mechanism" else f"{setting.help}: {', '.join(registered_mechanisms())}"
         parser.add_argument(setting.cli, type=_argument_type(setting.parse), choices=setting.choices,
-                            metavar=setting.metavar, required=setting.name in required, default=None,
-                            help=setting.help)
+                            metavar=setting.metavar, required=setting.name in required, default=None, help=text)
+
+
+def registered_mechanisms() -> tuple[str, ...]:
+    """Every mechanism `--mechanism` takes: those registered in this process where the registry is loaded already
+    (an API user's own), else the built-in ones and those installed packages declare (read from their metadata,
+    without importing numpy: `--help` stays fast)."""
+    import sys
+
+    if "tabrelease.mechanisms" in sys.modules:
+        return sys.modules["tabrelease.mechanisms"].mechanism_names()
+    from importlib.metadata import entry_points
+
+    from ..spec import BUILT_IN_MECHANISMS
+
+    installed = tuple(p.name for p in entry_points(group="tabrelease.mechanisms") if p.name not in BUILT_IN_MECHANISMS)
+    return ("auto",) + BUILT_IN_MECHANISMS + installed
 
 
 def _argument_type(parse):

@@ -26,6 +26,7 @@ and nothing outside this package branches on a mechanism's name.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace as _replace
 from typing import Any
 
 import numpy as np
@@ -80,19 +81,68 @@ BUILT_IN = tuple(_REGISTRY)
 MECHANISMS = (AUTO,) + BUILT_IN
 
 
+# Third-party mechanisms are found through this entry-point group: a package declares, e.g. in its pyproject.toml,
+# [project.entry-points."tabrelease.mechanisms"] my-mechanism = "my_package.module:MyMechanism" (a Mechanism
+# subclass or instance). They are loaded on first need, in every process (a sweep's workers too).
+ENTRY_POINT_GROUP = "tabrelease.mechanisms"
+_entry_points_loaded = False
+
+
+def load_entry_points() -> None:
+    """Register the mechanisms installed packages declare in the `tabrelease.mechanisms` entry-point group (once).
+
+    A broken or clashing entry point is refused with its name, not skipped in silence."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = point.load()
+        except Exception as exc:
+            raise TabreleaseError(f"the installed mechanism {point.name!r} ({point.value}) cannot be loaded: "
+                                  f"{type(exc).__name__}") from None
+        if point.name in _REGISTRY:
+            if type(_REGISTRY[point.name]).__module__ == point.value.split(":")[0].strip():
+                continue  # its module registered it when imported
+            raise TabreleaseError(f"the installed mechanism {point.value} takes the name {point.name!r}, which "
+                                  "another mechanism has")
+        mechanism = loaded() if isinstance(loaded, type) else loaded
+        if getattr(mechanism, "name", None) != point.name:
+            raise TabreleaseError(f"the installed mechanism {point.value} is named {getattr(mechanism, 'name', None)!r},"
+                                  f" not {point.name!r} as its entry point says")
+        register(mechanism)
+
+
 def mechanism_names() -> tuple[str, ...]:
-    """'auto' and every registered mechanism, built-in or not."""
+    """'auto' and every registered mechanism: built-in, installed (entry points) or registered in this process."""
+    load_entry_points()
     return (AUTO,) + tuple(_REGISTRY)
 
 
-def get_mechanism(name: str) -> Mechanism:
+def get_mechanism(name) -> Mechanism:
+    """The registered mechanism of this name (a Mechanism given is returned as it is)."""
+    if isinstance(name, Mechanism):
+        return name
+    if name not in _REGISTRY:
+        load_entry_points()
     if name not in _REGISTRY:
         raise TabreleaseError(f"unknown mechanism {name!r}; choose one of {', '.join(mechanism_names())}")
     return _REGISTRY[name]
 
 
-def resolve_mechanism(mechanism: str, shape: Sequence[int]) -> str:
-    """'auto' is Fourier for all-binary tables and Efron-Stein otherwise (the paper's choice)."""
+def mechanism_of(plan: MechanismPlan) -> Mechanism:
+    """The mechanism that made `plan`: the object it carries (so a plan works in any process), else the registry's."""
+    return plan.implementation if plan.implementation is not None else get_mechanism(plan.mechanism)
+
+
+def resolve_mechanism(mechanism, shape: Sequence[int]):
+    """'auto' is Fourier for all-binary tables and Efron-Stein otherwise (the paper's choice); a Mechanism object is
+    itself."""
+    if isinstance(mechanism, Mechanism):
+        return mechanism
     if mechanism == AUTO:
         return FOURIER if all(k == 2 for k in shape) else EFRON_STEIN
     get_mechanism(mechanism)
@@ -115,8 +165,8 @@ def plan_release(
 ) -> MechanismPlan:
     """Everything that does not depend on the counts: queries, exact sensitivity, calibration, estimator."""
     shape, margins = _checked_shape(shape), _checked_margins(margins)
-    name = resolve_mechanism(mechanism, shape)
-    chosen = get_mechanism(name)
+    chosen = get_mechanism(resolve_mechanism(mechanism, shape))  # a name, or a Mechanism object given as it is
+    name = chosen.name
     if neighbours not in NEIGHBOURS:
         raise TabreleaseError(f"unknown neighbour relation {neighbours!r}; choose add-remove or replace")
     if calibration not in ("exact", "paper"):
@@ -144,6 +194,7 @@ def plan_release(
             raise TabreleaseError(f"{flag} does not apply to the {name} mechanism")
     plan = chosen.plan(shape, tuple(generators), epsilon, neighbours=neighbours, delta=delta,
                        calibration=calibration, options=options)
+    plan = _replace(plan, implementation=chosen)
     return with_post_processing(plan, estimator, rounding)
 
 
@@ -193,11 +244,11 @@ def with_post_processing(plan: MechanismPlan, estimator: str | None = None, roun
 
 def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
     """The same plan at another epsilon: only the noise scale changes; queries and the estimator's LP are shared."""
-    return get_mechanism(plan.mechanism).rescale(plan, epsilon)
+    return mechanism_of(plan).rescale(plan, epsilon)
 
 
 __all__ = [
     "AUTO", "DEFAULT", "BinaryEncoding", "DEFAULT_NONNEG_T", "MECHANISMS", "Mechanism", "MechanismPlan", "binary_encoding",
-    "get_mechanism", "mechanism_names", "nonneg_shift", "plan_release", "register", "resolve_mechanism",
+    "get_mechanism", "mechanism_names", "mechanism_of", "nonneg_shift", "plan_release", "register", "resolve_mechanism",
     "unregister", "with_epsilon",
 ]

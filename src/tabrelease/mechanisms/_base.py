@@ -50,6 +50,9 @@ class MechanismPlan:
     notes: tuple[str, ...] = ()
     rounding: str = NEAREST
     design: Any = None  # a planning.MeasurementDesign when blocks have scales of their own
+    # The mechanism object itself (picklable), set when the plan is made: whatever reads the plan (a sweep's worker
+    # process, the audit) reaches the mechanism through it, not through this process's registry.
+    implementation: Any = field(default=None, repr=False, compare=False)
 
     def block_scale(self, query: str, variables) -> float:
         """The noise scale of one measured block: the calibration's, times the block's relative scale if planned."""

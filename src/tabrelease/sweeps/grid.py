@@ -89,7 +89,9 @@ class SweepChunk:
     spec: ReleaseSpec
     repetitions: int
 
-    mechanism = property(lambda self: self.spec.mechanism)
+    label: str = ""  # the grid's name of the mechanism ("auto" stays "auto": it names the chunk's results)
+
+    mechanism = property(lambda self: self.label or self.spec.mechanism_name)
     calibration = property(lambda self: self.spec.calibration)
     epsilon = property(lambda self: self.spec.epsilon)
     neighbours = property(lambda self: self.spec.neighbours)
@@ -206,8 +208,14 @@ def make_grid(
 
 
 def grid_chunks(grid: SweepGrid) -> list[SweepChunk]:
+    """The grid's points. Each carries its mechanism as an object, not a name, so a mechanism registered in this
+    process only (not installed) runs in a worker process too."""
+    from ..mechanisms import get_mechanism, resolve_mechanism
+
     return [
-        SweepChunk(table, m, grid.point_spec(mech, cal, eps, table.shape), grid.repetitions)
+        SweepChunk(table, m, replace(grid.point_spec(mech, cal, eps, table.shape),
+                                     mechanism=get_mechanism(resolve_mechanism(mech, table.shape))),
+                   grid.repetitions, label=mech)
         for table, m in zip(grid.tables, grid.margins)
         for mech in grid.mechanisms
         for cal in grid.calibrations

@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -82,7 +84,8 @@ def cached_plan(table: ContingencyTable, margins, spec):
     """The grid point's plan at epsilon 1, built once per thread (each epsilon rescales it)."""
     plans = _cache("plans")
     at_one = spec.with_epsilon(1.0)
-    key = (table.shape, tuple(table.variables), tuple(margins), at_one)
+    # Keyed by the mechanism's name: each chunk arrives with its own copy of the mechanism object.
+    key = (table.shape, tuple(table.variables), tuple(margins), replace(at_one, mechanism=spec.mechanism_name))
     if key not in plans:
         plans[key] = plan_for(table, margins, at_one)
     return plans[key]
