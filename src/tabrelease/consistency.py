@@ -80,6 +80,7 @@ class ConsistencyProblem:
 
         self.basis = basis
         self.structural_zeros = structural_zeros
+        self._exact = exact
         shape = basis.shape
         cells = int(np.prod(shape))
         A, n_margin = _sparse_constraints(basis)
@@ -116,6 +117,11 @@ class ConsistencyProblem:
         self._start_basis = None
         self.solve(coefficients(basis, np.ones(shape)))
         self._start_basis = self._highs.getBasis()
+
+    def __reduce__(self):
+        # A HiGHS model cannot be pickled: a plan sent to another process rebuilds its LP there, from the same
+        # inputs, to the same start basis (so its solutions are the same).
+        return type(self), (self.basis, self.structural_zeros, self._exact)
 
     def solve(self, noisy: np.ndarray) -> LPSolution:
         noisy = np.asarray(noisy, float)

@@ -244,7 +244,8 @@ def with_post_processing(plan: MechanismPlan, estimator: str | None = None, roun
 
 def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
     """The same plan at another epsilon: only the noise scale changes; queries and the estimator's LP are shared."""
-    return mechanism_of(plan).rescale(plan, epsilon)
+    mechanism = mechanism_of(plan)
+    return _replace(mechanism.rescale(plan, epsilon), implementation=mechanism)
 
 
 __all__ = [

@@ -12,6 +12,7 @@ class Fourier(PaperCoefficientMechanism):
     name = FOURIER
     summary = "Fourier coefficients of the closure (binary tables), consistency LP, round"
     basis_kind = FOURIER
+    contract_shape = (2, 2, 2)  # the contract checks (mechanisms.checks) run it on an all-binary table
 
     def basis_for(self, shape, margins):
         if any(k != 2 for k in shape):
