@@ -30,6 +30,7 @@ from tabrelease.cli import main
 from tabrelease.errors import BudgetRefused, LedgerIntegrityError, TabreleaseError
 from tabrelease.ledger import (budget_status, charge, init_ledger, ledger_entries, ledger_key, set_budget,
                                verify_bundles, verify_ledger)
+from tabrelease.spec import LedgerAccount
 from tabrelease.privacy import (APPROXIMATE, PURE, ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit)
 
 
@@ -54,9 +55,9 @@ def guarantee(unit="add-remove", kind=PURE, epsilon=0.5, delta=0.0, rho=None, at
                             loss=PrivacyLoss(kind=kind, epsilon=epsilon, delta=delta, rho=rho))
 
 
-def charge_guarantee(ledger, g, table="czech", **kw):
-    return charge(ledger, builtin_table(table), guarantee=g, mechanism="test", margins=[], output=None,
-                  noise_mode="simulation", **kw)
+def charge_guarantee(ledger, g, table="czech", **account):
+    return charge(LedgerAccount(ledger=ledger, **account), builtin_table(table), g, mechanism="test", margins=[],
+                  output=None, noise_mode="simulation")
 
 
 def records(ledger):

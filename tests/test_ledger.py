@@ -12,8 +12,9 @@ import pytest
 from tabrelease import builtin_table
 from tabrelease.cli import main
 from tabrelease.errors import BudgetRefused, TabreleaseError
-from tabrelease.ledger import (budget_status, charge, init_ledger, ledger_key, ledger_summary, set_budget,
-                               table_fingerprint, verify_ledger)
+from tabrelease.ledger import (budget_status, charge, guarantee_from_parameters, init_ledger, ledger_key,
+                               ledger_summary, set_budget, table_fingerprint, verify_ledger)
+from tabrelease.spec import LedgerAccount
 
 
 @pytest.fixture(autouse=True)
@@ -30,9 +31,10 @@ def new_ledger(tmp_path, name="ledger.json"):
     return init_ledger(tmp_path / name)
 
 
-def release_charge(ledger, table, epsilon=0.1, **kw):
-    return charge(ledger, table, epsilon=epsilon, delta=None, mechanism="planned", margins=["[AB]"], output=None,
-                  noise_mode="simulation", **kw)
+def release_charge(ledger, table, epsilon=0.1, delta=None, neighbours="add-remove", total_public=False, **account):
+    return charge(LedgerAccount(ledger=ledger, **account), table,
+                  guarantee_from_parameters(epsilon, delta, neighbours, total_public), mechanism="planned",
+                  margins=["[AB]"], output=None, noise_mode="simulation")
 
 
 def test_fingerprint_is_keyed_and_depends_on_the_counts():
@@ -56,7 +58,7 @@ def test_budget_of_one_allows_two_halves_across_processes_and_refuses_a_tenth(tm
     assert [r[2] for r in results] == [0, 0], results
     third = cli("release", "czech", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
                 "--out", str(tmp_path / "r3"), cwd=tmp_path)
-    assert third.returncode == 2
+    assert third.returncode == 5  # BudgetRefused
     assert third.stderr.count("\n") == 1 and "exceeded" in third.stderr and "0 of 1 remains" in third.stderr
     assert not (tmp_path / "r3").exists()
     shown = json.loads(cli("ledger", str(ledger), "--json", cwd=tmp_path).stdout)
@@ -68,10 +70,10 @@ RACE = """
 import sys
 from tabrelease import builtin_table
 from tabrelease.errors import BudgetRefused, TabreleaseError
-from tabrelease.ledger import charge
+from tabrelease.ledger import charge, guarantee_from_parameters
 try:
-    charge(sys.argv[1], builtin_table("edwards"), epsilon=0.2, delta=None, mechanism="planned", margins=[],
-           output=None, noise_mode="simulation")
+    charge(sys.argv[1], builtin_table("edwards"), guarantee_from_parameters(0.2, None, "add-remove", False),
+           mechanism="planned", margins=[], output=None, noise_mode="simulation")
 except TabreleaseError:
     sys.exit(3)
 """
@@ -122,15 +124,15 @@ def test_deltas_add_and_a_pure_budget_refuses_delta(tmp_path):
     table = builtin_table("czech")
     set_budget(ledger, "czech", 2.0, delta=1e-6)
     for _ in range(2):
-        charge(ledger, table, epsilon=0.5, delta=4e-7, mechanism="gaussian", margins=[], output=None, noise_mode="simulation")
+        release_charge(ledger, table, 0.5, 4e-7)
     with pytest.raises(TabreleaseError, match="delta"):
-        charge(ledger, table, epsilon=0.5, delta=4e-7, mechanism="gaussian", margins=[], output=None, noise_mode="simulation")
+        release_charge(ledger, table, 0.5, 4e-7)
     status = budget_status(ledger, "czech")
     assert status.delta_spent == pytest.approx(8e-7) and status.epsilon_spent == pytest.approx(1.0)
     pure = new_ledger(tmp_path, "pure.json")
     set_budget(pure, "czech", 2.0)
     with pytest.raises(TabreleaseError, match="delta"):
-        charge(pure, table, epsilon=0.5, delta=1e-9, mechanism="gaussian", margins=[], output=None, noise_mode="simulation")
+        release_charge(pure, table, 0.5, 1e-9)
 
 
 def test_paper_calibration_is_charged_at_the_epsilon_it_really_gives(tmp_path):

@@ -748,41 +748,37 @@ def guarantee_from_parameters(epsilon: float, delta: float | None = None, neighb
                                "total_public": bool(total_public)})
 
 
-def charge(path, table: ContingencyTable, *, guarantee: PrivacyGuarantee | None = None,
-           epsilon: float | None = None, delta: float | None = None, mechanism: str, margins: list[str],
-           output: str | None, noise_mode: str, dataset: str | None = None, allow_unbudgeted: bool = False,
-           allow_alias: bool = False, neighbours: str = ADD_REMOVE, total_public: bool = False) -> dict:
+def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mechanism: str, margins: list[str],
+           output: str | None, noise_mode: str) -> dict:
     """Record a release before its noise is drawn, or refuse it.
 
     Parameters
     ----------
-    path : path-like
-        The ledger.
+    account : LedgerAccount or path-like
+        The ledger, the dataset charged (default: the table's name), and what the ledger may allow (a release of a
+        dataset without a budget in a ledger that holds budgets; a table already released under another dataset
+        id, the operator saying the datasets are distinct). A path alone is a `LedgerAccount` of that ledger.
     table : ContingencyTable
         The table the release is drawn from (fingerprinted under the ledger's key).
-    guarantee : PrivacyGuarantee, optional
-        The release's guarantee. Without it, one is made from `epsilon`, `delta`, `neighbours` and
-        `total_public` (`guarantee_from_parameters`).
+    guarantee : PrivacyGuarantee
+        The release's guarantee (`guarantee_from_parameters` makes one from epsilon, delta and neighbours).
     mechanism, margins, output, noise_mode : str
         What the record says of the release.
-    dataset : str, optional
-        The dataset charged (default: the table's name).
-    allow_unbudgeted : bool
-        Record a release of a dataset without a budget in a ledger that holds budgets.
-    allow_alias : bool
-        Record a table already released under another dataset id (the operator says the datasets are distinct).
 
     Returns
     -------
     dict
         The ledger's record, with `sequence` (its number in the ledger) and `ledger_id`.
     """
-    dataset = _check_dataset(table.name if dataset is None else dataset)
-    if guarantee is None:
-        guarantee = guarantee_from_parameters(epsilon, delta, neighbours, total_public)
-    elif not isinstance(guarantee, PrivacyGuarantee):
+    from .spec import LedgerAccount
+
+    if not isinstance(account, LedgerAccount):
+        account = LedgerAccount(ledger=account)
+    dataset = _check_dataset(table.name if account.dataset is None else account.dataset)
+    allow_alias, allow_unbudgeted = account.allow_alias, account.allow_unbudgeted
+    if not isinstance(guarantee, PrivacyGuarantee):
         raise TabreleaseError("a release is charged with a PrivacyGuarantee")
-    path = _resolve(path)
+    path = _resolve(account.ledger)
     _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
     key = ledger_key(path)
     fingerprint = table_fingerprint(table, key)

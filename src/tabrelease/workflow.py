@@ -308,12 +308,9 @@ def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode
     from .ledger import charge
     from .models import margin_label
 
-    return charge(
-        account.ledger, table, guarantee=mechanism_of(plan).guarantee(plan, table.variables),
-        mechanism=plan.mechanism, margins=[margin_label(g, table.letters) for g in plan.margins],
-        output=str(Path(out).resolve()), noise_mode=mode, dataset=account.dataset,
-        allow_unbudgeted=account.allow_unbudgeted, allow_alias=account.allow_alias,
-    )
+    return charge(account, table, mechanism_of(plan).guarantee(plan, table.variables), mechanism=plan.mechanism,
+                  margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
+                  noise_mode=mode)
 
 
 def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleaseFailed:
