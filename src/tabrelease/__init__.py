@@ -1,7 +1,26 @@
 """tabrelease: differentially private release of contingency-table margins, and what it costs.
 
-The public API is what this module re-exports; everything else is internal. The exports load
-on first use (PEP 562), so that `tabrelease --help` does not pay for pandas, SciPy and HiGHS.
+Start here
+----------
+A release is described by one value, a `ReleaseSpec`, and made from a table::
+
+    import tabrelease as tr
+
+    table = tr.builtin_table("rochdale")                      # or tr.load_table("counts.csv"), tr.read_source(...)
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0),               # epsilon 1 (tr.loss_of(1.0, 1e-6): with delta)
+                          margins="[AB][BC]",                 # default: the table's paper model
+                          mode="simulation", seed=7)          # default mode "release": the secure sampler, no seed
+    release = tr.release_margins(table, spec)                 # in memory: release.released_margins
+    done = tr.publish_release(table, spec, "out/r1",          # the bundle: out/r1/public, out/r1/internal
+                              account=tr.LedgerAccount(ledger="ledger.json"))
+
+`prepare_release(table, spec)` makes every check done before a charge without drawing anything. Sweeps of simulated
+releases: `make_grid` and `run_sweep`. The mechanisms (`mechanism_names()`) are in `tabrelease.mechanisms`, with
+`register` and the contract checks for your own (`tabrelease.mechanisms.checks`); the privacy ledger is
+`tabrelease.ledger`; log-linear fitting `tabrelease.loglinear`; the errors, each with its exit status,
+`tabrelease.errors`.
+
+The exports load on first use (PEP 562), so that `tabrelease --help` does not pay for pandas, SciPy and HiGHS.
 """
 
 from __future__ import annotations
@@ -10,32 +29,17 @@ import importlib
 
 __version__ = "0.1.0"
 
+# The whole top-level surface (25 names); everything else is in the submodule that holds it.
 _EXPORTS = {
-    "bases": ("coefficient_basis", "coefficients", "margin_from_coefficients", "sensitivity"),
-    "errors": ("BudgetRefused", "ChargedReleaseFailed", "InternalError", "LedgerIntegrityError", "TabreleaseError"),
+    "errors": ("TabreleaseError",),
     "spec": ("LedgerAccount", "ReleaseSpec", "TableSource", "loss_of", "unit_of"),
-    "evaluation": ("ReleaseEvaluation", "evaluate_release", "evaluate_releases"),
-    "loglinear": (
-        "LogLinearFit", "fit_loglinear", "fit_summary", "g_squared", "ipf", "l1_distance", "pearson_x2",
-        "total_variation",
-    ),
-    "estimate": ("Estimate", "Estimator", "get_estimator"),
-    "ledger": ("BudgetStatus", "budget_status", "charge", "ledger_entries", "ledger_summary", "set_budget"),
-    "measurements": ("Measurement", "Measurements"),
-    "mechanisms": ("MECHANISMS", "Mechanism", "MechanismPlan", "get_mechanism", "mechanism_names", "plan_release",
-                   "register", "with_epsilon"),
-    "pipeline": ("Release", "measure", "release_from_measurements", "released_frames", "run_plan"),
-    "workflow": ("PreparedRelease", "PublishedRelease", "prepare_release", "publish_release", "read_source",
-                 "release_margins", "resolve_margins"),
-    "models": ("HierarchicalModel", "default_model", "downward_closure", "free_parameters", "parse_model"),
-    "noise": ("NoiseCalibration", "SecureNoise", "SimulationNoise"),
-    "reports": ("write_release_bundle",),
-    "sweeps": ("SweepGrid", "SweepResult", "make_grid", "replay_run", "run_seed", "run_sweep"),
-    "tables": (
-        "BUILTIN_TABLES", "OUTSIDE_TABLES", "PAPER_TABLES", "ContingencyTable", "MicrodataTable", "builtin_table",
-        "load_table", "read_microdata",
-        "read_table_csv", "table_from_frame", "table_from_microdata",
-    ),
+    "workflow": ("prepare_release", "publish_release", "read_source", "release_margins"),
+    "pipeline": ("Release", "release_from_measurements", "run_plan"),
+    "mechanisms": ("mechanism_names", "plan_release"),
+    "tables": ("ContingencyTable", "builtin_table", "load_table", "table_from_frame", "table_from_microdata"),
+    "models": ("default_model", "parse_model"),
+    "evaluation": ("evaluate_release",),
+    "sweeps": ("make_grid", "run_sweep"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 

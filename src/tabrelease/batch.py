@@ -120,12 +120,13 @@ class Step:
     # made | would be made | refused | would be refused | failed after its charge | not attempted
     status: str = "made"
     reason: str | None = None
+    exit_status: int = 0  # of a refusal: its error type's (`errors`), which the command exits with
 
     def as_dict(self) -> dict:
         return {"release": self.number, "dataset": self.dataset, "out": self.out, "mechanism": self.mechanism,
                 "epsilon": self.epsilon, "margins": list(self.margins), "expected_l1": dict(self.expected_l1),
                 "epsilon_spent_after": self.epsilon_spent_after, "epsilon_budget": self.epsilon_budget,
-                "status": self.status, "reason": self.reason}
+                "status": self.status, "reason": self.reason, "exit_status": self.exit_status}
 
 
 @dataclass(frozen=True)
@@ -387,7 +388,7 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                     charge_release(r.account(copy), table, plan, r.out, r.spec.mode)
                 except TabreleaseError as exc:
                     refused = True
-                    steps.append(Step(**step, status="would be refused", reason=str(exc)))
+                    steps.append(Step(**step, status="would be refused", reason=str(exc), exit_status=exc.exit_status))
                     continue
                 status = budget_status(copy, r.dataset)
                 steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent,
@@ -422,7 +423,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             continue
         except TabreleaseError as exc:
             stopped = True
-            steps.append(Step(**step, status="refused", reason=str(exc)))
+            steps.append(Step(**step, status="refused", reason=str(exc), exit_status=exc.exit_status))
             continue
         status = budget_status(spec.ledger, r.dataset)
         steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,

@@ -23,11 +23,6 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
-# The run stopped at a refusal after releasing what came before it (0: all made; 2: nothing done, bad spec; 4: a
-# release was charged and then failed, and the run stopped there).
-STOPPED = 3
-
-
 def run(args) -> int:
     from .._files import check_side_file
     from ..batch import dry_run, read_spec, run_batch
@@ -71,4 +66,5 @@ def run(args) -> int:
 
         print(f"tabrelease: error: release {failed.number}: {failed.reason}", file=sys.stderr)
         return ChargedReleaseFailed.exit_status
-    return STOPPED if result.stopped else 0
+    refused = next((s for s in result.steps if s.status in ("refused", "would be refused")), None)
+    return 0 if refused is None else refused.exit_status  # the refusal's own status: 5 a budget, 2 bad input
