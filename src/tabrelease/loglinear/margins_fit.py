@@ -147,7 +147,7 @@ def fit_loglinear_from_margins(
         facial = _facial_cliques_by_lp(tree, shape, edges, assigned, targets, candidates, known_in)
         exact = True
     fitted, separators, iterations, converged, log_lik = _ipf_on_tree(
-        tree, shape, edges, assigned, targets, facial, n, tol, max_iter
+        tree, shape, edges, assigned, targets, facial, tol, max_iter
     )
     mle_exists = all(f.all() for f in facial) if exact else None
     size = _count_cells(tree, shape, edges, facial) if exact else None
@@ -408,7 +408,7 @@ def _tour(tree, edges, assigned) -> list[tuple]:
     return walk
 
 
-def _ipf_on_tree(tree, shape, edges, assigned, targets, facial, n, tol, max_iter):
+def _ipf_on_tree(tree, shape, edges, assigned, targets, facial, tol, max_iter):
     """IPF from the facial set's indicator (as the cell path starts), on calibrated clique tables.
 
     Returns (clique tables, separator margins, cycles, converged, sum n log m). The last is tracked exactly for the
@@ -416,6 +416,7 @@ def _ipf_on_tree(tree, shape, edges, assigned, targets, facial, n, tol, max_iter
     every adjustment of generator g, so sum n log m = n log(n / |F|) + sum_g <t_g, lambda_g>.
     """
     cliques = tree.cliques
+    n = float(next(iter(targets.values())).sum())  # every target totals n (checked by the caller)
     tables, separators = _calibrate(tree, shape, edges, [f.astype(float) for f in facial])
     start_total = float(tables[0].sum())
     scale = n / start_total
