@@ -80,7 +80,7 @@ def run(args) -> int:
                                "seed": args.seed}, epsilon=1.0)
     grid = make_grid(tables, args.epsilons, args.repetitions, spec=spec, margins=margins,
                      mechanisms=args.mechanisms, calibrations=args.calibrations)
-    result = run_sweep(grid, args.out, jobs=args.jobs or default_jobs(), scheduler=args.scheduler,
+    result = run_sweep(grid, args.out, jobs=args.scheduler or args.jobs or default_jobs(),
                        resume=args.resume, force=args.force, progress=None if not args.quiet else False)
     files = result.files + write_sweep_summary(result.runs, args.out)
     if args.json:

@@ -102,7 +102,7 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     grid = paper_grid(quick, master_seed)
     started = time.perf_counter()
-    result = run_sweep(grid, out / "sweep", jobs=jobs, scheduler=scheduler, resume=resume and (out / "sweep").exists(),
+    result = run_sweep(grid, out / "sweep", jobs=scheduler or jobs, resume=resume and (out / "sweep").exists(),
                        progress=progress)
     summary = summarise(result.runs)
     table7 = reproduce_table7()

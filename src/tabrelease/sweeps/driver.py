@@ -90,30 +90,47 @@ def run_sweep(
     grid: SweepGrid,
     out: str | os.PathLike | None = None,
     *,
-    jobs: int = 1,
-    scheduler: str | None = None,
-    executor=None,
+    jobs=1,
     resume: bool = False,
     force: bool = False,
     progress: bool | None = None,
     on_chunk: Callable[[SweepChunk], None] | None = None,
 ) -> SweepResult:
-    """Run a sweep on `executor` (or on one this call builds from `jobs` or `scheduler`).
+    """Run a sweep's grid points, locally or on a cluster, and gather its rows.
 
-    With `out`, each grid point is written to OUT/chunks/ as soon as it is done, and the assembled
-    rows to OUT/runs.{parquet,csv} and OUT/margin_errors.{parquet,csv}. `resume` computes only the
-    grid points missing from OUT/chunks/ (the grid must be the one saved in OUT/sweep.json).
-    Progress goes to standard error when it is a terminal, unless `progress=False`. An executor
-    passed in is used and left open; one built here is shut down here.
+    Parameters
+    ----------
+    grid : SweepGrid
+    out : path or None
+        With it, each grid point is written to OUT/chunks/ as soon as it is done, and the assembled rows to
+        OUT/runs.{parquet,csv} and OUT/margin_errors.{parquet,csv}.
+    jobs : int, str or executor
+        Where the grid points run: a number of local worker processes; a Dask scheduler's address
+        ("tcp://host:8786"); or an executor with `submit` (used and left open; one built here is shut down here).
+    resume : bool
+        Compute only the grid points missing from OUT/chunks/ (the grid must be the one saved in OUT/sweep.json).
+    force : bool
+        Replace an existing `out`.
+    progress : bool or None
+        A progress bar on standard error (None: when it is a terminal).
+    on_chunk : callable or None
+        Called with each grid point as it is done.
+
+    Returns
+    -------
+    SweepResult
     """
     started = time.perf_counter()
-    if int(jobs) != jobs or jobs < 1:
+    executor = scheduler = None
+    if isinstance(jobs, str):
+        scheduler, jobs = jobs, 1
+    elif hasattr(jobs, "submit"):
+        executor, jobs = jobs, 1
+    elif isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise TabreleaseError(f"--jobs must be a positive whole number, not {jobs!r}")
-    if executor is not None and scheduler is not None:
-        raise TabreleaseError("give an executor or a scheduler address, not both")
     chunks = grid_chunks(grid)
     own = None
-    if executor is None and scheduler is not None:
+    if scheduler is not None:
         own = executor = dask_client(scheduler)  # an unreachable cluster fails before any file is made
     done: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
     chunk_dir = None
