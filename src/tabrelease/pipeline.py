@@ -57,9 +57,9 @@ class Release:
     privacy: str | None = None
 
     def _repr_html_(self) -> str:
-        from .notebook import release_html
+        from ._display import html_for
 
-        return release_html(self)
+        return html_for(self)  # the renderer is registered by the presentation layer (tabrelease.notebook)
 
     @property
     def n_released(self) -> float:

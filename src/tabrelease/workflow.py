@@ -200,9 +200,9 @@ class PublishedRelease:
     warnings: tuple[str, ...]
 
     def _repr_html_(self) -> str:
-        from .notebook import release_html
+        from ._display import html_for
 
-        return release_html(self.release, self.evaluation)
+        return html_for(self)
 
 
 def charge_release(ledger, table, plan: MechanismPlan, out, mode: str, *, dataset: str | None = None,

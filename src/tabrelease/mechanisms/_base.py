@@ -58,9 +58,9 @@ class MechanismPlan:
         return self.design.scales(self.calibration.scale).get((query, tuple(variables)))
 
     def _repr_html_(self) -> str:
-        from ..notebook import plan_html
+        from .._display import html_for
 
-        return plan_html(self)
+        return html_for(self)  # the renderer is registered by the presentation layer (tabrelease.notebook)
 
     @property
     def problem(self):

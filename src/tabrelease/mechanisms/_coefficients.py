@@ -9,13 +9,13 @@ import numpy as np
 
 from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, integer_coefficients, sensitivity
 from ..bounds import derived_l1_bound
-from ..paper.theorems import paper_noise_scale, paper_theorem_bound
 from ..estimate import LInfinityLP
 from ..measurements import COEFFICIENTS, coefficient_blocks, measured
 from ..planning import expected_margin_errors
 from ..noise import laplace_calibration
 from ..rounding import NEAREST
 from ._base import Mechanism, MechanismPlan, no_paper_calibration, recalibrate
+from ._paper_formulas import paper_noise_scale, paper_theorem_bound
 
 
 class CoefficientMechanism(Mechanism):
