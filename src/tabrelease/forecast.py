@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import TabreleaseError
-from .mechanisms import get_mechanism, plan_release
+from .mechanisms import get_mechanism
+from .planner import plan_release
 from .models import Margin
 
 def _planned_options(public_total: bool, plan_objective: str | None) -> dict:

@@ -192,7 +192,7 @@ def _seed(task: FrontierTask, repetition: int, stream: int) -> int:
 
 def plan_strategy(s: Strategy, table, margins, epsilon: float):
     """The plan a strategy releases with, on one table at one epsilon."""
-    from .mechanisms import plan_release, with_post_processing
+    from .planner import plan_release, with_post_processing
 
     options = dict(s.options)
     if s.sensitive:

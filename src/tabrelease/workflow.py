@@ -14,7 +14,8 @@ import numpy as np
 
 from ._signals import deferred_signals
 from .errors import ChargedReleaseFailed, TabreleaseError
-from .mechanisms import DEFAULT, MechanismPlan, get_mechanism, plan_release
+from .mechanisms import DEFAULT, MechanismPlan, get_mechanism
+from .planner import plan_release
 from .models import Margin, default_model
 from .noise import RELEASE, noise_source
 from .forecast import _planned_options
@@ -59,7 +60,7 @@ def _plan_and_noise(table, epsilon, margins, mode, seed, public_total=False, pla
     from .tables import LEVELS_FROM_DATA
 
     margins = resolve_margins(table, margins)
-    from .mechanisms import _checked_margins
+    from .planner import _checked_margins
 
     # Before any plan: a plan over every cell, or over a margin too large, would exhaust memory first.
     check_release_size(table, _checked_margins(margins), plan_options.get("mechanism", DEFAULT))

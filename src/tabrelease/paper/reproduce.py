@@ -187,7 +187,7 @@ class _RecordingNoise:
 
 
 def _paper_plan(table, margins, epsilon, calibration="exact"):
-    from ..mechanisms import plan_release
+    from ..planner import plan_release
 
     return plan_release(table.shape, margins, epsilon, mechanism="auto", calibration=calibration)
 

@@ -184,7 +184,7 @@ def delta_for(mechanism: str, shape, delta: float | None) -> float | None:
 
 def plan_for(shape, margins, mechanism, calibration, neighbours, delta):
     """The plan of a grid point's table and mechanism, built at epsilon 1 (each grid point rescales it)."""
-    from ..mechanisms import plan_release
+    from ..planner import plan_release
 
     return plan_release(shape, margins, 1.0, mechanism=mechanism, neighbours=neighbours,
                         delta=delta_for(mechanism, shape, delta), calibration=calibration)

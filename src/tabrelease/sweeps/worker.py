@@ -172,7 +172,7 @@ def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
 def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int):
     """Re-run one run of a sweep alone; returns (Release, ReleaseEvaluation)."""
     from ..evaluation import evaluate_release
-    from ..mechanisms import plan_release
+    from ..planner import plan_release
     from ..pipeline import run_plan
 
     index = [t.name for t in grid.tables].index(table)
