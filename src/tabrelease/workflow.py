@@ -319,10 +319,10 @@ def publish_release(
     Every check that can refuse happens before the charge; a refusal charges nothing and writes nothing.
     """
     from . import __version__
-    from .evaluation import evaluate_release
+    from .bundle import (check_release_destination, check_report_support, check_writable, remove_stale_staging,
+                         write_release_bundle)
+    from .evaluation import evaluate_release, evaluation_warnings, release_warnings
     from .models import HierarchicalModel
-    from .reports import (check_release_destination, check_writable, evaluation_warnings, release_warnings,
-                          remove_stale_staging, write_release_bundle)
 
     if not 0 < bound_delta < 1:
         raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {bound_delta:g}")
@@ -330,9 +330,7 @@ def publish_release(
     check_writable(out)
     _check_figures_available()
     if workbook:
-        from .workbook import check_workbook_support
-
-        check_workbook_support()
+        check_report_support(workbook)
     plan, noise = _plan_and_noise(table, epsilon, margins, mode, seed, mechanism=mechanism, neighbours=neighbours,
                                   delta=delta, calibration=calibration, nonneg_t=nonneg_t, estimator=estimator,
                                   rounding=rounding, public_total=public_total,

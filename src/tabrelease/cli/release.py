@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if not 0 < args.bound_delta < 1:
         raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {args.bound_delta:g}")
-    from ..reports import check_release_destination
+    from ..bundle import check_release_destination
 
     check_release_destination(args.out, args.force)  # before the table is read: a wrong --out fails fast
     table = load_from_args(args)
