@@ -6,7 +6,7 @@ import statistics
 import time
 
 from tabrelease import builtin_table, default_model
-from tabrelease.mechanisms import plan_release
+from tabrelease.planner import plan_release
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import SimulationNoise
 from tabrelease.tables import BUILTIN_TABLES

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from tabrelease.mechanisms import plan_release
+from tabrelease.planner import plan_release
 from tabrelease.noise import SecureNoise, SimulationNoise
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan

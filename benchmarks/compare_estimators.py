@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 
 import tabrelease as tr
-from tabrelease.mechanisms import with_post_processing
+from tabrelease.planner import with_post_processing
 from tabrelease.tables import margin_counts
 
 

@@ -328,7 +328,7 @@ def run_trial(number: int, kind: str, signame: str, workdir: Path, *, delay: flo
         if done.returncode != 0:
             v.append(f"the clean-up release failed (exit {done.returncode}): {_first_line(done.stderr)}")
     else:
-        from tabrelease.reports import remove_stale_staging
+        from tabrelease.bundle import remove_stale_staging
 
         remove_stale_staging(parent / "clean")
     trial.residue_after = _residue(parent)

@@ -409,10 +409,11 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     import numpy as np
 
     import tabrelease.copula as copula
+    import tabrelease.mechanisms.gaussian_copula as copula_mechanism
     from tabrelease.workflow import publish_release
 
     czech = builtin_table("czech")
-    monkeypatch.setattr(copula, "MAX_RECORDS", int(czech.n) - 1)  # one record beyond the limit
+    monkeypatch.setattr(copula_mechanism, "MAX_RECORDS", int(czech.n) - 1)  # one record beyond the limit
     ledger = init_ledger(tmp_path / "ledger.json")
     with pytest.raises(TabreleaseError, match="synthesises one record per person") as refused:
         publish_release(czech, tmp_path / "r", 1.0, [(0, 1)], mechanism="copula-id", mode="simulation",
@@ -421,7 +422,7 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     assert ledger_entries(ledger) == [] and not (tmp_path / "r").exists()
     # Below the limit the records are drawn in chunks: the same table as one draw, with memory that does not grow.
     monkeypatch.setattr(copula, "CHUNK_VALUES", 64)
-    from tabrelease.mechanisms import plan_release
+    from tabrelease.planner import plan_release
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import measure
 
@@ -439,7 +440,7 @@ def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tm
     rho whose exact conversion (Canonne, Kamath & Steinke 2020, checked here with OpenDP's own) meets it."""
     import opendp.prelude as dp
 
-    from tabrelease.mechanisms import plan_release
+    from tabrelease.planner import plan_release
     from tabrelease.workflow import charge_release
 
     dp.enable_features("contrib")

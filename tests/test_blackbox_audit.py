@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-from tabrelease.mechanisms import get_mechanism, plan_release
+from tabrelease.mechanisms import get_mechanism
+from tabrelease.planner import plan_release
 from tabrelease.noise import NoNoise, SimulationNoise
 
 ALPHA = 1e-3

@@ -27,7 +27,7 @@ import pytest
 from tabrelease import builtin_table, default_model
 from tabrelease.bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients
 from tabrelease.evaluation import evaluate_release
-from tabrelease.mechanisms import plan_release
+from tabrelease.planner import plan_release
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import SecureNoise, SimulationNoise

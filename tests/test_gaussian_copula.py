@@ -15,7 +15,8 @@ from tabrelease.copula import (bivariate_normal_cdf, both_one_probability, fit_c
                                nearest_correlation, sample_records, synthesise, synthetic_counts)
 from tabrelease.errors import TabreleaseError
 from tabrelease.measurements import Measurements
-from tabrelease.mechanisms import get_mechanism, plan_release, with_epsilon
+from tabrelease.mechanisms import get_mechanism, with_epsilon
+from tabrelease.planner import plan_release
 from tabrelease.noise import NoNoise
 from tabrelease.pipeline import measure, release_from_measurements, run_plan
 from tabrelease.workflow import release_margins

@@ -220,7 +220,7 @@ def test_released_margins_come_back_as_labelled_frames():
 
 SIGNAL_IN = """
 import os, signal, sys, tempfile
-import tabrelease.reports as reports
+import tabrelease.bundle as bundle
 where = sys.argv[2]
 if where == "mkdtemp":  # SIGTERM at once after the staging folder's mkdir, before mkdtemp returns its name
     real = tempfile.mkdtemp
@@ -229,7 +229,7 @@ if where == "mkdtemp":  # SIGTERM at once after the staging folder's mkdir, befo
         if "-probe-" not in kwargs.get("prefix", ""):
             os.kill(os.getpid(), signal.SIGTERM)
         return made
-    reports.tempfile.mkdtemp = mkdtemp
+    bundle.tempfile.mkdtemp = mkdtemp
 else:  # SIGTERM during the rename that puts the bundle in place
     real = os.replace
     class OS:
@@ -239,7 +239,7 @@ else:  # SIGTERM during the rename that puts the bundle in place
             real(a, b)
             if ".staging-" in str(a):
                 os.kill(os.getpid(), signal.SIGTERM)
-    reports.os = OS()
+    bundle.os = OS()
 from tabrelease.cli import main
 folder = sys.argv[1]
 sys.exit(main(["release", "czech", "--epsilon", "1", "--simulate", "--ledger", folder + "/L.json",

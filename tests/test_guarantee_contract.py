@@ -45,7 +45,8 @@ import pytest
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
-from tabrelease.mechanisms import BUILT_IN, get_mechanism, mechanism_names, plan_release
+from tabrelease.mechanisms import BUILT_IN, get_mechanism, mechanism_names
+from tabrelease.planner import plan_release
 from tabrelease.mechanisms.randomized_response import channel_matrix
 from tabrelease.noise import NoNoise
 from tabrelease.privacy import (ADD_REMOVE, APPROXIMATE, LOCAL, PURE, REPLACE, SENSITIVE, ZCDP, PrivacyUnit,

@@ -2,7 +2,7 @@
 registered in this process), and the ways a mechanism travels: pickled with its plan to a sweep's worker processes,
 found by installed packages' metadata, listed by `--help`.
 
-The checks themselves live in `tabrelease.mechanisms.checks` so that a third-party package can run them on its own
+The checks themselves live in `tabrelease.testing` so that a third-party package can run them on its own
 mechanism; what they compute is independent of the mechanism's code (the privacy check measures every neighbouring
 pair of the small table with no noise and sums the moves over the scales the blocks were drawn with).
 """
@@ -19,7 +19,7 @@ import tabrelease as tr
 import tabrelease.mechanisms as mechanisms
 from tabrelease.measurements import Measurements, margin_blocks
 from tabrelease.mechanisms import BUILT_IN, Mechanism, MechanismPlan, get_mechanism, register, unregister
-from tabrelease.mechanisms.checks import parametrize_with_checks
+from tabrelease.testing import parametrize_with_checks
 from tabrelease.noise import laplace_calibration
 from tabrelease.spec import BUILT_IN_MECHANISMS
 
@@ -75,7 +75,7 @@ def test_every_mechanism_keeps_the_contract(mechanism, check):
 
 
 def test_the_contract_catches_an_under_noised_mechanism():
-    from tabrelease.mechanisms.checks import check_guarantee_holds_on_every_neighbouring_pair
+    from tabrelease.testing import check_guarantee_holds_on_every_neighbouring_pair
 
     with pytest.raises(AssertionError, match="moves the Laplace blocks"):
         check_guarantee_holds_on_every_neighbouring_pair(UnderNoised())

@@ -10,7 +10,8 @@ from tabrelease.bases import FOURIER, coefficient_basis, sensitivity
 from tabrelease.evaluation import evaluate_release
 from tabrelease.paper.tables import reproduce_table8
 from tabrelease.paper.theorems import paper_noise_scale
-from tabrelease.mechanisms import MECHANISMS, plan_release
+from tabrelease.mechanisms import MECHANISMS
+from tabrelease.planner import plan_release
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, laplace_calibration, noise_source

@@ -10,7 +10,8 @@ from scipy.optimize import minimize
 
 import tabrelease as tr
 from tabrelease.cli import main
-from tabrelease.mechanisms import get_mechanism, plan_release, with_epsilon, with_post_processing
+from tabrelease.mechanisms import get_mechanism, with_epsilon
+from tabrelease.planner import plan_release, with_post_processing
 from tabrelease.noise import NoNoise
 
 from .helpers import RecordingNoise, true_margin

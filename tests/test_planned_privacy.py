@@ -27,7 +27,8 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from tabrelease.mechanisms import get_mechanism, plan_release
+from tabrelease.mechanisms import get_mechanism
+from tabrelease.planner import plan_release
 
 DELTA = 1e-6
 MARGIN_CELLS = "margin_cells"

@@ -11,8 +11,9 @@ import pytest
 
 import tabrelease as tr
 from tabrelease.errors import TabreleaseError
-from tabrelease.mechanisms import plan_release, with_epsilon
-from tabrelease.mechanisms.randomized_response import cell_variance, unbiased_cells
+from tabrelease.mechanisms import with_epsilon
+from tabrelease.planner import plan_release
+from tabrelease.estimate import cell_variance, unbiased_cells
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan

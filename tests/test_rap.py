@@ -10,7 +10,8 @@ import pytest
 
 from tabrelease import builtin_table, default_model, relaxed
 from tabrelease.errors import TabreleaseError
-from tabrelease.mechanisms import plan_release, with_epsilon
+from tabrelease.mechanisms import with_epsilon
+from tabrelease.planner import plan_release
 from tabrelease.mechanisms import rap
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, _opendp
 from tabrelease.pipeline import measure, release_from_measurements, run_plan

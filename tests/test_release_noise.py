@@ -31,7 +31,7 @@ from scipy import optimize, stats
 from tabrelease import builtin_table, default_model
 from tabrelease.bases import coefficients, margin_from_coefficients
 from tabrelease.rounding import round_table
-from tabrelease.mechanisms import plan_release
+from tabrelease.planner import plan_release
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import SecureNoise, SimulationNoise, laplace_calibration
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tabrelease as tr
-from tabrelease.mechanisms import plan_release, with_post_processing
+from tabrelease.planner import plan_release, with_post_processing
 from tabrelease.loglinear.design import is_decomposable
 from tabrelease.noise import NoNoise
 from tabrelease.rounding import mutually_consistent

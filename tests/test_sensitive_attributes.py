@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tabrelease.errors import TabreleaseError
-from tabrelease.mechanisms import get_mechanism, plan_release, with_epsilon
+from tabrelease.mechanisms import get_mechanism, with_epsilon
+from tabrelease.planner import plan_release
 from tabrelease.measurements import EXACT
 from tabrelease.noise import NoNoise, SimulationNoise
 from tabrelease.workflow import release_margins

@@ -351,7 +351,7 @@ class LeastSquaresProblem:
         return (scaled - high) - low
 
     def _total_of_residuals(self, residual: np.ndarray, weights: np.ndarray) -> float:
-        """The best linear unbiased estimate of n - sum(x) from the residuals (estimate.best_total on y - Q x):
+        """The best linear unbiased estimate of n - sum(x) from the residuals (measurements.best_total on y - Q x):
         each block that carries the total, weighted by 1 / the variance of its estimate."""
         estimates, precisions = [], []
         for lo, hi, cells in self._total_blocks:

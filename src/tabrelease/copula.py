@@ -41,8 +41,8 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from .errors import TabreleaseError
-from .estimate import Estimate
 from .measurements import DUMMY_TABLES, Measurements
+from .postprocessing import Estimate
 
 GAUSS_LEGENDRE_NODES = 48
 BISECTION_STEPS = 50  # the bracket [-1, 1] halves each step: 2^-49 at the end
@@ -208,9 +208,8 @@ def fit_copula(shape, measurements: Measurements) -> CopulaModel:
 # Records are drawn in chunks of at most this many normal deviates (128 MiB of float64), so that memory does not
 # grow with n; the draws are those of one call (numpy fills its arrays from one stream in order).
 CHUNK_VALUES = 2**24
-# The copula draws one record per person: a table with more records than this is refused before its charge (a limit
-# of this tool's time, stated in public: it says only that n is above it).
-MAX_RECORDS = 2 * 10**8
+# The limit on n the copula draws records for is the mechanism's (mechanisms/gaussian_copula.py, MAX_RECORDS): it
+# refuses a larger table before the charge.
 
 
 def record_chunks(model: CopulaModel, rng: np.random.Generator):

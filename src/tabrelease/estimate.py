@@ -1,7 +1,10 @@
 """Estimators: from measurements to a non-negative table (or margins), before rounding.
 
 An estimator is a named choice, separate from the mechanism: any mechanism whose measurements it
-can read may use it. Each reads the plan and the `Measurements`, never the mechanism's name.
+can read may use it. Each reads the plan and the `Measurements`, never the mechanism's name, and this module
+imports no mechanism (a plan names its default estimator; `tabrelease.planner` resolves the name here). The
+`Estimate` record and the names are in `postprocessing.py`; `noise_variance` and `best_total` (functions of the
+measurements alone) in `measurements.py`; both are re-exported here.
 
 | name                | reads                       | gives                                                         |
 |---------------------|-----------------------------|---------------------------------------------------------------|
@@ -25,40 +28,22 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from functools import lru_cache
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import TabreleaseError
 from .measurements import (COEFFICIENTS, DUMMY_TABLES, EXACT, LINEAR, MARGIN_CELLS, RANDOMIZED_REPORTS, Measurement,
-                           Measurements)
+                           Measurements, best_total, noise_variance)
+from .postprocessing import (AS_MEASURED, COPULA_SYNTHESIS, LEAST_SQUARES, LINF_LP, LOCAL_LEAST_SQUARES,
+                             RANDOMIZED_RESPONSE_LEAST_SQUARES, RELAXED_PROJECTION, SHIFTED_SYNTHESIS, Estimate)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .consistency import LPSolution
+    # Annotation only: an estimator reads a plan's fields (shape, margins, basis, encoding, calibration), and never
+    # imports the mechanisms (the import contract test ignores TYPE_CHECKING blocks).
     from .mechanisms import MechanismPlan
     from .models import Margin
-
-
-@dataclass(frozen=True, eq=False)
-class Estimate:
-    """A real-valued estimate: a non-negative table on the table's own shape, or margins alone."""
-
-    table: np.ndarray | None
-    margins: tuple[np.ndarray, ...] | None
-    seconds: float
-    lp: LPSolution | None = None
-    notes: tuple[str, ...] = ()
-    # When set, `margins` are the clique margins of a junction tree (not the released margins themselves).
-    cliques: tuple[Margin, ...] | None = None
-    # The estimate exactly, where a float cannot hold it (counts above 2^52): an integer table `base` plus `change`
-    # (both flat, over the table's cells); `table` is then their sum as a float.
-    base: np.ndarray | None = None
-    change: np.ndarray | None = None
-    # The integer total rounding must keep (an exactly measured n, or the fit's total rounded exactly), and the
-    # margins that were measured exactly ((axes, integer cells) on the table's own shape): rounding holds both.
-    total: int | None = None
-    pinned: tuple[tuple[Margin, np.ndarray], ...] = ()
 
 
 class Estimator(ABC):
@@ -102,7 +87,7 @@ class _ProblemEstimator(Estimator):
 class LInfinityLP(_ProblemEstimator):
     """The paper's consistency LP (Tables 1-2, step 5), built once per basis and re-solved per run."""
 
-    name = "linf-lp"
+    name = LINF_LP
 
     def build(self, basis, structural_zeros):
         from .consistency import ConsistencyProblem
@@ -168,7 +153,7 @@ class LeastSquares(Estimator):
     margin cells, or both, each weighted by 1 / its noise variance), the total pinned to its best linear
     unbiased estimate from the measurements, or to an exactly measured (public) total."""
 
-    name = "least-squares"
+    name = LEAST_SQUARES
     reads = LINEAR
 
     def __init__(self, structural_zeros=None):
@@ -218,7 +203,7 @@ class LocalLeastSquares(LeastSquares):
     """Least squares on the released margins themselves (no cells): locally consistent, locally non-negative
     margins from any linear measurements, the total pinned as for `least-squares` (ReM / GReM-LNN's idea)."""
 
-    name = "local-least-squares"
+    name = LOCAL_LEAST_SQUARES
 
     def __init__(self, cliques: tuple[Margin, ...] | None = None):
         # With cliques (a junction tree's, each holding released margins), the fit is over non-negative clique
@@ -272,32 +257,10 @@ def _least_squares_problem(domain, signature, zeros):
     return LeastSquaresProblem(domain, signature, structural)
 
 
-def noise_variance(block) -> float:
-    return 2.0 * block.scale**2 if block.distribution == "laplace" else block.scale**2
-
-
-def best_total(blocks) -> float:
-    """The best linear unbiased estimate of n from the blocks that carry it: the sums of measured margins and
-    the empty set's coefficient (the total is the only thing these share), weighted by 1 / variance."""
-    estimates, variances = [], []
-    for b in blocks:
-        if b.query == MARGIN_CELLS:
-            estimates.append(float(np.sum(b.values)))
-            variances.append(noise_variance(b) * b.size)
-        elif not b.variables:
-            factor = 2.0 ** (len(b.domain) / 2) if b.basis == "fourier" else float(np.prod(b.domain))
-            estimates.append(float(b.values[0]) * factor)
-            variances.append(noise_variance(b) * factor**2)
-    if not estimates:
-        raise TabreleaseError("no measurement carries the total")
-    precision = 1.0 / np.asarray(variances)
-    return float(precision @ np.asarray(estimates) / precision.sum())
-
-
 class AsMeasured(Estimator):
     """Measured cells, taken as they are: the full table if it was measured, else each margin on its own."""
 
-    name = "as-measured"
+    name = AS_MEASURED
     reads = (MARGIN_CELLS,)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
@@ -316,7 +279,7 @@ class ShiftedSynthesis(Estimator):
     """DMT section 4.5.3, Corollary 1: lift the constant coefficient by t * d * scale and synthesise the
     margins from the coefficients directly; non-negative with probability >= 1 - exp(-t), no LP."""
 
-    name = "shifted-synthesis"
+    name = SHIFTED_SYNTHESIS
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         from .bases import margin_from_coefficients
@@ -345,7 +308,7 @@ class CopulaSynthesis(Estimator):
     """Asghar et al.'s Gaussian copula fitted to dummy-coded noisy counts, n records sampled from it (randomness:
     noise.post_processing_rng of the measurements' source), their margins (copula.py)."""
 
-    name = "copula-synthesis"
+    name = COPULA_SYNTHESIS
     reads = (DUMMY_TABLES,)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
@@ -359,7 +322,7 @@ class RelaxedProjection(Estimator):
     cells (as proportions of n estimated from them), then its table (or margins) times that n. Randomness (the
     initial rows): noise.post_processing_rng of the measurements' source."""
 
-    name = "relaxed-projection"
+    name = RELAXED_PROJECTION
     reads = (MARGIN_CELLS,)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
@@ -373,11 +336,11 @@ class RelaxedProjection(Estimator):
 class RandomizedResponseLeastSquares(Estimator):
     """Unbias the randomised report counts, then the planned release's least squares with the total pinned to n."""
 
-    name = "randomized-response-least-squares"
+    name = RANDOMIZED_RESPONSE_LEAST_SQUARES
     reads = (RANDOMIZED_REPORTS,)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
-        from .mechanisms.randomized_response import mean_cell_variance, rr_probabilities, unbiased_cells
+        from .noise import rr_probabilities
 
         self._check(measurements)
         (block,) = measurements.blocks
@@ -391,6 +354,23 @@ class RandomizedResponseLeastSquares(Estimator):
                                Measurement(MARGIN_CELLS, (), np.array([n]), EXACT, 0.0, block.domain)),
                               measurements.noise_mode, measurements.seed)
         return LeastSquares().estimate(plan, linear)
+
+
+# The unbiasing of k-ary randomized response (mechanisms/randomized_response.py's docstring derives it).
+def unbiased_cells(reports: np.ndarray, p: float, q: float) -> np.ndarray:
+    """x_hat = (y - n q) / (p - q): E[x_hat] = x."""
+    y = np.asarray(reports, float)
+    return (y - y.sum() * q) / (p - q)
+
+
+def cell_variance(x: np.ndarray, p: float, q: float) -> np.ndarray:
+    """Var(x_hat_c) for true counts x: a sum of independent Bernoulli reports, divided by (p - q)^2."""
+    x = np.asarray(x, float)
+    return (x * p * (1 - p) + (x.sum() - x) * q * (1 - q)) / (p - q) ** 2
+
+
+def mean_cell_variance(n: float, k: int, p: float, q: float) -> float:
+    return n * (p * (1 - p) + (k - 1) * q * (1 - q)) / (k * (p - q) ** 2)
 
 
 # Up to 2^53 float64 holds every integer exactly; above it a count, and so an estimate, cannot be exact to a unit.

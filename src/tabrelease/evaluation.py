@@ -282,3 +282,45 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
     parent = next(i for i, g in enumerate(release.margins) if set(generator) <= set(g))
     g = release.margins[parent]
     return margin_counts(np.asarray(release.released_margins[parent], float), [g.index(j) for j in generator])
+
+
+# What a release and its audit must say to the publisher (reports.py re-exports these; the workflow reads them).
+def release_warnings(release: Release) -> list[str]:
+    """What a reader of the release must know before using it. Parameters and DP output only: public."""
+    out = []
+    if release.noise_mode != "release":
+        # The seed is not published: with the released values it would give the noise back (internal/ has it).
+        out.append(f"made in {release.noise_mode} mode: not produced by a secure sampler; do not publish")
+    if release.noise.calibration == "paper":
+        out.append("paper calibration, for reproducing the paper only")
+    if not release.noise.epsilon_holds:
+        out.append(
+            f"the stated epsilon {release.noise.epsilon:g} does not hold: the noise gives epsilon "
+            f"{release.noise.epsilon_actual:.6g} for the exact sensitivity"
+        )
+    # Every other note is a function of the plan and the DP output: public. The paper-calibration note
+    # repeats what the lines above say.
+    out += [n for n in release.notes if not n.startswith("paper calibration")]
+    return out
+
+
+# n' further than this share from n is flagged to the publisher (the audit's warnings and its at-a-glance box).
+N_OFF_SHARE = 0.1
+
+
+def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
+    """What the audit must flag about its own numbers (internal: it reads the confidential table)."""
+    out = []
+    # What a publisher must see before publishing (internal: these read the true counts).
+    if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > N_OFF_SHARE * evaluation.n:
+        out.append("the released total n' is more than 10% away from the true n: the release misstates the "
+                   "population's size (see n and n_released in the audit)")
+    if evaluation.zeroed_categories:
+        out.append(f"{len(evaluation.zeroed_categories)} categories that exist in the data were released as zero "
+                   "(zeroed_categories in the audit): the release says nobody has them")
+    if evaluation.released_fit_converged is False:
+        out.append(
+            "the refit of the model to the released margins did NOT converge: G2 of the release and the MLE "
+            "distances are those of the last iterate, not of an MLE"
+        )
+    return out

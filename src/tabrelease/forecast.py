@@ -4,17 +4,20 @@ error needs (the planned mechanism's, beside the paper's), from the shape and ma
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from .errors import TabreleaseError
-from .mechanisms import mechanism_of, plan_release
+from .mechanisms import mechanism_of
+from .planner import plan_release
 from .models import Margin
 from .spec import ReleaseSpec
 
 def _plan(shape, margins, spec: ReleaseSpec, epsilon: float, mechanism: str | None = None):
-    return plan_release(shape, margins, epsilon, mechanism=mechanism or spec.mechanism, neighbours=spec.neighbours,
-                        delta=spec.delta, options=dict(spec.options) if mechanism is None else None)
+    if mechanism is not None:  # the paper's mechanism beside it: its own, without the spec's options
+        spec = replace(spec, mechanism=mechanism, options=())
+    return plan_release(shape, margins, spec.with_epsilon(epsilon))
 
 
 def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float],

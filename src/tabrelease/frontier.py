@@ -194,12 +194,12 @@ def _seed(task: FrontierTask, repetition: int, stream: int) -> int:
 
 def plan_strategy(s: Strategy, table, margins, epsilon: float):
     """The plan a strategy releases with, on one table at one epsilon."""
-    from .workflow import plan_for_spec
+    from .planner import plan_release
 
     spec = s.spec.with_epsilon(epsilon)
     if s.sensitive:
         spec = replace(spec, unit=unit_of("replace", sensitive=FRONTIER_SENSITIVE[table.name]))
-    return plan_for_spec(table.shape, margins, spec, table.variables)
+    return plan_release(table.shape, margins, spec, table.variables)
 
 
 def run_task(task: FrontierTask) -> pd.DataFrame:

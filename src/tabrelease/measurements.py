@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import TabreleaseError
+
 COEFFICIENTS = "coefficients"
 MARGIN_CELLS = "margin_cells"
 LINEAR = (COEFFICIENTS, MARGIN_CELLS)
@@ -96,3 +98,26 @@ def margin_blocks(margins: Sequence[tuple[int, ...]], noisy: Sequence[np.ndarray
         Measurement(MARGIN_CELLS, tuple(g), np.ravel(values), distribution, scale, domain)
         for g, values in zip(margins, noisy)
     )
+
+
+# Functions of the measurements alone, read by estimators and by the relaxed fit (estimate.py re-exports them).
+def noise_variance(block) -> float:
+    return 2.0 * block.scale**2 if block.distribution == "laplace" else block.scale**2
+
+
+def best_total(blocks) -> float:
+    """The best linear unbiased estimate of n from the blocks that carry it: the sums of measured margins and
+    the empty set's coefficient (the total is the only thing these share), weighted by 1 / variance."""
+    estimates, variances = [], []
+    for b in blocks:
+        if b.query == MARGIN_CELLS:
+            estimates.append(float(np.sum(b.values)))
+            variances.append(noise_variance(b) * b.size)
+        elif not b.variables:
+            factor = 2.0 ** (len(b.domain) / 2) if b.basis == "fourier" else float(np.prod(b.domain))
+            estimates.append(float(b.values[0]) * factor)
+            variances.append(noise_variance(b) * factor**2)
+    if not estimates:
+        raise TabreleaseError("no measurement carries the total")
+    precision = 1.0 / np.asarray(variances)
+    return float(precision @ np.asarray(estimates) / precision.sum())

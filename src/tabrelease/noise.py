@@ -286,3 +286,10 @@ def noise_source(mode: str, seed: int | None) -> NoiseSource:
             )
         return SecureNoise()
     raise TabreleaseError(f"unknown noise mode {mode!r}; choose release or simulation")
+
+
+def rr_probabilities(k: int, epsilon: float) -> tuple[float, float]:
+    """(p, q) of k-ary randomized response: keep the true cell with probability p, report each other cell with
+    probability q. The mechanism's calibration and the estimator's unbiasing both read it (kept here, below both)."""
+    e = math.exp(epsilon)
+    return e / (e + k - 1), 1.0 / (e + k - 1)

@@ -2,6 +2,9 @@
 
 A release in memory shows what it states about itself (public: parameters and the DP output); a published
 release, which was compared with the confidential table, shows the audit's box whole. Every value is escaped.
+
+The records do not import this module: importing it registers its renderers with `_display` (the records'
+`_repr_html_` call `_display.html_for`), so that presentation is attached from above (see `_display`).
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from markupsafe import escape
+
+from ._display import register_html
 
 _STYLE = "border-collapse:collapse;margin:0.3rem 0"
 _CELL = "border-bottom:1px solid #e3e3e3;padding:0.15rem 0.6rem;text-align:left;vertical-align:top"
@@ -70,3 +75,15 @@ def _labels(margins) -> list[str]:
 
 def _model(model) -> str:
     return "".join(_labels(model.generators))
+
+
+def _published_html(published) -> str:
+    return release_html(published.release, published.evaluation)
+
+
+# Registered by name, so that this module imports none of the records it draws.
+for _type_name, _render in (("tabrelease.pipeline.Release", release_html),
+                            ("tabrelease.workflow.PublishedRelease", _published_html),
+                            ("tabrelease.mechanisms._base.MechanismPlan", plan_html),
+                            ("tabrelease.loglinear.fit.LogLinearFit", fit_html)):
+    register_html(_type_name, _render)

@@ -19,6 +19,7 @@ from .measurements import EXACT, Measurements
 from .mechanisms import MechanismPlan, mechanism_of
 from .models import Margin
 from .noise import NoiseCalibration, NoiseSource
+from .planner import resolve_estimator
 from .rounding import round_estimate
 
 
@@ -57,9 +58,9 @@ class Release:
     privacy: str | None = None
 
     def _repr_html_(self) -> str:
-        from .notebook import release_html
+        from ._display import html_for
 
-        return release_html(self)
+        return html_for(self)  # the renderer is registered by the presentation layer (tabrelease.notebook)
 
     @property
     def n_released(self) -> float:
@@ -106,6 +107,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         from .estimate import get_estimator
 
         estimator = get_estimator(estimator)
+    plan = resolve_estimator(plan)  # a plan straight from a mechanism names its estimator: built here
     estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
     # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
     mechanism_of(plan).check_measurements(plan, measurements)

@@ -144,7 +144,7 @@ def targets_from_blocks(blocks, total: float) -> tuple[dict, dict]:
 
     A margin measured more than once gets the inverse-variance mean of its measurements; weights are
     1 / variance relative to the most precise margin (all 1 for RAP's equal-scale blocks)."""
-    from .estimate import noise_variance
+    from .measurements import noise_variance
 
     sums, precisions = {}, {}
     for b in blocks:
@@ -160,9 +160,8 @@ def targets_from_blocks(blocks, total: float) -> tuple[dict, dict]:
 
 def noisy_total(blocks) -> float:
     """n as the release estimates it: an exactly given (public) total, else the best linear unbiased estimate from the
-    noisy margins' sums (estimate.best_total: post-processing, no budget of its own), never below 0."""
-    from .estimate import best_total
-    from .measurements import EXACT
+    noisy margins' sums (measurements.best_total: post-processing, no budget of its own), never below 0."""
+    from .measurements import EXACT, best_total
 
     exact = [b for b in blocks if b.distribution == EXACT and not b.variables]
     total = float(exact[0].values[0]) if exact else best_total([b for b in blocks if b.distribution != EXACT])
@@ -184,7 +183,7 @@ def project(plan, measurements, rng: np.random.Generator):
     released margins)."""
     import time
 
-    from .estimate import Estimate
+    from .postprocessing import Estimate
 
     start = time.perf_counter()
     shape = tuple(plan.shape)

@@ -1,21 +1,20 @@
-"""Writing a release: `public/` (what may be published) and `internal/` (the audit), atomically.
+"""The content of a release bundle: `public/` (what may be published) and `internal/` (the audit).
 
 `public/` holds the released margins, one long CSV each, and `release.json` with the release's
 parameters. Nothing in it is computed from the confidential table except the DP output itself:
 the sensitivity and noise scale depend on the table's shape and the margins, never its counts.
 `internal/` holds `audit.json` and `audit.html`, which compare the release with the truth.
 
-The bundle is built in a temporary folder beside the target and renamed into place, so a
-failure leaves either the old folder or nothing, never half a release.
+The transaction around it (a staging folder beside the target, renamed into place, so that a failure leaves
+either the old folder or nothing, never half a release) is the workflow's: `bundle.py`. Importing this module
+registers `write_release_contents` as the bundle's report writer; `write_release_bundle` (the bundle's) is
+re-exported here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from . import schemas
-from ._files import foreign_entries, process_alive
+from .bundle import ReportWriter, register_report_writer, write_release_bundle  # noqa: F401  (re-exported)
 from .schemas import validate
-from .errors import TabreleaseError
 from .disclosure import disclosure_risk
-from .evaluation import ReleaseEvaluation
+from .evaluation import (N_OFF_SHARE, ReleaseEvaluation, evaluation_warnings,  # noqa: F401  (re-exported)
+                         release_warnings)
 from .models import margin_label
 from .pipeline import UNFIT_ERROR_SHARE, Release
 from .tables import ContingencyTable, long_rows, people_names, write_long_csv
@@ -126,47 +125,6 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
     }
 
 
-def release_warnings(release: Release) -> list[str]:
-    """What a reader of the release must know before using it. Parameters and DP output only: public."""
-    out = []
-    if release.noise_mode != "release":
-        # The seed is not published: with the released values it would give the noise back (internal/ has it).
-        out.append(f"made in {release.noise_mode} mode: not produced by a secure sampler; do not publish")
-    if release.noise.calibration == "paper":
-        out.append("paper calibration, for reproducing the paper only")
-    if not release.noise.epsilon_holds:
-        out.append(
-            f"the stated epsilon {release.noise.epsilon:g} does not hold: the noise gives epsilon "
-            f"{release.noise.epsilon_actual:.6g} for the exact sensitivity"
-        )
-    # Every other note is a function of the plan and the DP output: public. The paper-calibration note
-    # repeats what the lines above say.
-    out += [n for n in release.notes if not n.startswith("paper calibration")]
-    return out
-
-
-# n' further than this share from n is flagged to the publisher (the audit's warnings and its at-a-glance box).
-N_OFF_SHARE = 0.1
-
-
-def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
-    """What the audit must flag about its own numbers (internal: it reads the confidential table)."""
-    out = []
-    # What a publisher must see before publishing (internal: these read the true counts).
-    if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > N_OFF_SHARE * evaluation.n:
-        out.append("the released total n' is more than 10% away from the true n: the release misstates the "
-                   "population's size (see n and n_released in the audit)")
-    if evaluation.zeroed_categories:
-        out.append(f"{len(evaluation.zeroed_categories)} categories that exist in the data were released as zero "
-                   "(zeroed_categories in the audit): the release says nobody has them")
-    if evaluation.released_fit_converged is False:
-        out.append(
-            "the refit of the model to the released margins did NOT converge: G2 of the release and the MLE "
-            "distances are those of the last iterate, not of an MLE"
-        )
-    return out
-
-
 def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -> list[dict]:
     """What a reviewer must see first, as rows {item, value, flag} ("bad" marks what must be fixed or weighed
     before publishing). Without an evaluation (a release in memory, not yet compared with the truth) the rows
@@ -257,64 +215,6 @@ def audit_record(
     )
 
 
-def check_release_destination(out, force: bool) -> Path:
-    """Refuse an --out a release may not be written to; the CLI calls this before any noise is drawn or budget
-    charged, and the writer again before it writes."""
-    out = Path(out)
-    if out.exists() and not force:
-        raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
-    if out.exists() and not out.is_dir():
-        raise TabreleaseError(f"{out} exists and is not a folder")
-    if out.exists() and (foreign := foreign_entries(out, ("public", "internal"))):
-        # --force replaces a release bundle, never a folder of other things (a mistyped --out).
-        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise TabreleaseError(f"{out} is not a release folder (it holds {listed}); --force replaces only a release; "
-                              "choose another --out")
-    if not out.resolve().parent.is_dir():
-        raise TabreleaseError(f"the parent folder of {out} does not exist")
-    return out
-
-
-def _staging_prefix(out: Path) -> str:
-    return f".{Path(out).name}.staging-"
-
-
-def check_writable(out) -> None:
-    """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged."""
-    from ._signals import deferred_signals
-
-    parent = Path(out).resolve().parent
-    try:
-        # Signals held: one acted on inside mkdtemp, after its mkdir, would leave the probe behind.
-        with deferred_signals():
-            probe = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-probe-", dir=parent))
-            probe.rmdir()
-    except OSError as exc:
-        raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
-
-
-_STAGING_MARK = ".staging-"
-
-
-def remove_stale_staging(out) -> list[Path]:
-    """Staging folders in the folder of `out` left by releases that were killed (their process is gone), whatever
-    release they were for: removed, and returned so that the caller can say so. They may hold an audit of a
-    confidential table. Temporary files of dead processes (`_files.TEMPORARY_PREFIX`) go too."""
-    from ._files import remove_dead_temporaries
-
-    parent = Path(out).resolve().parent
-    removed = []
-    for candidate in parent.glob(f".*{_STAGING_MARK}*"):
-        try:
-            pid = int(candidate.name.rsplit(_STAGING_MARK, 1)[1].split("-", 1)[0])
-        except (IndexError, ValueError):
-            continue
-        if candidate.is_dir() and not candidate.is_symlink() and not process_alive(pid):
-            shutil.rmtree(candidate, ignore_errors=True)
-            removed.append(candidate)
-    return removed + remove_dead_temporaries(parent)
-
-
 def margin_files(table, margins) -> list[str]:
     """Published file names people can read: the variables' names for people joined by "__" (hs__phs.csv), made
     safe for any file system; the letters (margin_AB.csv) where names would collide or run long."""
@@ -330,82 +230,60 @@ def margin_files(table, margins) -> list[str]:
     return files
 
 
-def write_release_bundle(
-    out: str | Path,
+def write_release_contents(
+    public_dir: Path,
+    internal_dir: Path,
     table: ContingencyTable,
     release: Release,
     evaluation: ReleaseEvaluation,
     *,
     model_label: str,
     version: str,
-    force: bool = False,
     workbook: bool = False,
     charge: Mapping | None = None,
-) -> Path:
-    """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`. With `workbook`, public/ also holds
-    the margins as one .xlsx workbook (the same content as its CSV files and release.json). `charge`, the ledger's
-    record of the release's charge, is kept in internal/charge.json (ledger id, record number and MAC) and its
-    random release id in public/release.json, so that `ledger verify --bundles` can hold bundles and charges
-    together."""
-    from ._signals import deferred_signals
+) -> None:
+    """The report content of a bundle, into its staged `public/` and `internal/` folders (`bundle.write_bundle`
+    makes them, and publishes them atomically). With `workbook`, public/ also holds the margins as one .xlsx
+    workbook (the same content as its CSV files and release.json); the charge's random release id goes into
+    public/release.json."""
+    public = release_parameters(table, release, version, None if charge is None else charge.get("release_id"))
+    if workbook:
+        from .workbook import WORKBOOK_FILE
 
-    out = check_release_destination(out, force)
-    parent = out.resolve().parent
-    staging = None
-    try:
-        # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
-        # Signals held until `staging` names it: one acted on inside mkdtemp, after its mkdir, would leave it behind.
-        with deferred_signals():
-            staging = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-", dir=parent))
-        public_dir = staging / "public"
-        internal_dir = staging / "internal"
-        public_dir.mkdir()
-        internal_dir.mkdir()
-        public = release_parameters(table, release, version, None if charge is None else charge.get("release_id"))
-        if workbook:
-            from .workbook import WORKBOOK_FILE
+        public["workbook"] = WORKBOOK_FILE
+    # The schema is the allow-list of public/: nothing it does not name is written.
+    validate(public, schemas.RELEASE)
+    for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
+        write_long_csv(public_dir / spec["file"], *people_names(table), g, values)
+    (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
+    if workbook:
+        from .workbook import write_workbook
 
-            public["workbook"] = WORKBOOK_FILE
-        # The schema is the allow-list of public/: nothing it does not name is written.
-        validate(public, schemas.RELEASE)
-        for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
-            write_long_csv(public_dir / spec["file"], *people_names(table), g, values)
-        (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
-        if workbook:
-            from .workbook import write_workbook
+        # The rows of the CSV files just written, from the same values; labels as they are (a workbook cell
+        # is written as text, so it needs no protective quote against formulas).
+        names, levels = people_names(table)
+        sheets = [([names[a] for a in g] + ["count"], list(long_rows(levels, g, values)))
+                  for g, values in zip(release.margins, release.released_margins)]
+        write_workbook(public_dir / public["workbook"], public, sheets)
+    audit = audit_record(table, release, evaluation, public, model_label)
+    validate(audit, schemas.AUDIT)
+    (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
+    if release.table is not None:
+        # w', the rounded table whose margins were released (itself a post-processed DP output).
+        table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
+    (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
 
-            # The rows of the CSV files just written, from the same values; labels as they are (a workbook cell
-            # is written as text, so it needs no protective quote against formulas).
-            names, levels = people_names(table)
-            sheets = [([names[a] for a in g] + ["count"], list(long_rows(levels, g, values)))
-                      for g, values in zip(release.margins, release.released_margins)]
-            write_workbook(public_dir / public["workbook"], public, sheets)
-        if charge is not None:
-            from .ledger import CHARGE_FILE
 
-            (internal_dir / CHARGE_FILE).write_text(json.dumps(
-                {key: charge.get(key) for key in ("ledger_id", "sequence", "mac", "release_id", "dataset", "time")},
-                indent=2) + "\n")
-        audit = audit_record(table, release, evaluation, public, model_label)
-        validate(audit, schemas.AUDIT)
-        (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
-        if release.table is not None:
-            # w', the rounded table whose margins were released (itself a post-processed DP output).
-            table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
-        (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
-        with deferred_signals():  # the bundle appears whole (and an old one goes whole), or not at all
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
-                os.replace(out, old / out.name)
-                os.replace(staging, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(staging, out)
-    except BaseException:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out
+def check_report_support(workbook: bool = False) -> None:
+    """Refuse, before the charge, report content this installation cannot write (a workbook without openpyxl)."""
+    if workbook:
+        from .workbook import check_workbook_support
+
+        check_workbook_support()
+
+
+# The workflow writes a bundle's content through this hook (it imports no presentation module).
+register_report_writer(ReportWriter(write=write_release_contents, check=check_report_support))
 
 
 _AUDIT_TEMPLATE = """<!doctype html>

@@ -17,12 +17,10 @@ import numpy as np
 
 from .errors import TabreleaseError
 from .models import Margin
+# The roundings' names are values (a mechanism names its default rounding without importing this module).
+from .postprocessing import CONTROLLED, NEAREST, NO_ROUNDING, ROUNDINGS  # noqa: F401
 from .tables import margin_counts
 
-NEAREST = "nearest"
-CONTROLLED = "controlled"
-NO_ROUNDING = "none"
-ROUNDINGS = (NEAREST, CONTROLLED, NO_ROUNDING)
 # Work limits of the rounding MILPs, in branch-and-bound nodes (never seconds: a wall-clock limit made the
 # published margins depend on the machine's load). A rounding that has not proved optimality by then keeps its
 # best integer table, and says so (its gap).

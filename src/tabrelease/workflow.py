@@ -14,7 +14,8 @@ import numpy as np
 
 from ._signals import deferred_signals
 from .errors import ChargedReleaseFailed, TabreleaseError
-from .mechanisms import MechanismPlan, get_mechanism, mechanism_of, plan_release
+from .mechanisms import MechanismPlan, get_mechanism, mechanism_of
+from .planner import plan_release
 from .models import Margin, default_model
 from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
@@ -71,17 +72,14 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
     if not isinstance(spec, ReleaseSpec):
         raise TabreleaseError(f"a release is described by a ReleaseSpec, not {type(spec).__name__}")
     if out is not None:
-        from .reports import check_release_destination, check_writable
+        from .bundle import check_release_destination, check_report_support, check_writable
 
         check_release_destination(out, force)
         check_writable(out)
         _check_figures_available()
-        if spec.workbook:
-            from .workbook import check_workbook_support
-
-            check_workbook_support()
+        check_report_support(spec.workbook)
     margins = resolve_margins(table, spec.margins)
-    from .mechanisms import _checked_margins
+    from .planner import _checked_margins
 
     # Before any plan: a plan over every cell, or over a margin too large, would exhaust memory first.
     check_release_size(table, _checked_margins(margins), spec.mechanism)
@@ -92,7 +90,7 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                               "a --sparse table): the published schema would reveal which values occur; declare "
                               f"every variable's levels (--levels FILE, or levels= in the API){which}")
     noise = noise_source(spec.mode, spec.seed)
-    plan = plan_for_spec(table.shape, margins, spec, table.variables)
+    plan = plan_release(table.shape, margins, spec, table.variables)
     from .models import margin_label, maximal_margins
 
     if table.metadata.get(LEVELS_FROM_DATA):  # simulation only (release mode refused it above); in release.json too
@@ -107,32 +105,6 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                                                  f"(sum that one to get it): {labels}",))
     check_before_charge(plan, table, spec.mode)
     return PreparedRelease(spec=spec, plan=plan, noise=noise)
-
-
-def plan_for_spec(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseSpec,
-                  variables: Sequence[str] | None = None) -> MechanismPlan:
-    """The plan of `spec` for a table of this shape and these margins (axis tuples): no counts are read.
-
-    Parameters
-    ----------
-    shape : sequence of int
-    margins : sequence of tuple of int
-    spec : ReleaseSpec
-    variables : sequence of str or None
-        The variables' names, for a sensitive-attribute unit that names them (letters work without).
-
-    Returns
-    -------
-    MechanismPlan
-    """
-    options = dict(spec.options)
-    if spec.sensitive is not None:  # the sensitive-attributes mechanism's: names or letters, as axes
-        from .mechanisms.sensitive_attributes import sensitive_axes
-
-        options["sensitive"] = sensitive_axes(list(spec.sensitive), len(shape), variables)
-    return plan_release(shape, margins, spec.epsilon, mechanism=spec.mechanism, neighbours=spec.neighbours,
-                        delta=spec.delta, calibration=spec.calibration, options=options, estimator=spec.estimator,
-                        rounding=spec.rounding)
 
 
 def release_margins(table: ContingencyTable, spec: ReleaseSpec) -> Release:
@@ -278,9 +250,9 @@ class PublishedRelease:
     warnings: tuple[str, ...]
 
     def _repr_html_(self) -> str:
-        from .notebook import release_html
+        from ._display import html_for
 
-        return release_html(self.release, self.evaluation)
+        return html_for(self)
 
 
 def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode: str) -> dict:
@@ -359,12 +331,16 @@ def preload_release_modules(workbook: bool = False) -> None:
     import importlib
 
     for name in ("scipy.sparse", "scipy.sparse.linalg", "scipy.optimize", "scipy.stats", "highspy", "jinja2",
-                 "matplotlib.figure", "matplotlib.backends.backend_agg", "pandas", "opendp.prelude", "tabrelease.evaluation",
-                 "tabrelease.reports", "tabrelease.estimate", "tabrelease.notebook") + (("openpyxl",) if workbook else ()):
+                 "matplotlib.figure", "matplotlib.backends.backend_agg", "pandas", "opendp.prelude") + (
+                    ("openpyxl",) if workbook else ()):
         try:
             importlib.import_module(name)
         except ImportError:  # an optional module: its own check, before the charge, says what is missing
             pass
+    from . import estimate, evaluation  # noqa: F401  (their own compiled imports, before the charge)
+    from .bundle import report_writer
+
+    report_writer()  # the presentation layer's writer, registered (and its module imported) before the charge
 
 
 def _check_figures_available() -> None:
@@ -411,9 +387,9 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         After the charge: it stands and the ledger records the failure; nothing was published.
     """
     from . import __version__
-    from .evaluation import evaluate_release
+    from .bundle import remove_stale_staging, write_release_bundle
+    from .evaluation import evaluate_release, evaluation_warnings, release_warnings
     from .models import HierarchicalModel
-    from .reports import evaluation_warnings, release_warnings, remove_stale_staging, write_release_bundle
 
     prepared = prepare_release(table, spec, out=out, force=force)
     plan, noise, mode, workbook = prepared.plan, prepared.noise, spec.mode, spec.workbook

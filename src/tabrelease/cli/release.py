@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..reports import check_release_destination
+    from ..bundle import check_release_destination
     from ..spec import LedgerAccount, spec_from_settings
     from ..workflow import publish_release
 

@@ -38,9 +38,9 @@ class LogLinearFit:
         return float(self.observed.sum())
 
     def _repr_html_(self) -> str:
-        from ..notebook import fit_html
+        from .._display import html_for
 
-        return fit_html(self)
+        return html_for(self)  # the renderer is registered by the presentation layer (tabrelease.notebook)
 
     @property
     def facial_set_size(self) -> int:

@@ -19,22 +19,19 @@
 | sensitive-       | coefficients of sets with a sensitive attribute   | linf-lp, nearest (DMT s.5;      |
 | attributes       | noised, the others exact                          | weaker guarantee)               |
 
-`register(mechanism)` adds one; `plan_release` and `with_epsilon` dispatch through the registry,
-and nothing outside this package branches on a mechanism's name.
+`register(mechanism)` adds one; `planner.plan_release` and `with_epsilon` dispatch through the registry,
+and nothing outside this package branches on a mechanism's name. A mechanism's plan names its default estimator
+and rounding; `tabrelease.planner` (the pipeline layer) resolves the estimator's name, so that no mechanism
+imports an estimator and no estimator imports a mechanism.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace as _replace
-from typing import Any
 
-import numpy as np
-
-from ..bases import EFRON_STEIN, FOURIER, NEIGHBOURS
+from ..bases import EFRON_STEIN, FOURIER
 from ..errors import TabreleaseError
-from ..models import Margin, maximal_margins
-from ..noise import check_delta
 from ._base import Mechanism, MechanismPlan, check_margins_fit
 from .binary_encoding import BinaryEncoding, BinaryEncodingMechanism, binary_encoding
 from .cells import Cells
@@ -149,97 +146,9 @@ def resolve_mechanism(mechanism, shape: Sequence[int]):
     return mechanism
 
 
-def plan_release(
-    shape: Sequence[int],
-    margins: Sequence[Margin],
-    epsilon: float,
-    *,
-    mechanism: str = DEFAULT,
-    neighbours: str = "add-remove",
-    delta: float | None = None,
-    calibration: str = "exact",
-    nonneg_t: float | None = None,
-    options: Mapping[str, Any] | None = None,
-    estimator: str | None = None,
-    rounding: str | None = None,
-) -> MechanismPlan:
-    """Everything that does not depend on the counts: queries, exact sensitivity, calibration, estimator."""
-    shape, margins = _checked_shape(shape), _checked_margins(margins)
-    chosen = get_mechanism(resolve_mechanism(mechanism, shape))  # a name, or a Mechanism object given as it is
-    name = chosen.name
-    if neighbours not in NEIGHBOURS:
-        raise TabreleaseError(f"unknown neighbour relation {neighbours!r}; choose add-remove or replace")
-    if calibration not in ("exact", "paper"):
-        raise TabreleaseError(f"unknown calibration {calibration!r}; choose exact or paper")
-    if calibration == "paper" and not chosen.paper_calibration:
-        raise TabreleaseError("--calibration paper reproduces the Fourier and Efron-Stein mechanisms only")
-    if chosen.needs_delta:
-        if delta is None:
-            raise TabreleaseError(f"the {name} mechanism gives (epsilon, delta)-DP; give --delta")
-        delta = check_delta(delta)
-    elif delta is not None:
-        if not chosen.accepts_delta:
-            takers = [n for n, m in _REGISTRY.items() if m.accepts_delta or m.needs_delta]
-            listed = ", ".join(takers[:-1]) + " and " + takers[-1] if len(takers) > 1 else takers[0]
-            raise TabreleaseError(f"--delta applies to the {listed} mechanisms only, not to {name}")
-        delta = check_delta(delta)
-    generators, _ = maximal_margins(margins)
-    check_margins_fit(shape, generators)
-    options = dict(options or {})
-    if nonneg_t is not None:
-        options["nonneg_t"] = nonneg_t
-    for option in options:
-        if option not in chosen.options:
-            flag = "--" + option.replace("_", "-")
-            raise TabreleaseError(f"{flag} does not apply to the {name} mechanism")
-    plan = chosen.plan(shape, tuple(generators), epsilon, neighbours=neighbours, delta=delta,
-                       calibration=calibration, options=options)
-    plan = _replace(plan, implementation=chosen)
-    return with_post_processing(plan, estimator, rounding)
-
-
-def _checked_shape(shape) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(k) for k in shape)
-    except (TypeError, ValueError):
-        raise TabreleaseError(f"a table's shape is a sequence of level counts, not {shape!r}") from None
-    if not shape or any(k < 2 for k in shape):
-        raise TabreleaseError(f"every variable needs at least 2 levels; the shape {list(shape)} has fewer")
-    return shape
-
-
-def _checked_margins(margins) -> list[tuple[int, ...]]:
-    """Margins as sequences of axis numbers (a margin given as text, or axes that are not numbers, are refused)."""
-    if isinstance(margins, (str, bytes)) or not isinstance(margins, Sequence):
-        raise TabreleaseError(f"give the margins as a list of axis tuples, e.g. [(0, 1), (1, 2)], not {margins!r}; "
-                              "parse_model reads the bracket notation")
-    out = []
-    for g in margins:
-        if isinstance(g, (str, bytes)) or not isinstance(g, Sequence) or not all(
-                isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in g):
-            raise TabreleaseError(f"a margin is a tuple of axis numbers, not {g!r}")
-        out.append(tuple(int(a) for a in g))
-    return out
-
-
-def with_post_processing(plan: MechanismPlan, estimator: str | None = None, rounding: str | None = None) -> MechanismPlan:
-    """The plan with another estimator and/or rounding (post-processing: the privacy is the plan's)."""
-    from dataclasses import replace
-
-    from ..estimate import get_estimator
-    from ..rounding import ROUNDINGS
-
-    if estimator is not None:
-        chosen = get_estimator(estimator)
-        if not set(plan.estimator.reads) <= set(chosen.reads):
-            raise TabreleaseError(f"the {estimator} estimator reads {' and '.join(chosen.reads)} measurements; the "
-                                  f"{plan.mechanism} mechanism measures {' and '.join(plan.estimator.reads)}")
-        plan = replace(plan, estimator=chosen.for_plan(plan))
-    if rounding is not None:
-        if rounding not in ROUNDINGS:
-            raise TabreleaseError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
-        plan = replace(plan, rounding=rounding)
-    return plan
+def delta_takers() -> list[str]:
+    """The registered mechanisms that take --delta (needed or accepted)."""
+    return [n for n, m in _REGISTRY.items() if m.accepts_delta or m.needs_delta]
 
 
 def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
@@ -249,7 +158,7 @@ def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
 
 
 __all__ = [
-    "AUTO", "DEFAULT", "BinaryEncoding", "DEFAULT_NONNEG_T", "MECHANISMS", "Mechanism", "MechanismPlan", "binary_encoding",
-    "get_mechanism", "mechanism_names", "mechanism_of", "nonneg_shift", "plan_release", "register", "resolve_mechanism",
+    "AUTO", "DEFAULT", "delta_takers", "BinaryEncoding", "DEFAULT_NONNEG_T", "MECHANISMS", "Mechanism", "MechanismPlan", "binary_encoding",
+    "check_margins_fit", "get_mechanism", "mechanism_names", "mechanism_of", "nonneg_shift", "register", "resolve_mechanism",
     "unregister", "with_epsilon",
 ]

@@ -3,7 +3,8 @@
 A mechanism is a small object with three jobs (emcee's moves are the model):
 
 * `plan`: everything that does not depend on the counts: which queries are measured, their exact
-  sensitivity, the noise calibration, and the default estimator;
+  sensitivity, the noise calibration, and the default estimator and rounding, by name (a mechanism imports no
+  estimator: `tabrelease.planner` resolves the name into an `Estimator` built for the plan);
 * `measure`: draw the noise through a noise source, once, and return `Measurements`;
 * `rescale`: the same plan at another epsilon (a sweep builds the estimator's LP once).
 
@@ -26,13 +27,11 @@ from ..models import Margin
 from ..noise import NoiseCalibration, gaussian_calibration, laplace_calibration
 from ..privacy import (ADD_REMOVE, APPROXIMATE, PURE, REPLACE, ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit,
                        group_loss)
-from ..rounding import NEAREST
+from ..postprocessing import NEAREST
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..bases import CoefficientBasis
-    from ..estimate import Estimator
     from ..noise import NoiseSource
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +42,9 @@ class MechanismPlan:
     shape: tuple[int, ...]
     margins: tuple[Margin, ...]
     calibration: NoiseCalibration
-    estimator: Estimator
+    # The estimator: its name (postprocessing.LINF_LP, ...) as a mechanism plans it; an `estimate.Estimator` built
+    # for this plan once the planner has resolved it (plan_release always does; rescaling keeps it, LP and all).
+    estimator: Any
     basis: CoefficientBasis | None = None
     encoding: Any = None  # a BinaryEncoding when the queries live on a bit encoding of the table
     parameters: Mapping[str, Any] = field(default_factory=dict)
@@ -53,6 +54,13 @@ class MechanismPlan:
     # The mechanism object itself (picklable), set when the plan is made: whatever reads the plan (a sweep's worker
     # process, the audit) reaches the mechanism through it, not through this process's registry.
     implementation: Any = field(default=None, repr=False, compare=False)
+    # Keyword arguments the planned default estimator is built with (the planned release's junction-tree cliques).
+    estimator_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def estimator_name(self) -> str:
+        """The estimator's name, before or after the planner resolved it."""
+        return self.estimator if isinstance(self.estimator, str) else self.estimator.name
 
     def block_scale(self, query: str, variables) -> float:
         """The noise scale of one measured block: the calibration's, times the block's relative scale if planned."""
@@ -61,9 +69,9 @@ class MechanismPlan:
         return self.design.scales(self.calibration.scale).get((query, tuple(variables)))
 
     def _repr_html_(self) -> str:
-        from ..notebook import plan_html
+        from .._display import html_for
 
-        return plan_html(self)
+        return html_for(self)  # the renderer is registered by the presentation layer (tabrelease.notebook)
 
     @property
     def problem(self):

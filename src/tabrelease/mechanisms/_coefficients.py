@@ -9,13 +9,12 @@ import numpy as np
 
 from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, coefficients, integer_coefficients, sensitivity
 from ..bounds import derived_l1_bound
-from ..paper.theorems import paper_noise_scale, paper_theorem_bound
-from ..estimate import LInfinityLP
 from ..measurements import COEFFICIENTS, coefficient_blocks, measured
 from ..planning import expected_margin_errors
 from ..noise import laplace_calibration
-from ..rounding import NEAREST
+from ..postprocessing import LINF_LP, NEAREST
 from ._base import Mechanism, MechanismPlan, no_paper_calibration, recalibrate
+from ._paper_formulas import paper_noise_scale, paper_theorem_bound
 
 
 class CoefficientMechanism(Mechanism):
@@ -28,7 +27,7 @@ class CoefficientMechanism(Mechanism):
     """
 
     basis_kind: str | None = FOURIER
-    estimator = LInfinityLP()
+    estimator = LINF_LP  # resolved by the planner: the LP is built once per plan
     rounding = NEAREST
     bound_source = "derived here: triangle inequality over the closure with the scale actually used (see README)"
 
@@ -60,7 +59,7 @@ class CoefficientMechanism(Mechanism):
         cal = self.calibrate(basis, epsilon, neighbours, delta, calibration)
         plan = MechanismPlan(self.name, shape, margins, cal, self.estimator, basis, encoding,
                              {**parameters, **self.parameters(options)}, notes, self.rounding)
-        return self.finish(replace(plan, estimator=self.estimator.for_plan(plan)))
+        return self.finish(plan)
 
     def rescale(self, plan, epsilon):
         cal = plan.calibration
@@ -99,7 +98,7 @@ class CoefficientMechanism(Mechanism):
 
     def l1_bounds(self, plan, delta):
         # The derivation is for the L-infinity LP followed by plain rounding; other post-processing has none here.
-        if plan.calibration.distribution != "laplace" or plan.estimator.name != "linf-lp" or plan.rounding != "nearest":
+        if plan.calibration.distribution != "laplace" or plan.estimator_name != LINF_LP or plan.rounding != "nearest":
             return None
         return {g: derived_l1_bound(plan.basis, self.bound_axes(plan, g), plan.calibration.scale, delta)
                 for g in plan.margins}

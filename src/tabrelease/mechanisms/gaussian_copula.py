@@ -39,11 +39,16 @@ from math import comb
 import numpy as np
 
 from ..errors import TabreleaseError
-from ..estimate import CopulaSynthesis
 from ..measurements import DUMMY_TABLES, Measurement, measured
 from ..noise import NoiseCalibration, laplace_calibration
+from ..postprocessing import COPULA_SYNTHESIS
 from ..tables import margin_of, total_of
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
+
+
+# The copula draws one record per person (copula.py): a table with more records than this is refused before its
+# charge (a limit of this tool's time, stated in public: it says only that n is above it).
+MAX_RECORDS = 2 * 10**8
 
 
 def block_variables(k: int, pairs: bool = True) -> tuple[tuple[int, ...], ...]:
@@ -96,7 +101,7 @@ class GaussianCopula(Mechanism):
         note = ("the noise scale shown is a multiplier, 1/epsilon_0 (epsilon_0: each block's share, in the privacy "
                 "statement): each dummy-coded block has Laplace scale = its exact sensitivity "
                 "(parameters.block_sensitivity: each variable, then each pair of variables in order) x the multiplier")
-        return MechanismPlan(self.name, tuple(shape), tuple(margins), cal, CopulaSynthesis(), parameters=parameters,
+        return MechanismPlan(self.name, tuple(shape), tuple(margins), cal, COPULA_SYNTHESIS, parameters=parameters,
                              notes=(note,))
 
     def rescale(self, plan, epsilon):
@@ -128,8 +133,6 @@ class GaussianCopula(Mechanism):
                                   "distribution differ)")
 
     def check_table_size(self, plan, n):
-        from ..copula import MAX_RECORDS
-
         if int(n) > MAX_RECORDS:
             raise TabreleaseError(f"the {self.name} mechanism synthesises one record per person, and this table has "
                                   f"more than {MAX_RECORDS:.0e} (this tool's limit for it); use the planned mechanism; "

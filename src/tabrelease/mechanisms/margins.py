@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..estimate import AsMeasured
 from ..measurements import margin_blocks, measured
 from ..noise import laplace_calibration
+from ..postprocessing import AS_MEASURED
 from ..tables import margin_counts
 from ._base import Mechanism, MechanismPlan, no_paper_calibration, replace_factor
 
@@ -19,7 +19,7 @@ class Margins(Mechanism):
     def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
         no_paper_calibration(self.name, calibration)
         cal = laplace_calibration(float(len(margins) * replace_factor(neighbours)), epsilon, neighbours)
-        return MechanismPlan(self.name, shape, margins, cal, AsMeasured())
+        return MechanismPlan(self.name, shape, margins, cal, AS_MEASURED)
 
     def measure(self, plan, counts, noise):
         exact = [margin_counts(np.asarray(counts, np.int64), g) for g in plan.margins]

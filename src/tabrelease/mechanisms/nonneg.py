@@ -11,8 +11,7 @@ import numpy as np
 
 from ..bases import margin_from_coefficients
 from ..errors import TabreleaseError
-from ..estimate import ShiftedSynthesis
-from ..rounding import NO_ROUNDING
+from ..postprocessing import NO_ROUNDING, SHIFTED_SYNTHESIS
 from ._base import MechanismPlan
 from ._coefficients import CoefficientMechanism
 
@@ -24,7 +23,7 @@ class NonNeg(CoefficientMechanism):
     options = ("nonneg_t",)
     summary = "coefficients, then t·d·scale added to the constant term; margins from the coefficients (no LP)"
     basis_kind = None  # Fourier for all-binary tables, Efron-Stein otherwise
-    estimator = ShiftedSynthesis()
+    estimator = SHIFTED_SYNTHESIS
     rounding = NO_ROUNDING
 
     def expected_errors(self, plan):

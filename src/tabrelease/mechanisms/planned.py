@@ -14,11 +14,10 @@ from dataclasses import replace
 import numpy as np
 
 from ..bases import coefficient_basis, coefficients, integer_coefficients
-from ..estimate import LeastSquares, LocalLeastSquares
 from ..measurements import EXACT, MARGIN_CELLS, Measurement, measured
 from ..noise import gaussian_calibration, laplace_calibration
 from ..planning import TOTAL_SQUARED_ERROR, expected_margin_errors, plan_measurements
-from ..rounding import CONTROLLED
+from ..postprocessing import CONTROLLED, LEAST_SQUARES, LOCAL_LEAST_SQUARES
 from ..tables import margin_of, total_of
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
 from ._coefficients import integer_row_bound
@@ -73,12 +72,11 @@ class Planned(Mechanism):
         if design.public_total:
             notes = (REPLACE_TOTAL_NOTE if neighbours == "replace" and not options.get("public_total")
                      else PUBLIC_TOTAL_NOTE,)
-        estimator, note = _estimator_for(tuple(shape), tuple(margins))
+        estimator, estimator_options, note = _estimator_for(tuple(shape), tuple(margins))
         notes += note
-        plan = MechanismPlan(self.name, tuple(shape), tuple(margins), _calibrate(design, epsilon, delta, neighbours),
+        return MechanismPlan(self.name, tuple(shape), tuple(margins), _calibrate(design, epsilon, delta, neighbours),
                              estimator, parameters={"total_is_public": int(bool(options.get("public_total")))},
-                             notes=notes, rounding=CONTROLLED, design=design)
-        return replace(plan, estimator=plan.estimator.for_plan(plan))
+                             notes=notes, rounding=CONTROLLED, design=design, estimator_options=estimator_options)
 
     def rescale(self, plan, epsilon):
         d = plan.design
@@ -123,19 +121,21 @@ class Planned(Mechanism):
 def _estimator_for(shape: tuple[int, ...], margins: tuple) -> tuple:
     """The fit a table of this size allows: over the cells (small tables), over the margins themselves where they
     are decomposable (non-negative margins that agree are then those of one table), over a triangulation's
-    cliques where those are small enough, or else over the margins with local consistency only."""
+    cliques where those are small enough, or else over the margins with local consistency only.
+
+    Returns (estimator name, the keyword arguments it is built with, notes)."""
     if int(np.prod(shape, dtype=object)) <= GLOBAL_MAX_CELLS:
-        return LeastSquares(), ()
+        return LEAST_SQUARES, {}, ()
     from ..junction import junction_tree
 
     tree = junction_tree(margins, shape)
     if tree.decomposable:
-        return LocalLeastSquares(), ()
+        return LOCAL_LEAST_SQUARES, {}, ()
     from ..models import downward_closure
 
     if fit_nonzeros(shape, tree.cliques) <= CLIQUE_MAX_NONZEROS and len(downward_closure(tree.cliques)) <= CLIQUE_MAX_SETS:
-        return LocalLeastSquares(cliques=tree.cliques), (CLIQUE_NOTE,)
-    return LocalLeastSquares(), (LOCAL_NOTE,)
+        return LOCAL_LEAST_SQUARES, {"cliques": tree.cliques}, (CLIQUE_NOTE,)
+    return LOCAL_LEAST_SQUARES, {}, (LOCAL_NOTE,)
 
 
 def _calibrate(design, epsilon, delta, neighbours):

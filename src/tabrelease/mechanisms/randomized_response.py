@@ -5,7 +5,8 @@ p = e^eps / (e^eps + k - 1) and otherwise as one of the other k - 1 cells unifor
 For any report y and records x, x': P(y|x) / P(y|x') <= p / q = e^eps, so each report is eps-locally DP whatever
 the other records are; the count n of reports is public.
 
-Estimation (post-processing, `RandomizedResponseLeastSquares`): with y the report counts and x the true counts,
+Estimation (post-processing, `estimate.RandomizedResponseLeastSquares`, which also holds the unbiasing below):
+with y the report counts and x the true counts,
 E[y_c] = p x_c + q (n - x_c), so x_hat = (y - n q) / (p - q) is unbiased, and it sums to n exactly. Its variance is
 
     Var(x_hat_c) = (x_c p (1 - p) + (n - x_c) q (1 - q)) / (p - q)^2,
@@ -25,43 +26,20 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import TabreleaseError
-from ..estimate import RandomizedResponseLeastSquares
 from ..measurements import RANDOMIZED_REPORTS, Measurement, measured
-from ..noise import NoiseCalibration, check_epsilon
+from ..noise import NoiseCalibration, check_epsilon, rr_probabilities
 from ..privacy import LOCAL, PURE, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
-from ..rounding import CONTROLLED
+from ..postprocessing import CONTROLLED, RANDOMIZED_RESPONSE_LEAST_SQUARES
 from ._base import calibration_loss, Mechanism, MechanismPlan, no_paper_calibration
 
 RANDOMIZED_RESPONSE = "randomized-response"
 MAX_CELLS = 2**12  # the least-squares fit is over the cells (as the planned release's, up to the same size)
 
 
-def rr_probabilities(k: int, epsilon: float) -> tuple[float, float]:
-    """(p, q): keep the true cell with probability p, report each other cell with probability q."""
-    e = math.exp(epsilon)
-    return e / (e + k - 1), 1.0 / (e + k - 1)
-
-
 def channel_matrix(k: int, epsilon: float) -> np.ndarray:
     """P(report y | cell x), rows x, columns y (small k only: for tests and documentation)."""
     p, q = rr_probabilities(k, epsilon)
     return np.where(np.eye(k, dtype=bool), p, q)
-
-
-def unbiased_cells(reports: np.ndarray, p: float, q: float) -> np.ndarray:
-    """x_hat = (y - n q) / (p - q): E[x_hat] = x."""
-    y = np.asarray(reports, float)
-    return (y - y.sum() * q) / (p - q)
-
-
-def cell_variance(x: np.ndarray, p: float, q: float) -> np.ndarray:
-    """Var(x_hat_c) for true counts x: a sum of independent Bernoulli reports, divided by (p - q)^2."""
-    x = np.asarray(x, float)
-    return (x * p * (1 - p) + (x.sum() - x) * q * (1 - q)) / (p - q) ** 2
-
-
-def mean_cell_variance(n: float, k: int, p: float, q: float) -> float:
-    return n * (p * (1 - p) + (k - 1) * q * (1 - q)) / (k * (p - q) ** 2)
 
 
 def _calibration(k: int, epsilon: float, neighbours: str) -> NoiseCalibration:
@@ -86,7 +64,7 @@ class RandomizedResponse(Mechanism):
         note = (f"local DP: each record's cell is randomised (k={k}); the error of every cell grows with k "
                 "(about sqrt(n k) / e^epsilon for k >> e^epsilon): for small tables")
         return MechanismPlan(self.name, tuple(shape), tuple(margins), _calibration(k, epsilon, neighbours),
-                             RandomizedResponseLeastSquares(), parameters={"cells": k}, notes=(note,),
+                             RANDOMIZED_RESPONSE_LEAST_SQUARES, parameters={"cells": k}, notes=(note,),
                              rounding=CONTROLLED)
 
     def rescale(self, plan, epsilon):

@@ -56,11 +56,10 @@ import numpy as np
 
 from ..privacy import ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..errors import TabreleaseError
-from ..estimate import RelaxedProjection
 from ..measurements import MARGIN_CELLS, Measurement, measured
 from ..accounting import approx_dp_to_rho, zcdp_to_approx_dp
 from ..noise import NoiseCalibration, post_processing_rng
-from ..rounding import CONTROLLED
+from ..postprocessing import CONTROLLED, RELAXED_PROJECTION
 from ..tables import margin_of
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
 
@@ -178,7 +177,7 @@ class RAP(Mechanism):
         if rounds > 1 and rounds * per_round < m:
             notes = (f"the adaptive variant measures {rounds * per_round} of the {m} released margins; the others are "
                      "read off the relaxed synthetic data (no measurement of their own)",)
-        return MechanismPlan(self.name, tuple(shape), tuple(margins), cal, RelaxedProjection(), parameters=parameters,
+        return MechanismPlan(self.name, tuple(shape), tuple(margins), cal, RELAXED_PROJECTION, parameters=parameters,
                              notes=notes, rounding=CONTROLLED)
 
     def rescale(self, plan, epsilon):

@@ -17,7 +17,6 @@ them is unnecessary; under add-remove it would not be enough (the exact 3-way se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -85,9 +84,8 @@ class SensitiveAttributes(CoefficientMechanism):
         if not any(noised_sets(basis.closure, sensitive)):
             raise TabreleaseError("no released margin contains a sensitive attribute: nothing would be protected")
         cal = laplace_calibration(sensitive_sensitivity(basis, sensitive), epsilon, neighbours)
-        plan = MechanismPlan(self.name, tuple(shape), tuple(margins), cal, self.estimator, basis,
+        return MechanismPlan(self.name, tuple(shape), tuple(margins), cal, self.estimator, basis,
                              parameters={"sensitive": sensitive}, notes=(SENSITIVE_WARNING,), rounding=self.rounding)
-        return replace(plan, estimator=self.estimator.for_plan(plan))
 
     def measure(self, plan, counts, noise):
         basis, cal = plan.basis, plan.calibration

@@ -5,8 +5,9 @@
 * `claims`: what section 6 says of its figures, and the stated rules that judge a run against it;
 * `reproduce`: the experiment itself, its figures and its report.
 
-The Fourier and Efron-Stein mechanisms are presets of `mechanisms/` and use `theorems` for their
-paper calibration; nothing else in the package depends on this one.
+The Fourier and Efron-Stein mechanisms are presets of `mechanisms/`; the formulas their paper calibration reads are
+defined there (`mechanisms._paper_formulas`, re-exported by `theorems`), so that nothing in the release path
+depends on this package.
 """
 
 from .theorems import paper_noise_scale, paper_theorem_bound, paper_theorem_constant

@@ -187,9 +187,12 @@ class _RecordingNoise:
 
 
 def _paper_plan(table, margins, epsilon, calibration="exact"):
-    from ..mechanisms import plan_release
+    from ..planner import plan_release
 
-    return plan_release(table.shape, margins, epsilon, mechanism="auto", calibration=calibration)
+    from ..spec import SIMULATION, ReleaseSpec, loss_of
+
+    return plan_release(table.shape, margins, ReleaseSpec(loss=loss_of(epsilon), mechanism="auto",
+                                                          calibration=calibration, mode=SIMULATION))
 
 
 def noise_free_levels(grid: SweepGrid) -> pd.DataFrame:

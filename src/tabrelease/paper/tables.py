@@ -13,7 +13,7 @@ import pandas as pd
 from ..bases import EFRON_STEIN, FOURIER, coefficient_basis, sensitivity
 from ..models import margin_label
 from ..models import default_model
-from ..tables import PAPER_TABLES  # noqa: F401  (re-exported; defined once, in tables.py)
+from ..tables import PAPER_TABLES  # noqa: F401  (re-exported; defined once, in tables/catalogue.py)
 from .theorems import paper_noise_scale, paper_theorem_constant
 
 

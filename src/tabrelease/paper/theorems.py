@@ -1,49 +1,9 @@
 """The paper's formulas: its noise scales (Table 1, Theorem 2) and its error bounds (Theorems 1 and 3).
 
-A reproduction preset only: for multi-category interactions the Theorem 2 scale is below the true
-sensitivity, and Theorem 1's constant is 8 where Dwork-McSherry-Talwar's Theorem 5 has 2.
+They are defined in `mechanisms._paper_formulas` (the Fourier and Efron-Stein mechanisms' paper calibration reads
+them, and a mechanism does not import the experiments above it); the paper's modules read them here.
 """
 
-from __future__ import annotations
+from ..mechanisms._paper_formulas import paper_noise_scale, paper_theorem_bound, paper_theorem_constant
 
-from math import log, prod
-
-from ..bases import FOURIER, CoefficientBasis
-from ..models import Margin
-
-
-def paper_noise_scale(basis: CoefficientBasis, epsilon: float) -> float:
-    """The Laplace scale the paper's formulas give (Table 1 step 3, Table 2 step 3 / Theorem 2).
-
-    Reproduction only: for multi-category interactions it is below the true sensitivity / epsilon.
-    """
-    if basis.kind == FOURIER:
-        return 2.0 * len(basis.closure) / (epsilon * 2.0 ** (basis.k / 2))
-    return sum(2.0 / (epsilon * prod(basis.shape[j] for j in range(basis.k) if j not in s)) for s in basis.closure)
-
-
-def paper_theorem_constant(basis: CoefficientBasis, margin: Margin, epsilon: float, constant: float = 8.0) -> tuple[float, float]:
-    """(multiplier of log(X/delta), additive term) of the paper's Theorem 1 (binary) or Theorem 3.
-
-    Theorem 1 of Yang-Fienberg-Rinaldo: 2^{|alpha|} 8 |B| / eps log(|B|/delta) + |B|; Theorem 5 of
-    Dwork-McSherry-Talwar has 2 in place of 8 (`constant=2`). Theorem 3:
-    (2/eps) prod_{i in alpha} k_i sum_{S in B} 1/prod_{j not in S} k_j log(N/delta) + N.
-    """
-    if basis.kind == FOURIER:
-        b = len(basis.closure)
-        return 2.0 ** len(margin) * constant * b / epsilon, float(b)
-    shape, k = basis.shape, basis.k
-    total = sum(1.0 / prod(shape[j] for j in range(k) if j not in s) for s in basis.closure)
-    return 2.0 / epsilon * prod(shape[i] for i in margin) * total, float(basis.size)
-
-
-def paper_theorem_bound(basis: CoefficientBasis, margin: Margin, epsilon: float, delta: float) -> float:
-    """The paper's Theorem 1 (binary) or Theorem 3 (multi-category) bound for margin alpha at delta.
-
-    Stated for the paper's own noise scale (Table 1 / Theorem 2), whatever scale a release used.
-    """
-    mult, add = paper_theorem_constant(basis, margin, epsilon)
-    count = len(basis.closure) if basis.kind == FOURIER else basis.size
-    return mult * log(count / delta) + add
-
-
+__all__ = ["paper_noise_scale", "paper_theorem_bound", "paper_theorem_constant"]

@@ -246,9 +246,9 @@ def delta_for(mechanism: str, shape, delta: float | None) -> float | None:
 
 def plan_for(table: ContingencyTable, margins, spec: ReleaseSpec):
     """The plan of a grid point's table and spec (each grid point builds it at epsilon 1 and rescales it)."""
-    from ..workflow import plan_for_spec
+    from ..planner import plan_release
 
-    return plan_for_spec(table.shape, margins, spec, table.variables)
+    return plan_release(table.shape, margins, spec, table.variables)
 
 
 def _counts_digest(table: ContingencyTable) -> str:

@@ -1,394 +1,30 @@
-"""Contingency tables: named variables, ordered levels, a non-negative integer count per cell.
-
-A table is built from a long-format frame (one column per variable plus a count column),
-from microdata (one row per person), or by name from the built-in tables; it goes back out as
-a long frame. Everything else in the tool takes a `ContingencyTable`.
-"""
+"""Reading tables: long-format frames (CSV, Parquet, .xlsx) with a count column, and microdata (one row per person);
+`load_table` and `load_input` read what a user names (a built-in table by name, or a file)."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import re
-import string
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-# The rule against formulas in CSV files (OWASP) is one of _files' rules of writing files; the writers and readers
-# here apply it (FORMULA_TRIGGERS and the two functions are also reached from here).
-from ._files import FORMULA_TRIGGERS, csv_field_for_label, csv_label_from_field, read_side_file  # noqa: F401
-from .errors import TabreleaseError
+# The rule against formulas in CSV files (OWASP) is one of _files' rules of writing files; the readers undo its
+# protective quote.
+from .._files import csv_field_for_label, csv_label_from_field
+from ..errors import TabreleaseError
+from .catalogue import BUILTIN_TABLES, builtin_table
+from .metadata import _repeated, read_levels_file, read_metadata, with_declared_metadata
+from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 # pandas is imported where a frame is read or made: a release of a built-in table needs none, and
 # importing it costs a third of a second of start-up.
-
-LETTERS = string.ascii_uppercase
-# The four tables of the Yang-Fienberg-Rinaldo paper (the reproduction and its tests use exactly these), and
-# classic log-linear tables from outside the paper (R's MASS and datasets) for comparing mechanisms beyond it.
-PAPER_TABLES = ("edwards", "czech", "rochdale", "journey_to_work")
-OUTSIDE_TABLES = ("housing", "titanic", "minn38")
-BUILTIN_TABLES = PAPER_TABLES + OUTSIDE_TABLES
-
-
-@dataclass(frozen=True, eq=False)
-class ContingencyTable:
-    """A complete k-way table of counts.
-
-    `counts[i1, ..., ik]` is the number of units with level `levels[0][i1]` of `variables[0]`,
-    and so on; every cell is present, zeros included. The count array is read-only.
-    """
-
-    variables: tuple[str, ...]
-    levels: tuple[tuple[str, ...], ...]
-    counts: np.ndarray
-    name: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        counts = np.asarray(self.counts)
-        if len(self.variables) == 0:
-            raise TabreleaseError("a table needs at least one variable")
-        if len(set(self.variables)) != len(self.variables):
-            raise TabreleaseError(f"duplicate variable names: {list(self.variables)}")
-        if counts.shape != tuple(len(lv) for lv in self.levels) or len(self.levels) != len(self.variables):
-            raise TabreleaseError(
-                f"counts of shape {counts.shape} do not match the levels "
-                f"{[len(lv) for lv in self.levels]} of {list(self.variables)}"
-            )
-        for variable, lv in zip(self.variables, self.levels):
-            if len(lv) < 2:
-                raise TabreleaseError(f"variable {variable!r} has only one level ({list(lv)}); it carries no information")
-            if len(set(lv)) != len(lv):
-                raise TabreleaseError(f"variable {variable!r} has repeated levels {list(lv)}")
-        if not np.issubdtype(counts.dtype, np.integer):
-            if not np.all(np.isfinite(counts)) or np.any(counts != np.round(counts)):
-                raise TabreleaseError("counts must be whole numbers")
-        if np.any(counts < 0):
-            raise TabreleaseError("counts must be non-negative")
-        frozen = counts.astype(np.int64, copy=True)
-        frozen.flags.writeable = False
-        object.__setattr__(self, "counts", frozen)
-        object.__setattr__(self, "variables", tuple(str(v) for v in self.variables))
-        object.__setattr__(self, "levels", tuple(tuple(str(x) for x in lv) for lv in self.levels))
-
-    # --- shape -------------------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.counts.shape
-
-    @property
-    def k(self) -> int:
-        return len(self.variables)
-
-    @property
-    def n(self) -> int:
-        return int(self.counts.sum())
-
-    @property
-    def cells(self) -> int:
-        return int(self.counts.size)
-
-    @property
-    def zero_cells(self) -> int:
-        return int(np.count_nonzero(self.counts == 0))
-
-    @property
-    def is_binary(self) -> bool:
-        return all(len(lv) == 2 for lv in self.levels)
-
-    @property
-    def letters(self) -> tuple[str, ...]:
-        """The papers' letters: A for the first variable, B for the second, ..."""
-        return tuple(LETTERS[i] if i < len(LETTERS) else f"V{i + 1}" for i in range(self.k))
-
-    # --- naming ------------------------------------------------------------------------------
-    def axis(self, token: str) -> int:
-        """The axis of a variable named by its name or, failing that, by its letter."""
-        if token in self.variables:
-            return self.variables.index(token)
-        if token in self.letters:
-            return self.letters.index(token)
-        raise TabreleaseError(f"unknown variable {token!r}; the table has {describe_variables(self)}")
-
-    def axes(self, tokens: Iterable[str]) -> tuple[int, ...]:
-        return tuple(sorted({self.axis(t) for t in tokens}))
-
-    # --- derived tables ----------------------------------------------------------------------
-    def margin(self, variables: Iterable[str] | str) -> ContingencyTable:
-        """The marginal table over the given variables (names or letters; a string of letters works)."""
-        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
-        axes = self.axes(tokens)
-        if not axes:
-            raise TabreleaseError("a margin needs at least one variable")
-        return ContingencyTable(
-            variables=tuple(self.variables[a] for a in axes),
-            levels=tuple(self.levels[a] for a in axes),
-            counts=margin_counts(self.counts, axes),
-            name=None if self.name is None else f"{self.name}[{''.join(self.letters[a] for a in axes)}]",
-        )
-
-    def margin_counts(self, axes: Sequence[int]) -> np.ndarray:
-        """The count array of the margin over `axes` (sorted axis numbers), as every source of margins gives it."""
-        return margin_counts(self.counts, tuple(axes))
-
-    @property
-    def held_as_cells(self) -> bool:
-        return True
-
-    def with_counts(self, counts: np.ndarray) -> ContingencyTable:
-        """The same variables and levels with other counts (a released table, say)."""
-        return ContingencyTable(self.variables, self.levels, counts, self.name, self.metadata)
-
-    def to_frame(self, count_column: str = "count") -> pd.DataFrame:
-        """Long format: one row per cell, first variable varying slowest."""
-        grids = np.meshgrid(*[np.arange(len(lv)) for lv in self.levels], indexing="ij")
-        data = {
-            var: np.asarray(lv, dtype=object)[grid.ravel()]
-            for var, lv, grid in zip(self.variables, self.levels, grids)
-        }
-        data[count_column] = self.counts.ravel()
-        import pandas as pd
-
-        return pd.DataFrame(data)
-
-    def write_csv(self, path: str | Path, count_column: str = "count") -> None:
-        """Long format as CSV, without pandas (the release path writes its bundle this way)."""
-        write_long_csv(path, self.variables, self.levels, tuple(range(self.k)), self.counts, count_column)
-
-    def __repr__(self) -> str:
-        label = self.name or "table"
-        return f"<ContingencyTable {label}: {' x '.join(map(str, self.shape))}, n={self.n}, zero cells={self.zero_cells}>"
-
-
-# A released margin (or any margin the release path counts) is held as cells: past this it is refused in one line
-# before anything is charged (the table itself may be far larger when it is held as records).
-MAX_MARGIN_CELLS = 2**26
-
-
-@dataclass(frozen=True, eq=False)
-class MicrodataTable:
-    """A table held as its records, one row of level codes per person, for tables with more cells than memory
-    holds (20 variables of 10 levels: 10^20 cells). Each margin is counted from the records when asked (a
-    bincount over the margin's columns), never the cross-product of all the variables; `counts` (every cell)
-    exists only while the cells fit in memory."""
-
-    variables: tuple[str, ...]
-    levels: tuple[tuple[str, ...], ...]
-    codes: np.ndarray  # records x variables, level positions
-    name: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    _margins: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        codes = np.asarray(self.codes)
-        if codes.ndim != 2 or codes.shape[1] != len(self.variables) or len(self.levels) != len(self.variables):
-            raise TabreleaseError("records must have one code column per variable")
-        if len(set(self.variables)) != len(self.variables):
-            raise TabreleaseError(f"duplicate variable names: {list(self.variables)}")
-        for variable, lv in zip(self.variables, self.levels):
-            if len(lv) < 2:
-                raise TabreleaseError(f"variable {variable!r} has only one level ({list(lv)}); it carries no information")
-        if codes.shape[0] == 0:
-            raise TabreleaseError("the microdata have no rows")
-        widest = max(len(lv) for lv in self.levels)
-        dtype = np.uint8 if widest <= 2**8 else np.uint16 if widest <= 2**16 else np.uint32
-        if codes.min() < 0 or any(int(codes[:, j].max()) >= len(lv) for j, lv in enumerate(self.levels)):
-            raise TabreleaseError("a record has a level code outside its variable's levels")
-        # Column-major: a margin reads a few whole columns, each contiguous.
-        frozen = np.asfortranarray(codes.astype(dtype))
-        frozen.flags.writeable = False
-        object.__setattr__(self, "codes", frozen)
-        object.__setattr__(self, "variables", tuple(str(v) for v in self.variables))
-        object.__setattr__(self, "levels", tuple(tuple(str(x) for x in lv) for lv in self.levels))
-
-    k = ContingencyTable.k
-    letters = ContingencyTable.letters
-    is_binary = ContingencyTable.is_binary
-    axis = ContingencyTable.axis
-    axes = ContingencyTable.axes
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(len(lv) for lv in self.levels)
-
-    @property
-    def n(self) -> int:
-        return int(self.codes.shape[0])
-
-    @property
-    def cells(self) -> int:
-        return int(np.prod(self.shape, dtype=object))
-
-    @property
-    def held_as_cells(self) -> bool:
-        return False
-
-    @property
-    def zero_cells(self) -> int | None:
-        """Cells nobody has: computable from the distinct records, whatever the size."""
-        return self.cells - self.distinct_records()[0].shape[0]
-
-    def margin_counts(self, axes: Sequence[int]) -> np.ndarray:
-        axes = tuple(sorted(int(a) for a in axes))
-        if axes not in self._margins:
-            shape = tuple(self.shape[a] for a in axes)
-            cells = int(np.prod(shape, dtype=object))
-            if cells > MAX_MARGIN_CELLS:
-                raise TabreleaseError(f"the margin over {', '.join(self.variables[a] for a in axes)} has {cells:.3g} "
-                                      f"cells, more than the {MAX_MARGIN_CELLS:,} a margin may have")
-            if not axes:
-                counts = np.array(self.n, dtype=np.int64)
-            else:
-                counts = np.bincount(_mixed_radix(self.codes, axes, shape), minlength=cells).reshape(shape)
-                counts = counts.astype(np.int64, copy=False)
-            counts.flags.writeable = False
-            self._margins[axes] = counts
-        return self._margins[axes]
-
-    def distinct_records(self) -> tuple[np.ndarray, np.ndarray]:
-        """(the distinct rows of codes, how many records each): the table's non-zero cells, at any size."""
-        if "distinct" not in self._margins:
-            # Each record packed into as few 63-bit keys as its levels need, then one lexicographic sort.
-            keys, group = [], []
-            for a in range(self.k):
-                if group and int(np.prod([self.shape[b] for b in group + [a]], dtype=object)) >= 2**63:
-                    keys.append(_mixed_radix(self.codes, group, [self.shape[b] for b in group]))
-                    group = []
-                group.append(a)
-            keys.append(_mixed_radix(self.codes, group, [self.shape[b] for b in group]))
-            order = np.lexsort(keys[::-1])
-            ordered = [key[order] for key in keys]
-            starts = np.flatnonzero(np.r_[True, np.any([np.diff(key) != 0 for key in ordered], axis=0)])
-            counts = np.diff(np.r_[starts, self.n]).astype(np.int64)
-            self._margins["distinct"] = (np.asarray(self.codes[order[starts]]), counts)
-        return self._margins["distinct"]
-
-    @property
-    def counts(self) -> np.ndarray:
-        """Every cell, where they fit in memory (a paper mechanism or a cell-by-cell fit needs them)."""
-        if self.cells > MAX_TABLE_CELLS:
-            raise TabreleaseError(f"this needs every cell of the table, and it has {self.cells:.3g} cells (held as "
-                                  f"records; cells are held up to {MAX_TABLE_CELLS:,}): use the default (planned) "
-                                  "mechanism, which works from margins")
-        if "cells" not in self._margins:
-            flat = np.ravel_multi_index(tuple(self.codes[:, a].astype(np.int64) for a in range(self.k)), self.shape)
-            cells = np.bincount(flat, minlength=self.cells).reshape(self.shape).astype(np.int64)
-            cells.flags.writeable = False
-            self._margins["cells"] = cells
-        return self._margins["cells"]
-
-    def to_cells(self) -> ContingencyTable:
-        """The same table held as cells (where they fit)."""
-        return ContingencyTable(self.variables, self.levels, self.counts, self.name, self.metadata)
-
-    def margin(self, variables) -> ContingencyTable:
-        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
-        axes = self.axes(tokens)
-        return ContingencyTable(tuple(self.variables[a] for a in axes), tuple(self.levels[a] for a in axes),
-                                self.margin_counts(axes), None)
-
-    def __repr__(self) -> str:
-        label = self.name or "table"
-        return f"<MicrodataTable {label}: {' x '.join(map(str, self.shape))}, n={self.n}, held as records>"
-
-
-def _mixed_radix(codes: np.ndarray, axes, sizes) -> np.ndarray:
-    """Each record's position in the margin over `axes` (first axis slowest), in the narrowest integer that holds
-    it: arithmetic on small integers is what makes a margin of a million records take milliseconds."""
-    cells = int(np.prod([int(x) for x in sizes], dtype=object))
-    dtype = next(t for t in (np.uint16, np.uint32, np.int64) if cells <= np.iinfo(t).max)
-    flat = np.zeros(codes.shape[0], dtype=dtype)
-    for a, size in zip(axes, sizes):
-        flat *= dtype(size)
-        flat += codes[:, a]
-    return flat
-
-
-def margin_of(data, axes: Sequence[int]) -> np.ndarray:
-    """The margin over `axes` of a count array, or of a table (held as cells or as records)."""
-    if isinstance(data, np.ndarray):
-        return margin_counts(data, tuple(axes))
-    return data.margin_counts(tuple(axes))
-
-
-def total_of(data) -> int:
-    """n of a count array or of a table, exactly."""
-    if isinstance(data, np.ndarray):
-        return int(np.sum(data, dtype=object))
-    return int(data.n)
-
-
-def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) -> np.ndarray:
-    """Sum an array of tables over every table axis not in `axes` (leading batch axes kept)."""
-    k = counts.ndim - batch_ndim
-    drop = tuple(batch_ndim + a for a in range(k) if a not in set(axes))
-    return counts.sum(axis=drop) if drop else counts
-
-
-def long_rows(levels, axes, values: np.ndarray):
-    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value (an int, or
-    a float rounded to 6 decimals). What a margin's CSV file and its workbook sheet both hold."""
-    values = np.asarray(values)
-    integer = np.issubdtype(values.dtype, np.integer)
-    labels = [levels[a] for a in axes]
-    for index in np.ndindex(*values.shape):
-        v = values[index]
-        yield [lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else round(float(v), 6)]
-
-
-def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
-    """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value. Labels and
-    names that a spreadsheet would take for a formula are written behind a single quote (`csv_field_for_label`)."""
-    values = np.asarray(values)
-    integer = np.issubdtype(values.dtype, np.integer)
-    labels = [[csv_field_for_label(x) for x in levels[a]] for a in axes]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        out = csv.writer(fh, lineterminator="\n")
-        out.writerow([csv_field_for_label(variables[a]) for a in axes] + [csv_field_for_label(count_column)])
-        for index in np.ndindex(*values.shape):
-            v = values[index]
-            out.writerow([lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else repr(round(float(v), 6))])
-
-
-# A table is held as an array of cells (8 bytes each): past this it is refused before any work, in one line.
-MAX_TABLE_CELLS = 2**27
-
-
-def check_cells(variables: Sequence[str], shape: Sequence[int]) -> None:
-    cells = int(np.prod([int(k) for k in shape], dtype=object))
-    if cells > MAX_TABLE_CELLS:
-        levels = " x ".join(str(k) for k in shape)
-        raise TabreleaseError(f"the table of {len(variables)} variables ({levels}) has {cells:.3g} cells; tables are held "
-                              f"as cells up to {MAX_TABLE_CELLS:,} (2^27, 1 GiB) for now: release fewer variables")
-
-
-def people_names(table) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-    """(each variable's name for people, each level's label for people): a built-in table's labels from its metadata
-    ("wife_active", "no"), any other table's own names and levels."""
-    described = {v.get("name"): v for v in (table.metadata or {}).get("variables", []) if isinstance(v, dict)}
-    names, levels = [], []
-    for variable, lv in zip(table.variables, table.levels):
-        meta = described.get(variable, {})
-        names.append(str(meta.get("label") or variable))
-        labels = meta.get("level_labels") or {}
-        levels.append(tuple(str(labels.get(level, level)) for level in lv))
-    return tuple(names), tuple(levels)
-
-
-def describe_variables(table: ContingencyTable) -> str:
-    if table.variables == table.letters:
-        return "variables " + ", ".join(table.variables)
-    return "variables " + ", ".join(f"{v} ({letter})" for v, letter in zip(table.variables, table.letters))
-
 
 # --- construction --------------------------------------------------------------------------------
 def _level_order(values: pd.Series) -> list[str]:
@@ -821,7 +457,7 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
 def read_xlsx_frame(path: str | Path, sheet: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every cell of one sheet of an .xlsx workbook as text (the first sheet unless named), with blank trailing rows
     and columns dropped as in a CSV file. Needs openpyxl (the `excel` extra)."""
-    from ._optional import module_available
+    from .._optional import module_available
 
     path = _regular_file(path)
     if not module_available("openpyxl"):
@@ -866,59 +502,6 @@ def _normalise_counts(frame: pd.DataFrame, count_column: str, options: CsvOption
     return out
 
 
-@dataclass(frozen=True)
-class DeclaredMetadata:
-    """A --metadata file, in the shape of the built-in tables' JSON: variables in order, each with its levels in
-    order and optional `label` and `level_labels` (names for people in published files)."""
-
-    variables: tuple[str, ...]
-    levels: Mapping[str, tuple[str, ...]]
-    described: tuple[Mapping[str, Any], ...]
-
-
-def read_metadata(path: str | Path) -> DeclaredMetadata:
-    path = Path(path)
-    meta = _read_side_json(path, "metadata file", "utf-8-sig")
-    entries = meta.get("variables") if isinstance(meta, dict) else None
-    if not isinstance(entries, list) or not entries or not all(isinstance(v, dict) for v in entries):
-        raise TabreleaseError(f"the metadata file {path} needs a list \"variables\" of objects with a name and levels")
-    described = []
-    for number, entry in enumerate(entries, start=1):
-        name, levels = entry.get("name"), entry.get("levels")
-        if not isinstance(name, str) or not name.strip():
-            raise TabreleaseError(f"the metadata file {path}: variable {number} has no name")
-        if not isinstance(levels, list) or len(levels) < 2:
-            raise TabreleaseError(f"the metadata file {path}: variable {name!r} needs a list of at least two levels")
-        levels = [str(x).strip() for x in levels]
-        if len(set(levels)) != len(levels):
-            raise TabreleaseError(f"the metadata file {path}: variable {name!r} lists a level twice")
-        labels = entry.get("level_labels") or {}
-        if not isinstance(labels, dict) or set(map(str, labels)) - set(levels):
-            raise TabreleaseError(f"the metadata file {path}: variable {name!r} has level labels for levels it does "
-                                  "not declare")
-        item = {"name": name.strip(), "levels": levels, "level_labels": {str(k): str(v) for k, v in labels.items()}}
-        if entry.get("label"):
-            item["label"] = str(entry["label"])
-        described.append(item)
-    names = [d["name"] for d in described]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise TabreleaseError(f"the metadata file {path} declares {', '.join(repeated)} twice")
-    return DeclaredMetadata(tuple(names), {d["name"]: tuple(d["levels"]) for d in described}, tuple(described))
-
-
-def with_declared_metadata(table, declared: DeclaredMetadata):
-    """The table carrying the declared labels (as a built-in table carries its own: see people_names)."""
-    from dataclasses import replace
-
-    undeclared = [v for v in table.variables if v not in declared.levels]
-    if undeclared:
-        raise TabreleaseError(f"variable {undeclared[0]!r} is not declared in the metadata file")
-    metadata = dict(table.metadata or {})
-    metadata["variables"] = [d for d in declared.described if d["name"] in table.variables]
-    return replace(table, metadata=metadata)
-
-
 def _regular_file(path) -> Path:
     path = Path(path)
     if not path.exists():
@@ -940,45 +523,6 @@ def read_table_csv(path: str | Path, count_column: str = "count", *, complete: b
         raise TabreleaseError(f"{path} is a directory, not a CSV file")
     frame = _normalise_counts(read_csv_frame(path, options, as_written=(count_column,)), count_column, options)
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
-
-
-# --- built-in tables ---------------------------------------------------------------------------
-def _builtin_dir() -> Path:
-    # An installed wheel carries the tables inside the package; a source checkout (and an
-    # editable install) finds them at the top of the repository.
-    packaged = resources.files("tabrelease") / "_tables"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "tables"  # src/tabrelease/tables.py -> the repository
-
-
-@cache
-def builtin_metadata(name: str) -> dict[str, Any]:
-    if name not in BUILTIN_TABLES:
-        raise TabreleaseError(f"no built-in table {name!r}; the built-in tables are {', '.join(BUILTIN_TABLES)}")
-    with open(_builtin_dir() / f"{name}.json", encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-@cache
-def builtin_table(name: str) -> ContingencyTable:
-    """A built-in table (one of the paper's four, or an outside table), with its metadata."""
-    meta = builtin_metadata(name)
-    variables = [v["name"] for v in meta["variables"]]
-    levels = [[str(x) for x in v["levels"]] for v in meta["variables"]]
-    # Read with the csv module (no pandas on the release path); the files are ours, and checked all the same.
-    with open(_builtin_dir() / f"{name}.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    if rows[0] != variables + ["count"]:
-        raise TabreleaseError(f"the built-in table {name} has columns {rows[0]}, not {variables + ['count']}")
-    shape = tuple(len(lv) for lv in levels)
-    position = [{label: i for i, label in enumerate(lv)} for lv in levels]
-    counts = np.full(shape, -1, dtype=np.int64)
-    for row in rows[1:]:
-        counts[tuple(p[label] for p, label in zip(position, row[:-1]))] = int(row[-1])
-    if len(rows) - 1 != counts.size or (counts < 0).any():
-        raise TabreleaseError(f"the built-in table {name} does not list every cell once")
-    return ContingencyTable(tuple(variables), tuple(map(tuple, levels)), counts, name, meta)
 
 
 def load_table(source: str | Path | ContingencyTable, count_column: str = "count", *, complete: bool = True,
@@ -1017,67 +561,6 @@ def read_table_parquet(path: str | Path, count_column: str = "count", *, complet
         raise TabreleaseError(f"no count column {count_column!r} in {path}; the columns are {list(frame.columns)} "
                               "(one row per person? add --microdata)")
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
-
-
-def describe_builtin_tables() -> list[dict[str, Any]]:
-    """Name, shape, n, zero cells and default model of each built-in table, and whether it is the paper's."""
-    rows = []
-    for name in BUILTIN_TABLES:
-        table = builtin_table(name)
-        meta = table.metadata
-        rows.append(
-            {
-                "name": name,
-                "title": meta["title"],
-                "shape": list(table.shape),
-                "cells": table.cells,
-                "n": table.n,
-                "zero_cells": table.zero_cells,
-                "model": meta["model"],
-                "paper_table": meta["paper_table"],
-                "from_paper": name in PAPER_TABLES,
-                "variables": {v["name"]: v["meaning"] for v in meta["variables"]},
-            }
-        )
-    return rows
-
-
-def _read_side_json(path, what: str, encoding: str = "utf-8"):
-    """A small JSON file (levels, metadata), read whole: a pipe, a device, a file past the side-file limit, text
-    that is not JSON and JSON nested past what the parser can follow are each one line."""
-    data = read_side_file(path, what)
-    try:
-        return json.loads(data.decode(encoding))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TabreleaseError(f"the {what} {path} is not valid JSON") from None
-    except RecursionError:
-        raise TabreleaseError(f"the {what} {path} nests too deeply to read (thousands of brackets inside each "
-                              "other)") from None
-
-
-def read_levels_file(path) -> dict[str, list[str]] | None:
-    """The declared levels of a levels JSON file: {variable: [level, ...]} (None without a path)."""
-    if path is None:
-        return None
-    levels = _read_side_json(path, "levels file")
-    if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
-        raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
-    declared = {str(k): [str(x) for x in v] for k, v in levels.items()}
-    for variable, lv in declared.items():
-        repeated = _repeated(lv)
-        if repeated is not None:
-            raise TabreleaseError(f"the levels file {path}: variable {variable!r} lists the level {repeated!r} twice")
-    return declared
-
-
-def _repeated(items: Sequence[str]) -> str | None:
-    """The first item that appeared before, or None."""
-    seen: set[str] = set()
-    for item in items:
-        if item in seen:
-            return item
-        seen.add(item)
-    return None
 
 
 def load_input(source, *, microdata: bool = False, variables: Sequence[str] | None = None, levels_file=None,

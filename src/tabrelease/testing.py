@@ -5,7 +5,7 @@
 plain sentence when the mechanism breaks the contract. `parametrize_with_checks(mechanisms)` turns them into one
 pytest parametrization, so a third-party package tests its mechanism with two lines::
 
-    from tabrelease.mechanisms.checks import parametrize_with_checks
+    from tabrelease.testing import parametrize_with_checks
 
     @parametrize_with_checks([MyMechanism()])
     def test_my_mechanism(mechanism, check):
@@ -33,8 +33,8 @@ from itertools import product
 
 import numpy as np
 
-from ..noise import NoNoise, SimulationNoise
-from ..privacy import ADD_REMOVE, LOCAL, PURE, REPLACE, SENSITIVE, ZCDP
+from .noise import NoNoise, SimulationNoise
+from .privacy import ADD_REMOVE, LOCAL, PURE, REPLACE, SENSITIVE, ZCDP
 
 SHAPE = (2, 3, 2)
 MARGINS = ((0, 1), (1, 2))
@@ -44,17 +44,28 @@ REL = 1e-9  # floating-point slack on a loss
 
 
 def contract_plan(mechanism, epsilon: float = EPSILON):
-    """The plan the checks use: the small table, the mechanism's own options for the contract (a sensitive
-    attribute, say), delta where it needs one, replace neighbours where its options say it protects attributes."""
-    from . import plan_release
+    """The plan the checks use: the small table, the mechanism's own options for the contract
+    (`contract_options`), delta where it needs one, and the sensitive-attribute unit (of A) where it protects
+    attributes.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+    epsilon : float
+
+    Returns
+    -------
+    MechanismPlan
+    """
+    from .planner import plan_release
+    from .spec import ReleaseSpec, loss_of, unit_of
 
     options = dict(getattr(mechanism, "contract_options", None) or {})
-    if "sensitive" in mechanism.options and "sensitive" not in options:
-        options["sensitive"] = (0,)
-    neighbours = REPLACE if "sensitive" in options else ADD_REMOVE
+    unit = unit_of(REPLACE, sensitive=["A"]) if "sensitive" in mechanism.options else ADD_REMOVE
     shape = tuple(getattr(mechanism, "contract_shape", None) or SHAPE)
-    return plan_release(shape, [list(g) for g in MARGINS], epsilon, mechanism=mechanism, neighbours=neighbours,
-                        delta=DELTA if mechanism.needs_delta else None, options=options or None)
+    spec = ReleaseSpec(loss=loss_of(epsilon, DELTA if mechanism.needs_delta else None), unit=unit,
+                       mechanism=mechanism, options=options)
+    return plan_release(shape, [list(g) for g in MARGINS], spec)
 
 
 def _table(shape, seed: int = 0) -> np.ndarray:
@@ -71,7 +82,7 @@ def check_plan_is_for_what_was_asked(mechanism) -> None:
 
 
 def check_plan_survives_pickling(mechanism) -> None:
-    from ..pipeline import measure
+    from .pipeline import measure
 
     plan = contract_plan(mechanism)
     again = pickle.loads(pickle.dumps(plan))
@@ -84,7 +95,7 @@ def check_plan_survives_pickling(mechanism) -> None:
 
 
 def check_noise_comes_from_the_source(mechanism) -> None:
-    from ..pipeline import measure
+    from .pipeline import measure
 
     plan = contract_plan(mechanism)
     x = _table(plan.shape)
@@ -96,7 +107,7 @@ def check_noise_comes_from_the_source(mechanism) -> None:
 
 
 def check_rescale_changes_only_the_noise(mechanism) -> None:
-    from . import with_epsilon
+    from .mechanisms import with_epsilon
 
     plan = contract_plan(mechanism)
     other = with_epsilon(plan, 2 * EPSILON)
@@ -134,7 +145,7 @@ def check_guarantee_holds_on_every_neighbouring_pair(mechanism) -> None:
     """Brute force over every pair of the guarantee's own unit: the loss the blocks' changes imply is at most the
     stated one. (Local guarantees are a channel property, checked by the mechanism's own tests; adaptive
     mechanisms, whose blocks differ between tables, say so with `adaptive = True` and are skipped here.)"""
-    from ..pipeline import measure
+    from .pipeline import measure
 
     plan = contract_plan(mechanism)
     guarantee = mechanism.guarantee(plan, ("A", "B", "C"))
@@ -164,7 +175,7 @@ def check_guarantee_holds_on_every_neighbouring_pair(mechanism) -> None:
 
 
 def check_release_has_one_margin_per_margin(mechanism) -> None:
-    from ..pipeline import run_plan
+    from .pipeline import run_plan
 
     plan = contract_plan(mechanism)
     release = run_plan(plan, _table(plan.shape), SimulationNoise(5))

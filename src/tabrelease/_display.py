@@ -1,0 +1,52 @@
+"""How a record shows itself in Jupyter (`_repr_html_`), without the record importing the presentation layer.
+
+A record's `_repr_html_` calls `html_for(self)`. The renderers are registered from above, by the presentation
+layer (`tabrelease.notebook` calls `register_html` for each record it draws), so that the records (the `Release`,
+a `MechanismPlan`, a `LogLinearFit`) import nothing above their own layer.
+
+The one reach upward: the first time an object is shown and no renderer is registered yet, `html_for` imports
+`tabrelease.notebook` by name (`importlib.import_module`), which registers them all. That is not an import of a
+record's module (records stay importable and usable without it); it is the one place where the notebook is loaded
+on demand, because a Jupyter user who only imported `tabrelease` has not imported `tabrelease.notebook` and should
+still see the summary. The import contract test allows exactly this dynamic import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from markupsafe import escape
+
+_RENDERERS: dict[str, Callable[[object], str]] = {}
+# The module whose import registers the package's own renderers (loaded on first use, see the docstring).
+RENDERERS_MODULE = "tabrelease.notebook"
+
+
+def register_html(type_name: str, render: Callable[[object], str]) -> None:
+    """Show objects of the type named `type_name` ("module.QualifiedName", as `type_key` gives) by `render(obj)`."""
+    _RENDERERS[type_name] = render
+
+
+def type_key(cls: type) -> str:
+    """The name a renderer is registered under: the class's module and qualified name."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _renderer(obj) -> Callable[[object], str] | None:
+    for cls in type(obj).__mro__:
+        render = _RENDERERS.get(type_key(cls))
+        if render is not None:
+            return render
+    return None
+
+
+def html_for(obj) -> str:
+    """The HTML summary of `obj` by the renderer registered for its type (or a base type); its escaped repr if none."""
+    render = _renderer(obj)
+    if render is None:
+        importlib.import_module("tabrelease.notebook")  # registers the package's renderers (see the docstring)
+        render = _renderer(obj)
+    if render is None:
+        return f"<pre>{escape(repr(obj))}</pre>"
+    return render(obj)

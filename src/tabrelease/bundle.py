@@ -1,0 +1,178 @@
+"""The bundle transaction: a release's folder `out` (`public/` and `internal/`) appears whole, or not at all.
+
+The content is built in a staging folder beside `out` (owner-only, named with this process's id) and renamed into
+place; a failure leaves either the old folder or nothing, never half a release, and staging folders of killed runs
+are removed before the next release. What goes into the folders is the presentation layer's: `write_release_bundle`
+calls the one report writer registered here (`reports.py` registers `write_release_contents` when it is imported),
+so that the workflow imports no presentation module. `report_writer` imports `tabrelease.reports` by name on first
+use when nothing has registered a writer yet (a program that calls `publish_release` without having imported the
+reports): the one dynamic import of this module, allowed by the import contract test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._files import foreign_entries, process_alive
+from .errors import TabreleaseError
+
+
+@dataclass(frozen=True)
+class ReportWriter:
+    """The report content of a bundle: `write(public_dir, internal_dir, table, release, evaluation, *, model_label,
+    version, workbook, charge)` fills the staged folders; `check(workbook)` refuses, before the charge, what it
+    cannot write."""
+
+    write: Callable[..., None]
+    check: Callable[[bool], None]
+
+
+_WRITER: list[ReportWriter] = []
+# The module whose import registers the package's report writer (loaded on first use, see the docstring).
+REPORTS_MODULE = "tabrelease.reports"
+
+
+def register_report_writer(writer: ReportWriter) -> None:
+    """Write bundles' content with `writer` from now on (the last registered is used)."""
+    _WRITER[:] = [writer]
+
+
+def report_writer() -> ReportWriter:
+    if not _WRITER:
+        importlib.import_module("tabrelease.reports")  # registers the package's writer (see the docstring)
+    return _WRITER[0]
+
+
+def check_report_support(workbook: bool = False) -> None:
+    """Refuse, before any charge, report content the writer cannot produce here (a workbook without openpyxl)."""
+    report_writer().check(workbook)
+
+
+def check_release_destination(out, force: bool) -> Path:
+    """Refuse an --out a release may not be written to; the CLI calls this before any noise is drawn or budget
+    charged, and the writer again before it writes."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
+    if out.exists() and not out.is_dir():
+        raise TabreleaseError(f"{out} exists and is not a folder")
+    if out.exists() and (foreign := foreign_entries(out, ("public", "internal"))):
+        # --force replaces a release bundle, never a folder of other things (a mistyped --out).
+        listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise TabreleaseError(f"{out} is not a release folder (it holds {listed}); --force replaces only a release; "
+                              "choose another --out")
+    if not out.resolve().parent.is_dir():
+        raise TabreleaseError(f"the parent folder of {out} does not exist")
+    return out
+
+
+def _staging_prefix(out: Path) -> str:
+    return f".{Path(out).name}.staging-"
+
+
+def check_writable(out) -> None:
+    """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged."""
+    from ._signals import deferred_signals
+
+    parent = Path(out).resolve().parent
+    try:
+        # Signals held: one acted on inside mkdtemp, after its mkdir, would leave the probe behind.
+        with deferred_signals():
+            probe = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-probe-", dir=parent))
+            probe.rmdir()
+    except OSError as exc:
+        raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
+
+
+_STAGING_MARK = ".staging-"
+
+
+def remove_stale_staging(out) -> list[Path]:
+    """Staging folders in the folder of `out` left by releases that were killed (their process is gone), whatever
+    release they were for: removed, and returned so that the caller can say so. They may hold an audit of a
+    confidential table. Temporary files of dead processes (`_files.TEMPORARY_PREFIX`) go too."""
+    from ._files import remove_dead_temporaries
+
+    parent = Path(out).resolve().parent
+    removed = []
+    for candidate in parent.glob(f".*{_STAGING_MARK}*"):
+        try:
+            pid = int(candidate.name.rsplit(_STAGING_MARK, 1)[1].split("-", 1)[0])
+        except (IndexError, ValueError):
+            continue
+        if candidate.is_dir() and not candidate.is_symlink() and not process_alive(pid):
+            shutil.rmtree(candidate, ignore_errors=True)
+            removed.append(candidate)
+    return removed + remove_dead_temporaries(parent)
+
+
+def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force: bool = False) -> Path:
+    """Stage DIR/public and DIR/internal, fill them with `write(public_dir, internal_dir)`, and rename them into
+    place as DIR; refuse an existing DIR unless `force` (then the old bundle is replaced whole)."""
+    from ._signals import deferred_signals
+
+    out = check_release_destination(out, force)
+    parent = out.resolve().parent
+    staging = None
+    try:
+        # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
+        # Signals held until `staging` names it: one acted on inside mkdtemp, after its mkdir, would leave it behind.
+        with deferred_signals():
+            staging = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-", dir=parent))
+        public_dir = staging / "public"
+        internal_dir = staging / "internal"
+        public_dir.mkdir()
+        internal_dir.mkdir()
+        write(public_dir, internal_dir)
+        with deferred_signals():  # the bundle appears whole (and an old one goes whole), or not at all
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
+                os.replace(out, old / out.name)
+                os.replace(staging, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(staging, out)
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def write_release_bundle(
+    out: str | Path,
+    table,
+    release,
+    evaluation,
+    *,
+    model_label: str,
+    version: str,
+    force: bool = False,
+    workbook: bool = False,
+    charge: Mapping | None = None,
+) -> Path:
+    """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`. With `workbook`, public/ also holds
+    the margins as one .xlsx workbook (the same content as its CSV files and release.json). `charge`, the ledger's
+    record of the release's charge, is kept in internal/charge.json (ledger id, record number and MAC) and its
+    random release id in public/release.json, so that `ledger verify --bundles` can hold bundles and charges
+    together."""
+    writer = report_writer()
+
+    def write(public_dir: Path, internal_dir: Path) -> None:
+        writer.write(public_dir, internal_dir, table, release, evaluation, model_label=model_label, version=version,
+                     workbook=workbook, charge=charge)
+        if charge is not None:
+            from .ledger import CHARGE_FILE
+
+            (internal_dir / CHARGE_FILE).write_text(json.dumps(
+                {key: charge.get(key) for key in ("ledger_id", "sequence", "mac", "release_id", "dataset", "time")},
+                indent=2) + "\n")
+
+    return write_bundle(out, write, force=force)

@@ -1,0 +1,104 @@
+"""Declared metadata: the levels file and the --metadata file (variables, levels, labels for people), and a table
+carrying the declared labels."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._files import read_side_file
+from ..errors import TabreleaseError
+
+
+@dataclass(frozen=True)
+class DeclaredMetadata:
+    """A --metadata file, in the shape of the built-in tables' JSON: variables in order, each with its levels in
+    order and optional `label` and `level_labels` (names for people in published files)."""
+
+    variables: tuple[str, ...]
+    levels: Mapping[str, tuple[str, ...]]
+    described: tuple[Mapping[str, Any], ...]
+
+
+def read_metadata(path: str | Path) -> DeclaredMetadata:
+    path = Path(path)
+    meta = _read_side_json(path, "metadata file", "utf-8-sig")
+    entries = meta.get("variables") if isinstance(meta, dict) else None
+    if not isinstance(entries, list) or not entries or not all(isinstance(v, dict) for v in entries):
+        raise TabreleaseError(f"the metadata file {path} needs a list \"variables\" of objects with a name and levels")
+    described = []
+    for number, entry in enumerate(entries, start=1):
+        name, levels = entry.get("name"), entry.get("levels")
+        if not isinstance(name, str) or not name.strip():
+            raise TabreleaseError(f"the metadata file {path}: variable {number} has no name")
+        if not isinstance(levels, list) or len(levels) < 2:
+            raise TabreleaseError(f"the metadata file {path}: variable {name!r} needs a list of at least two levels")
+        levels = [str(x).strip() for x in levels]
+        if len(set(levels)) != len(levels):
+            raise TabreleaseError(f"the metadata file {path}: variable {name!r} lists a level twice")
+        labels = entry.get("level_labels") or {}
+        if not isinstance(labels, dict) or set(map(str, labels)) - set(levels):
+            raise TabreleaseError(f"the metadata file {path}: variable {name!r} has level labels for levels it does "
+                                  "not declare")
+        item = {"name": name.strip(), "levels": levels, "level_labels": {str(k): str(v) for k, v in labels.items()}}
+        if entry.get("label"):
+            item["label"] = str(entry["label"])
+        described.append(item)
+    names = [d["name"] for d in described]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise TabreleaseError(f"the metadata file {path} declares {', '.join(repeated)} twice")
+    return DeclaredMetadata(tuple(names), {d["name"]: tuple(d["levels"]) for d in described}, tuple(described))
+
+
+def with_declared_metadata(table, declared: DeclaredMetadata):
+    """The table carrying the declared labels (as a built-in table carries its own: see people_names)."""
+    from dataclasses import replace
+
+    undeclared = [v for v in table.variables if v not in declared.levels]
+    if undeclared:
+        raise TabreleaseError(f"variable {undeclared[0]!r} is not declared in the metadata file")
+    metadata = dict(table.metadata or {})
+    metadata["variables"] = [d for d in declared.described if d["name"] in table.variables]
+    return replace(table, metadata=metadata)
+
+
+def _read_side_json(path, what: str, encoding: str = "utf-8"):
+    """A small JSON file (levels, metadata), read whole: a pipe, a device, a file past the side-file limit, text
+    that is not JSON and JSON nested past what the parser can follow are each one line."""
+    data = read_side_file(path, what)
+    try:
+        return json.loads(data.decode(encoding))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise TabreleaseError(f"the {what} {path} is not valid JSON") from None
+    except RecursionError:
+        raise TabreleaseError(f"the {what} {path} nests too deeply to read (thousands of brackets inside each "
+                              "other)") from None
+
+
+def read_levels_file(path) -> dict[str, list[str]] | None:
+    """The declared levels of a levels JSON file: {variable: [level, ...]} (None without a path)."""
+    if path is None:
+        return None
+    levels = _read_side_json(path, "levels file")
+    if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
+        raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
+    declared = {str(k): [str(x) for x in v] for k, v in levels.items()}
+    for variable, lv in declared.items():
+        repeated = _repeated(lv)
+        if repeated is not None:
+            raise TabreleaseError(f"the levels file {path}: variable {variable!r} lists the level {repeated!r} twice")
+    return declared
+
+
+def _repeated(items: Sequence[str]) -> str | None:
+    """The first item that appeared before, or None."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
