@@ -28,6 +28,7 @@ LAYERS = {
     # 0 values: records and rules that import nothing above them.
     "tabrelease": VALUES,  # only __version__ and a lazy export table (resolved per name, see the docstring)
     "tabrelease.errors": VALUES,
+    "tabrelease._hooks": VALUES,  # the modules above that the package __init__ names for the hooks below
     "tabrelease.privacy": VALUES,
     # The loss conversions are pure mathematics that import nothing of the package; the privacy value reads its
     # group privacy and zCDP rho from them, so they sit beside it (the design's table has them with mathematics).
@@ -102,7 +103,7 @@ FORBIDDEN = {
 # onto what is below it: `_display.html_for` loads the notebook renderers (a record shown in Jupyter before anything
 # imported tabrelease.notebook), `bundle.report_writer` the report writer (publish_release called by a program that
 # never imported tabrelease.reports). See the two modules' docstrings.
-DYNAMIC_HOOKS = {("tabrelease._display", "tabrelease.notebook"), ("tabrelease.bundle", "tabrelease.reports")}
+DYNAMIC_HOOKS: set[tuple[str, str]] = set()  # none: the package __init__ wires the hooks (_hooks)
 
 # Upward edges in modules being rewritten elsewhere, kept until fixed there: each must still be present (remove
 # the entry when it is fixed). Empty: none is known.

@@ -27,7 +27,14 @@ from __future__ import annotations
 
 import importlib
 
+from . import _hooks
+
 __version__ = "0.1.0"
+
+# The composition root: the presentation layer's modules, named for the layers below that load them on first need
+# (a record's display, a bundle's report), so that no module imports a layer above its own.
+_hooks.RENDERER_MODULES[:] = ["tabrelease.notebook"]
+_hooks.REPORT_WRITER_MODULES[:] = ["tabrelease.reports"]
 
 # The whole top-level surface (25 names); everything else is in the submodule that holds it.
 _EXPORTS = {

@@ -4,11 +4,9 @@ A record's `_repr_html_` calls `html_for(self)`. The renderers are registered fr
 layer (`tabrelease.notebook` calls `register_html` for each record it draws), so that the records (the `Release`,
 a `MechanismPlan`, a `LogLinearFit`) import nothing above their own layer.
 
-The one reach upward: the first time an object is shown and no renderer is registered yet, `html_for` imports
-`tabrelease.notebook` by name (`importlib.import_module`), which registers them all. That is not an import of a
-record's module (records stay importable and usable without it); it is the one place where the notebook is loaded
-on demand, because a Jupyter user who only imported `tabrelease` has not imported `tabrelease.notebook` and should
-still see the summary. The import contract test allows exactly this dynamic import.
+A Jupyter user who only imported `tabrelease` has not imported `tabrelease.notebook` and should still see the
+summary: the first time an object is shown and no renderer is registered yet, `html_for` loads the modules the
+package's `__init__` named in `_hooks` (the wiring is done from the top; this module names nothing above it).
 """
 
 from __future__ import annotations
@@ -18,9 +16,9 @@ from collections.abc import Callable
 
 from markupsafe import escape
 
+from . import _hooks
+
 _RENDERERS: dict[str, Callable[[object], str]] = {}
-# The module whose import registers the package's own renderers (loaded on first use, see the docstring).
-RENDERERS_MODULE = "tabrelease.notebook"
 
 
 def register_html(type_name: str, render: Callable[[object], str]) -> None:
@@ -45,7 +43,8 @@ def html_for(obj) -> str:
     """The HTML summary of `obj` by the renderer registered for its type (or a base type); its escaped repr if none."""
     render = _renderer(obj)
     if render is None:
-        importlib.import_module("tabrelease.notebook")  # registers the package's renderers (see the docstring)
+        for name in _hooks.RENDERER_MODULES:  # named by the package's __init__ (see _hooks)
+            importlib.import_module(name)
         render = _renderer(obj)
     if render is None:
         return f"<pre>{escape(repr(obj))}</pre>"

@@ -4,9 +4,9 @@ The content is built in a staging folder beside `out` (owner-only, named with th
 place; a failure leaves either the old folder or nothing, never half a release, and staging folders of killed runs
 are removed before the next release. What goes into the folders is the presentation layer's: `write_release_bundle`
 calls the one report writer registered here (`reports.py` registers `write_release_contents` when it is imported),
-so that the workflow imports no presentation module. `report_writer` imports `tabrelease.reports` by name on first
-use when nothing has registered a writer yet (a program that calls `publish_release` without having imported the
-reports): the one dynamic import of this module, allowed by the import contract test.
+so that the workflow imports no presentation module. When nothing has registered a writer yet (a program that calls
+`publish_release` without having imported the reports), `report_writer` loads the modules the package's `__init__`
+named for it in `_hooks`: the wiring is done from the top, and this module names nothing above it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import _hooks
 from ._files import foreign_entries, process_alive
 from .errors import TabreleaseError
 
@@ -35,8 +36,6 @@ class ReportWriter:
 
 
 _WRITER: list[ReportWriter] = []
-# The module whose import registers the package's report writer (loaded on first use, see the docstring).
-REPORTS_MODULE = "tabrelease.reports"
 
 
 def register_report_writer(writer: ReportWriter) -> None:
@@ -46,7 +45,11 @@ def register_report_writer(writer: ReportWriter) -> None:
 
 def report_writer() -> ReportWriter:
     if not _WRITER:
-        importlib.import_module("tabrelease.reports")  # registers the package's writer (see the docstring)
+        for name in _hooks.REPORT_WRITER_MODULES:  # named by the package's __init__ (see _hooks)
+            importlib.import_module(name)
+    if not _WRITER:
+        raise TabreleaseError("no report writer is registered: import tabrelease.reports (or register your own with "
+                              "bundle.register_report_writer)")
     return _WRITER[0]
 
 
