@@ -207,6 +207,10 @@ class Mechanism(ABC):
         n : int
             The table's number of records.
 
+        Returns
+        -------
+        None
+
         Raises
         ------
         TabreleaseError
@@ -319,6 +323,10 @@ class Mechanism(ABC):
         plan : MechanismPlan
         measurements : Measurements
             The measurements to check.
+
+        Returns
+        -------
+        None
 
         Raises
         ------
