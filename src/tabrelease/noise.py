@@ -239,7 +239,7 @@ class NoiseSource(Protocol):
         Returns
         -------
         numpy.ndarray
-            Float array of the shape of `values`: the noisy values.
+            Float array of the noisy values (the secure sampler returns them flattened; callers pass 1-d values).
         """
 
     def randomize_cells(self, counts: np.ndarray, keep: float) -> np.ndarray:
@@ -393,7 +393,7 @@ class SecureNoise:
         Returns
         -------
         numpy.ndarray
-            Float array of the shape of `values` (1-d for the continuous samplers).
+            1-d float array: the noisy values, flattened in C order.
 
         Raises
         ------
