@@ -22,12 +22,30 @@ _RENDERERS: dict[str, Callable[[object], str]] = {}
 
 
 def register_html(type_name: str, render: Callable[[object], str]) -> None:
-    """Show objects of the type named `type_name` ("module.QualifiedName", as `type_key` gives) by `render(obj)`."""
+    """Show objects of the type named `type_name` ("module.QualifiedName", as `type_key` gives) by `render(obj)`.
+
+    Parameters
+    ----------
+    type_name : str
+        The type's key, as `type_key` gives it.
+    render : callable
+        Takes the object, returns its HTML (a str). Replaces any renderer registered under the same key.
+    """
     _RENDERERS[type_name] = render
 
 
 def type_key(cls: type) -> str:
-    """The name a renderer is registered under: the class's module and qualified name."""
+    """The name a renderer is registered under: the class's module and qualified name.
+
+    Parameters
+    ----------
+    cls : type
+
+    Returns
+    -------
+    str
+        "module.QualifiedName".
+    """
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -40,7 +58,18 @@ def _renderer(obj) -> Callable[[object], str] | None:
 
 
 def html_for(obj) -> str:
-    """The HTML summary of `obj` by the renderer registered for its type (or a base type); its escaped repr if none."""
+    """The HTML summary of `obj` by the renderer registered for its type (or a base type); its escaped repr if none.
+
+    Parameters
+    ----------
+    obj : object
+        The object to show (a record's `_repr_html_` passes itself).
+
+    Returns
+    -------
+    str
+        HTML.
+    """
     render = _renderer(obj)
     if render is None:
         for name in _hooks.RENDERER_MODULES:  # named by the package's __init__ (see _hooks)

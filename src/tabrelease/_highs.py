@@ -19,7 +19,13 @@ def quiet_highs():
 
     HiGHS (1.16 and later) prints a banner on standard output when the first solver of a process is made, before
     any option can be set: that first one is made with the process's standard output pointed at /dev/null, so
-    that `--json` output stays clean whatever the version installed."""
+    that `--json` output stays clean whatever the version installed.
+
+    Returns
+    -------
+    highspy.Highs
+        A new solver with `DETERMINISTIC_OPTIONS` set.
+    """
     import highspy
 
     global _BANNER_SILENCED
@@ -47,6 +53,22 @@ def highs_model(matrix, cost, col_lower, col_upper, row_lower, row_upper):
     """A quiet `highspy.Highs` holding: min cost.x subject to row_lower <= matrix x <= row_upper, col bounds.
 
     `matrix` is a scipy sparse matrix (converted to CSC); infinite bounds may be given as +-numpy.inf.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse matrix
+        The constraint matrix, rows x columns.
+    cost : array_like
+        The objective's coefficients, one per column.
+    col_lower, col_upper : array_like
+        Bounds on the columns (variables).
+    row_lower, row_upper : array_like
+        Bounds on the rows (constraints).
+
+    Returns
+    -------
+    tuple
+        (highs, lp): the `highspy.Highs` with the model passed, and the `highspy.HighsLp` it holds.
     """
     import highspy
 

@@ -5,6 +5,18 @@ from __future__ import annotations
 
 
 def module_available(name: str) -> bool:
+    """Whether the module `name` can be imported, found without importing it.
+
+    Parameters
+    ----------
+    name : str
+        A module's dotted name (e.g. "highspy").
+
+    Returns
+    -------
+    bool
+        True if an import would find it; False if not, or if its entry in `sys.modules` is None (blocked).
+    """
     from importlib.util import find_spec
 
     try:

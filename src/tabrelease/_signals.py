@@ -17,7 +17,13 @@ HELD = (signal.SIGINT, signal.SIGTERM)
 def deferred_signals():
     """Within the block, SIGINT and SIGTERM are noted, not acted on; at its end the first one noted is acted on as
     it would have been (its handler is called, or the default action taken). Outside the main thread (where
-    handlers cannot be set) the block runs as it is."""
+    handlers cannot be set) the block runs as it is.
+
+    Yields
+    ------
+    None
+        A context manager: use as ``with deferred_signals():``.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -63,6 +63,25 @@ class CoefficientBasis:
         return 2.0 ** (self.k / 2) if self.kind == FOURIER else float(prod(self.shape))
 
     def block(self, coefficients: np.ndarray, s: Margin) -> np.ndarray:
+        """The block of the set `s` in a coefficient vector (or a stack of them).
+
+        Parameters
+        ----------
+        coefficients : numpy.ndarray
+            Coefficients in this basis's order, along the last axis (length `size`).
+        s : Margin
+            A set of the closure.
+
+        Returns
+        -------
+        numpy.ndarray
+            A view of the block's coefficients (last axis: 1 for Fourier, prod k_j over `s` for Efron-Stein).
+
+        Raises
+        ------
+        ValueError
+            If `s` is not in the closure.
+        """
         i = self.closure.index(s)
         return coefficients[..., self.offsets[i] : self.offsets[i + 1]]
 
@@ -78,7 +97,29 @@ def _kron(factors: Sequence[np.ndarray]) -> np.ndarray:
 def coefficient_basis(kind: str, shape: Sequence[int], margins: Sequence[Margin], *,
                       analysis: bool = True) -> CoefficientBasis:
     """Build the analysis/synthesis matrices for the closure of `margins` on a table of this shape (`analysis=False`:
-    the closure, parents and block sizes only, for planning: the dense matrices of a large margin take gigabytes)."""
+    the closure, parents and block sizes only, for planning: the dense matrices of a large margin take gigabytes).
+
+    Parameters
+    ----------
+    kind : {"fourier", "efron-stein"}
+        The basis.
+    shape : sequence of int
+        The table's number of levels per variable (all 2 for Fourier).
+    margins : sequence of Margin
+        The margins to release; their maximal ones are the generators.
+    analysis : bool, default True
+        Whether to build the analysis matrices (False leaves `analysis` empty).
+
+    Returns
+    -------
+    CoefficientBasis
+        One block per set of the downward closure of the generators, each with its parent generator.
+
+    Raises
+    ------
+    TabreleaseError
+        If the basis is unknown, or the Fourier basis is asked for a table that is not all binary.
+    """
     shape = tuple(int(s) for s in shape)
     k = len(shape)
     if kind == FOURIER and any(s != 2 for s in shape):
@@ -117,7 +158,23 @@ def coefficient_basis(kind: str, shape: Sequence[int], margins: Sequence[Margin]
 
 def coefficients(basis: CoefficientBasis, counts: np.ndarray, batch_ndim: int = 0) -> np.ndarray:
     """Coefficients of a table (or of a stack of tables along leading batch axes), from its generator margins:
-    `counts` may be a count array or a table that gives margins (one held as records)."""
+    `counts` may be a count array or a table that gives margins (one held as records).
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        A basis built with its analysis matrices.
+    counts : numpy.ndarray or table
+        Cell counts of shape ``batch + basis.shape``, or an object with a ``margin_counts(margin)`` method
+        (then `batch_ndim` is not used).
+    batch_ndim : int, default 0
+        The number of leading batch axes of `counts`.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float coefficients of shape ``batch + (basis.size,)``, block after block in closure order.
+    """
     if not isinstance(counts, np.ndarray) and hasattr(counts, "margin_counts"):
         margins = {g: np.asarray(counts.margin_counts(g), float).reshape(-1) for g in basis.generators}
         return np.concatenate([margins[p] @ a.T for p, a in zip(basis.parents, basis.analysis)], axis=-1)
@@ -131,7 +188,20 @@ def coefficients(basis: CoefficientBasis, counts: np.ndarray, batch_ndim: int = 
 def integer_coefficients(basis: CoefficientBasis, counts: np.ndarray) -> np.ndarray:
     """coefficients * integer_scale, computed exactly in integer arithmetic: each is an integer combination of
     margin counts (Fourier: +-1; Efron-Stein: the tensor product of (k_j I - J) over S). int64 where that cannot
-    overflow, Python integers otherwise."""
+    overflow, Python integers otherwise.
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        A basis built with its analysis matrices.
+    counts : numpy.ndarray or table
+        Integer cell counts of shape `basis.shape`, or a table that gives margins (one held as records).
+
+    Returns
+    -------
+    numpy.ndarray
+        1-d array of length `basis.size`: int64, or object (Python int) where int64 could overflow.
+    """
     from .tables import margin_of, total_of
 
     if isinstance(counts, np.ndarray) or not hasattr(counts, "margin_counts"):
@@ -153,7 +223,26 @@ def integer_coefficients(basis: CoefficientBasis, counts: np.ndarray) -> np.ndar
 
 
 def margin_from_coefficients(basis: CoefficientBasis, coeffs: np.ndarray, margin: Margin) -> np.ndarray:
-    """The margin over `margin` (a subset of some generator) that the coefficients determine."""
+    """The margin over `margin` (a subset of some generator) that the coefficients determine.
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+    coeffs : numpy.ndarray
+        Coefficients in the basis's order along the last axis (leading axes are a batch).
+    margin : Margin
+        The axes of the margin (sorted here); must be a set of the closure.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float margin counts of shape ``batch + (k_j for j in margin)``.
+
+    Raises
+    ------
+    TabreleaseError
+        If the coefficients do not determine the margin (it is not in the closure).
+    """
     margin = tuple(sorted(margin))
     if margin not in basis.closure:
         raise TabreleaseError(f"margin {margin} is not determined by these coefficients")
@@ -215,7 +304,28 @@ def _difference_norms(ks: Sequence[int]) -> tuple[float, float]:
 
 
 def sensitivity(basis: CoefficientBasis, neighbours: str = "add-remove", norm: int = 1) -> float:
-    """Exact L1 (norm=1) or L2 (norm=2) sensitivity of the whole coefficient vector."""
+    """Exact L1 (norm=1) or L2 (norm=2) sensitivity of the whole coefficient vector.
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        The released basis (planning bases without matrices suffice).
+    neighbours : {"add-remove", "replace"}
+        The neighbour relation.
+    norm : {1, 2}
+        The norm.
+
+    Returns
+    -------
+    float
+        The largest change of the coefficient vector between neighbouring tables.
+
+    Raises
+    ------
+    TabreleaseError
+        If the neighbour relation or norm is unknown, or a replace sensitivity is asked for more than 22
+        variables.
+    """
     changes = block_changes(basis, neighbours, norm)
     best = float(changes.sum(axis=1).max())
     return best if norm == 1 else sqrt(best)
@@ -229,6 +339,25 @@ def block_changes(basis: CoefficientBasis, neighbours: str = "add-remove", norm:
     old and new record differ for replace (the change depends on D only). Columns are the closure's
     blocks. The sensitivity of blocks measured with scales b_B is the largest row of sum_B change / b_B
     (L1) or sum_B change / b_B^2 (squared L2).
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        The released basis.
+    neighbours : {"add-remove", "replace"}
+        The neighbour relation.
+    norm : {1, 2}
+        1 for L1 norms, 2 for squared L2 norms.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float array of shape (1, blocks) for add-remove, (2^k - 1, blocks) for replace.
+
+    Raises
+    ------
+    TabreleaseError
+        If the neighbour relation or norm is unknown, or replace is asked for more than 22 variables.
     """
     if neighbours not in NEIGHBOURS:
         raise TabreleaseError(f"unknown neighbour relation {neighbours!r}; choose add-remove or replace")

@@ -21,6 +21,22 @@ def derived_l1_bound(basis: CoefficientBasis, margin: Margin, scale: float, delt
     table is feasible with b = max noise, so b* <= t and each coefficient of w is within 2t of
     the truth. Summing the coefficient errors back into the margin: 2^{|alpha|} * 2t * 2^{k/2}
     (Fourier) or 2^{|alpha|} * 2t * prod k_j (Efron-Stein). Rounding adds at most cells / 2.
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        The released basis (its kind, size d, shape and k).
+    margin : Margin
+        The margin alpha (a tuple of axes).
+    scale : float
+        The Laplace scale of every coefficient.
+    delta : float
+        The failure probability, in (0, 1).
+
+    Returns
+    -------
+    float
+        The L1 error bound, in counts.
     """
     t = scale * log(2.0 * basis.size / delta)
     reach = 2.0 ** (basis.k / 2) if basis.kind == FOURIER else float(prod(basis.shape))

@@ -31,14 +31,53 @@ class JunctionTree:
     decomposable: bool  # the cliques are the given margins themselves (no fill-in was needed)
 
     def clique_cells(self, shape: Sequence[int]) -> int:
-        """Cells over all cliques: what a fit on the tree holds."""
+        """Cells over all cliques: what a fit on the tree holds.
+
+        Parameters
+        ----------
+        shape : sequence of int
+            The table's levels per variable.
+
+        Returns
+        -------
+        int
+            The sum over cliques of the product of their variables' levels.
+        """
         return sum(prod(int(shape[j]) for j in c) for c in self.cliques)
 
     def largest_clique_cells(self, shape: Sequence[int]) -> int:
+        """The number of cells of the largest clique's margin.
+
+        Parameters
+        ----------
+        shape : sequence of int
+            The table's levels per variable.
+
+        Returns
+        -------
+        int
+            The largest product of a clique's variables' levels.
+        """
         return max(prod(int(shape[j]) for j in c) for c in self.cliques)
 
     def clique_of(self, variables: Iterable[int]) -> int:
-        """The index of the first clique that contains `variables`."""
+        """The index of the first clique that contains `variables`.
+
+        Parameters
+        ----------
+        variables : iterable of int
+            Axes of the table.
+
+        Returns
+        -------
+        int
+            An index into `cliques`.
+
+        Raises
+        ------
+        StopIteration
+            If no clique contains them all.
+        """
         wanted = set(variables)
         return next(i for i, c in enumerate(self.cliques) if wanted <= set(c))
 
@@ -46,7 +85,20 @@ class JunctionTree:
 def junction_tree(margins: Iterable[Margin], shape: Sequence[int]) -> JunctionTree:
     """The junction tree of `margins` on a table of this shape: of the margins themselves where they are
     decomposable, else of a triangulation of their interaction graph (greedy minimum fill-in weight, ties to
-    the smaller clique) that covers every variable of the table."""
+    the smaller clique) that covers every variable of the table.
+
+    Parameters
+    ----------
+    margins : iterable of Margin
+        The margins (each an iterable of axes; sorted and deduplicated here).
+    shape : sequence of int
+        The table's levels per variable (a variable in no margin becomes a clique of its own).
+
+    Returns
+    -------
+    JunctionTree
+        Cliques in a running-intersection order, with their parents and separators.
+    """
     k = len(shape)
     generators, _ = maximal_margins(tuple(sorted(set(m))) for m in margins)
     covered = {j for g in generators for j in g}

@@ -72,20 +72,56 @@ class Measurements:
         return sum(b.size for b in self.blocks)
 
     def vector(self) -> np.ndarray:
-        """All noisy answers, block after block (the order of the plan's queries)."""
+        """All noisy answers, block after block (the order of the plan's queries).
+
+        Returns
+        -------
+        numpy.ndarray
+            1-d float array of length `size` (empty when there are no blocks).
+        """
         if not self.blocks:
             return np.zeros(0)
         return np.concatenate([b.values for b in self.blocks])
 
 
 def measured(blocks: Sequence[Measurement], noise) -> Measurements:
-    """The blocks one noise source drew, with its mode and (for simulation only) the seed that replays them."""
+    """The blocks one noise source drew, with its mode and (for simulation only) the seed that replays them.
+
+    Parameters
+    ----------
+    blocks : sequence of Measurement
+        The measured blocks, in the order of the plan's queries.
+    noise : NoiseSource
+        The source that drew them (its `mode`, and `seed` in simulation).
+
+    Returns
+    -------
+    Measurements
+        The blocks, the noise mode, and the seed (None unless simulated).
+    """
     seed = getattr(noise, "seed", None) if noise.mode == "simulation" else None
     return Measurements(tuple(blocks), noise.mode, seed)
 
 
 def coefficient_blocks(basis, noisy: np.ndarray, distribution: str, scale: float) -> tuple[Measurement, ...]:
-    """Split a vector of noisy coefficients into one measurement per set S of the basis's closure."""
+    """Split a vector of noisy coefficients into one measurement per set S of the basis's closure.
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        The basis the coefficients are in (its closure, offsets, shape and kind).
+    noisy : numpy.ndarray
+        The noisy coefficients, 1-d of length `basis.size`, in the basis's order.
+    distribution : str
+        "laplace" or "gaussian".
+    scale : float
+        The noise scale of every block.
+
+    Returns
+    -------
+    tuple of Measurement
+        One "coefficients" block per set of the closure.
+    """
     return tuple(
         Measurement(COEFFICIENTS, tuple(s), noisy[lo:hi], distribution, scale, tuple(basis.shape), basis.kind)
         for s, lo, hi in zip(basis.closure, basis.offsets[:-1], basis.offsets[1:])
@@ -94,6 +130,26 @@ def coefficient_blocks(basis, noisy: np.ndarray, distribution: str, scale: float
 
 def margin_blocks(margins: Sequence[tuple[int, ...]], noisy: Sequence[np.ndarray], distribution: str, scale: float,
                   domain: tuple[int, ...]) -> tuple[Measurement, ...]:
+    """One "margin_cells" measurement per margin, from its noisy cells.
+
+    Parameters
+    ----------
+    margins : sequence of tuple of int
+        The measured margins (axes of the table).
+    noisy : sequence of numpy.ndarray
+        Each margin's noisy cells (flattened in C order).
+    distribution : str
+        "laplace" or "gaussian".
+    scale : float
+        The noise scale of every block.
+    domain : tuple of int
+        The shape the margins are defined on.
+
+    Returns
+    -------
+    tuple of Measurement
+        One block per margin, in the order given.
+    """
     return tuple(
         Measurement(MARGIN_CELLS, tuple(g), np.ravel(values), distribution, scale, domain)
         for g, values in zip(margins, noisy)
@@ -102,12 +158,40 @@ def margin_blocks(margins: Sequence[tuple[int, ...]], noisy: Sequence[np.ndarray
 
 # Functions of the measurements alone, read by estimators and by the relaxed fit (estimate.py re-exports them).
 def noise_variance(block) -> float:
+    """The variance of each noisy value of a block: 2 b^2 for Laplace scale b, sigma^2 for Gaussian noise.
+
+    Parameters
+    ----------
+    block : Measurement
+        A measured block (its distribution and scale).
+
+    Returns
+    -------
+    float
+        The per-value noise variance.
+    """
     return 2.0 * block.scale**2 if block.distribution == "laplace" else block.scale**2
 
 
 def best_total(blocks) -> float:
     """The best linear unbiased estimate of n from the blocks that carry it: the sums of measured margins and
-    the empty set's coefficient (the total is the only thing these share), weighted by 1 / variance."""
+    the empty set's coefficient (the total is the only thing these share), weighted by 1 / variance.
+
+    Parameters
+    ----------
+    blocks : iterable of Measurement
+        The measured blocks; those of margin cells and the empty set's coefficient are used.
+
+    Returns
+    -------
+    float
+        The inverse-variance weighted estimate of the number of records n.
+
+    Raises
+    ------
+    TabreleaseError
+        If no block carries the total.
+    """
     estimates, variances = [], []
     for b in blocks:
         if b.query == MARGIN_CELLS:

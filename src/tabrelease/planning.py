@@ -86,12 +86,31 @@ class MeasurementDesign:
 
     def whitened_sensitivity(self) -> float:
         """The sensitivity of the blocks divided by their relative scales: with multiplier t, Laplace gives
-        epsilon = this / t exactly; Gaussian has this L2 sensitivity against noise of standard deviation t."""
+        epsilon = this / t exactly; Gaussian has this L2 sensitivity against noise of standard deviation t.
+
+        Returns
+        -------
+        float
+            The largest row of sum_B change_B / beta_B (Laplace: L1), or the square root of the largest row of
+            sum_B change_B / beta_B^2 (Gaussian: L2).
+        """
         beta = np.array([b.relative_scale for b in self.blocks])
         worst = float((self.changes / beta**self.norm).sum(axis=1).max())
         return worst if self.norm == 1 else sqrt(worst)
 
     def scales(self, multiplier: float) -> dict[tuple[str, Margin], float]:
+        """Each block's noise scale at a multiplier.
+
+        Parameters
+        ----------
+        multiplier : float
+            The plan's multiplier t (the calibration's scale).
+
+        Returns
+        -------
+        dict
+            Maps (query, variables) of each block to t times its relative scale.
+        """
         return {(b.query, b.variables): multiplier * b.relative_scale for b in self.blocks}
 
 
@@ -108,12 +127,30 @@ class MarginError:
         """An upper (1 - delta) quantile of the L1 error, under the same normal approximation: each cell's error
         is below sd * z(1 - delta / (2 cells)) except with probability delta / cells, so the sum of their
         absolute values is below cells times that with probability >= 1 - delta, however the cells' errors are
-        correlated (the reconstruction correlates them). Tight when they are, within a factor ~2-3 when not."""
+        correlated (the reconstruction correlates them). Tight when they are, within a factor ~2-3 when not.
+
+        Parameters
+        ----------
+        delta : float
+            The failure probability, in (0, 1).
+
+        Returns
+        -------
+        float
+            The L1 error, in counts, exceeded with probability at most delta.
+        """
         from scipy.special import ndtri
 
         return float(self.cells * self.cell_sd * ndtri(1.0 - delta / (2.0 * self.cells)))
 
     def as_dict(self) -> dict:
+        """The expected error as a JSON-ready mapping.
+
+        Returns
+        -------
+        dict
+            ``expected_squared_error``, ``cell_sd``, ``expected_l1_normal_approx`` and ``cells``.
+        """
         return {"expected_squared_error": self.total_variance, "cell_sd": self.cell_sd,
                 "expected_l1_normal_approx": self.expected_l1, "cells": self.cells}
 
@@ -128,7 +165,27 @@ def _dim(shape: Sequence[int], t: Sequence[int]) -> int:
 
 
 def information(shape: Sequence[int], query: str, s: Margin, kind: str, t: Margin) -> float:
-    """lambda_(B, T): information about residual T per unit of inverse variance of block B over S."""
+    """lambda_(B, T): information about residual T per unit of inverse variance of block B over S.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    query : str
+        The block's query: "coefficients" or "margin_cells".
+    s : Margin
+        The block's variables S.
+    kind : {"fourier", "efron-stein"}
+        The basis of a coefficient block.
+    t : Margin
+        The residual T.
+
+    Returns
+    -------
+    float
+        K_out(S) for a margin over S containing T; 1 (Fourier) or 1 / K_out(S) (Efron-Stein) for the coefficient
+        block of T itself; otherwise 0.
+    """
     if query == MARGIN_CELLS:
         return float(_k_out(shape, s)) if set(t) <= set(s) else 0.0
     if tuple(t) != tuple(s):
@@ -137,7 +194,22 @@ def information(shape: Sequence[int], query: str, s: Margin, kind: str, t: Margi
 
 
 def residual_weights(shape: Sequence[int], margins: Sequence[Margin], residuals: Sequence[Margin]) -> np.ndarray:
-    """W_T = sum over released margins A containing T of K_out(A) dim(T): the total error is sum_T W_T / I_T."""
+    """W_T = sum over released margins A containing T of K_out(A) dim(T): the total error is sum_T W_T / I_T.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    margins : sequence of Margin
+        The released margins A.
+    residuals : sequence of Margin
+        The residuals T.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float array of W_T, one per residual, in the order given.
+    """
     return np.array([sum(_k_out(shape, a) * _dim(shape, t) for a in margins if set(t) <= set(a)) for t in residuals],
                     float)
 
@@ -146,7 +218,24 @@ def expected_margin_errors(shape: Sequence[int], margins: Sequence[Margin],
                            blocks: Sequence[tuple[str, Margin, str, float]],
                            public_total: bool = False) -> dict[Margin, MarginError]:
     """Per released margin, the expected error of the linear unbiased reconstruction from `blocks`, given as
-    (query, variables, basis kind, variance per value). A residual no block informs has infinite error."""
+    (query, variables, basis kind, variance per value). A residual no block informs has infinite error.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    margins : sequence of Margin
+        The released margins.
+    blocks : sequence of tuple
+        The measured blocks, each (query, variables, basis kind, noise variance per value).
+    public_total : bool, default False
+        Whether n is released exactly (the empty residual then adds no error).
+
+    Returns
+    -------
+    dict
+        Maps each released margin (a tuple of axes) to its `MarginError`.
+    """
     shape = tuple(shape)
     residuals = downward_closure(maximal_margins(margins)[0])
     info = {t: sum(information(shape, q, s, kind, t) / v for q, s, kind, v in blocks) for t in residuals}
@@ -179,7 +268,33 @@ def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distri
                       objective: str = TOTAL_SQUARED_ERROR) -> MeasurementDesign:
     """Choose the blocks and their relative scales (counts are never read), minimising the total expected squared
     error of the released margins, or (objective "max-cell-variance") the largest variance of a released cell.
-    The design does not depend on epsilon (errors scale as 1 / epsilon^2), so it is kept for the next release."""
+    The design does not depend on epsilon (errors scale as 1 / epsilon^2), so it is kept for the next release.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    margins : sequence of Margin
+        The margins to release.
+    distribution : {"laplace", "gaussian"}
+        The noise; Laplace plans may also measure margin cells, Gaussian plans residual blocks only.
+    neighbours : {"add-remove", "replace"}
+        The neighbour relation (replace makes the total public).
+    public_total : bool, default False
+        Whether n is public (released exactly, not measured).
+    objective : {"total-squared-error", "max-cell-variance"}
+        What the relative scales minimise.
+
+    Returns
+    -------
+    MeasurementDesign
+        The blocks with their relative scales and their changes between neighbours (cached per arguments).
+
+    Raises
+    ------
+    TabreleaseError
+        If the objective or neighbour relation is unknown, or replace is asked for more than 22 variables.
+    """
     if objective not in OBJECTIVES:
         raise TabreleaseError(f"unknown planning objective {objective!r}; choose {' or '.join(OBJECTIVES)}")
     return _plan_measurements(tuple(int(k) for k in shape), tuple(tuple(int(j) for j in g) for g in margins),

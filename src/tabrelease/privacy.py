@@ -81,6 +81,13 @@ class PrivacyUnit:
         return self.kind != ADD_REMOVE
 
     def describe(self) -> str:
+        """The unit in words, for the audit and the terminal.
+
+        Returns
+        -------
+        str
+            E.g. "one record added or removed".
+        """
         return {ADD_REMOVE: "one record added or removed",
                 REPLACE: "one record changed (n public)",
                 LOCAL: "each record randomised before collection (local; n public)",
@@ -88,9 +95,23 @@ class PrivacyUnit:
                            "attributes and n public)"}[self.kind]
 
     def label(self) -> str:
+        """A short label: the kind, with the protected attributes for the sensitive-attribute unit.
+
+        Returns
+        -------
+        str
+            E.g. "replace" or "sensitive-attributes(age,income)".
+        """
         return self.kind if self.kind != SENSITIVE else f"{SENSITIVE}({','.join(self.attributes)})"
 
     def as_dict(self) -> dict:
+        """The unit as a JSON-ready mapping (read back by `from_dict`).
+
+        Returns
+        -------
+        dict
+            ``kind``, ``attributes`` (a list) and ``n_public``.
+        """
         return {"kind": self.kind, "attributes": list(self.attributes), "n_public": self.n_public}
 
     @classmethod
@@ -146,6 +167,13 @@ class PrivacyLoss:
         return None
 
     def describe(self) -> str:
+        """The loss in words.
+
+        Returns
+        -------
+        str
+            E.g. "epsilon=1 (pure)" or "rho=0.05-zCDP, so (epsilon=..., delta=...)".
+        """
         if self.kind == PURE:
             return f"epsilon={self.epsilon:.6g} (pure)"
         if self.kind == APPROXIMATE:
@@ -153,6 +181,13 @@ class PrivacyLoss:
         return f"rho={self.rho:.6g}-zCDP, so (epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"
 
     def as_dict(self) -> dict:
+        """The loss as a JSON-ready mapping (read back by `from_dict`).
+
+        Returns
+        -------
+        dict
+            ``kind``, ``epsilon``, ``delta`` and ``rho`` (None unless zCDP).
+        """
         return {"kind": self.kind, "epsilon": self.epsilon, "delta": self.delta, "rho": self.rho}
 
     @classmethod
@@ -174,9 +209,23 @@ class PrivacyGuarantee:
     how: str = field(default="", compare=False)
 
     def describe(self) -> str:
+        """The guarantee in words: the loss, then the unit.
+
+        Returns
+        -------
+        str
+            E.g. "epsilon=1 (pure) for one record added or removed".
+        """
         return f"{self.loss.describe()} for {self.unit.describe()}"
 
     def as_dict(self) -> dict:
+        """The guarantee as a JSON-ready mapping (read back by `from_dict`).
+
+        Returns
+        -------
+        dict
+            ``unit`` and ``loss`` (each a mapping) and ``how``.
+        """
         return {"unit": self.unit.as_dict(), "loss": self.loss.as_dict(), "how": self.how}
 
     @classmethod
@@ -193,7 +242,20 @@ def _positive(value) -> bool:
 
 def group_steps(release: PrivacyUnit, budget: PrivacyUnit) -> int | None:
     """How many steps of the release's unit make one step of the budget's unit: 1 (it covers it as it is), 2
-    (group privacy), or None (the release has no guarantee under the budget's unit)."""
+    (group privacy), or None (the release has no guarantee under the budget's unit).
+
+    Parameters
+    ----------
+    release : PrivacyUnit
+        The unit the release's guarantee is stated under.
+    budget : PrivacyUnit
+        The unit of the budget it would be charged to.
+
+    Returns
+    -------
+    int or None
+        1, 2, or None, by the rules in this module's table.
+    """
     if budget.kind == ADD_REMOVE:
         return 1 if release.kind == ADD_REMOVE else None
     if budget.kind == LOCAL:
@@ -210,7 +272,25 @@ def group_steps(release: PrivacyUnit, budget: PrivacyUnit) -> int | None:
 
 def group_loss(loss: PrivacyLoss, steps: int) -> PrivacyLoss:
     """The loss between datasets `steps` steps apart (group privacy, `accounting`): pure k epsilon; approximate
-    (2 epsilon, (1 + e^epsilon) delta) for two steps; zCDP k^2 rho, with the group bound of its (epsilon, delta)."""
+    (2 epsilon, (1 + e^epsilon) delta) for two steps; zCDP k^2 rho, with the group bound of its (epsilon, delta).
+
+    Parameters
+    ----------
+    loss : PrivacyLoss
+        The loss between neighbours (one step).
+    steps : int
+        The number of steps apart (1 returns `loss` itself).
+
+    Returns
+    -------
+    PrivacyLoss
+        The loss of the same kind between datasets `steps` steps apart.
+
+    Raises
+    ------
+    GuaranteeMismatch
+        If the group delta reaches 1 (no guarantee).
+    """
     from .accounting import group_approx, group_pure, group_rho
 
     if steps == 1:
@@ -228,7 +308,25 @@ def group_loss(loss: PrivacyLoss, steps: int) -> PrivacyLoss:
 
 def under_unit(guarantee: PrivacyGuarantee, unit: PrivacyUnit) -> PrivacyLoss:
     """The loss `guarantee` gives under `unit`, by the rules in this module's table; refused with the reason
-    where it gives none."""
+    where it gives none.
+
+    Parameters
+    ----------
+    guarantee : PrivacyGuarantee
+        The release's guarantee.
+    unit : PrivacyUnit
+        The unit to read it under (a budget's).
+
+    Returns
+    -------
+    PrivacyLoss
+        The guarantee's loss, through group privacy where the units differ.
+
+    Raises
+    ------
+    GuaranteeMismatch
+        If the guarantee says nothing under `unit` (the message says why).
+    """
     steps = group_steps(guarantee.unit, unit)
     if steps is None:
         if guarantee.unit.kind == SENSITIVE:
@@ -245,7 +343,25 @@ def under_unit(guarantee: PrivacyGuarantee, unit: PrivacyUnit) -> PrivacyLoss:
 
 def cost_under_budget(loss: PrivacyLoss, budget_kind: str) -> tuple[float, float]:
     """What a loss (already under the budget's unit) spends of a budget: (epsilon, delta) for an approximate
-    budget, (rho, 0) for a zCDP one; refused for an approximate loss under a rho budget."""
+    budget, (rho, 0) for a zCDP one; refused for an approximate loss under a rho budget.
+
+    Parameters
+    ----------
+    loss : PrivacyLoss
+        The loss, already read under the budget's unit (`under_unit`).
+    budget_kind : str
+        "zcdp" for a rho budget; any other kind is an (epsilon, delta) budget.
+
+    Returns
+    -------
+    tuple of float
+        (epsilon, delta), or (rho, 0.0) for a zCDP budget (a pure loss costs epsilon^2 / 2).
+
+    Raises
+    ------
+    GuaranteeMismatch
+        If the budget is zCDP and the loss is approximate (not zCDP).
+    """
     if budget_kind == ZCDP:
         rho = loss.zcdp_rho
         if rho is None:

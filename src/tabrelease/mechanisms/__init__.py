@@ -53,7 +53,23 @@ _REGISTRY: dict[str, Mechanism] = {}
 
 
 def register(mechanism: Mechanism) -> Mechanism:
-    """Add a mechanism (an instance of a `Mechanism` subclass) under a name not yet taken; returns it."""
+    """Add a mechanism (an instance of a `Mechanism` subclass) under a name not yet taken; returns it.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The instance to register under its `name`.
+
+    Returns
+    -------
+    Mechanism
+        `mechanism` itself.
+
+    Raises
+    ------
+    TabreleaseError
+        If it is not a `Mechanism` instance, has no name or the name 'auto', or its name is taken.
+    """
     if not isinstance(mechanism, Mechanism) or not mechanism.name or mechanism.name == AUTO:
         raise TabreleaseError("a mechanism is a Mechanism instance with a name other than 'auto'")
     if mechanism.name in _REGISTRY:
@@ -63,7 +79,18 @@ def register(mechanism: Mechanism) -> Mechanism:
 
 
 def unregister(name: str) -> None:
-    """Remove a mechanism that was registered here (the built-in ones stay)."""
+    """Remove a mechanism that was registered here (the built-in ones stay).
+
+    Parameters
+    ----------
+    name : str
+        The mechanism's name (an unknown name is ignored).
+
+    Raises
+    ------
+    TabreleaseError
+        If `name` is a built-in mechanism's.
+    """
     if name in BUILT_IN:
         raise TabreleaseError(f"{name!r} is a built-in mechanism and cannot be removed")
     _REGISTRY.pop(name, None)
@@ -114,13 +141,34 @@ def load_entry_points() -> None:
 
 
 def mechanism_names() -> tuple[str, ...]:
-    """'auto' and every registered mechanism: built-in, installed (entry points) or registered in this process."""
+    """'auto' and every registered mechanism: built-in, installed (entry points) or registered in this process.
+
+    Returns
+    -------
+    tuple of str
+        'auto' first, then the registered names in registration order.
+    """
     load_entry_points()
     return (AUTO,) + tuple(_REGISTRY)
 
 
 def get_mechanism(name) -> Mechanism:
-    """The registered mechanism of this name (a Mechanism given is returned as it is)."""
+    """The registered mechanism of this name (a Mechanism given is returned as it is).
+
+    Parameters
+    ----------
+    name : str or Mechanism
+        A registered name (installed entry points are loaded if it is not found), or a mechanism.
+
+    Returns
+    -------
+    Mechanism
+
+    Raises
+    ------
+    TabreleaseError
+        If no mechanism of that name is registered or installed.
+    """
     if isinstance(name, Mechanism):
         return name
     if name not in _REGISTRY:
@@ -131,13 +179,45 @@ def get_mechanism(name) -> Mechanism:
 
 
 def mechanism_of(plan: MechanismPlan) -> Mechanism:
-    """The mechanism that made `plan`: the object it carries (so a plan works in any process), else the registry's."""
+    """The mechanism that made `plan`: the object it carries (so a plan works in any process), else the registry's.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+
+    Returns
+    -------
+    Mechanism
+
+    Raises
+    ------
+    TabreleaseError
+        If the plan carries no mechanism and its name is not registered.
+    """
     return plan.implementation if plan.implementation is not None else get_mechanism(plan.mechanism)
 
 
 def resolve_mechanism(mechanism, shape: Sequence[int]):
     """'auto' is Fourier for all-binary tables and Efron-Stein otherwise (the paper's choice); a Mechanism object is
-    itself."""
+    itself.
+
+    Parameters
+    ----------
+    mechanism : str or Mechanism
+        'auto', a registered mechanism's name, or a mechanism.
+    shape : sequence of int
+        The table's levels per variable.
+
+    Returns
+    -------
+    str or Mechanism
+        The mechanism's name ("fourier" or "efron-stein" for 'auto'), or the mechanism object given.
+
+    Raises
+    ------
+    TabreleaseError
+        If the name is not registered.
+    """
     if isinstance(mechanism, Mechanism):
         return mechanism
     if mechanism == AUTO:
@@ -147,12 +227,36 @@ def resolve_mechanism(mechanism, shape: Sequence[int]):
 
 
 def delta_takers() -> list[str]:
-    """The registered mechanisms that take --delta (needed or accepted)."""
+    """The registered mechanisms that take --delta (needed or accepted).
+
+    Returns
+    -------
+    list of str
+        Their names, in registration order.
+    """
     return [n for n, m in _REGISTRY.items() if m.accepts_delta or m.needs_delta]
 
 
 def with_epsilon(plan: MechanismPlan, epsilon: float) -> MechanismPlan:
-    """The same plan at another epsilon: only the noise scale changes; queries and the estimator's LP are shared."""
+    """The same plan at another epsilon: only the noise scale changes; queries and the estimator's LP are shared.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        A plan made by a registered mechanism (or carrying its mechanism).
+    epsilon : float
+        The new epsilon.
+
+    Returns
+    -------
+    MechanismPlan
+        The mechanism's `rescale` of the plan, carrying the mechanism.
+
+    Raises
+    ------
+    TabreleaseError
+        If epsilon is not positive and finite (or the mechanism refuses it).
+    """
     mechanism = mechanism_of(plan)
     return _replace(mechanism.rescale(plan, epsilon), implementation=mechanism)
 

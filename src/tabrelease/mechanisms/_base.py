@@ -63,7 +63,21 @@ class MechanismPlan:
         return self.estimator if isinstance(self.estimator, str) else self.estimator.name
 
     def block_scale(self, query: str, variables) -> float:
-        """The noise scale of one measured block: the calibration's, times the block's relative scale if planned."""
+        """The noise scale of one measured block: the calibration's, times the block's relative scale if planned.
+
+        Parameters
+        ----------
+        query : str
+            The block's query ("coefficients", "margin_cells", ...).
+        variables : iterable of int
+            The block's variables.
+
+        Returns
+        -------
+        float
+            The Laplace scale or Gaussian standard deviation of the block (None where a planned design has no
+            such block).
+        """
         if self.design is None:
             return self.calibration.scale
         return self.design.scales(self.calibration.scale).get((query, tuple(variables)))
@@ -94,41 +108,174 @@ class Mechanism(ABC):
     @abstractmethod
     def plan(self, shape: tuple[int, ...], margins: tuple[Margin, ...], epsilon: float, *, neighbours: str,
              delta: float | None, calibration: str, options: Mapping[str, Any]) -> MechanismPlan:
-        """Everything that does not depend on the counts."""
+        """Everything that does not depend on the counts.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The table's levels per variable.
+        margins : tuple of Margin
+            The margins to release, each a tuple of axes.
+        epsilon : float
+            The privacy parameter asked for.
+        neighbours : {"add-remove", "replace"}
+            The neighbour relation the sensitivity is computed for.
+        delta : float or None
+            Delta of (epsilon, delta)-DP, for a mechanism that needs or accepts one; None otherwise.
+        calibration : {"exact", "paper"}
+            "paper" is the reproduction preset of the paper's mechanisms only.
+        options : mapping
+            Mechanism-specific options (the names in the mechanism's `options`; absent ones take defaults).
+
+        Returns
+        -------
+        MechanismPlan
+            The queries, their sensitivity and calibration, and the default estimator and rounding by name.
+
+        Raises
+        ------
+        TabreleaseError
+            If the mechanism cannot make this plan (a paper calibration it does not have, an invalid option,
+            a delta it needs and lacks, a table or margins it cannot release).
+        """
 
     @abstractmethod
     def measure(self, plan: MechanismPlan, counts: np.ndarray, noise: NoiseSource) -> Measurements:
-        """The privacy step: draw the noise once, through `noise`."""
+        """The privacy step: draw the noise once, through `noise`.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+            A plan this mechanism made.
+        counts : numpy.ndarray
+            The confidential cell counts, of shape `plan.shape` (a mechanism with `reads_margins` may also be given
+            a table that gives its margins, e.g. one held as records).
+        noise : NoiseSource
+            Where the noise is drawn (secure, simulated or none).
+
+        Returns
+        -------
+        Measurements
+            The noisy blocks, with how their noise was drawn.
+        """
 
     def rescale(self, plan: MechanismPlan, epsilon: float) -> MechanismPlan:
-        """The same plan at another epsilon: only the calibration changes (same sensitivity and queries)."""
+        """The same plan at another epsilon: only the calibration changes (same sensitivity and queries).
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+            A plan this mechanism made.
+        epsilon : float
+            The new epsilon.
+
+        Returns
+        -------
+        MechanismPlan
+            A copy of the plan with the new calibration (the estimator, and its LP, are kept).
+
+        Raises
+        ------
+        TabreleaseError
+            If epsilon is not a positive finite number.
+        """
         return replace(plan, calibration=recalibrate(plan.calibration, epsilon))
 
     def l1_bounds(self, plan: MechanismPlan, delta: float) -> dict[Margin, float] | None:
-        """Per released margin, an L1 error bound that holds with probability >= 1 - delta, if known."""
+        """Per released margin, an L1 error bound that holds with probability >= 1 - delta, if known.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+        delta : float
+            The failure probability, in (0, 1).
+
+        Returns
+        -------
+        dict or None
+            Maps each released margin to its bound (in counts); None where the mechanism has none (the default).
+        """
         return None
 
     def check_table_size(self, plan: MechanismPlan, n: int) -> None:
         """Refuse, before the charge, a table this mechanism cannot release at its size `n` (number of records).
-        The message may state the limit, never n. The default accepts every n."""
+        The message may state the limit, never n. The default accepts every n.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+        n : int
+            The table's number of records.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        TabreleaseError
+            If the mechanism cannot release a table of `n` records.
+        """
 
     def sampler_bound(self, plan: MechanismPlan) -> float:
-        """W such that every integer the secure sampler perturbs is at most W * n in absolute value."""
+        """W such that every integer the secure sampler perturbs is at most W * n in absolute value.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+
+        Returns
+        -------
+        float
+            W (the default, 1.0, suits values that are counts).
+        """
         return 1.0
 
     def expected_errors(self, plan: MechanismPlan) -> dict | None:
-        """Per released margin, the planned expected error (a planning.MarginError), where the plan has one."""
+        """Per released margin, the planned expected error (a planning.MarginError), where the plan has one.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+
+        Returns
+        -------
+        dict or None
+            Maps each released margin to its `planning.MarginError`; None where there is none (the default).
+        """
         return None
 
     def paper_bounds(self, plan: MechanismPlan, delta: float) -> dict[Margin, float] | None:
-        """The paper's own bound per margin, where the mechanism is the paper's."""
+        """The paper's own bound per margin, where the mechanism is the paper's.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+        delta : float
+            The failure probability, in (0, 1).
+
+        Returns
+        -------
+        dict or None
+            Maps each released margin to the paper's L1 bound (in counts); None for other mechanisms (the default).
+        """
         return None
 
     def privacy_statement(self, plan: MechanismPlan) -> str:
         """One sentence: the guarantee the release has (kind of DP, parameters, neighbour relation, how accounted).
 
         Written to release.json, the audit and the terminal. Mechanisms whose guarantee is not the calibration's
-        plain Laplace or Gaussian one (local DP, zCDP composition, public attributes) override it."""
+        plain Laplace or Gaussian one (local DP, zCDP composition, public attributes) override it.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+
+        Returns
+        -------
+        str
+            The sentence.
+        """
         cal = plan.calibration
         who = f"{cal.neighbours} neighbours"
         if cal.distribution == "gaussian":
@@ -169,7 +316,23 @@ class Mechanism(ABC):
         """Refuse measurements that were not drawn with this plan's noise (the plan states what they guarantee).
 
         The default checks every noised block's distribution and scale against the plan; a mechanism whose
-        blocks are not plain Laplace or Gaussian answers overrides it with its own exact check."""
+        blocks are not plain Laplace or Gaussian answers overrides it with its own exact check.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+        measurements : Measurements
+            The measurements to check.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        TabreleaseError
+            If a block's distribution or scale differs from the plan's.
+        """
         from ..measurements import EXACT
 
         if any(b.distribution != EXACT and (b.scale != plan.block_scale(b.query, b.variables)
@@ -184,7 +347,22 @@ class Mechanism(ABC):
 def calibration_loss(cal: NoiseCalibration) -> PrivacyLoss:
     """The loss a calibration gives: pure epsilon for Laplace noise (the actual one where it exceeds the asked, so a
     paper preset's shortfall is charged), rho-zCDP for Gaussian noise, approximate where Laplace blocks were
-    composed under delta."""
+    composed under delta.
+
+    Parameters
+    ----------
+    cal : NoiseCalibration
+
+    Returns
+    -------
+    PrivacyLoss
+        Pure, approximate (Laplace with a delta) or zCDP (Gaussian, with its tightest epsilon at delta).
+
+    Raises
+    ------
+    TabreleaseError
+        If a Gaussian calibration has no rho (an internal error).
+    """
     # The asked epsilon, unless the noise gives more (beyond rounding: `epsilon_holds`), as a paper preset's may.
     epsilon = cal.epsilon if cal.epsilon_holds else cal.epsilon_actual
     if cal.distribution == "gaussian":
@@ -197,23 +375,79 @@ def calibration_loss(cal: NoiseCalibration) -> PrivacyLoss:
 
 
 def recalibrate(calibration: NoiseCalibration, epsilon: float) -> NoiseCalibration:
-    """An exact calibration at another epsilon, for the same sensitivity, distribution and delta."""
+    """An exact calibration at another epsilon, for the same sensitivity, distribution and delta.
+
+    Parameters
+    ----------
+    calibration : NoiseCalibration
+        The calibration to redo (a paper one is recalibrated exactly).
+    epsilon : float
+        The new epsilon.
+
+    Returns
+    -------
+    NoiseCalibration
+
+    Raises
+    ------
+    TabreleaseError
+        If epsilon is not a positive finite number.
+    """
     if calibration.distribution == "gaussian":
         return gaussian_calibration(calibration.sensitivity, epsilon, calibration.delta, calibration.neighbours)
     return laplace_calibration(calibration.sensitivity, epsilon, calibration.neighbours)
 
 
 def no_paper_calibration(name: str, calibration: str) -> None:
+    """Refuse the paper calibration for a mechanism that has none.
+
+    Parameters
+    ----------
+    name : str
+        The mechanism's name (for the message).
+    calibration : str
+        The calibration asked for; anything but "exact" is refused.
+
+    Raises
+    ------
+    TabreleaseError
+        If `calibration` is not "exact".
+    """
     if calibration != "exact":
         raise TabreleaseError(f"the paper calibration reproduces the Fourier and Efron-Stein mechanisms only, not {name}")
 
 
 def replace_factor(neighbours: str) -> int:
-    """A changed record moves two cells of a histogram; an added or removed one moves one."""
+    """A changed record moves two cells of a histogram; an added or removed one moves one.
+
+    Parameters
+    ----------
+    neighbours : str
+        "replace" or "add-remove".
+
+    Returns
+    -------
+    int
+        2 for replace, else 1.
+    """
     return 2 if neighbours == "replace" else 1
 
 
 def check_margins_fit(shape: Sequence[int], margins: Sequence[Margin]) -> None:
+    """Refuse an empty list of margins, an empty margin, or a margin naming an axis the table does not have.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    margins : sequence of Margin
+        The margins to release.
+
+    Raises
+    ------
+    TabreleaseError
+        If there is no margin, a margin is empty, or an axis is out of range.
+    """
     if not margins or any(len(g) == 0 for g in margins):
         raise TabreleaseError("give at least one non-empty margin to release")
     if any(a < 0 or a >= len(shape) for g in margins for a in g):

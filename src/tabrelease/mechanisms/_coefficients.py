@@ -32,21 +32,113 @@ class CoefficientMechanism(Mechanism):
     bound_source = "derived here: triangle inequality over the closure with the scale actually used (see README)"
 
     def basis_for(self, shape, margins):
+        """The coefficient basis of the margins' closure: `basis_kind`, or (None) Fourier for all-binary tables and
+        Efron-Stein otherwise.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The levels per variable of the table the coefficients are taken on.
+        margins : sequence of Margin
+            The margins to release.
+
+        Returns
+        -------
+        CoefficientBasis
+            With its analysis matrices.
+
+        Raises
+        ------
+        TabreleaseError
+            If the Fourier basis is asked for a table that is not all binary.
+        """
         kind = self.basis_kind or (FOURIER if all(k == 2 for k in shape) else EFRON_STEIN)
         return coefficient_basis(kind, shape, margins)
 
     def queries(self, shape, margins, neighbours):
-        """(basis, encoding, parameters, notes) of what is measured."""
+        """(basis, encoding, parameters, notes) of what is measured.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The table's levels per variable.
+        margins : sequence of Margin
+            The margins to release.
+        neighbours : {"add-remove", "replace"}
+            The neighbour relation.
+
+        Returns
+        -------
+        tuple
+            (basis, encoding, parameters, notes): the `CoefficientBasis`, the encoding the queries live on (None:
+            the table itself), a dict of plan parameters and a tuple of str notes. The default: `basis_for` of the
+            table, no encoding, no parameters or notes.
+        """
         return self.basis_for(shape, margins), None, {}, ()
 
     def calibrate(self, basis, epsilon, neighbours, delta, calibration):
+        """The noise calibration of the coefficients: by default Laplace at their exact L1 sensitivity, or at the
+        paper's scale (reproduction only).
+
+        Parameters
+        ----------
+        basis : CoefficientBasis
+            The measured basis.
+        epsilon : float
+            The epsilon asked for.
+        neighbours : {"add-remove", "replace"}
+            The neighbour relation.
+        delta : float or None
+            Delta, for a mechanism whose noise uses it (the default ignores it).
+        calibration : {"exact", "paper"}
+            The calibration preset.
+
+        Returns
+        -------
+        NoiseCalibration
+
+        Raises
+        ------
+        TabreleaseError
+            If epsilon (or delta, where used) is out of range.
+        """
         paper = paper_noise_scale(basis, epsilon) if calibration == "paper" else None
         return laplace_calibration(sensitivity(basis, neighbours, 1), epsilon, neighbours, paper_scale=paper)
 
     def parameters(self, options) -> dict:
+        """The plan parameters that come from the mechanism's options (none by default).
+
+        Parameters
+        ----------
+        options : mapping
+            The mechanism-specific options given to `plan`.
+
+        Returns
+        -------
+        dict
+            Merged into the plan's `parameters`.
+
+        Raises
+        ------
+        TabreleaseError
+            If an option is invalid (where a mechanism checks one).
+        """
         return {}
 
     def finish(self, plan: MechanismPlan) -> MechanismPlan:
+        """What depends on the calibration, redone at every epsilon: by default the paper calibration's note
+        (whether the stated epsilon holds).
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+            The plan with its (new) calibration.
+
+        Returns
+        -------
+        MechanismPlan
+            A copy with its notes (and, where a mechanism has them, parameters) brought up to date.
+        """
         notes = tuple(n for n in plan.notes if not n.startswith("paper calibration"))
         if plan.calibration.calibration == "paper":
             notes += (paper_note(plan.calibration),)
@@ -84,7 +176,17 @@ class CoefficientMechanism(Mechanism):
 
     def expected_errors(self, plan):
         """The expected error of the unbiased linear reconstruction of these equal-scale coefficients (for
-        comparison with a planned release; the LP's error is not this)."""
+        comparison with a planned release; the LP's error is not this).
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+
+        Returns
+        -------
+        dict or None
+            Maps each released margin to its `planning.MarginError`; None for a plan on a binary encoding.
+        """
         if plan.encoding is not None:
             return None
         cal = plan.calibration
@@ -93,7 +195,19 @@ class CoefficientMechanism(Mechanism):
         return expected_margin_errors(plan.shape, plan.margins, blocks)
 
     def bound_axes(self, plan, margin):
-        """The margin's axes in the measured domain (bits, for a binary encoding)."""
+        """The margin's axes in the measured domain (bits, for a binary encoding).
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+        margin : Margin
+            A released margin, in the table's axes.
+
+        Returns
+        -------
+        tuple of int
+            The margin itself, or the axes of its variables' bits.
+        """
         return margin if plan.encoding is None else plan.encoding.axes_of(margin)
 
     def l1_bounds(self, plan, delta):
@@ -114,11 +228,33 @@ class PaperCoefficientMechanism(CoefficientMechanism):
 
 
 def integer_row_bound(basis) -> float:
-    """The largest L1 norm of a row of the integer-scaled analysis: |coefficient * integer_scale| <= it * n."""
+    """The largest L1 norm of a row of the integer-scaled analysis: |coefficient * integer_scale| <= it * n.
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        A basis with its analysis matrices.
+
+    Returns
+    -------
+    float
+    """
     return float(max(np.abs(np.rint(a * basis.integer_scale)).sum(axis=1).max() for a in basis.analysis))
 
 
 def paper_note(cal) -> str:
+    """The note a paper-calibrated plan carries: its scale against the exact sensitivity, and whether the stated
+    epsilon holds.
+
+    Parameters
+    ----------
+    cal : NoiseCalibration
+        A paper calibration.
+
+    Returns
+    -------
+    str
+    """
     verdict = "holds" if cal.epsilon_holds else "does NOT hold"
     return (
         f"paper calibration (reproduction only): scale {cal.scale:.6g} against exact sensitivity "

@@ -52,13 +52,41 @@ MAX_RECORDS = 2 * 10**8
 
 
 def block_variables(k: int, pairs: bool = True) -> tuple[tuple[int, ...], ...]:
-    """The measured blocks: every variable, then (with pairs) every pair of variables."""
+    """The measured blocks: every variable, then (with pairs) every pair of variables.
+
+    Parameters
+    ----------
+    k : int
+        The number of variables.
+    pairs : bool, default True
+        Whether the pairs are measured (copula-id: not).
+
+    Returns
+    -------
+    tuple of tuple of int
+        (0,), ..., (k-1,), then (i, j) for i < j in lexicographic order.
+    """
     singles = tuple((i,) for i in range(k))
     return singles + (tuple(combinations(range(k), 2)) if pairs else ())
 
 
 def block_sensitivity(shape, variables, neighbours: str) -> int:
-    """Exact L1 sensitivity of one dummy-coded block (see the module docstring's table)."""
+    """Exact L1 sensitivity of one dummy-coded block (see the module docstring's table).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    variables : tuple of int
+        The block: one variable, or a pair.
+    neighbours : {"add-remove", "replace"}
+        The neighbour relation.
+
+    Returns
+    -------
+    int
+        One-way: k_i (add-remove) or 4 (replace); pair: k_i k_j or 4 (k_i + k_j - 2).
+    """
     k = [int(shape[j]) for j in variables]
     if len(k) == 1:
         # Add-remove: n1 of the record's level and n0 of each other level move by 1. Replace: n0 and n1 of the
@@ -70,7 +98,23 @@ def block_sensitivity(shape, variables, neighbours: str) -> int:
 
 
 def dummy_tables(shape, data, variables) -> np.ndarray:
-    """The exact dummy-coded table of a block, flattened as measurements.DUMMY_TABLES says (from margins only)."""
+    """The exact dummy-coded table of a block, flattened as measurements.DUMMY_TABLES says (from margins only).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable (unused: the margins give the levels).
+    data : numpy.ndarray or table
+        The cell counts, or a table that gives margins (one held as records).
+    variables : tuple of int
+        The block: one variable (i,), or a pair (i, j).
+
+    Returns
+    -------
+    numpy.ndarray
+        Integer counts: 2 k_i values over (level, bit) for one variable; 4 k_i k_j values over
+        (l_i, l_j, bit_i, bit_j) for a pair.
+    """
     n = total_of(data)
     if len(variables) == 1:
         ones = np.asarray(margin_of(data, variables), np.int64)
@@ -110,7 +154,18 @@ class GaussianCopula(Mechanism):
         return replace(plan, calibration=_calibration(int(plan.parameters["blocks"]), epsilon, delta, cal.neighbours))
 
     def block_scales(self, plan: MechanismPlan) -> dict:
-        """{variables: Laplace scale} for every block the plan measures."""
+        """{variables: Laplace scale} for every block the plan measures.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+            A plan this mechanism made.
+
+        Returns
+        -------
+        dict
+            Maps each block's variables to its exact sensitivity times the calibration's multiplier.
+        """
         neighbours = plan.calibration.neighbours
         return {v: block_sensitivity(plan.shape, v, neighbours) * plan.calibration.scale
                 for v in block_variables(len(plan.shape), self.pairs)}
@@ -164,13 +219,43 @@ def _scaled(calibration, scale):
 
 def advanced_composition_epsilon(epsilon_0: float, k: int, delta: float) -> float:
     """The paper's Theorem 3 (Dwork, Rothblum & Vadhan 2010): k adaptively composed epsilon_0-DP mechanisms are
-    (epsilon, delta)-DP for epsilon = sqrt(2 k ln(1/delta)) epsilon_0 + k epsilon_0 (e^epsilon_0 - 1)."""
+    (epsilon, delta)-DP for epsilon = sqrt(2 k ln(1/delta)) epsilon_0 + k epsilon_0 (e^epsilon_0 - 1).
+
+    Parameters
+    ----------
+    epsilon_0 : float
+        Each mechanism's epsilon.
+    k : int
+        The number of mechanisms composed.
+    delta : float
+        The delta of the composition, in (0, 1).
+
+    Returns
+    -------
+    float
+        The composed epsilon.
+    """
     return float(np.sqrt(2.0 * k * np.log(1.0 / delta)) * epsilon_0 + k * epsilon_0 * np.expm1(epsilon_0))
 
 
 def per_block_epsilon(epsilon: float, k: int, delta: float) -> float:
     """The largest epsilon_0 whose advanced composition over k blocks is at most epsilon (bisection, then never
-    above: the composed epsilon is checked)."""
+    above: the composed epsilon is checked).
+
+    Parameters
+    ----------
+    epsilon : float
+        The total epsilon.
+    k : int
+        The number of blocks.
+    delta : float
+        The delta of the composition, in (0, 1).
+
+    Returns
+    -------
+    float
+        epsilon_0, from 200 bisection steps on [0, epsilon], keeping the side whose composition is at most epsilon.
+    """
     low, high = 0.0, float(epsilon)
     for _ in range(200):
         middle = 0.5 * (low + high)

@@ -48,6 +48,16 @@ def nonneg_shift(plan: MechanismPlan) -> dict[str, float]:
     It depends on t, the number of coefficients and the noise scale only (never on the counts),
     so it may be published. Per cell of the full table the lift is the shift times the constant
     basis function (2^{-k/2} for Fourier, 1 for Efron-Stein), found here by synthesising the total.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        A nonneg plan (its basis, calibration scale and parameter "t").
+
+    Returns
+    -------
+    dict
+        ``constant_term_shift`` (t * d * scale), ``shift_total`` (added to n) and ``shift_per_cell``.
     """
     basis = plan.basis
     shift = float(plan.parameters["t"]) * basis.size * plan.calibration.scale
@@ -59,7 +69,23 @@ def nonneg_shift(plan: MechanismPlan) -> dict[str, float]:
 
 
 def with_shift(plan: MechanismPlan) -> MechanismPlan:
-    """Record the shift (it moves with the scale) in the plan's parameters and notes."""
+    """Record the shift (it moves with the scale) in the plan's parameters and notes.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        A nonneg plan with its calibration.
+
+    Returns
+    -------
+    MechanismPlan
+        A copy whose parameters hold t and the `nonneg_shift` values, with the note on the lift.
+
+    Raises
+    ------
+    TabreleaseError
+        If the lift is not finite or exceeds 1e15.
+    """
     shift = nonneg_shift(plan)
     if not all(math.isfinite(v) and abs(v) < 1e15 for v in shift.values()):
         raise TabreleaseError(f"--nonneg-t {plan.parameters['t']:g} lifts the counts by more than 1e15: choose a "

@@ -41,7 +41,20 @@ LOCAL_MAX_NONZEROS = 2**20
 
 
 def fit_nonzeros(shape, margins) -> int:
-    """Non-zeros of the fit's operator over these sets: every cell of a set depends on every residual below it."""
+    """Non-zeros of the fit's operator over these sets: every cell of a set depends on every residual below it.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    margins : iterable of Margin
+        The sets the fit is over (released margins or cliques).
+
+    Returns
+    -------
+    int
+        The sum over sets of prod_j (3 k_j - 2).
+    """
     from math import prod
 
     return sum(prod(3 * int(shape[j]) - 2 for j in g) for g in margins)

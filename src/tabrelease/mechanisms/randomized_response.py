@@ -37,7 +37,20 @@ MAX_CELLS = 2**12  # the least-squares fit is over the cells (as the planned rel
 
 
 def channel_matrix(k: int, epsilon: float) -> np.ndarray:
-    """P(report y | cell x), rows x, columns y (small k only: for tests and documentation)."""
+    """P(report y | cell x), rows x, columns y (small k only: for tests and documentation).
+
+    Parameters
+    ----------
+    k : int
+        The number of cells.
+    epsilon : float
+        The local-DP epsilon.
+
+    Returns
+    -------
+    numpy.ndarray
+        A (k, k) float matrix: p on the diagonal, q elsewhere (`noise.rr_probabilities`).
+    """
     p, q = rr_probabilities(k, epsilon)
     return np.where(np.eye(k, dtype=bool), p, q)
 

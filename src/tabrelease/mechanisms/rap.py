@@ -74,12 +74,36 @@ def _opendp():
 
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest rho whose zCDP converts to (epsilon, delta)-DP (Canonne, Kamath & Steinke's conversion, as
-    OpenDP's make_zCDP_to_approxDP)."""
+    OpenDP's make_zCDP_to_approxDP).
+
+    Parameters
+    ----------
+    epsilon : float
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        rho (`accounting.approx_dp_to_rho`).
+    """
     return approx_dp_to_rho(epsilon, delta)
 
 
 def gaussian_zcdp(scale: float, l2_sensitivity: float) -> float:
-    """OpenDP's zCDP of its Gaussian mechanism of this scale at this L2 sensitivity."""
+    """OpenDP's zCDP of its Gaussian mechanism of this scale at this L2 sensitivity.
+
+    Parameters
+    ----------
+    scale : float
+        The Gaussian standard deviation.
+    l2_sensitivity : float
+
+    Returns
+    -------
+    float
+        rho, as OpenDP's privacy map gives it (rounded up).
+    """
     dp = _opendp()
     measurement = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float),
                                      scale=float(scale))
@@ -87,7 +111,20 @@ def gaussian_zcdp(scale: float, l2_sensitivity: float) -> float:
 
 
 def noisy_max_zcdp(scale: float, score_sensitivity: float) -> float:
-    """OpenDP's zCDP of report noisy max (Gumbel noise of this scale) at this L-infinity score sensitivity."""
+    """OpenDP's zCDP of report noisy max (Gumbel noise of this scale) at this L-infinity score sensitivity.
+
+    Parameters
+    ----------
+    scale : float
+        The Gumbel scale.
+    score_sensitivity : float
+        The L-infinity sensitivity of the scores.
+
+    Returns
+    -------
+    float
+        rho, as OpenDP's privacy map gives it.
+    """
     dp = _opendp()
     measurement = dp.m.make_noisy_max(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float),
                                       dp.zero_concentrated_divergence(), scale=float(scale))
@@ -95,18 +132,62 @@ def noisy_max_zcdp(scale: float, score_sensitivity: float) -> float:
 
 
 def epsilon_of_rho(rho: float, delta: float) -> float:
-    """The conversion of rho-zCDP to epsilon at delta (Canonne, Kamath & Steinke 2020, Corollary 13)."""
+    """The conversion of rho-zCDP to epsilon at delta (Canonne, Kamath & Steinke 2020, Corollary 13).
+
+    Parameters
+    ----------
+    rho : float
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        epsilon (`accounting.zcdp_to_approx_dp`).
+    """
     return zcdp_to_approx_dp(rho, delta)
 
 
 def notes_epsilon(rho: float, delta: float) -> float:
-    """The notes' conversion (Bun & Steinke's Proposition 1.3): epsilon = rho + 2 sqrt(rho log(1/delta))."""
+    """The notes' conversion (Bun & Steinke's Proposition 1.3): epsilon = rho + 2 sqrt(rho log(1/delta)).
+
+    Parameters
+    ----------
+    rho : float
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        epsilon (looser than `epsilon_of_rho`).
+    """
     return float(rho + 2.0 * np.sqrt(rho * np.log(1.0 / delta)))
 
 
 def scale_for(zcdp, sensitivity: float, rho: float) -> float:
     """The smallest scale (from the closed form sensitivity / sqrt(2 rho), raised past any rounding) whose zCDP,
-    by OpenDP's map `zcdp(scale, sensitivity)`, is at most rho. Both Gaussian and Gumbel noisy max use this form."""
+    by OpenDP's map `zcdp(scale, sensitivity)`, is at most rho. Both Gaussian and Gumbel noisy max use this form.
+
+    Parameters
+    ----------
+    zcdp : callable
+        ``zcdp(scale, sensitivity) -> rho``: `gaussian_zcdp` or `noisy_max_zcdp`.
+    sensitivity : float
+        The sensitivity the map is evaluated at.
+    rho : float
+        The zCDP the noise may spend.
+
+    Returns
+    -------
+    float
+        The scale.
+
+    Raises
+    ------
+    TabreleaseError
+        If 64 steps past the closed form are not certified (an internal error).
+    """
     scale = float(sensitivity) / sqrt(2.0 * rho)
     for _ in range(64):  # OpenDP rounds its maps up: a few ulps at most
         if zcdp(scale, sensitivity) <= rho:
@@ -116,17 +197,52 @@ def scale_for(zcdp, sensitivity: float, rho: float) -> float:
 
 
 def margin_l2_sensitivity(neighbours: str) -> float:
-    """One margin's cell vector: an added or removed record moves one cell by 1; a changed one two cells."""
+    """One margin's cell vector: an added or removed record moves one cell by 1; a changed one two cells.
+
+    Parameters
+    ----------
+    neighbours : {"add-remove", "replace"}
+
+    Returns
+    -------
+    float
+        The L2 sensitivity: sqrt(2) for replace, else 1.
+    """
     return sqrt(2.0) if neighbours == "replace" else 1.0
 
 
 def score_sensitivity(neighbours: str) -> float:
-    """|delta| of ||m(D) - c||_1 for a fixed c: at most the L1 change of the margin's cells (1, or 2 for replace)."""
+    """|delta| of ||m(D) - c||_1 for a fixed c: at most the L1 change of the margin's cells (1, or 2 for replace).
+
+    Parameters
+    ----------
+    neighbours : {"add-remove", "replace"}
+
+    Returns
+    -------
+    float
+        2.0 for replace, else 1.0.
+    """
     return 2.0 if neighbours == "replace" else 1.0
 
 
 def selection_score(exact: np.ndarray, relaxed: np.ndarray, total: float) -> float:
-    """How badly the relaxed data answers a margin: the L1 distance in counts to its true cells."""
+    """How badly the relaxed data answers a margin: the L1 distance in counts to its true cells.
+
+    Parameters
+    ----------
+    exact : numpy.ndarray
+        The margin's true cell counts.
+    relaxed : numpy.ndarray
+        The relaxed data's answers (proportions), of the same size.
+    total : float
+        The current estimate of n (0 before anything is measured).
+
+    Returns
+    -------
+    float
+        sum |exact - total * relaxed|.
+    """
     return float(np.abs(np.ravel(exact) - total * np.ravel(relaxed)).sum())
 
 
@@ -140,7 +256,26 @@ def _int_option(options, name, default, low):
 
 
 def design(m: int, options) -> tuple[int, int]:
-    """(T, K) from the options: T = 1 measures all m margins (K = m); T > 1 selects K per round, T K <= m."""
+    """(T, K) from the options: T = 1 measures all m margins (K = m); T > 1 selects K per round, T K <= m.
+
+    Parameters
+    ----------
+    m : int
+        The number of released margins.
+    options : mapping
+        The mechanism's options: "rounds" (default 1) and "queries_per_round" (default floor(m / T), at least 1).
+
+    Returns
+    -------
+    tuple of int
+        (rounds T, queries per round K).
+
+    Raises
+    ------
+    TabreleaseError
+        If an option is not an integer of at least 1, queries per round is given with one round (other than m),
+        or T K exceeds m.
+    """
     rounds = _int_option(options, ROUNDS, 1, 1)
     per_round = _int_option(options, QUERIES_PER_ROUND, None, 1)
     if rounds == 1:

@@ -35,7 +35,27 @@ SENSITIVE_WARNING = ("weaker guarantee: only the sensitive attributes are protec
 
 
 def sensitive_axes(sensitive, k: int, names: Sequence[str] | None = None) -> tuple[int, ...]:
-    """The sensitive variables as sorted axis numbers, from axis numbers, letters (A, B, ...) or variable names."""
+    """The sensitive variables as sorted axis numbers, from axis numbers, letters (A, B, ...) or variable names.
+
+    Parameters
+    ----------
+    sensitive : str or iterable
+        A comma-separated string, or a sequence of axis numbers and names.
+    k : int
+        The table's number of variables.
+    names : sequence of str, optional
+        The variables' names (letters are accepted either way).
+
+    Returns
+    -------
+    tuple of int
+        Sorted, distinct axes.
+
+    Raises
+    ------
+    TabreleaseError
+        If none is given, or an item is not a variable of the table.
+    """
     if sensitive is None or isinstance(sensitive, (str, bytes)) and not sensitive.strip():
         raise TabreleaseError("the sensitive-attributes mechanism needs the sensitive variables (--sensitive VAR,VAR)")
     items = [s.strip() for s in sensitive.split(",")] if isinstance(sensitive, str) else list(sensitive)
@@ -53,12 +73,38 @@ def sensitive_axes(sensitive, k: int, names: Sequence[str] | None = None) -> tup
 
 
 def noised_sets(closure, sensitive: Sequence[int]) -> list[bool]:
-    """Per set of the closure: does it contain a sensitive attribute (is it noised)."""
+    """Per set of the closure: does it contain a sensitive attribute (is it noised).
+
+    Parameters
+    ----------
+    closure : sequence of Margin
+        The basis's sets.
+    sensitive : sequence of int
+        The sensitive axes.
+
+    Returns
+    -------
+    list of bool
+        One flag per set, in closure order.
+    """
     return [bool(set(s) & set(sensitive)) for s in closure]
 
 
 def sensitive_sensitivity(basis, sensitive: Sequence[int]) -> float:
-    """Exact L1 sensitivity of the noised blocks when one record's sensitive attributes change."""
+    """Exact L1 sensitivity of the noised blocks when one record's sensitive attributes change.
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        The released basis (at most 22 variables: the replace patterns are enumerated).
+    sensitive : sequence of int
+        The sensitive axes.
+
+    Returns
+    -------
+    float
+        The largest L1 change of the noised blocks over non-empty sets D of changed coordinates within `sensitive`.
+    """
     mask = sum(1 << j for j in sensitive)
     patterns = np.arange(1, 2**basis.k, dtype=np.int64)
     rows = (patterns & ~mask) == 0  # D within the sensitive set
