@@ -66,7 +66,18 @@ class DatasetSpec:
         return self.budget is not None or self.budget_rho is not None
 
     def budget_record(self) -> dict:
-        """The budget as the ledger records it (its unit and loss)."""
+        """The budget as the ledger records it (its unit and loss).
+
+        Returns
+        -------
+        dict
+            As `ledger.budget_record` makes it.
+
+        Raises
+        ------
+        TabreleaseError
+            The budget's terms are invalid (no epsilon or rho, a delta out of range, an unknown unit).
+        """
         from .ledger import budget_record
 
         return budget_record(self.budget, self.budget_delta, self.budget_neighbours,
@@ -85,9 +96,27 @@ class BatchRelease:
     allow_unbudgeted: bool = False
 
     def where(self) -> str:
+        """How messages name this release.
+
+        Returns
+        -------
+        str
+            "release N (dataset 'NAME')".
+        """
         return f"release {self.number} (dataset {self.dataset!r})"
 
     def account(self, ledger: Path) -> LedgerAccount:
+        """How this release is charged to `ledger`: its dataset, and what it allows (aliases, no budget).
+
+        Parameters
+        ----------
+        ledger : Path
+            The ledger (the spec's, or a dry run's throw-away copy).
+
+        Returns
+        -------
+        LedgerAccount
+        """
         return LedgerAccount(ledger=ledger, dataset=self.dataset, allow_alias=self.allow_alias,
                              allow_unbudgeted=self.allow_unbudgeted)
 
@@ -123,6 +152,12 @@ class Step:
     exit_status: int = 0  # of a refusal: its error type's (`errors`), which the command exits with
 
     def as_dict(self) -> dict:
+        """The step as plain data (for JSON): every field, the release's number as `release`.
+
+        Returns
+        -------
+        dict
+        """
         return {"release": self.number, "dataset": self.dataset, "out": self.out, "mechanism": self.mechanism,
                 "epsilon": self.epsilon, "margins": list(self.margins), "expected_l1": dict(self.expected_l1),
                 "epsilon_spent_after": self.epsilon_spent_after, "epsilon_budget": self.epsilon_budget,
@@ -146,13 +181,38 @@ class BatchResult:
         return next((s for s in self.steps if s.status == FAILED_AFTER_CHARGE), None)
 
     def as_dict(self) -> dict:
+        """The result as plain data (for JSON).
+
+        Returns
+        -------
+        dict
+            `spec` (its path), `dry_run`, `stopped_at_refusal`, `budget_changes` and `releases` (each step's
+            `Step.as_dict`).
+        """
         return {"spec": str(self.spec), "dry_run": self.dry_run, "stopped_at_refusal": self.stopped,
                 "budget_changes": list(self.budget_changes), "releases": [s.as_dict() for s in self.steps]}
 
 
 # --- reading and checking the spec ----------------------------------------------------------------------------
 def read_spec(path: str | Path) -> BatchSpec:
-    """The spec, checked whole: one line naming the entry that is wrong; nothing read but the spec itself."""
+    """The spec, checked whole: one line naming the entry that is wrong; nothing read but the spec itself.
+
+    Parameters
+    ----------
+    path : path
+        The batch file (TOML); the paths it gives are relative to its folder.
+
+    Returns
+    -------
+    BatchSpec
+        With absolute paths (ledger, files, outs).
+
+    Raises
+    ------
+    TabreleaseError
+        The file is missing, unreadable or not TOML; a key or setting is unknown, missing or invalid; a file it
+        names does not exist; two releases write to one folder, a release's folder exists, or its parent does not.
+    """
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -303,7 +363,27 @@ def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]
 
 def budget_changes(ledger: Path, spec: BatchSpec) -> tuple[list[tuple[DatasetSpec, dict]], list[str], list[str]]:
     """The budgets the spec would set: (dataset and budget to set, every one in words, those that change a budget
-    the ledger already holds, in words)."""
+    the ledger already holds, in words).
+
+    Parameters
+    ----------
+    ledger : Path
+        The ledger read (not changed).
+    spec : BatchSpec
+
+    Returns
+    -------
+    tuple of (list of (DatasetSpec, dict), list of str, list of str)
+        The datasets whose budget is to be set, with the budget record; every budget set or changed, in words; the
+        changes to a budget the ledger holds, in words. A budget equal to the one held is left out of all three.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger or key, or a dataset's budget is invalid.
+    LedgerIntegrityError
+        The ledger fails verification.
+    """
     from .ledger import _budget_terms, current_budget
 
     to_set, said, changes = [], [], []
@@ -366,7 +446,30 @@ def _check_ledger_exists(spec: BatchSpec) -> None:
 def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     """What `run_batch` would do, changing nothing: the data are read and every release planned, and a throw-away
     copy of the ledger and its anchor (in an owner-only temporary folder, removed however this ends) is charged with
-    the ledger's own rule, so the release a budget refuses is the one the real run would stop at."""
+    the ledger's own rule, so the release a budget refuses is the one the real run would stop at.
+
+    Parameters
+    ----------
+    spec : BatchSpec
+        As `read_spec` returns it.
+    set_budgets : bool
+        Whether the run may change a budget the ledger already holds.
+
+    Returns
+    -------
+    BatchResult
+        `dry_run` true; each step "would be made", "would be refused" (with its reason and exit status) or "not
+        attempted" (after a refusal).
+
+    Raises
+    ------
+    TabreleaseError
+        The ledger does not exist, a dataset cannot be read, or a release cannot be planned (naming it).
+    BudgetRefused
+        The spec would change a budget the ledger holds without `set_budgets`, or a budget below what was spent.
+    LedgerIntegrityError
+        The ledger fails verification.
+    """
     from .ledger import anchored_at, budget_status, copy_ledger
     from .workflow import charge_release
 
@@ -401,7 +504,31 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
 def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     """Publish the releases in order (each through `publish_release`, with the ledger); stop at the first refusal.
     Every release is planned before the first is made, so a spec that cannot be planned releases nothing; a spec
-    that would change a budget the ledger holds is refused unless `set_budgets`."""
+    that would change a budget the ledger holds is refused unless `set_budgets`.
+
+    Parameters
+    ----------
+    spec : BatchSpec
+        As `read_spec` returns it.
+    set_budgets : bool
+        Whether the run may change a budget the ledger already holds.
+
+    Returns
+    -------
+    BatchResult
+        `dry_run` false; each step "made", "refused" (a refusal before its charge, with its reason and exit status),
+        "failed after its charge" (`ChargedReleaseFailed`: the charge stands), or "not attempted" (after either).
+
+    Raises
+    ------
+    TabreleaseError
+        Before any release: the ledger does not exist, a dataset cannot be read, or a release cannot be planned.
+    BudgetRefused
+        Before any release: the spec would change a budget the ledger holds without `set_budgets`, or set one below
+        what was spent.
+    LedgerIntegrityError
+        The ledger fails verification before any release (later, a release's refusal is a step).
+    """
     from .ledger import budget_status
     from .workflow import publish_release
 

@@ -39,11 +39,23 @@ _WRITER: list[ReportWriter] = []
 
 
 def register_report_writer(writer: ReportWriter) -> None:
-    """Write bundles' content with `writer` from now on (the last registered is used)."""
+    """Write bundles' content with `writer` from now on (the last registered is used).
+
+    Parameters
+    ----------
+    writer : ReportWriter
+        Replaces any writer registered before.
+    """
     _WRITER[:] = [writer]
 
 
 def report_writer() -> ReportWriter:
+    """The registered report writer (importing `tabrelease.reports`, which registers the package's, if none is).
+
+    Returns
+    -------
+    ReportWriter
+    """
     if not _WRITER:
         for name in _hooks.REPORT_WRITER_MODULES:  # named by the package's __init__ (see _hooks)
             importlib.import_module(name)
@@ -54,13 +66,43 @@ def report_writer() -> ReportWriter:
 
 
 def check_report_support(workbook: bool = False) -> None:
-    """Refuse, before any charge, report content the writer cannot produce here (a workbook without openpyxl)."""
+    """Refuse, before any charge, report content the writer cannot produce here (a workbook without openpyxl).
+
+    Parameters
+    ----------
+    workbook : bool
+        The release asks for an .xlsx workbook.
+
+    Raises
+    ------
+    TabreleaseError
+        The registered writer cannot write it here (the package's: `workbook` without openpyxl).
+    """
     report_writer().check(workbook)
 
 
 def check_release_destination(out, force: bool) -> Path:
     """Refuse an --out a release may not be written to; the CLI calls this before any noise is drawn or budget
-    charged, and the writer again before it writes."""
+    charged, and the writer again before it writes.
+
+    Parameters
+    ----------
+    out : path
+        The bundle's folder.
+    force : bool
+        An existing release bundle at `out` may be replaced.
+
+    Returns
+    -------
+    Path
+        `out`, as a Path.
+
+    Raises
+    ------
+    TabreleaseError
+        `out` exists (without `force`), is not a folder, holds anything besides public/ and internal/, or its
+        parent folder does not exist.
+    """
     out = Path(out)
     if out.exists() and not force:
         raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
@@ -81,7 +123,18 @@ def _staging_prefix(out: Path) -> str:
 
 
 def check_writable(out) -> None:
-    """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged."""
+    """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged.
+
+    Parameters
+    ----------
+    out : path
+        The bundle's folder (its parent folder is tried).
+
+    Raises
+    ------
+    TabreleaseError
+        No folder can be made in the parent folder (permissions, a full or read-only disk).
+    """
     from ._signals import deferred_signals
 
     parent = Path(out).resolve().parent
@@ -100,7 +153,18 @@ _STAGING_MARK = ".staging-"
 def remove_stale_staging(out) -> list[Path]:
     """Staging folders in the folder of `out` left by releases that were killed (their process is gone), whatever
     release they were for: removed, and returned so that the caller can say so. They may hold an audit of a
-    confidential table. Temporary files of dead processes (`_files.TEMPORARY_PREFIX`) go too."""
+    confidential table. Temporary files of dead processes (`_files.TEMPORARY_PREFIX`) go too.
+
+    Parameters
+    ----------
+    out : path
+        A bundle's folder: its parent folder is cleaned.
+
+    Returns
+    -------
+    list of Path
+        The staging folders and temporary files removed.
+    """
     from ._files import remove_dead_temporaries
 
     parent = Path(out).resolve().parent
@@ -118,7 +182,28 @@ def remove_stale_staging(out) -> list[Path]:
 
 def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force: bool = False) -> Path:
     """Stage DIR/public and DIR/internal, fill them with `write(public_dir, internal_dir)`, and rename them into
-    place as DIR; refuse an existing DIR unless `force` (then the old bundle is replaced whole)."""
+    place as DIR; refuse an existing DIR unless `force` (then the old bundle is replaced whole).
+
+    Parameters
+    ----------
+    out : path
+        DIR, the bundle's folder.
+    write : callable
+        Called as `write(public_dir, internal_dir)` with the two staged, empty folders. Whatever it raises is
+        raised again after the staging folder is removed (an old bundle stays).
+    force : bool
+        Replace an existing release bundle.
+
+    Returns
+    -------
+    Path
+        DIR.
+
+    Raises
+    ------
+    TabreleaseError
+        As `check_release_destination`.
+    """
     from ._signals import deferred_signals
 
     out = check_release_destination(out, force)
@@ -165,7 +250,38 @@ def write_release_bundle(
     the margins as one .xlsx workbook (the same content as its CSV files and release.json). `charge`, the ledger's
     record of the release's charge, is kept in internal/charge.json (ledger id, record number and MAC) and its
     random release id in public/release.json, so that `ledger verify --bundles` can hold bundles and charges
-    together."""
+    together.
+
+    Parameters
+    ----------
+    out : path
+        DIR, the bundle's folder.
+    table : ContingencyTable
+        The confidential table.
+    release : Release
+    evaluation : ReleaseEvaluation
+        The release compared with the truth (the audit's).
+    model_label : str
+        The model refitted, in bracket notation.
+    version : str
+        The tool's version.
+    force : bool
+        Replace an existing release bundle.
+    workbook : bool
+        Also write public/margins.xlsx.
+    charge : mapping or None
+        The ledger's record of the charge (`ledger.charge`); None: a release made without a ledger.
+
+    Returns
+    -------
+    Path
+        DIR.
+
+    Raises
+    ------
+    TabreleaseError
+        As `check_release_destination`; or the report writer's own errors.
+    """
     writer = report_writer()
 
     def write(public_dir: Path, internal_dir: Path) -> None:

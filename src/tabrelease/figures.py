@@ -32,6 +32,17 @@ def _figure(width: float, height: float, margins: dict | None = None, axes: bool
 
 
 def png_data_uri(fig) -> str:
+    """A matplotlib figure as a PNG data URI, to embed in a page as it is.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+
+    Returns
+    -------
+    str
+        "data:image/png;base64,..."
+    """
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
@@ -41,7 +52,19 @@ def released_against_true(panels: Sequence[tuple[str, np.ndarray, np.ndarray, fl
     """Released against true counts, one panel per margin (label, true, released, planned cell sd), three to a
     row in one figure: each cell a point, the line of no error, and (where the plan has one) the band of
     +/- 1.96 planned standard deviations around it. One figure for all the panels is four times faster to draw
-    than one per margin. A PNG data URI."""
+    than one per margin. A PNG data URI.
+
+    Parameters
+    ----------
+    panels : sequence of (str, ndarray, ndarray, float or None)
+        Per margin: its title, its true counts, its released counts (same size, any shape) and the plan's standard
+        deviation of a cell in counts (None or NaN: no band). At least one.
+
+    Returns
+    -------
+    str
+        A PNG data URI.
+    """
     from matplotlib.ticker import MaxNLocator
 
     columns = min(3, len(panels))
@@ -80,7 +103,27 @@ def released_against_true(panels: Sequence[tuple[str, np.ndarray, np.ndarray, fl
 
 def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], expected: Mapping[str, float] | None,
                         quantile: Mapping[str, float] | None, quantile_label: str) -> str:
-    """Every margin's realised L1 error beside the plan's expected L1 error and its upper quantile. A PNG data URI."""
+    """Every margin's realised L1 error beside the plan's expected L1 error and its upper quantile. A PNG data URI.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        The margins' labels, top to bottom.
+    realised : mapping of str to float
+        Each margin's realised L1 error (counts).
+    expected : mapping of str to float, or None
+        The plan's expected L1 error of each margin (None: not drawn).
+    quantile : mapping of str to float, or None
+        The plan's upper quantile of each margin's L1 error, drawn as a band from the expected error (needs
+        `expected`; None: not drawn).
+    quantile_label : str
+        The band's legend entry.
+
+    Returns
+    -------
+    str
+        A PNG data URI.
+    """
     height = 1.1 + 0.28 * max(len(labels), 2)
     # A fixed layout (a computed one took most of the audit's drawing time): room for the labels on the left, the
     # axis title below and the legend above, in inches turned into shares of the figure.

@@ -130,6 +130,21 @@ class FrontierTask:
 
 
 def strategy(name: str) -> Strategy:
+    """The frontier strategy of this name (one of `STRATEGIES`).
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    Strategy
+
+    Raises
+    ------
+    TabreleaseError
+        No strategy has this name.
+    """
     for s in STRATEGY_LIST:
         if s.name == name:
             return s
@@ -140,7 +155,35 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
                  repetitions: int = REPETITIONS, master_seed: int = MASTER_SEED, executor=None,
                  strategies: Sequence[str] = STRATEGIES, progress: bool | None = False) -> pd.DataFrame:
     """One row per (table, epsilon, repetition, strategy). `executor` (anything with `submit`) runs the
-    (table, epsilon) tasks; by default they run here, one after another."""
+    (table, epsilon) tasks; by default they run here, one after another.
+
+    Parameters
+    ----------
+    tables : sequence of str
+        Built-in tables' names (each released under its default model).
+    epsilons : sequence of float
+    repetitions : int
+        Runs per strategy at each point (a slow strategy's own `repetitions` caps it).
+    master_seed : int
+        Every run's noise seed derives from it, the table, epsilon, repetition and strategy's stream.
+    executor : object with `submit`, or None
+        Runs each (table, epsilon) task (`run_task`); None: an `InlineExecutor` (here, in turn). Not shut down.
+    strategies : sequence of str
+        Names of `STRATEGIES`; a strategy that re-estimates another's measurements needs that one too.
+    progress : bool or None
+        A progress bar on standard error (None: when it is a terminal).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run: table, epsilon, repetition, strategy, mechanism, privacy, max_l1, mean_l1, abs_dn, n,
+        integer, nonnegative, consistent and seconds.
+
+    Raises
+    ------
+    TabreleaseError
+        An unknown strategy, or one without the strategy whose measurements it re-estimates.
+    """
     from .sweeps.driver import InlineExecutor
 
     chosen = tuple(strategy(name).name for name in strategies)
@@ -193,7 +236,28 @@ def _seed(task: FrontierTask, repetition: int, stream: int) -> int:
 
 
 def plan_strategy(s: Strategy, table, margins, epsilon: float):
-    """The plan a strategy releases with, on one table at one epsilon."""
+    """The plan a strategy releases with, on one table at one epsilon.
+
+    Parameters
+    ----------
+    s : Strategy
+    table : ContingencyTable
+        Its shape, variables and (for a sensitive strategy) name are read.
+    margins : sequence of tuple of int
+        The margins released, as axis tuples.
+    epsilon : float
+
+    Returns
+    -------
+    MechanismPlan
+
+    Raises
+    ------
+    TabreleaseError
+        The strategy's spec cannot be planned for the table.
+    KeyError
+        A sensitive strategy on a table without a sensitive attribute in `FRONTIER_SENSITIVE`.
+    """
     from .planner import plan_release
 
     spec = s.spec.with_epsilon(epsilon)
@@ -203,7 +267,19 @@ def plan_strategy(s: Strategy, table, margins, epsilon: float):
 
 
 def run_task(task: FrontierTask) -> pd.DataFrame:
-    """Every chosen strategy, `repetitions` times, on one table at one epsilon."""
+    """Every chosen strategy, `repetitions` times, on one table at one epsilon.
+
+    Parameters
+    ----------
+    task : FrontierTask
+        The table (a built-in's name), epsilon, repetitions, master seed and strategies (a sensitive strategy is
+        skipped on a table without a sensitive attribute).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per repetition and strategy, as `run_frontier`'s.
+    """
     from . import builtin_table, default_model
     from .noise import SimulationNoise
     from .pipeline import release_from_measurements, run_plan
@@ -248,7 +324,19 @@ def _row(task, rep, name, release, truth, n, seconds) -> dict:
 
 
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation of each metric, and the share of integer / consistent outputs."""
+    """Mean and standard deviation of each metric, and the share of integer / consistent outputs.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        As `run_frontier` returns it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per table, strategy and epsilon: runs; the mean and sd of max_l1, mean_l1 and abs_dn; the shares
+        of integer, non-negative and consistent outputs; the median seconds.
+    """
     grouped = runs.groupby(["table", "strategy", "epsilon"], sort=False)
     summary = grouped.agg(
         runs=("max_l1", "size"),
@@ -262,7 +350,18 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def ratios(summary: pd.DataFrame) -> pd.DataFrame:
-    """Planned against each comparator: ratio of mean max-L1 error, per table and epsilon."""
+    """Planned against each comparator: ratio of mean max-L1 error, per table and epsilon.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        As `summarise` returns it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns table, epsilon and "planned / OTHER" for each other strategy in the summary (none without planned).
+    """
     wide = summary.pivot_table(index=["table", "epsilon"], columns="strategy", values="max_l1_mean")
     out = pd.DataFrame(index=wide.index)
     for other in STRATEGIES[1:]:
@@ -272,7 +371,21 @@ def ratios(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def acceptance(summary: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
-    """The issue's checks, computed from the runs: each with its measured figure and whether it holds."""
+    """The issue's checks, computed from the runs: each with its measured figure and whether it holds.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        As `summarise` returns it.
+    runs : pandas.DataFrame
+        As `run_frontier` returns it.
+
+    Returns
+    -------
+    list of dict
+        Each with `check` (what is checked), `figure` (what was measured, as text) and `holds` (bool); a check
+        whose strategies or tables were not run is left out.
+    """
     r = ratios(summary)
     checks = []
     low = r[(r["epsilon"] <= 0.1) & r["table"].isin(["edwards", "rochdale", "journey_to_work"])]
@@ -303,7 +416,18 @@ EPSILON_BANDS = (("small epsilon (<= 0.1)", 0.0, 0.1), ("moderate epsilon (0.25 
 def comparison(summary: pd.DataFrame) -> list[str]:
     """The report's written comparison: which strategy to choose when, and why. Every claim is counted from the
     summary (which strategy had the lowest mean max-L1 error at each table and epsilon, and each one's error as a
-    multiple of that lowest one, within each class of guarantee); the "why" is each strategy's description."""
+    multiple of that lowest one, within each class of guarantee); the "why" is each strategy's description.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        As `summarise` returns it.
+
+    Returns
+    -------
+    list of str
+        Markdown lines (bullets under a bold heading per class of guarantee).
+    """
     lines = []
     summary = summary.assign(guarantee=[strategy(name).guarantee for name in summary["strategy"]])
     for guarantee in dict.fromkeys(summary["guarantee"]):
@@ -352,6 +476,22 @@ def comparison(summary: pd.DataFrame) -> list[str]:
 
 
 def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
+    """One table's mean max-L1 error (with its sd) against epsilon, a line per strategy, on log axes.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        As `summarise` returns it.
+    table : str
+        The table drawn.
+    path : Path
+        The PNG file written.
+
+    Raises
+    ------
+    TabreleaseError
+        matplotlib is not installed.
+    """
     try:
         import matplotlib
     except ImportError:
@@ -379,7 +519,24 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
 
 
 def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, command: str) -> Path:
-    """runs.csv, summary.csv, ratios.csv, one figure per table and report.md, all from `runs`."""
+    """runs.csv, summary.csv, ratios.csv, one figure per table and report.md, all from `runs`.
+
+    Parameters
+    ----------
+    out : path
+        The folder (made if missing; files of the same names in it are replaced).
+    runs : pandas.DataFrame
+        As `run_frontier` returns it (`runs.attrs["master_seed"]`, if set, is reported).
+    seconds : float
+        How long the runs took, for the report.
+    command : str
+        The command that made them, for the report.
+
+    Returns
+    -------
+    Path
+        `out`.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(runs)

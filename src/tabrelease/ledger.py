@@ -112,6 +112,14 @@ class BudgetStatus:
         return None if self.rho_budget is None else max(self.rho_budget - (self.rho_spent or 0.0), 0.0)
 
     def as_dict(self) -> dict:
+        """The status as plain data (for JSON), with what remains of each budget.
+
+        Returns
+        -------
+        dict
+            Every field (fingerprints and aliases as lists), and `epsilon_remaining`, `delta_remaining` and
+            `rho_remaining` (None where there is no such budget).
+        """
         return {**self.__dict__, "fingerprints": list(self.fingerprints), "aliases": list(self.aliases),
                 "epsilon_remaining": self.epsilon_remaining, "delta_remaining": self.delta_remaining,
                 "rho_remaining": self.rho_remaining}
@@ -123,7 +131,25 @@ def _key_path(path: Path) -> Path:
 
 
 def ledger_key(path: str | os.PathLike) -> bytes:
-    """The ledger's key: $TABRELEASE_LEDGER_KEY, or FILE.key (owner-only, one link). Never made here."""
+    """The ledger's key: $TABRELEASE_LEDGER_KEY, or FILE.key (owner-only, one link). Never made here.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger (its real path names the key file).
+
+    Returns
+    -------
+    bytes
+        The key, at least `MIN_KEY_LENGTH` characters.
+
+    Raises
+    ------
+    TabreleaseError
+        No key; the key is too short, not a regular file, or readable by others.
+    LedgerIntegrityError
+        The key file has more than one hard link.
+    """
     env = os.environ.get(KEY_ENVIRONMENT)
     if env is not None:
         if len(env) < MIN_KEY_LENGTH:
@@ -157,7 +183,25 @@ def init_ledger(path: str | os.PathLike) -> Path:
     """Make a new, empty ledger and (unless $TABRELEASE_LEDGER_KEY gives one) its key, owner-only.
 
     Refused where the ledger exists, or where the anchor records an earlier ledger at this path (a ledger deleted
-    and made anew would restart every dataset's spending from zero)."""
+    and made anew would restart every dataset's spending from zero).
+
+    Parameters
+    ----------
+    path : path-like
+        The new ledger's file (its folder must exist). The key goes to FILE.key.
+
+    Returns
+    -------
+    Path
+        The ledger's real path (links resolved).
+
+    Raises
+    ------
+    TabreleaseError
+        A ledger or key file already exists there, or the path is a folder or in a missing folder.
+    LedgerIntegrityError
+        The anchor records an earlier ledger at this path, or the anchor cannot be appended to.
+    """
     path = _resolve(path, must_exist=False)
     if path.exists():
         raise TabreleaseError(f"a ledger already exists at {path}")
@@ -386,7 +430,23 @@ _ANCHOR_OVERRIDE: ContextVar[Path | None] = ContextVar("tabrelease_ledger_anchor
 
 def anchor_path(path: str | os.PathLike) -> Path:
     """Where the ledger's heads are appended: $TABRELEASE_LEDGER_ANCHOR, or FILE.anchor beside the ledger (a
-    batch's dry run points its throw-away copy at a throw-away anchor with `anchored_at`)."""
+    batch's dry run points its throw-away copy at a throw-away anchor with `anchored_at`).
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    Path
+        The anchor file (it need not exist yet).
+
+    Raises
+    ------
+    TabreleaseError
+        $TABRELEASE_LEDGER_ANCHOR is not an absolute path.
+    """
     override = _ANCHOR_OVERRIDE.get()
     if override is not None:
         return override
@@ -399,7 +459,19 @@ def anchor_path(path: str | os.PathLike) -> Path:
 
 @contextmanager
 def anchored_at(anchor: Path):
-    """Within this block, every ledger's anchor is `anchor` (a dry run's copy must not append to the real one)."""
+    """Within this block, every ledger's anchor is `anchor` (a dry run's copy must not append to the real one).
+
+    A context manager (per thread and task: a context variable).
+
+    Parameters
+    ----------
+    anchor : path
+        The anchor file used in the block.
+
+    Yields
+    ------
+    None
+    """
     token = _ANCHOR_OVERRIDE.set(Path(anchor))
     try:
         yield
@@ -409,7 +481,28 @@ def anchored_at(anchor: Path):
 
 def copy_ledger(path, folder: Path) -> Path:
     """A throw-away copy of the ledger, its key file and its anchor in `folder`, for use inside
-    `anchored_at(folder / "anchor")`: spending on it predicts spending on the ledger and changes nothing."""
+    `anchored_at(folder / "anchor")`: spending on it predicts spending on the ledger and changes nothing.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger copied (read, not locked or verified here).
+    folder : Path
+        An existing folder; the copy is FOLDER/ledger.json, with FOLDER/ledger.json.key (when the key is a file)
+        and FOLDER/anchor.
+
+    Returns
+    -------
+    Path
+        The copy of the ledger.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, or it is not a ledger.
+    LedgerIntegrityError
+        The ledger has other hard links, is damaged, or its anchor is not a regular file.
+    """
     import shutil
 
     path = _resolve(path)
@@ -623,7 +716,20 @@ def _within(spent: float, budget: float) -> bool:
 # --- what a release does --------------------------------------------------------------------------
 def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
     """HMAC-SHA256 of the table's variables, level labels and counts under the ledger's key (for a table held as
-    records, of its distinct records and how many of each: its non-zero cells, without listing every cell)."""
+    records, of its distinct records and how many of each: its non-zero cells, without listing every cell).
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        A table held as cells, or as records (`MicrodataTable`).
+    key : bytes
+        The ledger's key (`ledger_key`).
+
+    Returns
+    -------
+    str
+        64 hex characters; equal tables (same variables, labels and counts) have equal fingerprints.
+    """
     content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels]}
     if getattr(table, "held_as_cells", True):
         content["counts"] = [int(c) for c in table.counts.ravel()]
@@ -707,7 +813,32 @@ def set_budget(path, dataset: str, epsilon: float | None = None, delta: float | 
                neighbours: str = ADD_REMOVE, *, attributes=(), rho: float | None = None,
                accounting: str | None = None) -> BudgetStatus:
     """Give a dataset a total budget for a unit (see `budget_record`). Refused where a release already recorded
-    has no guarantee under that unit, or has spent more than the new budget."""
+    has no guarantee under that unit, or has spent more than the new budget.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+    dataset : str or ContingencyTable
+        The dataset's id (a table stands for its name).
+    epsilon, delta, neighbours, attributes, rho, accounting
+        The budget, as for `budget_record`.
+
+    Returns
+    -------
+    BudgetStatus
+        The dataset's spending under the new budget.
+
+    Raises
+    ------
+    TabreleaseError
+        The budget's terms are invalid (see `budget_record`), the dataset's id is empty or too long, no ledger or
+        no key.
+    BudgetRefused
+        A release already recorded has no guarantee under the budget's unit, or has spent more than it.
+    LedgerIntegrityError
+        The ledger fails verification; nothing is set.
+    """
     dataset = _dataset_name(dataset)
     record = budget_record(epsilon, delta, neighbours, attributes=attributes, rho=rho, accounting=accounting)
     path = _resolve(path)
@@ -739,7 +870,28 @@ def guarantee_from_parameters(epsilon: float, delta: float | None = None, neighb
                               total_public: bool = False) -> PrivacyGuarantee:
     """The guarantee of a plain Laplace (pure) or approximate release from its parameters: what a caller that
     has no plan states (a release under add-remove that publishes n exactly is, by group privacy, 2 epsilon under
-    replace)."""
+    replace).
+
+    Parameters
+    ----------
+    epsilon : float
+        Positive and finite.
+    delta : float or None
+        In [0, 1); None or 0 for a pure guarantee.
+    neighbours : {"add-remove", "replace"}
+        The unit the release was calibrated for.
+    total_public : bool
+        The release publishes the total n exactly.
+
+    Returns
+    -------
+    PrivacyGuarantee
+
+    Raises
+    ------
+    TabreleaseError
+        `epsilon` or `delta` out of range.
+    """
     if not (_finite_non_negative(epsilon) and epsilon > 0) or (delta is not None and not (
             _finite_non_negative(delta) and delta < 1)):
         raise TabreleaseError(f"a release is charged a positive finite epsilon and a delta in [0, 1), not "
@@ -769,6 +921,16 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     -------
     dict
         The ledger's record, with `sequence` (its number in the ledger) and `ledger_id`.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger or key, a bad dataset id, or `guarantee` is not a PrivacyGuarantee.
+    BudgetRefused
+        Over the dataset's budget, no guarantee under the budget's unit, an alias not allowed, or no budget for the
+        dataset in a ledger that holds budgets (unless allowed); nothing is charged.
+    LedgerIntegrityError
+        The ledger fails verification; nothing is charged.
     """
     from .spec import LedgerAccount
 
@@ -840,7 +1002,24 @@ def _check_fits(data: dict, dataset: str, budget: dict, guarantee: PrivacyGuaran
 
 def record_failure(path, entry: dict, reason: str) -> None:
     """After a charge: the release failed (it stays charged; its noise may have been drawn). `reason` must not
-    hold anything derived from the counts."""
+    hold anything derived from the counts.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger the release was charged to.
+    entry : dict
+        The charge, as `charge` returned it.
+    reason : str
+        Why it failed (kept to 500 characters); never anything derived from the counts.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, or the ledger fails verification (chain or anchor).
+    """
     path = _resolve(path)
     key = ledger_key(path)
     with _lock(path):
@@ -851,7 +1030,26 @@ def record_failure(path, entry: dict, reason: str) -> None:
 
 
 def verify_ledger(path) -> list[str]:
-    """What breaks the ledger's chain, or disagrees with its anchor (empty: intact). Needs the key."""
+    """What breaks the ledger's chain, or disagrees with its anchor (empty: intact). Needs the key.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    list of str
+        One sentence per problem found; empty when the ledger is intact.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, the file lacks its records, id or head, or the anchor is not a
+        regular file (a broken chain is returned, not raised).
+    """
     path = _resolve(path)
     key = ledger_key(path)
     lines = _anchor_lines(path)
@@ -859,7 +1057,25 @@ def verify_ledger(path) -> list[str]:
 
 
 def ledger_aliases(path) -> dict[str, tuple[str, ...]]:
-    """Per dataset, the other datasets that released one of its tables (keyed fingerprints equal)."""
+    """Per dataset, the other datasets that released one of its tables (keyed fingerprints equal).
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    dict of str to tuple of str
+        Only datasets that have aliases; the aliases sorted.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, or the ledger fails verification (chain or anchor).
+    """
     path = _resolve(path)
     data = _read_verified(path, ledger_key(path))
     return {name: aliases for name in _dataset_names(data) if (aliases := _aliases(data, name))}
@@ -877,7 +1093,27 @@ CHARGE_FILE = "charge.json"
 def verify_bundles(path, bundles) -> list[str]:
     """Hold release bundles against the ledger: a bundle whose charge is not in this ledger (made without one, or
     the ledger was rolled back, re-made or rewritten), and a charge (not marked failed) with no bundle among those
-    given. Empty: every bundle has its charge and every charge its bundle."""
+    given. Empty: every bundle has its charge and every charge its bundle.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+    bundles : iterable of path-like
+        Release bundle folders (each with internal/charge.json and public/release.json).
+
+    Returns
+    -------
+    list of str
+        One sentence per bundle without its charge and per charge (not marked failed) without a bundle.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, or the ledger fails verification (chain or anchor).
+    """
     path = _resolve(path)
     data = _read_verified(path, ledger_key(path))
     records = data["records"]
@@ -959,18 +1195,79 @@ def _status(data: dict, dataset: str) -> BudgetStatus:
 
 
 def current_budget(path, dataset) -> dict | None:
-    """The budget record that holds for a dataset (its latest), or None."""
+    """The budget record that holds for a dataset (its latest), or None.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+    dataset : str or ContingencyTable
+        The dataset's id (a table stands for its name).
+
+    Returns
+    -------
+    dict or None
+        The record as the ledger holds it (see `budget_record`, with kind, dataset, time and MAC), or None when
+        the dataset has no budget.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, or the ledger fails verification (chain or anchor).
+    """
     path = _resolve(path)
     return _budgets(_read_verified(path, ledger_key(path))).get(_dataset_name(dataset))
 
 
 def budget_status(path, dataset) -> BudgetStatus:
+    """Spent and remaining budget of one dataset, after verifying the ledger's chain.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+    dataset : str or ContingencyTable
+        The dataset's id (a table stands for its name); one the ledger does not know has no releases.
+
+    Returns
+    -------
+    BudgetStatus
+        Spending is summed under the budget's unit (without a budget: the first unit covering every release; NaN
+        where none does).
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, or the ledger fails verification (chain or anchor).
+    """
     path = _resolve(path)
     return _status(_read_verified(path, ledger_key(path)), _dataset_name(dataset))
 
 
 def ledger_summary(path) -> list[BudgetStatus]:
-    """Spent and remaining budget of every dataset the ledger knows, after verifying its chain."""
+    """Spent and remaining budget of every dataset the ledger knows, after verifying its chain.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    list of BudgetStatus
+        One per dataset, in the order the ledger first names them.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, or the ledger fails verification (chain or anchor).
+    """
     path = _resolve(path)
     data = _read_verified(path, ledger_key(path))
     return [_status(data, name) for name in _dataset_names(data)]
@@ -978,7 +1275,25 @@ def ledger_summary(path) -> list[BudgetStatus]:
 
 def ledger_entries(path) -> list[dict]:
     """Every release the ledger records (after verifying its chain), each with `failed`: the reason recorded when
-    the release did not happen after its charge, else None, and `sequence`, its number in the ledger."""
+    the release did not happen after its charge, else None, and `sequence`, its number in the ledger.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    list of dict
+        The release records in ledger order, each with `sequence` and `failed` added.
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, it is not a ledger, or its key is missing or unfit.
+    LedgerIntegrityError
+        The ledger or its key has other hard links, or the ledger fails verification (chain or anchor).
+    """
     path = _resolve(path)
     records = _read_verified(path, ledger_key(path))["records"]
     failures = {r["release_mac"]: r.get("reason") for r in records if r["kind"] == "failure"}

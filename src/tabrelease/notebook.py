@@ -21,7 +21,19 @@ _COLOURS = {"ok": "#1b6e20", "bad": "#a61b1b", "": "inherit"}
 
 
 def glance_html(title: str, rows: Iterable[dict]) -> str:
-    """An HTML box of {item, value, flag} rows under a title (flag "ok" green, "bad" red and bold)."""
+    """An HTML box of {item, value, flag} rows under a title (flag "ok" green, "bad" red and bold).
+
+    Parameters
+    ----------
+    title : str
+    rows : iterable of dict
+        Each with `item` and `value` (text), and optionally `flag` ("ok", "bad" or "").
+
+    Returns
+    -------
+    str
+        An HTML fragment; every title, item and value escaped.
+    """
     body = "".join(
         f'<tr><th style="{_CELL}">{escape(r["item"])}</th><td style="{_CELL};color:{_COLOURS[r.get("flag", "")]}'
         f'{";font-weight:bold" if r.get("flag") == "bad" else ""}">{escape(r["value"])}</td></tr>'
@@ -31,6 +43,20 @@ def glance_html(title: str, rows: Iterable[dict]) -> str:
 
 
 def release_html(release, evaluation=None) -> str:
+    """A release's "at a glance" box, for Jupyter.
+
+    Parameters
+    ----------
+    release : Release
+    evaluation : ReleaseEvaluation or None
+        With it, the audit's whole box, which reads the confidential table (internal); without it, only what the
+        release states about itself (public).
+
+    Returns
+    -------
+    str
+        An HTML fragment.
+    """
     from .reports import at_a_glance
 
     rows = at_a_glance(release, evaluation)
@@ -40,6 +66,18 @@ def release_html(release, evaluation=None) -> str:
 
 
 def plan_html(plan) -> str:
+    """A plan's box, for Jupyter: mechanism, privacy statement, margins, shape and each margin's expected L1 error.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        Read before any data is (it holds no counts).
+
+    Returns
+    -------
+    str
+        An HTML fragment.
+    """
     from .mechanisms import mechanism_of
 
     mechanism = mechanism_of(plan)
@@ -55,6 +93,17 @@ def plan_html(plan) -> str:
 
 
 def fit_html(fit) -> str:
+    """A log-linear fit's box, for Jupyter: model, n, G² and its degrees of freedom, Pearson X², MLE, convergence.
+
+    Parameters
+    ----------
+    fit : LogLinearFit
+
+    Returns
+    -------
+    str
+        An HTML fragment.
+    """
     rows = [{"item": "model", "value": _model(fit.model), "flag": ""},
             {"item": "n", "value": f"{fit.n:.6g}", "flag": ""},
             {"item": "G²", "value": f"{fit.g2:.4f} on {fit.df} df ({fit.df_adjusted} adjusted for zeros)", "flag": ""},

@@ -53,7 +53,23 @@ def _clean(value: Any) -> Any:
 
 def release_parameters(table: ContingencyTable, release: Release, version: str, release_id: str | None = None) -> dict:
     """The public description of a release: parameters only, nothing computed from the counts. `release_id` is the
-    random identifier the ledger recorded with the release's charge (absent for a release made without a ledger)."""
+    random identifier the ledger recorded with the release's charge (absent for a release made without a ledger).
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        Its variables, letters, levels and labels are read, never its counts.
+    release : Release
+    version : str
+        The tool's version.
+    release_id : str or None
+        The ledger's random release id.
+
+    Returns
+    -------
+    dict
+        JSON-safe (NaN and infinities as None): the document of public/release.json (schema tabrelease/release/1).
+    """
     from .mechanisms import mechanism_of
 
     cal = release.noise
@@ -104,7 +120,20 @@ def release_parameters(table: ContingencyTable, release: Release, version: str, 
 
 
 def plan_description(plan, table: ContingencyTable) -> dict | None:
-    """What the plan measured, each block's noise scale and each margin's expected error (before any noise)."""
+    """What the plan measured, each block's noise scale and each margin's expected error (before any noise).
+
+    Parameters
+    ----------
+    plan : MechanismPlan or None
+    table : ContingencyTable
+        Its variables and letters name the blocks and margins.
+
+    Returns
+    -------
+    dict or None
+        `total` ("public", "exact (replace neighbours)" or "noised"), `blocks` (query, variables, scale) and
+        `expected_error` (per margin); None for a plan without a design (a mechanism that does not plan blocks).
+    """
     from .mechanisms import mechanism_of
     from .measurements import MARGIN_CELLS
 
@@ -128,7 +157,19 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
 def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -> list[dict]:
     """What a reviewer must see first, as rows {item, value, flag} ("bad" marks what must be fixed or weighed
     before publishing). Without an evaluation (a release in memory, not yet compared with the truth) the rows
-    read only the release: they are public. With one they read the confidential table (the audit's box)."""
+    read only the release: they are public. With one they read the confidential table (the audit's box).
+
+    Parameters
+    ----------
+    release : Release
+    evaluation : ReleaseEvaluation or None
+        The release compared with the truth; None: only the release's public rows.
+
+    Returns
+    -------
+    list of dict
+        Rows with `item`, `value` (text) and `flag` ("ok", "bad" or "").
+    """
     cal = release.noise
     rows = [("privacy", release.privacy or "", ""),
             ("mechanism", f"{release.mechanism}, then {release.estimator} and {release.rounding} rounding", "")]
@@ -164,7 +205,23 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -
 
 def audit_figures(table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation) -> dict:
     """The audit's pictures (PNG data URIs): every margin's error against the plan, and released against true
-    counts for the margins whose error is largest against what the plan expected (up to MAX_MARGIN_FIGURES)."""
+    counts for the margins whose error is largest against what the plan expected (up to MAX_MARGIN_FIGURES).
+
+    They read the confidential counts: for the internal audit only.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The confidential table.
+    release : Release
+    evaluation : ReleaseEvaluation
+
+    Returns
+    -------
+    dict
+        `errors` (a data URI), `margins` (a data URI, or None without margins), `margins_shown` and
+        `margins_left_out` (counts of margins).
+    """
     from . import figures
     from .models import margin_label
     from .tables import margin_of
@@ -191,6 +248,24 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
 def audit_record(
     table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation, public: Mapping, model_label: str
 ) -> dict:
+    """The internal audit of a release (internal/audit.json): what it did to the confidential table.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The confidential table.
+    release : Release
+    evaluation : ReleaseEvaluation
+    public : mapping
+        The release's public description (`release_parameters`), held in the audit as it is.
+    model_label : str
+        The model refitted, in bracket notation.
+
+    Returns
+    -------
+    dict
+        JSON-safe (NaN and infinities as None); schema tabrelease/audit/1.
+    """
     return _clean(
         {
             "schema": "tabrelease/audit/1",
@@ -217,7 +292,20 @@ def audit_record(
 
 def margin_files(table, margins) -> list[str]:
     """Published file names people can read: the variables' names for people joined by "__" (hs__phs.csv), made
-    safe for any file system; the letters (margin_AB.csv) where names would collide or run long."""
+    safe for any file system; the letters (margin_AB.csv) where names would collide or run long.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        Its variables' names (or labels for people) and letters are read.
+    margins : sequence of tuple of int
+        The released margins, as axis tuples.
+
+    Returns
+    -------
+    list of str
+        One file name per margin, in order; all by names or all by letters.
+    """
     import re
 
     names, _ = people_names(table)
@@ -245,7 +333,30 @@ def write_release_contents(
     """The report content of a bundle, into its staged `public/` and `internal/` folders (`bundle.write_bundle`
     makes them, and publishes them atomically). With `workbook`, public/ also holds the margins as one .xlsx
     workbook (the same content as its CSV files and release.json); the charge's random release id goes into
-    public/release.json."""
+    public/release.json.
+
+    Parameters
+    ----------
+    public_dir, internal_dir : Path
+        The staged folders (existing, empty).
+    table : ContingencyTable
+        The confidential table (only internal/ reads its counts).
+    release : Release
+    evaluation : ReleaseEvaluation
+    model_label : str
+        The model refitted, in bracket notation.
+    version : str
+        The tool's version.
+    workbook : bool
+        Also write public/margins.xlsx (needs openpyxl: `check_report_support` checks it before the charge).
+    charge : mapping or None
+        The ledger's record of the charge (its `release_id` is published); None: made without a ledger.
+
+    Raises
+    ------
+    TabreleaseError
+        A document does not match its schema (a fault of the tool, reported as internal).
+    """
     public = release_parameters(table, release, version, None if charge is None else charge.get("release_id"))
     if workbook:
         from .workbook import WORKBOOK_FILE
@@ -275,7 +386,18 @@ def write_release_contents(
 
 
 def check_report_support(workbook: bool = False) -> None:
-    """Refuse, before the charge, report content this installation cannot write (a workbook without openpyxl)."""
+    """Refuse, before the charge, report content this installation cannot write (a workbook without openpyxl).
+
+    Parameters
+    ----------
+    workbook : bool
+        The release asks for an .xlsx workbook.
+
+    Raises
+    ------
+    TabreleaseError
+        `workbook` without openpyxl installed.
+    """
     if workbook:
         from .workbook import check_workbook_support
 
@@ -364,6 +486,20 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 
 
 def render_audit_html(audit: Mapping, figures: Mapping | None = None) -> str:
+    """The audit as one self-contained HTML page (internal/audit.html; internal: it describes the confidential table).
+
+    Parameters
+    ----------
+    audit : mapping
+        As `audit_record` returns it.
+    figures : mapping or None
+        As `audit_figures` returns it; None: a page without pictures.
+
+    Returns
+    -------
+    str
+        The HTML page (values escaped).
+    """
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)

@@ -195,19 +195,71 @@ class ReleaseSpec:
         return self.unit.attributes if self.unit.kind == SENSITIVE else None
 
     def option(self, name: str, default=None):
-        """One mechanism option's value, or `default`."""
+        """One mechanism option's value, or `default`.
+
+        Parameters
+        ----------
+        name : str
+            The option's name (e.g. "public_total").
+        default : object
+            What to return when the spec does not set it.
+
+        Returns
+        -------
+        object
+            The option's value (lists held as tuples), or `default`.
+        """
         return dict(self.options).get(name, default)
 
     def with_epsilon(self, epsilon: float) -> ReleaseSpec:
-        """The same spec at another epsilon (delta kept)."""
+        """The same spec at another epsilon (delta kept).
+
+        Parameters
+        ----------
+        epsilon : float
+            Positive and finite.
+
+        Returns
+        -------
+        ReleaseSpec
+
+        Raises
+        ------
+        TabreleaseError
+            `epsilon` is not a positive finite number.
+        """
         return replace(self, loss=loss_of(epsilon, self.delta))
 
     def with_changes(self, **changes) -> ReleaseSpec:
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again).
+
+        Parameters
+        ----------
+        **changes
+            Fields of `ReleaseSpec` and their new values.
+
+        Returns
+        -------
+        ReleaseSpec
+
+        Raises
+        ------
+        TabreleaseError
+            A new value fails the spec's checks.
+        TypeError
+            A name that is not a field.
+        """
         return replace(self, **changes)
 
     def describe(self) -> dict:
-        """The spec as plain data (what a sweep saves beside its results and a dry run prints)."""
+        """The spec as plain data (what a sweep saves beside its results and a dry run prints).
+
+        Returns
+        -------
+        dict
+            JSON-ready: loss and unit as dicts, margins as text or lists, the mechanism's name, options as a dict, and
+            every other field as it is.
+        """
         return {"loss": self.loss.as_dict(), "unit": self.unit.as_dict(), "margins": _margins_data(self.margins),
                 "mechanism": self.mechanism_name, "options": {k: v for k, v in self.options},
                 "calibration": self.calibration, "estimator": self.estimator, "rounding": self.rounding,
@@ -286,12 +338,40 @@ def _positive_number(name: str, value) -> float:
 
 
 def positive_number(value) -> float:
-    """A positive finite number, from a number or text."""
+    """A positive finite number, from a number or text.
+
+    Parameters
+    ----------
+    value : int, float or str
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TabreleaseError
+        Not a number, or not positive and finite.
+    """
     return _positive_number("the value", value)
 
 
 def fraction(value) -> float:
-    """A number strictly between 0 and 1, from a number or text."""
+    """A number strictly between 0 and 1, from a number or text.
+
+    Parameters
+    ----------
+    value : int, float or str
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TabreleaseError
+        Not a number, or not in (0, 1).
+    """
     if isinstance(value, str):
         try:
             value = float(value)
@@ -303,7 +383,22 @@ def fraction(value) -> float:
 
 
 def whole_number(value) -> int:
-    """A non-negative whole number, from a number or text."""
+    """A non-negative whole number, from a number or text.
+
+    Parameters
+    ----------
+    value : int or str
+        A float is refused, even a whole one.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TabreleaseError
+        Not a whole number, or negative.
+    """
     if isinstance(value, str):
         try:
             value = int(value)
@@ -315,7 +410,23 @@ def whole_number(value) -> int:
 
 
 def name_list(value) -> tuple[str, ...]:
-    """Names, from comma-separated text or a list."""
+    """Names, from comma-separated text or a list.
+
+    Parameters
+    ----------
+    value : str, list or tuple
+        Comma-separated text, or a list or tuple of items (each turned into text).
+
+    Returns
+    -------
+    tuple of str
+        Stripped, empty names dropped; at least one.
+
+    Raises
+    ------
+    TabreleaseError
+        Neither text nor a list, or no name.
+    """
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
         raise TabreleaseError(f"give names as a comma-separated text or a list, not {value!r}")
@@ -477,11 +588,46 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 
 
 def setting(name: str) -> Setting:
+    """The release setting of this name (one of `SETTING_NAMES`).
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    Setting
+
+    Raises
+    ------
+    KeyError
+        Not a setting's name.
+    """
     return _BY_NAME[name]
 
 
 def parse_setting(name: str, value):
-    """A setting's value from text or a TOML value, checked (a choice among its choices)."""
+    """A setting's value from text or a TOML value, checked (a choice among its choices).
+
+    Parameters
+    ----------
+    name : str
+        One of `SETTING_NAMES`.
+    value : object
+        Text, or a TOML value; a switch (`Setting.flag`) takes a bool.
+
+    Returns
+    -------
+    object
+        The parsed value; None for a None value (except a switch, which must be a bool).
+
+    Raises
+    ------
+    TabreleaseError
+        The value does not parse, or is not among the setting's choices.
+    KeyError
+        Not a setting's name.
+    """
     chosen = _BY_NAME[name]
     if chosen.flag:
         if not isinstance(value, bool):

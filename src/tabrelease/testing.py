@@ -73,6 +73,18 @@ def _table(shape, seed: int = 0) -> np.ndarray:
 
 
 def check_plan_is_for_what_was_asked(mechanism) -> None:
+    """The plan is for the shape and margins asked, names the mechanism, and carries the mechanism object.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism checked (planned on the contract's small table by `contract_plan`).
+
+    Raises
+    ------
+    AssertionError
+        The plan's shape, margins, mechanism name or object differ from what was asked.
+    """
     plan = contract_plan(mechanism)
     shape = tuple(getattr(mechanism, "contract_shape", None) or SHAPE)
     assert plan.shape == shape, f"the plan is for shape {plan.shape}, not {shape}"
@@ -82,6 +94,19 @@ def check_plan_is_for_what_was_asked(mechanism) -> None:
 
 
 def check_plan_survives_pickling(mechanism) -> None:
+    """A plan pickled and unpickled (as a sweep sends it to other processes) still carries its mechanism and
+    measures the same, without noise.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism checked (planned on the contract's small table by `contract_plan`).
+
+    Raises
+    ------
+    AssertionError
+        The round trip loses the mechanism or changes what the plan measures.
+    """
     from .pipeline import measure
 
     plan = contract_plan(mechanism)
@@ -95,6 +120,18 @@ def check_plan_survives_pickling(mechanism) -> None:
 
 
 def check_noise_comes_from_the_source(mechanism) -> None:
+    """The privacy step draws only from the noise source: with no noise, or the same seed, two runs agree.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism checked (planned on the contract's small table by `contract_plan`).
+
+    Raises
+    ------
+    AssertionError
+        Two runs with the same noise source measure different blocks or values.
+    """
     from .pipeline import measure
 
     plan = contract_plan(mechanism)
@@ -107,6 +144,18 @@ def check_noise_comes_from_the_source(mechanism) -> None:
 
 
 def check_rescale_changes_only_the_noise(mechanism) -> None:
+    """`with_epsilon` sets the calibration's epsilon and changes nothing about the queries.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism checked (planned on the contract's small table by `contract_plan`).
+
+    Raises
+    ------
+    AssertionError
+        The rescaled plan's epsilon is not the one asked, or its margins or shape changed.
+    """
     from .mechanisms import with_epsilon
 
     plan = contract_plan(mechanism)
@@ -116,6 +165,18 @@ def check_rescale_changes_only_the_noise(mechanism) -> None:
 
 
 def check_guarantee_is_no_more_than_asked(mechanism) -> None:
+    """The guarantee the mechanism states has no more epsilon (and delta) than asked, under exact calibration.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism checked (planned on the contract's small table by `contract_plan`).
+
+    Raises
+    ------
+    AssertionError
+        The stated epsilon or delta exceeds what was asked.
+    """
     plan = contract_plan(mechanism)
     guarantee = mechanism.guarantee(plan, ("A", "B", "C"))
     assert guarantee.loss.epsilon <= EPSILON * (1 + REL), (
@@ -144,7 +205,18 @@ def _pairs(unit, x: np.ndarray, attributes: tuple[int, ...]):
 def check_guarantee_holds_on_every_neighbouring_pair(mechanism) -> None:
     """Brute force over every pair of the guarantee's own unit: the loss the blocks' changes imply is at most the
     stated one. (Local guarantees are a channel property, checked by the mechanism's own tests; adaptive
-    mechanisms, whose blocks differ between tables, say so with `adaptive = True` and are skipped here.)"""
+    mechanisms, whose blocks differ between tables, say so with `adaptive = True` and are skipped here.)
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism checked (planned on the contract's small table by `contract_plan`).
+
+    Raises
+    ------
+    AssertionError
+        A neighbouring pair moves an exact block, or moves the noisy blocks by more loss than stated.
+    """
     from .pipeline import measure
 
     plan = contract_plan(mechanism)
@@ -175,6 +247,18 @@ def check_guarantee_holds_on_every_neighbouring_pair(mechanism) -> None:
 
 
 def check_release_has_one_margin_per_margin(mechanism) -> None:
+    """The release made from the measurements has one finite released margin per margin, of the margin's shape.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism checked (planned on the contract's small table by `contract_plan`).
+
+    Raises
+    ------
+    AssertionError
+        A margin is missing, has another shape, or holds values that are not finite.
+    """
     from .pipeline import run_plan
 
     plan = contract_plan(mechanism)

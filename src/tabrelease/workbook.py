@@ -26,7 +26,19 @@ def check_workbook_support() -> None:
 
 
 def sheet_names(files: Sequence[str]) -> list[str]:
-    """A valid, distinct sheet name for each margin file (its name without .csv, shortened where needed)."""
+    """A valid, distinct sheet name for each margin file (its name without .csv, shortened where needed).
+
+    Parameters
+    ----------
+    files : sequence of str
+        The margins' CSV file names, in order.
+
+    Returns
+    -------
+    list of str
+        One per file: at most 31 characters, none of []:*?/\\, distinct without regard to case and never "release"
+        (the first sheet's); a clash gets a suffix ~2, ~3, ...
+    """
     names: list[str] = []
     for file in files:
         base = _SHEET_FORBIDDEN.sub("_", Path(file).stem).strip("'") or "margin"
@@ -42,7 +54,22 @@ def sheet_names(files: Sequence[str]) -> list[str]:
 
 def write_workbook(path: Path, public: Mapping, margin_rows: Sequence[tuple[list[str], list[list]]]) -> None:
     """`public` is release.json's document; `margin_rows` gives, per released margin (in its order), the header and
-    the rows of its CSV file."""
+    the rows of its CSV file.
+
+    Parameters
+    ----------
+    path : Path
+        The .xlsx file written (replaced if it exists).
+    public : mapping
+        release.json's document (its margins, variables, warnings and description are read).
+    margin_rows : sequence of (list of str, list of list)
+        Per margin, in the order of ``public["margins"]``: the header and the rows.
+
+    Raises
+    ------
+    ImportError
+        openpyxl is missing (`check_workbook_support` says so before any charge).
+    """
     from openpyxl import Workbook
 
     book = Workbook()

@@ -147,7 +147,26 @@ def read_source(source: TableSource):
 def resolve_margins(table, margins) -> list:
     """Margins as axis tuples, from what a person writes: None (the table's paper model), bracket notation
     ("[sex,age][age,region]" or "[AB][BC]"), or a list whose margins are axis numbers, variable names or letters
-    (("sex", "age"), or "sex" for a one-way margin)."""
+    (("sex", "age"), or "sex" for a one-way margin).
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        Names the variables and letters; gives the default model.
+    margins : str, sequence, or None
+        As `ReleaseSpec.margins`.
+
+    Returns
+    -------
+    list of tuple of int
+        The margins as axis tuples (from bracket notation: the model's generators, then the margins it dropped as
+        inside another). Axis numbers are not range-checked here (the plan does that).
+
+    Raises
+    ------
+    TabreleaseError
+        Unreadable notation, an unknown variable, or a margin that is neither names nor axis numbers.
+    """
     from .models import parse_model
 
     if margins is None:
@@ -178,7 +197,23 @@ def resolve_margins(table, margins) -> list:
 
 def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None:
     """Refuse, in one line and before any plan or charge, what cannot be done at this size: a released margin with
-    more cells than a margin may have, or a mechanism that needs every cell of a table held as records."""
+    more cells than a margin may have, or a mechanism that needs every cell of a table held as records.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        Only its shape, variables and size are read.
+    margins : sequence of tuple of int
+        The margins asked for, as axis tuples (an axis out of range is left to the plan to name).
+    mechanism : str or Mechanism
+        The mechanism asked for ("auto" allowed; an unknown name is left to the plan).
+
+    Raises
+    ------
+    TabreleaseError
+        A margin above `MAX_MARGIN_CELLS` cells, a planned fit too large to handle, or a mechanism that needs every
+        cell of a table held as records; nothing is charged.
+    """
     from .tables import MAX_MARGIN_CELLS
 
     for g in margins:
@@ -213,7 +248,20 @@ def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None
 
 def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
     """Every check of a planned release against its table that must refuse before any charge: the secure sampler's
-    domain, the range in which estimates are exact (floats hold every count), and the mechanism's own size limit."""
+    domain, the range in which estimates are exact (floats hold every count), and the mechanism's own size limit.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+    table : ContingencyTable
+        Its total n is read (never reported).
+    mode : {"release", "simulation"}
+
+    Raises
+    ------
+    TabreleaseError
+        The table is too large for the secure sampler, for exact estimates, or for the mechanism; nothing is charged.
+    """
     from .estimate import check_exact_range
 
     check_sampler_domain(plan, table, mode)
@@ -223,7 +271,21 @@ def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str)
 
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
     """Release mode draws on 64-bit integers: refuse, before any charge, a table whose measured integers could
-    exceed them (the message names no count)."""
+    exceed them (the message names no count).
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+    table : ContingencyTable
+        Its total n is read.
+    mode : {"release", "simulation"}
+        Only release mode with Laplace noise is checked.
+
+    Raises
+    ------
+    TabreleaseError
+        n times the mechanism's sampler bound exceeds `MAX_SAMPLER_INTEGER`; nothing is charged.
+    """
     from .noise import MAX_SAMPLER_INTEGER
 
     if mode != RELEASE or plan.calibration.distribution != "laplace":
@@ -288,7 +350,23 @@ def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode
 def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleaseFailed:
     """The error for a release that failed after its charge, the failure recorded in the ledger first. The message
     names the charge and the kind of failure only (an exception's text could hold something derived from the
-    counts)."""
+    counts).
+
+    Parameters
+    ----------
+    ledger : path-like
+        The ledger charged.
+    entry : mapping
+        The charge, as `ledger.charge` returned it.
+    exc : BaseException
+        What made the release fail (only its kind is recorded and reported).
+
+    Returns
+    -------
+    ChargedReleaseFailed
+        For the caller to raise; its `entry` is the charge. If the failure could not be recorded, its message says
+        so (the charge stands either way).
+    """
     from .ledger import record_failure
     from .privacy import PrivacyGuarantee
 
@@ -327,7 +405,13 @@ def _bundle_of(out, entry: Mapping) -> bool:
 
 def preload_release_modules(workbook: bool = False) -> None:
     """Import, before the charge and with signals held, the compiled modules the release path would otherwise
-    import lazily after it (a signal during such an import can abort the interpreter)."""
+    import lazily after it (a signal during such an import can abort the interpreter).
+
+    Parameters
+    ----------
+    workbook : bool
+        Import openpyxl too. A missing optional module is skipped (its own check refuses before the charge).
+    """
     import importlib
 
     for name in ("scipy.sparse", "scipy.sparse.linalg", "scipy.optimize", "scipy.stats", "highspy", "jinja2",

@@ -82,7 +82,24 @@ def compare_with_paper(
     summary: pd.DataFrame, runs: pd.DataFrame, table7: pd.DataFrame, noise_free: pd.DataFrame
 ) -> list[Finding]:
     """Where the run agrees with the paper's section 6 and where not. Every number is this run's; each
-    verdict applies the rule stated beside it to the runs made with the paper's calibration."""
+    verdict applies the rule stated beside it to the runs made with the paper's calibration.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        Per table, calibration and epsilon (`reproduce.summarise`).
+    runs : pandas.DataFrame
+        The sweep's rows, one per run.
+    table7 : pandas.DataFrame
+        As `tables.reproduce_table7` returns it.
+    noise_free : pandas.DataFrame
+        As `reproduce.noise_free_levels` returns it.
+
+    Returns
+    -------
+    list of Finding
+        Figures 1 to 6 per table, then the calibration (when both were run), Table 7 per table, and the refits.
+    """
     findings: list[Finding] = []
     cal = _judged(summary)
     lo, hi = float(summary.epsilon.min()), float(summary.epsilon.max())
@@ -237,6 +254,17 @@ FINDING_HEADERS = ("", "table", "the paper says", "this run, paper calibration",
 
 
 def findings_frame(findings) -> pd.DataFrame:
+    """The findings as a table for the report and findings.csv, with headers a reader can follow.
+
+    Parameters
+    ----------
+    findings : iterable of Finding
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per finding; columns `FINDING_HEADERS`.
+    """
     frame = pd.DataFrame([[getattr(f, c) for c in FINDING_COLUMNS] for f in findings], columns=FINDING_COLUMNS)
     frame.columns = list(FINDING_HEADERS)
     return frame

@@ -68,6 +68,18 @@ class Reproduction:
 
 
 def paper_grid(quick: bool = False, master_seed: int = DEFAULT_MASTER_SEED) -> SweepGrid:
+    """The paper's grid: its four tables, mechanism "auto", exact and paper calibration.
+
+    Parameters
+    ----------
+    quick : bool
+        7 epsilons and 8 repetitions (`QUICK_EPSILONS`) instead of the paper's 200 and 50.
+    master_seed : int
+
+    Returns
+    -------
+    SweepGrid
+    """
     from ..tables import builtin_table
 
     return make_grid(
@@ -91,7 +103,37 @@ def reproduce(
     progress: bool | None = None,
     master_seed: int = DEFAULT_MASTER_SEED,
 ) -> Reproduction:
-    """Run the experiment into OUT/sweep/ and write figures, tables and the report into OUT."""
+    """Run the experiment into OUT/sweep/ and write figures, tables and the report into OUT.
+
+    Parameters
+    ----------
+    out : path
+        The folder; with `force`, only a reproduction's own outputs in it are replaced.
+    quick : bool
+        The quick grid (see `paper_grid`).
+    jobs : int
+        Local worker processes.
+    scheduler : str or None
+        A Dask scheduler's address; used instead of `jobs` when given.
+    resume : bool
+        Continue the sweep in OUT/sweep/ (the same grid).
+    force : bool
+        Start over in a folder that is not empty.
+    progress : bool or None
+        A progress bar on standard error (None: when it is a terminal).
+    master_seed : int
+
+    Returns
+    -------
+    Reproduction
+        The summaries, tables, findings and LP ranges written, with the wall time and run counts.
+
+    Raises
+    ------
+    TabreleaseError
+        matplotlib is missing; `out` is not empty without `resume` or `force`; or the sweep refuses (see
+        `run_sweep`).
+    """
     out = Path(out)
     _matplotlib()  # before any work: the figures come last
     if out.exists() and any(out.iterdir()) and not (resume or force):
@@ -143,6 +185,13 @@ def reproduce(
 
 
 def machine_description() -> dict:
+    """The machine the experiment ran on, for reproduction.json and the report.
+
+    Returns
+    -------
+    dict
+        `cpus` (available to this process), `cpu` (its model), `system`, `python` and `numpy` versions.
+    """
     cpus = available_cpus()
     model = ""
     try:
@@ -158,7 +207,19 @@ def machine_description() -> dict:
 
 # --- summaries ------------------------------------------------------------------------------------
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation of each figure's quantity per table, calibration and epsilon."""
+    """Mean and standard deviation of each figure's quantity per table, calibration and epsilon.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        The sweep's rows, one per run.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per table, calibration and epsilon: runs, `<metric>_mean` and `<metric>_sd` for each of
+        `METRICS`, n, noise_scale and epsilon_actual.
+    """
     frame = runs.copy()
     for name, (source, transform, _) in METRICS.items():
         values = frame[source].astype(float)
@@ -201,6 +262,17 @@ def noise_free_levels(grid: SweepGrid) -> pd.DataFrame:
     The LP's optimum is rarely unique (the paper's Remark 3); with exact coefficients b* = 0 and
     the LP returns some non-negative table with the original margins, but not the original table,
     so the released table's G2 and MLE already differ from the original's.
+
+    Parameters
+    ----------
+    grid : SweepGrid
+        Its tables and margins are read.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per table: n, n_released, max_l1_error, g2_abs_difference, mle_l1, lp_infeasible, lp_b,
+        lp_fractional_cells and coefficient_integer_scale (what turns b* into counts).
     """
     from ..evaluation import evaluate_release
     from ..pipeline import run_plan
@@ -232,6 +304,21 @@ def lp_optimal_set(grid: SweepGrid, epsilons=LP_RANGE_EPSILONS, repetitions: int
     The first `repetitions` runs of each grid point are replayed from their sweep seeds; the LP is
     solved as in the release, and again for the optimal tables with the smallest and the largest
     total (b held at b*). All three are rounded as the release rounds.
+
+    Parameters
+    ----------
+    grid : SweepGrid
+        The sweep's grid (its seeds are replayed).
+    epsilons : sequence of float
+        Each is replaced by the grid's nearest epsilon.
+    repetitions : int
+        Runs replayed per grid point (at most the grid's).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per replayed run: its coordinates and seed, n, b*, and n' and the max L1 margin error as solved,
+        at the smallest total and at the largest.
     """
     from ..pipeline import run_plan
     from ..rounding import round_table
@@ -267,6 +354,18 @@ def lp_optimal_set(grid: SweepGrid, epsilons=LP_RANGE_EPSILONS, repetitions: int
 
 
 def lp_range_summary(lp_set: pd.DataFrame) -> pd.DataFrame:
+    """Means of `lp_optimal_set`'s rows per table, calibration and epsilon, and the widest range of n'.
+
+    Parameters
+    ----------
+    lp_set : pandas.DataFrame
+        As `lp_optimal_set` returns it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per table, calibration and epsilon.
+    """
     grouped = lp_set.assign(n_width=lp_set.n_released_max - lp_set.n_released_min).groupby(
         ["table", "calibration", "epsilon"], sort=False)
     return grouped.agg(
@@ -306,7 +405,28 @@ def _matplotlib():
 def plot_metric(summary: pd.DataFrame, metric: str, title: str, path: Path, noise_free: pd.DataFrame | None = None,
                 neighbours: str = "add-remove") -> None:
     """Mean and a mean +- 1 sd band (kept inside the quantity's range) against epsilon, one row per
-    table, split at epsilon = 1 as in the paper; the no-noise level and, in Figure 1, the true n."""
+    table, split at epsilon = 1 as in the paper; the no-noise level and, in Figure 1, the true n.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        As `summarise` returns it.
+    metric : str
+        A key of `METRICS`.
+    title : str
+        The figure's title.
+    path : Path
+        The PNG file written (atomically).
+    noise_free : pandas.DataFrame or None
+        As `noise_free_levels` returns it; None: no no-noise line.
+    neighbours : str
+        The unit, for the epsilon axis's label.
+
+    Raises
+    ------
+    TabreleaseError
+        matplotlib is missing.
+    """
     matplotlib = _matplotlib()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -427,6 +547,19 @@ def _lp_range_display(lp_range: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_markdown(repro: Reproduction, grid: SweepGrid, meta: dict) -> str:
+    """The report as Markdown (report.md).
+
+    Parameters
+    ----------
+    repro : Reproduction
+    grid : SweepGrid
+    meta : dict
+        What reproduction.json records (master seed, wall time, jobs, machine, runs).
+
+    Returns
+    -------
+    str
+    """
     lines = ["# Reproduction of Yang, Fienberg & Rinaldo, section 6", ""]
     lines += [f"- {t}" for t in _grid_text(grid, meta)]
     lines += ["", "## Where the run agrees with the paper, and where it does not", "",
@@ -454,6 +587,20 @@ def _wrapping_headers(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_html(repro: Reproduction, grid: SweepGrid, meta: dict) -> str:
+    """The report as one HTML page (report.html; the figures are files beside it).
+
+    Parameters
+    ----------
+    repro : Reproduction
+    grid : SweepGrid
+    meta : dict
+        What reproduction.json records (master seed, wall time, jobs, machine, runs).
+
+    Returns
+    -------
+    str
+        The page (values escaped).
+    """
     from jinja2 import Environment
 
     template = Environment(autoescape=True).from_string(

@@ -19,7 +19,14 @@ from .theorems import paper_noise_scale, paper_theorem_constant
 
 
 def reproduce_table7() -> pd.DataFrame:
-    """Dimension, n, model, G2 and df of each table: the paper's printed values beside the tool's."""
+    """Dimension, n, model, G2 and df of each table: the paper's printed values beside the tool's.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per table of `PAPER_TABLES`: table, shape, n, model, G2 (tool, paper), df (tool nominal, tool
+        adjusted for zero margins, paper), and the original MLE's L1 distance to uniform (tool, paper).
+    """
     from ..loglinear import fit_summary
     from ..tables import builtin_table
 
@@ -41,7 +48,23 @@ def reproduce_table7() -> pd.DataFrame:
 
 # The paper's Table 8 as printed: scale and bound multiplier for eps = 0.01, 1, 2, and the |B| (N) it uses.
 def printed_table8(name: str) -> dict:
-    """The paper's Table 8 row of a built-in table, from its metadata: {"B", eps: (scale, multiplier)}."""
+    """The paper's Table 8 row of a built-in table, from its metadata: {"B", eps: (scale, multiplier)}.
+
+    Parameters
+    ----------
+    name : str
+        One of `PAPER_TABLES`.
+
+    Returns
+    -------
+    dict
+        "B": the |B| the paper used; and for each printed epsilon (a float): (noise scale, bound multiplier).
+
+    Raises
+    ------
+    KeyError
+        The table's metadata has no printed Table 8.
+    """
     from ..tables import builtin_metadata
 
     row = builtin_metadata(name)["paper"]["table8"]
@@ -57,6 +80,20 @@ def reproduce_table8(epsilons=(0.01, 1.0, 2.0), neighbours: str = "add-remove"):
 
     One row per table and epsilon. The bound multiplier is for the largest released margin
     (the paper's Czech entry uses 2^2 where its largest margin, ABCE, has |alpha| = 4).
+
+    Parameters
+    ----------
+    epsilons : sequence of float
+        The paper printed 0.01, 1 and 2 (an epsilon it did not print has no printed values).
+    neighbours : {"add-remove", "replace"}
+        The unit of the exact sensitivity.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Printed and true |B|; printed and formula noise scale and bound multiplier (and the formula's additive
+        term, and Dwork-McSherry-Talwar's Theorem 5 multiplier for Fourier); the widest margin; the exact
+        sensitivity and scale; the epsilon the paper's scale really gives and whether the stated one holds.
     """
     from ..tables import builtin_table
 
@@ -105,7 +142,18 @@ TABLE8_TEXT_NOTE = "The paper's text says Table 8 is for epsilon = 0.1, 1 and 2;
 
 
 def table8_findings(frame) -> list[str]:
-    """Where the printed Table 8 and its own formulas disagree, computed from `reproduce_table8`'s rows."""
+    """Where the printed Table 8 and its own formulas disagree, computed from `reproduce_table8`'s rows.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        As `reproduce_table8` returns it (each table's smallest epsilon is read).
+
+    Returns
+    -------
+    list of str
+        Sentences, one per disagreement, then `TABLE8_TEXT_NOTE`.
+    """
     out = []
     for name, rows in frame.groupby("table", sort=False):
         row = rows.sort_values("epsilon").iloc[0]

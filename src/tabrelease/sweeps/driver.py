@@ -50,6 +50,20 @@ class InlineExecutor:
     """Runs each task when it is submitted, here: the executor of a one-process sweep."""
 
     def submit(self, fn, *args):
+        """Call `fn(*args)` now and hand back its outcome as a finished future.
+
+        Parameters
+        ----------
+        fn : callable
+            The task.
+        *args
+            Its arguments.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Already done: its `result()` is what `fn` returned, or raises what `fn` raised.
+        """
         future: Future = Future()
         try:
             future.set_result(fn(*args))
@@ -58,13 +72,33 @@ class InlineExecutor:
         return future
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        """Nothing to do (no task is ever pending): the signature of `concurrent.futures.Executor.shutdown`.
+
+        Parameters
+        ----------
+        wait : bool
+            Ignored.
+        cancel_futures : bool
+            Ignored.
+        """
         pass
 
 
 def local_executor(jobs: int):
     """`jobs` worker processes, started clean (forkserver on Linux: no inherited threads or solver state). Each
     worker ends as soon as this process has (`exit_with_sweep`): a sweep killed outright leaves no workers
-    computing for nobody."""
+    computing for nobody.
+
+    Parameters
+    ----------
+    jobs : int
+        Number of worker processes (1: an `InlineExecutor`, no process is started).
+
+    Returns
+    -------
+    InlineExecutor or concurrent.futures.ProcessPoolExecutor
+        The caller shuts it down.
+    """
     if jobs == 1:
         return InlineExecutor()
     import multiprocessing
@@ -76,6 +110,23 @@ def local_executor(jobs: int):
 
 
 def dask_client(scheduler: str):
+    """A Dask client connected to a running scheduler, for `run_sweep(jobs="tcp://...")`.
+
+    Parameters
+    ----------
+    scheduler : str
+        The scheduler's address, e.g. "tcp://host:8786".
+
+    Returns
+    -------
+    distributed.Client
+        Not set as the default client; the caller closes it.
+
+    Raises
+    ------
+    TabreleaseError
+        Dask (`distributed`) is not installed, or the scheduler cannot be reached within 10 seconds.
+    """
     try:
         from distributed import Client
     except ImportError:
@@ -119,6 +170,14 @@ def run_sweep(
     Returns
     -------
     SweepResult
+        The rows of every run and of every released margin, how many runs this call computed, and the files
+        written under `out`.
+
+    Raises
+    ------
+    TabreleaseError
+        `jobs` is not a positive whole number, an executor or an address; `out` is not empty (without `force`
+        or `resume`) or holds a different sweep; `resume` without `out`; the Dask scheduler cannot be reached.
     """
     started = time.perf_counter()
     executor = scheduler = None
@@ -267,5 +326,16 @@ def _write_results(out: Path, runs: pd.DataFrame, margin_errors: pd.DataFrame) -
 
 
 def deterministic_columns(runs: pd.DataFrame) -> pd.DataFrame:
-    """The rows without the measured stage times: what must agree between two runs of a sweep."""
+    """The rows without the measured stage times: what must agree between two runs of a sweep.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A sweep's rows (`SweepResult.runs`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy without the columns of `TIMING_COLUMNS` that it has.
+    """
     return runs.drop(columns=[c for c in TIMING_COLUMNS if c in runs.columns])

@@ -51,7 +51,14 @@ class SweepGrid:
         return self.spec.delta
 
     def describe(self) -> dict:
-        """The grid as plain data (no counts): saved beside the results and checked on --resume."""
+        """The grid as plain data (no counts): saved beside the results and checked on --resume.
+
+        Returns
+        -------
+        dict
+            JSON-ready: table names and fingerprints of their counts, margins, epsilons, repetitions, mechanisms,
+            calibrations, neighbours, delta, master seed, noise mode, and the spec's other settings.
+        """
         return {
             "tables": [t.name for t in self.tables],
             "table_fingerprints": [_counts_digest(t) for t in self.tables],
@@ -74,7 +81,22 @@ class SweepGrid:
 
     def point_spec(self, mechanism: str, calibration: str, epsilon: float, shape) -> ReleaseSpec:
         """The spec of one grid point: the grid's, at this mechanism, calibration and epsilon (delta kept only for
-        the mechanisms that take one)."""
+        the mechanisms that take one).
+
+        Parameters
+        ----------
+        mechanism : str
+            A mechanism's name, as the grid gives it ("auto" allowed).
+        calibration : str
+        epsilon : float
+        shape : sequence of int
+            The table's levels per variable (what "auto" and `delta_for` decide on).
+
+        Returns
+        -------
+        ReleaseSpec
+            The grid's spec with this mechanism, calibration and loss, and no margins (they are the table's).
+        """
         delta = delta_for(mechanism, shape, self.delta)
         return replace(self.spec, mechanism=mechanism, calibration=calibration, margins=None,
                        loss=loss_of(epsilon, delta))
@@ -137,6 +159,12 @@ def make_grid(
     Returns
     -------
     SweepGrid
+
+    Raises
+    ------
+    TabreleaseError
+        A setting is out of range (spec not in simulation mode, no table or epsilon, duplicate names or epsilons,
+        too many runs), or a table x mechanism x calibration cannot be planned.
     """
     if spec is None:
         spec = ReleaseSpec(loss=loss_of(1.0), mode=SIMULATION, seed=0)
@@ -209,7 +237,17 @@ def make_grid(
 
 def grid_chunks(grid: SweepGrid) -> list[SweepChunk]:
     """The grid's points. Each carries its mechanism as an object, not a name, so a mechanism registered in this
-    process only (not installed) runs in a worker process too."""
+    process only (not installed) runs in a worker process too.
+
+    Parameters
+    ----------
+    grid : SweepGrid
+
+    Returns
+    -------
+    list of SweepChunk
+        One per table x mechanism x calibration x epsilon, in that order of nesting; each holds every repetition.
+    """
     from ..mechanisms import get_mechanism, resolve_mechanism
 
     return [
@@ -224,12 +262,37 @@ def grid_chunks(grid: SweepGrid) -> list[SweepChunk]:
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on (the affinity mask where there is one)."""
+    """The CPUs this process may run on (the affinity mask where there is one).
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def run_seed(master_seed: int, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int) -> int:
-    """The noise seed of one run: a hash of the master seed and the run's coordinates (63 bits)."""
+    """The noise seed of one run: a hash of the master seed and the run's coordinates (63 bits).
+
+    Parameters
+    ----------
+    master_seed : int
+        The sweep's seed.
+    table : str
+        The table's name.
+    mechanism : str
+        The mechanism's name as the grid gives it.
+    calibration : str
+    epsilon : float
+    repetition : int
+        The run's number within its grid point.
+
+    Returns
+    -------
+    int
+        A non-negative seed below 2**63.
+    """
     label = f"{int(master_seed)}|{table}|{mechanism}|{calibration}|{float(epsilon)!r}|{int(repetition)}"
     return int.from_bytes(hashlib.blake2b(label.encode(), digest_size=8).digest(), "big") >> 1
 
@@ -237,7 +300,27 @@ def run_seed(master_seed: int, table: str, mechanism: str, calibration: str, eps
 
 def delta_for(mechanism: str, shape, delta: float | None) -> float | None:
     """A sweep's delta goes to the mechanisms that take one (as `release` gives it: the planned mechanism turns
-    Gaussian); the others run at pure epsilon, beside them at the same epsilon."""
+    Gaussian); the others run at pure epsilon, beside them at the same epsilon.
+
+    Parameters
+    ----------
+    mechanism : str or Mechanism
+        A mechanism's name ("auto" allowed) or object.
+    shape : sequence of int
+        The table's levels per variable.
+    delta : float or None
+        The sweep's delta.
+
+    Returns
+    -------
+    float or None
+        `delta` if the mechanism needs or accepts one, else None.
+
+    Raises
+    ------
+    TabreleaseError
+        The mechanism is not registered.
+    """
     from ..mechanisms import get_mechanism, resolve_mechanism
 
     chosen = get_mechanism(resolve_mechanism(mechanism, shape))
@@ -245,7 +328,26 @@ def delta_for(mechanism: str, shape, delta: float | None) -> float | None:
 
 
 def plan_for(table: ContingencyTable, margins, spec: ReleaseSpec):
-    """The plan of a grid point's table and spec (each grid point builds it at epsilon 1 and rescales it)."""
+    """The plan of a grid point's table and spec (each grid point builds it at epsilon 1 and rescales it).
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        Only its shape and variable names are read.
+    margins : sequence of tuple of int
+        The margins released, as axis tuples.
+    spec : ReleaseSpec
+        The grid point's spec (`SweepGrid.point_spec`).
+
+    Returns
+    -------
+    MechanismPlan
+
+    Raises
+    ------
+    TabreleaseError
+        The spec cannot be planned for this table (see `tabrelease.planner.plan_release`).
+    """
     from ..planner import plan_release
 
     return plan_release(table.shape, margins, spec, table.variables)

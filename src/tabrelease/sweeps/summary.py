@@ -26,7 +26,20 @@ SUMMARY_OUTPUTS = (SUMMARY_FILE,) + tuple(f"{m}.png" for m in MEASURES)
 
 def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
     """Per grid point: the runs, and each measure's mean, sd, median and 10% / 90% quantiles (NaN-aware: a run
-    whose refit is undefined, e.g. inconsistent margins, does not count towards that measure)."""
+    whose refit is undefined, e.g. inconsistent margins, does not count towards that measure).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A sweep's rows, one per run (`SweepResult.runs`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per table, mechanism, calibration and epsilon (in the order first met): `runs`, and for each
+        measure of `MEASURES` the columns `<measure>_defined` (runs with a value), `_mean`, `_sd`, `_median`, `_q10`
+        and `_q90`.
+    """
     grouped = runs.groupby(KEYS, sort=False)
     pieces = {"runs": grouped.size()}
     for name, (column, _) in MEASURES.items():
@@ -41,7 +54,17 @@ def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_sweep(summary: pd.DataFrame, measure: str, path: Path) -> None:
-    """The measure's median (line) and 10-90% band against epsilon (log axis), one panel per table."""
+    """The measure's median (line) and 10-90% band against epsilon (log axis), one panel per table.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        As `summarise_sweep` returns it.
+    measure : str
+        A key of `MEASURES`.
+    path : Path
+        The PNG file written (atomically; replaced if it exists).
+    """
     from matplotlib.figure import Figure
 
     _, label = MEASURES[measure]
@@ -68,7 +91,20 @@ def plot_sweep(summary: pd.DataFrame, measure: str, path: Path) -> None:
 
 
 def write_sweep_summary(runs: pd.DataFrame, out: Path) -> tuple[str, ...]:
-    """summary.csv and one figure per measure with any defined value, into `out`; returns the names written."""
+    """summary.csv and one figure per measure with any defined value, into `out`; returns the names written.
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        A sweep's rows, one per run.
+    out : path
+        An existing folder.
+
+    Returns
+    -------
+    tuple of str
+        The names of the files written, relative to `out`.
+    """
     out = Path(out)
     summary = summarise_sweep(runs)
     write_frame_atomic(labels_protected(summary), out / SUMMARY_FILE)  # table names must not become formulas

@@ -81,7 +81,21 @@ def _cache(name: str) -> dict:
 
 
 def cached_plan(table: ContingencyTable, margins, spec):
-    """The grid point's plan at epsilon 1, built once per thread (each epsilon rescales it)."""
+    """The grid point's plan at epsilon 1, built once per thread (each epsilon rescales it).
+
+    Parameters
+    ----------
+    table : ContingencyTable
+    margins : sequence of tuple of int
+        The margins released, as axis tuples.
+    spec : ReleaseSpec
+        The grid point's spec (its epsilon is replaced by 1).
+
+    Returns
+    -------
+    MechanismPlan
+        At epsilon 1, shared with later calls in this thread: rescale it (`with_epsilon`), do not change it.
+    """
     plans = _cache("plans")
     at_one = spec.with_epsilon(1.0)
     # Keyed by the mechanism's name: each chunk arrives with its own copy of the mechanism object.
@@ -92,6 +106,19 @@ def cached_plan(table: ContingencyTable, margins, spec):
 
 
 def original_fit(table: ContingencyTable, margins):
+    """The log-linear fit of the confidential table under the released margins' model, built once per thread.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+    margins : sequence of tuple of int
+        The model's generators, as axis tuples.
+
+    Returns
+    -------
+    LogLinearFit
+        Shared with later calls in this thread (keyed by the table's name, counts and margins).
+    """
     from ..loglinear import fit_loglinear
     from ..models import HierarchicalModel
 
@@ -103,7 +130,18 @@ def original_fit(table: ContingencyTable, margins):
 
 
 def run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All repetitions of one grid point: (one row per run, one row per run and released margin)."""
+    """All repetitions of one grid point: (one row per run, one row per run and released margin).
+
+    Parameters
+    ----------
+    chunk : SweepChunk
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, pandas.DataFrame)
+        The runs (columns of `schemas.SWEEP_ROW`) and the L1 error of each run's released margins (columns
+        `run_id`, `margin`, `l1_error`).
+    """
     from ..loglinear import one_blas_thread
 
     with one_blas_thread():
@@ -172,7 +210,33 @@ def _run_chunk(chunk: SweepChunk) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int):
-    """Re-run one run of a sweep alone; returns (Release, ReleaseEvaluation)."""
+    """Re-run one run of a sweep alone; returns (Release, ReleaseEvaluation).
+
+    Parameters
+    ----------
+    grid : SweepGrid
+        The sweep's grid (the same master seed and settings).
+    table : str
+        The table's name, one of the grid's.
+    mechanism : str
+        The mechanism as the run's row records it (seeds key on the mechanism actually run).
+    calibration : str
+    epsilon : float
+    repetition : int
+        The run's number within its grid point.
+
+    Returns
+    -------
+    tuple of (Release, ReleaseEvaluation)
+        The same release as the sweep's run, and its evaluation against the confidential table.
+
+    Raises
+    ------
+    ValueError
+        `table` is not one of the grid's.
+    TabreleaseError
+        The mechanism and calibration cannot be planned for the table.
+    """
     from ..evaluation import evaluate_release
     from ..pipeline import run_plan
 
