@@ -35,6 +35,7 @@ def release_charge(ledger, table, epsilon=0.1, **kw):
                   noise_mode="simulation", **kw)
 
 
+@pytest.mark.unit
 def test_fingerprint_is_keyed_and_depends_on_the_counts():
     czech = builtin_table("czech")
     a = table_fingerprint(czech, b"k" * 32)
@@ -95,6 +96,7 @@ def test_eight_processes_through_a_link_and_the_real_file_spend_exactly_the_budg
         assert link.is_symlink() and verify_ledger(link) == []
 
 
+@pytest.mark.unit
 def test_threads_appending_at_once_keep_every_entry(tmp_path):
     free = new_ledger(tmp_path)
     czech = builtin_table("czech")
@@ -117,6 +119,7 @@ def test_refusal_happens_before_any_noise_is_drawn(tmp_path, monkeypatch):
     assert code == 2 and not (tmp_path / "r").exists()
 
 
+@pytest.mark.unit
 def test_deltas_add_and_a_pure_budget_refuses_delta(tmp_path):
     ledger = new_ledger(tmp_path)
     table = builtin_table("czech")
@@ -145,6 +148,7 @@ def test_paper_calibration_is_charged_at_the_epsilon_it_really_gives(tmp_path):
     assert entry["epsilon"] == pytest.approx(actual)
 
 
+@pytest.mark.unit
 def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
     ledger = new_ledger(tmp_path)
     set_budget(ledger, "edwards", 1.0)
@@ -278,6 +282,7 @@ def test_keys_are_made_only_by_init_and_must_be_the_ledgers_own(tmp_path, monkey
     assert len(ledger_key(ledger)) == 64
 
 
+@pytest.mark.unit
 def test_a_ledger_made_with_an_environment_key_has_no_key_file(tmp_path, monkeypatch):
     monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "z" * 48)
     ledger = new_ledger(tmp_path)
@@ -307,6 +312,7 @@ def test_a_release_that_fails_after_its_charge_stays_charged_and_says_so(tmp_pat
     assert budget_status(ledger, "edwards").epsilon_spent == pytest.approx(0.1) and verify_ledger(ledger) == []
 
 
+@pytest.mark.unit
 def test_releases_that_publish_n_exactly_do_not_add_to_an_add_remove_budget(tmp_path):
     """A review found 0.5 (add-remove) + 0.3 (public total) + 0.2 (replace) recorded as 1 spent of 1, where the
     releases together have no add-remove guarantee and are 2(0.5) + 2(0.3) + 0.2 = 1.8-DP under replace."""

@@ -115,6 +115,7 @@ def test_the_plan_is_never_worse_than_equal_scales(seed):
         assert tenth[g].total_variance == pytest.approx(100 * ours[g].total_variance)
 
 
+@pytest.mark.e2e
 def test_public_total_releases_n_exactly_and_says_so(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["release", "czech", "--epsilon", "0.2", "--public-total", "--simulate", "--seed", "3",
@@ -129,6 +130,7 @@ def test_public_total_releases_n_exactly_and_says_so(tmp_path, capsys):
     assert audit["release"]["plan"]["total"] == "public" and audit["evaluation"]["n_released"] == audit["evaluation"]["n"]
 
 
+@pytest.mark.e2e
 def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, capsys):
     assert main(["plan", "rochdale", "--epsilon", "0.1,1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -191,6 +193,7 @@ def test_release_mode_noise_of_every_block_has_its_planned_scale(name):
         assert np.mean(draws) == pytest.approx(expected, rel=max(0.12, 4.5 / np.sqrt(draws.size)))
 
 
+@pytest.mark.e2e
 def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
     """Laplace scales fall as 1/epsilon, so the expected L1 at epsilon e is L1(1) / e: the epsilon a target needs is
     L1(1) / target, checked against the bisection for every margin of Czech, and through the command line."""
