@@ -66,37 +66,58 @@ def test_budget_of_one_allows_two_halves_across_processes_and_refuses_a_tenth(tm
 
 
 RACE = """
-import sys
+import sys, time
+from pathlib import Path
 from tabrelease import builtin_table
-from tabrelease.errors import BudgetRefused, TabreleaseError
+from tabrelease.errors import TabreleaseError
 from tabrelease.ledger import charge
-try:
-    charge(sys.argv[1], builtin_table("edwards"), epsilon=0.2, delta=None, mechanism="planned", margins=[],
-           output=None, noise_mode="simulation")
-except TabreleaseError:
-    sys.exit(3)
+folder, me, processes, attempts = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+table = builtin_table("edwards")
+codes = []
+for attempt in range(attempts):
+    # Every process ready (its imports done, its last attempt over) before any charges: they all race at once.
+    (folder / f"ready-{attempt}-{me}").touch()
+    deadline = time.monotonic() + 300  # a bound for a hang (a sibling that died), not a speed
+    while sum(1 for _ in folder.glob(f"ready-{attempt}-*")) < processes:
+        if time.monotonic() > deadline:
+            sys.exit(f"attempt {attempt}: the other processes never came")
+        time.sleep(0.001)
+    ledger = folder / (f"link{attempt}.json" if me % 2 else f"ledger{attempt}.json")
+    try:
+        charge(ledger, table, epsilon=0.2, delta=None, mechanism="planned", margins=[], output=None,
+               noise_mode="simulation")
+        codes.append(0)
+    except TabreleaseError:
+        codes.append(3)
+print(" ".join(map(str, codes)))
 """
 
 
 @pytest.mark.slow
 def test_eight_processes_through_a_link_and_the_real_file_spend_exactly_the_budget(tmp_path):
-    """A budget for exactly 5 releases; 8 processes, half through a symlink: exactly 5 succeed, 10 times."""
+    """A budget for exactly 5 releases; 8 processes, half through a symlink, all charging at once: exactly 5
+    succeed, 10 times (each process takes part in all 10 races, so that 8 start-ups are paid, not 80)."""
     env = {k: v for k, v in os.environ.items() if k != "TABRELEASE_LEDGER_KEY"}
-    for attempt in range(10):
+    processes, attempts = 8, 10
+    for attempt in range(attempts):
         real = init_ledger(tmp_path / f"ledger{attempt}.json")
-        link = tmp_path / f"link{attempt}.json"
-        link.symlink_to(real)
+        (tmp_path / f"link{attempt}.json").symlink_to(real)
         set_budget(real, "edwards", 1.0)
-        procs = [subprocess.Popen([sys.executable, "-c", RACE, str(link if i % 2 else real)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(8)]
-        codes = sorted(p.wait() for p in procs)
-        assert codes == [0] * 5 + [3] * 3, (attempt, codes, [p.stderr.read() for p in procs])
+    procs = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path), str(i), str(processes), str(attempts)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(processes)]
+    outputs = [p.communicate(timeout=600) for p in procs]  # a bound for a hang, not a speed
+    assert [p.returncode for p in procs] == [0] * processes, [err for _, err in outputs]
+    codes = [[int(c) for c in out.split()] for out, _ in outputs]
+    assert all(len(c) == attempts for c in codes), outputs
+    for attempt in range(attempts):
+        assert sorted(c[attempt] for c in codes) == [0] * 5 + [3] * 3, (attempt, [c[attempt] for c in codes])
+        real, link = tmp_path / f"ledger{attempt}.json", tmp_path / f"link{attempt}.json"
         status = budget_status(real, "edwards")
         assert status.releases == 5 and status.epsilon_spent == pytest.approx(1.0)
         assert link.is_symlink() and verify_ledger(link) == []
 
 
-@pytest.mark.unit
 def test_threads_appending_at_once_keep_every_entry(tmp_path):
     free = new_ledger(tmp_path)
     czech = builtin_table("czech")
