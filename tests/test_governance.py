@@ -119,10 +119,10 @@ def test_a_terminated_release_leaves_nothing_behind(tmp_path):
     marker = tmp_path / "writing"
     proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(tmp_path / "out"), str(marker)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(600):
-        if marker.exists():
-            break
+    deadline = time.monotonic() + 300  # a bound for a hang, not a speed: a loaded machine starts Python slowly
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert marker.exists(), proc.communicate()[1]
     staged = [p for p in tmp_path.iterdir() if p.name.startswith(".out.staging-")]
     assert staged and all((p.stat().st_mode & 0o777) == 0o700 for p in staged)  # mid-write, owner-only
     proc.send_signal(signal.SIGTERM)
