@@ -79,8 +79,8 @@ def page_problems(browser, path: Path) -> dict:
 
     browser.get(Path(path).resolve().as_uri())
     # The load event should cover the images, but on a loaded machine a file:// image can still be decoding: wait
-    # (up to 15 s) until every image has finished, loaded or failed, before judging.
-    deadline = time.monotonic() + 15
+    # until every image has finished, loaded or failed, before judging (up to 120 s: a bound for a hang, not a speed).
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not browser.execute_script(
             "return Array.from(document.images).every(i => i.complete)"):
         time.sleep(0.1)

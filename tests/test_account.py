@@ -65,6 +65,7 @@ def records(ledger):
 
 
 # --- units --------------------------------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_randomized_response_is_refused_by_an_add_remove_budget_and_charged_epsilon_under_replace(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     assert run(capsys, "ledger", ledger, "--set-budget", "czech", "--epsilon", "1")[0] == 0
@@ -87,6 +88,7 @@ def test_randomized_response_is_refused_by_an_add_remove_budget_and_charged_epsi
     assert written["guarantee"]["loss"]["kind"] == "pure" and written["guarantee"]["loss"]["epsilon"] == 0.5
 
 
+@pytest.mark.e2e
 def test_sensitive_attributes_are_refused_by_a_replace_budget_and_charged_under_their_own_unit(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     czech = builtin_table("czech")
@@ -167,6 +169,7 @@ def test_the_smallest_overspend_is_refused(tmp_path):
 
 
 # --- one identity ---------------------------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_a_hard_linked_ledger_or_key_is_refused(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "L.json")
     set_budget(ledger, "czech", 1.0)
@@ -183,6 +186,7 @@ def test_a_hard_linked_ledger_or_key_is_refused(tmp_path, capsys):
     assert len(records(ledger)) == 1
 
 
+@pytest.mark.e2e
 def test_a_second_dataset_id_for_the_same_table_is_refused_unless_said(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     set_budget(ledger, "survey", 1.0)
@@ -199,6 +203,7 @@ def test_a_second_dataset_id_for_the_same_table_is_refused_unless_said(tmp_path,
     assert code == 0 and "NOTE: survey-again released a table also released under survey" in out
 
 
+@pytest.mark.e2e
 def test_a_batch_that_would_change_a_budget_the_ledger_holds_is_refused_unless_said(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     set_budget(ledger, "czech", 1.0)
@@ -219,6 +224,7 @@ def test_a_batch_that_would_change_a_budget_the_ledger_holds_is_refused_unless_s
     assert status.epsilon_budget == 10.0 and status.epsilon_spent == pytest.approx(5.0)
 
 
+@pytest.mark.e2e
 def test_a_batch_never_makes_a_ledger(tmp_path, capsys):
     spec = tmp_path / "season.toml"
     spec.write_text('ledger = "ledgr.json"\n[datasets.czech]\nbuiltin = "czech"\n'
@@ -230,6 +236,7 @@ def test_a_batch_never_makes_a_ledger(tmp_path, capsys):
 
 
 # --- rollback, re-initialisation, rewriting ----------------------------------------------------------------------
+@pytest.mark.e2e
 def test_an_old_copy_put_back_is_found(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     set_budget(ledger, "czech", 1.0)
@@ -242,6 +249,7 @@ def test_an_old_copy_put_back_is_found(tmp_path, capsys):
     assert code == 2 and "fails verification" in err and not (tmp_path / "b").exists()
 
 
+@pytest.mark.e2e
 def test_a_ledger_deleted_and_made_again_is_found(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     set_budget(ledger, "czech", 1.0)
@@ -259,6 +267,7 @@ def test_a_ledger_deleted_and_made_again_is_found(tmp_path, capsys):
     assert code == 1 and "FAILED: the bundle" in out
 
 
+@pytest.mark.e2e
 def test_records_rewritten_by_the_key_holder_are_found_by_the_anchor(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     set_budget(ledger, "czech", 1.0)
@@ -294,6 +303,7 @@ def verify_bundles_after_reanchor(ledger, bundle):
     return [] if record["mac"] == charge_record["mac"] else ["the bundle's charge is not in the ledger"]
 
 
+@pytest.mark.e2e
 def test_bundles_and_charges_are_held_together(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     for name in ("a", "b"):
@@ -342,6 +352,7 @@ def test_a_version_2_ledger_is_read_and_anchored_from_its_next_write(tmp_path):
         del os.environ["TABRELEASE_LEDGER_KEY"]
 
 
+@pytest.mark.e2e
 def test_a_bad_budget_is_one_line(tmp_path, capsys):
     ledger = init_ledger(tmp_path / "ledger.json")
     for args, message in [
@@ -378,6 +389,7 @@ def test_another_ledger_put_in_the_place_of_one_is_found(tmp_path):
 
 
 @pytest.mark.parametrize("excess", [1, 256, 512])
+@pytest.mark.e2e
 def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp_path, excess):
     """n * W was compared in floating point: 2^62 + 512 rounds to 2^62 and passed, then the sampler refused it
     after the charge. Exact integers refuse it first."""
@@ -394,6 +406,7 @@ def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp
     assert ledger_entries(ledger) == [] and not (tmp_path / "r").exists()
 
 
+@pytest.mark.e2e
 def test_json_output_is_one_json_document_on_stdout(tmp_path):
     """A solver that prints a banner when first made (HiGHS 1.16) must not reach stdout."""
     import subprocess
@@ -405,6 +418,7 @@ def test_json_output_is_one_json_document_on_stdout(tmp_path):
     assert json.loads(done.stdout)["release"]["guarantee"]["loss"]["epsilon"] == 1.0
 
 
+@pytest.mark.e2e
 def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_path, monkeypatch):
     import numpy as np
 
@@ -598,6 +612,7 @@ def test_a_line_cut_by_a_crash_does_not_swallow_the_next(tmp_path):
     assert verify_ledger(ledger) == []
 
 
+@pytest.mark.e2e
 def test_the_dry_run_of_a_moved_ledger_reads_its_anchor(tmp_path, capsys):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -12,6 +12,7 @@ from tabrelease.cli import main
 from tabrelease.planning import MarginError
 
 
+@pytest.mark.unit
 def test_l1_quantile_by_hand():
     error = MarginError(total_variance=16.0, cell_sd=2.0, expected_l1=4 * 2.0 * np.sqrt(2 / np.pi), cells=4)
     # cells * sd * z(1 - delta / (2 cells)), with the normal quantile from the standard library.
@@ -19,6 +20,7 @@ def test_l1_quantile_by_hand():
 
 
 @pytest.mark.parametrize("correlated", [False, True])
+@pytest.mark.unit
 def test_l1_quantile_covers_whatever_the_correlation(correlated):
     # Normal cell errors, independent or all equal (the two extremes): the L1 error exceeds the quantile in at
     # most a delta share of draws.
@@ -37,6 +39,7 @@ def audit_of(tmp_path, capsys, *argv):
     return json.loads((out / "internal" / "audit.json").read_text()), (out / "internal" / "audit.html").read_text()
 
 
+@pytest.mark.figures
 def test_at_a_glance_box(tmp_path, capsys):
     audit, html = audit_of(tmp_path, capsys, "release", "journey_to_work", "--epsilon", "1", "--mechanism",
                            "efron-stein", "--calibration", "paper", "--simulate", "--seed", "4")

@@ -298,6 +298,7 @@ def _snapshot(folder: Path) -> dict:
 
 
 @pytest.mark.parametrize("label, prepare, argv, message", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+@pytest.mark.e2e
 def test_bad_command_line_input(label, prepare, argv, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)

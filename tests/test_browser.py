@@ -12,6 +12,9 @@ from tabrelease.cli import main
 
 from .browser import page_problems
 
+# The audit pages are checked with their real figures.
+pytestmark = pytest.mark.figures
+
 
 def release(tmp_path, capsys, name, *argv):
     out = tmp_path / name

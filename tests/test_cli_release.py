@@ -13,6 +13,7 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
+@pytest.mark.figures
 def test_release_writes_public_and_internal(capsys, tmp_path):
     out = tmp_path / "rel"
     code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--mechanism", "auto",
@@ -165,6 +166,7 @@ def test_a_margin_inside_another_is_reported_not_dropped_silently(tmp_path, caps
     assert [m["label"] for m in public["margins"]] == ["[AB]", "[BC]"]
 
 
+@pytest.mark.unit
 def test_published_files_are_named_for_people_and_fall_back_to_letters_on_a_clash():
     from tabrelease.reports import margin_files
     from tabrelease.tables import ContingencyTable

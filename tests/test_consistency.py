@@ -73,6 +73,7 @@ def test_the_lp_solves_tables_of_a_trillion():
         assert solution.b <= np.abs(noise).max() + tolerance
 
 
+@pytest.mark.e2e
 def test_controlled_rounding_of_a_trillion_finishes():
     # The MILP on cells of 1e12 ran past its time limit for hours (integer variables beyond HiGHS's integrality
     # tolerance); it now solves for the change from its start. Run in a child process so that a hang fails.

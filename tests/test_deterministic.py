@@ -79,6 +79,7 @@ class _Clock:
         return self.now
 
 
+@pytest.mark.unit
 def test_no_wall_clock_limit_decides_what_is_published(monkeypatch):
     import clarabel
     import highspy

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import tabrelease as tr
 from tabrelease.evaluation import evaluate_release
@@ -21,6 +22,7 @@ def _people(seed=3, n=500):
         "sex": rng.integers(0, 2, n).astype(str), "job": rng.integers(0, 10, n).astype(str)}))
 
 
+@pytest.mark.e2e
 def test_a_small_table_with_fine_margins_is_called_unfit_in_public(tmp_path):
     table = _people()
     done = tr.publish_release(table, tmp_path / "r", 0.5, [("region", "age", "job"), ("sex", "job")],

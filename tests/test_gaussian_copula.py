@@ -395,6 +395,7 @@ def test_release_mode_draws_with_opendp():
     assert abs(rel.n_released - table.n) < 200  # n' from the noisy totals (sd about 5 here)
 
 
+@pytest.mark.e2e
 def test_command_line_release_writes_the_bundle(tmp_path, capsys):
     from tabrelease.cli import main
 

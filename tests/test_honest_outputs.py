@@ -79,6 +79,7 @@ def test_nonneg_on_efron_stein_components_is_reported_inconsistent(tmp_path, cap
     assert rel.consistent
 
 
+@pytest.mark.figures
 def test_a_refit_that_did_not_converge_is_flagged(tmp_path, capsys, monkeypatch):
     evaluate = tabrelease.evaluation.evaluate_release
 

@@ -43,6 +43,7 @@ def test_the_csv_rule_protects_formula_like_labels_and_is_undone_exactly(label):
     assert csv_label_from_field(field) == label
 
 
+@pytest.mark.e2e
 def test_released_csv_files_quote_formula_labels_and_keep_counts(tmp_path, capsys):
     pytest.importorskip("openpyxl")
     source = _hostile_csv(tmp_path / "hostile.csv")
@@ -99,6 +100,8 @@ def test_workbook_cells_hold_control_characters_as_their_pictures(tmp_path):
     assert [c.data_type for c in cells[:3]] == ["s", "s", "n"]
 
 
+@pytest.mark.e2e
+@pytest.mark.figures
 def test_the_audit_page_escapes_every_label(tmp_path):
     from tabrelease import publish_release
 
@@ -139,6 +142,7 @@ def test_duplicate_column_names_in_a_frame_are_one_line_naming_the_column():
     np.testing.assert_array_equal(table.counts, [[1, 2], [3, 4]])
 
 
+@pytest.mark.e2e
 def test_a_sweep_of_a_table_named_like_a_formula_writes_text(tmp_path):
     # A sweep's table is named after its file: =cmd.csv is the table "=cmd", in every row of runs.csv and summary.csv.
     from tabrelease import make_grid, run_sweep

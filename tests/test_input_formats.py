@@ -78,6 +78,7 @@ def _cli_error(argv, capsys):
     return err
 
 
+@pytest.mark.e2e
 def test_a_ragged_row_is_one_line_naming_the_row(tmp_path, capsys):
     path = tmp_path / "ragged.csv"
     path.write_text("a,b,count\n0,0,1\n0,1,2,9\n1,0,3\n1,1,4\n", encoding="utf-8")
@@ -86,12 +87,14 @@ def test_a_ragged_row_is_one_line_naming_the_row(tmp_path, capsys):
     assert "9" not in err.replace(str(path), "")  # the stray value is not echoed
 
 
+@pytest.mark.e2e
 def test_a_latin1_file_read_as_utf8_suggests_an_encoding_without_echoing_content(tmp_path, capsys):
     err = _cli_error(["fit", str(DATA / "latin1_semicolon.csv"), "--count-column", "nombre"], capsys)
     assert "--encoding latin-1" in err and "cp1252" in err
     assert "1.204" not in err and "Île" not in err
 
 
+@pytest.mark.e2e
 def test_the_cli_reads_the_latin1_semicolon_file_with_its_options(tmp_path, capsys):
     code = main(["fit", str(DATA / "latin1_semicolon.csv"), "--count-column", "nombre", "--encoding", "latin-1",
                  "--sep", "semicolon", "--thousands", ".", "--model", "[A][B]", "--json"])
@@ -121,6 +124,7 @@ def test_metadata_declares_variables_levels_and_labels(tmp_path, capsys):
                                    (("under 30", "30 to 59", "60 and over"), ("male", "female")))
 
 
+@pytest.mark.e2e
 def test_a_value_not_declared_in_the_metadata_is_one_line_naming_the_variable(tmp_path, capsys):
     meta = tmp_path / "meta.json"
     meta.write_text(json.dumps({"variables": [{"name": "age", "levels": ["young", "middle"]},
@@ -130,6 +134,7 @@ def test_a_value_not_declared_in_the_metadata_is_one_line_naming_the_variable(tm
     assert "variable 'age' has values ['old'] that are not among its levels" in err
 
 
+@pytest.mark.e2e
 def test_the_released_files_carry_the_metadata_labels(tmp_path, capsys):
     out = tmp_path / "rel"
     code = main(["release", str(DATA / "microdata_trailing.csv"), "--microdata", "--metadata",
@@ -172,6 +177,7 @@ def test_xlsx_microdata_equals_the_clean_csv(tmp_path):
     _same_table(read_microdata(path), read_microdata(clean))
 
 
+@pytest.mark.e2e
 def test_xlsx_without_openpyxl_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
     path = _workbook(tmp_path / "t.xlsx", {"s": [["a", "count"], ["0", 1], ["1", 2]]})
     import importlib.util

@@ -37,6 +37,7 @@ def release_charge(ledger, table, epsilon=0.1, delta=None, neighbours="add-remov
                   margins=["[AB]"], output=None, noise_mode="simulation")
 
 
+@pytest.mark.unit
 def test_fingerprint_is_keyed_and_depends_on_the_counts():
     czech = builtin_table("czech")
     a = table_fingerprint(czech, b"k" * 32)
@@ -67,31 +68,53 @@ def test_budget_of_one_allows_two_halves_across_processes_and_refuses_a_tenth(tm
 
 
 RACE = """
-import sys
+import sys, time
+from pathlib import Path
 from tabrelease import builtin_table
-from tabrelease.errors import BudgetRefused, TabreleaseError
+from tabrelease.errors import TabreleaseError
 from tabrelease.ledger import charge, guarantee_from_parameters
-try:
-    charge(sys.argv[1], builtin_table("edwards"), guarantee_from_parameters(0.2, None, "add-remove", False),
-           mechanism="planned", margins=[], output=None, noise_mode="simulation")
-except TabreleaseError:
-    sys.exit(3)
+folder, me, processes, attempts = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+table = builtin_table("edwards")
+codes = []
+for attempt in range(attempts):
+    # Every process ready (its imports done, its last attempt over) before any charges: they all race at once.
+    (folder / f"ready-{attempt}-{me}").touch()
+    deadline = time.monotonic() + 300  # a bound for a hang (a sibling that died), not a speed
+    while sum(1 for _ in folder.glob(f"ready-{attempt}-*")) < processes:
+        if time.monotonic() > deadline:
+            sys.exit(f"attempt {attempt}: the other processes never came")
+        time.sleep(0.001)
+    ledger = folder / (f"link{attempt}.json" if me % 2 else f"ledger{attempt}.json")
+    try:
+        charge(ledger, table, guarantee_from_parameters(0.2, None, "add-remove", False), mechanism="planned",
+               margins=[], output=None, noise_mode="simulation")
+        codes.append(0)
+    except TabreleaseError:
+        codes.append(3)
+print(" ".join(map(str, codes)))
 """
 
 
 @pytest.mark.slow
 def test_eight_processes_through_a_link_and_the_real_file_spend_exactly_the_budget(tmp_path):
-    """A budget for exactly 5 releases; 8 processes, half through a symlink: exactly 5 succeed, 10 times."""
+    """A budget for exactly 5 releases; 8 processes, half through a symlink, all charging at once: exactly 5
+    succeed, 10 times (each process takes part in all 10 races, so that 8 start-ups are paid, not 80)."""
     env = {k: v for k, v in os.environ.items() if k != "TABRELEASE_LEDGER_KEY"}
-    for attempt in range(10):
+    processes, attempts = 8, 10
+    for attempt in range(attempts):
         real = init_ledger(tmp_path / f"ledger{attempt}.json")
-        link = tmp_path / f"link{attempt}.json"
-        link.symlink_to(real)
+        (tmp_path / f"link{attempt}.json").symlink_to(real)
         set_budget(real, "edwards", 1.0)
-        procs = [subprocess.Popen([sys.executable, "-c", RACE, str(link if i % 2 else real)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(8)]
-        codes = sorted(p.wait() for p in procs)
-        assert codes == [0] * 5 + [3] * 3, (attempt, codes, [p.stderr.read() for p in procs])
+    procs = [subprocess.Popen([sys.executable, "-c", RACE, str(tmp_path), str(i), str(processes), str(attempts)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(processes)]
+    outputs = [p.communicate(timeout=600) for p in procs]  # a bound for a hang, not a speed
+    assert [p.returncode for p in procs] == [0] * processes, [err for _, err in outputs]
+    codes = [[int(c) for c in out.split()] for out, _ in outputs]
+    assert all(len(c) == attempts for c in codes), outputs
+    for attempt in range(attempts):
+        assert sorted(c[attempt] for c in codes) == [0] * 5 + [3] * 3, (attempt, [c[attempt] for c in codes])
+        real, link = tmp_path / f"ledger{attempt}.json", tmp_path / f"link{attempt}.json"
         status = budget_status(real, "edwards")
         assert status.releases == 5 and status.epsilon_spent == pytest.approx(1.0)
         assert link.is_symlink() and verify_ledger(link) == []
@@ -119,6 +142,7 @@ def test_refusal_happens_before_any_noise_is_drawn(tmp_path, monkeypatch):
     assert code == 2 and not (tmp_path / "r").exists()
 
 
+@pytest.mark.unit
 def test_deltas_add_and_a_pure_budget_refuses_delta(tmp_path):
     ledger = new_ledger(tmp_path)
     table = builtin_table("czech")
@@ -147,6 +171,7 @@ def test_paper_calibration_is_charged_at_the_epsilon_it_really_gives(tmp_path):
     assert entry["epsilon"] == pytest.approx(actual)
 
 
+@pytest.mark.unit
 def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
     ledger = new_ledger(tmp_path)
     set_budget(ledger, "edwards", 1.0)
@@ -280,6 +305,7 @@ def test_keys_are_made_only_by_init_and_must_be_the_ledgers_own(tmp_path, monkey
     assert len(ledger_key(ledger)) == 64
 
 
+@pytest.mark.unit
 def test_a_ledger_made_with_an_environment_key_has_no_key_file(tmp_path, monkeypatch):
     monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "z" * 48)
     ledger = new_ledger(tmp_path)
@@ -309,6 +335,7 @@ def test_a_release_that_fails_after_its_charge_stays_charged_and_says_so(tmp_pat
     assert budget_status(ledger, "edwards").epsilon_spent == pytest.approx(0.1) and verify_ledger(ledger) == []
 
 
+@pytest.mark.unit
 def test_releases_that_publish_n_exactly_do_not_add_to_an_add_remove_budget(tmp_path):
     """A review found 0.5 (add-remove) + 0.3 (public total) + 0.2 (replace) recorded as 1 spent of 1, where the
     releases together have no add-remove guarantee and are 2(0.5) + 2(0.3) + 0.2 = 1.8-DP under replace."""

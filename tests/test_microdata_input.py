@@ -22,6 +22,7 @@ def people(tmp_path):
     return tmp_path, frame
 
 
+@pytest.mark.unit
 def test_microdata_from_csv_and_parquet_count_what_pandas_counts(people):
     path, frame = people
     for name in ("people.csv", "people.parquet"):
@@ -45,6 +46,7 @@ def test_the_release_of_a_parquet_file_is_that_of_the_same_csv(people, capsys):
                 == (path / "out_people.parquet" / "public" / margin).read_text())
 
 
+@pytest.mark.unit
 def test_a_long_table_from_parquet_is_the_long_table_from_csv(tmp_path):
     table = tr.builtin_table("czech")
     frame = table.to_frame()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import tabrelease as tr
 from tabrelease.notebook import glance_html
 
@@ -32,6 +34,7 @@ def test_fit_summary():
     assert shown["model"] == "[AB][AC][BC]" and shown["G²"].startswith("262.93")
 
 
+@pytest.mark.e2e
 def test_published_release_shows_the_audit_box(tmp_path):
     done = tr.publish_release(tr.builtin_table("edwards"), tmp_path / "r", 1.0, mode="simulation", seed=2)
     shown = cells(done._repr_html_())

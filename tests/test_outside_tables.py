@@ -83,6 +83,7 @@ def test_housing_default_model_deviance_against_statsmodels_and_the_mass_book():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", OUTSIDE_TABLES)
+@pytest.mark.e2e
 def test_simulated_release_runs_end_to_end_with_the_default_margins(name, tmp_path):
     out = tmp_path / "release"
     done = subprocess.run([sys.executable, "-m", "tabrelease", "release", name, "--epsilon", "1", "--simulate",
@@ -94,6 +95,7 @@ def test_simulated_release_runs_end_to_end_with_the_default_margins(name, tmp_pa
     assert sorted(m["label"].strip("[]") for m in release["margins"]) == sorted(generators)
 
 
+@pytest.mark.e2e
 def test_tables_command_lists_every_builtin_and_marks_the_papers(capsys):
     from tabrelease.cli import main
 

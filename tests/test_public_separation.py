@@ -103,6 +103,7 @@ def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsy
     assert not any(p.name == "released_table.csv" for p in (out / "public").iterdir())
 
 
+@pytest.mark.unit
 def test_sheet_names_are_valid_and_distinct():
     from tabrelease.workbook import SHEET_MAX, sheet_names
 

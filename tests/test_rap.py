@@ -363,6 +363,7 @@ def test_simulation_replays_and_release_mode_uses_opendp():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["czech", "journey_to_work"])
+@pytest.mark.e2e
 def test_command_line_release_writes_the_bundle(tmp_path, capsys, name):
     from tabrelease.cli import main
 

@@ -39,6 +39,7 @@ def toy():
     unregister("toy-margins")
 
 
+@pytest.mark.e2e
 def test_a_registered_toy_mechanism_runs_through_release_bundle_and_sweep(toy, tmp_path, capsys):
     table = tr.builtin_table("czech")
     assert toy in tr.mechanism_names()
@@ -101,6 +102,7 @@ def test_unknown_and_malformed_mechanisms_are_refused():
     ("distributed", ["sweep", "czech", "--epsilons", "1", "--repetitions", "1", "--out", "s", "--scheduler",
                      "tcp://127.0.0.1:9"], "tabrelease[dask]"),
 ])
+@pytest.mark.e2e
 def test_a_missing_extra_is_named_in_one_line(module, argv, extra, monkeypatch, tmp_path, capsys):
     import sys
 
@@ -114,6 +116,7 @@ def test_a_missing_extra_is_named_in_one_line(module, argv, extra, monkeypatch, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_a_bad_nonneg_t_is_refused_before_the_ledger_is_charged(tmp_path):
     ledger = tmp_path / "ledger.json"
     for t in (float("nan"), float("inf"), -1.0):

@@ -68,6 +68,7 @@ def test_on_a_decomposable_model_the_local_fit_is_the_fit_over_cells(seed):
         np.testing.assert_allclose(m, margin_counts(cells.table, g), atol=1e-5 * scale)
 
 
+@pytest.mark.e2e
 def test_the_planned_release_goes_local_past_its_cell_limit_and_says_so(tmp_path):
     k = 13  # 8192 cells
     rng = np.random.default_rng(1)
@@ -98,6 +99,7 @@ def test_the_planned_release_goes_local_past_its_cell_limit_and_says_so(tmp_path
                                                           rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.e2e
 def test_an_audit_refit_that_fails_does_not_fail_the_release(tmp_path, monkeypatch):
     import tabrelease.evaluation as evaluation
 
@@ -111,6 +113,7 @@ def test_an_audit_refit_that_fails_does_not_fail_the_release(tmp_path, monkeypat
     assert audit["evaluation"]["g2_original"] is None and (tmp_path / "r" / "public" / "release.json").exists()
 
 
+@pytest.mark.e2e
 def test_a_table_too_large_to_hold_as_cells_is_refused_in_one_line_before_any_work(tmp_path, capsys):
     import pandas as pd
 
@@ -231,6 +234,7 @@ def test_the_release_of_records_is_the_release_of_their_cells(margins):
      "the margin V0 (10) x V1 (10) x V2 (10) x V3 (10) x V4 (10) x V5 (10) x V6 (10) x V7 (10) has 1e+08 cells, "
      "more than the 67,108,864 (2^26) a released margin may have"),
 ])
+@pytest.mark.e2e
 def test_past_the_engine_s_limits_one_line_exit_2_nothing_charged_nothing_written(tmp_path, capsys, monkeypatch,
                                                                                  extra, message):
     import pandas as pd
@@ -253,6 +257,7 @@ def test_past_the_engine_s_limits_one_line_exit_2_nothing_charged_nothing_writte
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+@pytest.mark.e2e
 def test_twenty_variables_of_ten_levels_release_from_records_with_integer_locally_consistent_margins(tmp_path):
     import pandas as pd
 
@@ -276,6 +281,7 @@ def test_twenty_variables_of_ten_levels_release_from_records_with_integer_locall
     assert evaluation["mle_l1"] is None and "needs every cell" in evaluation["refit_note"]
 
 
+@pytest.mark.e2e
 def test_a_refit_whose_junction_tree_is_too_large_is_reported_not_attempted(tmp_path):
     import pandas as pd
 
@@ -313,6 +319,7 @@ def test_the_junction_tree_fit_is_the_fit_over_cells(seed):
         np.testing.assert_allclose(m, margin_counts(cells.table, g), atol=1e-5 * scale)
 
 
+@pytest.mark.e2e
 def test_a_margin_too_large_for_the_fit_is_refused_before_the_charge(tmp_path, capsys, monkeypatch):
     """A margin under the 2^26-cell memory guard can still be far past what the least-squares fit on margins
     handles (an 18-million-cell margin grew the solver to 24 GB): refused in one line, before any charge."""

@@ -11,6 +11,7 @@ from tabrelease.cli import main
 from tabrelease.schemas import AUDIT, RELEASE, SWEEP_MARGIN_ROW, SWEEP_ROW, load_schema, validate
 
 
+@pytest.mark.unit
 def test_every_schema_is_a_valid_draft_2020_12_schema():
     from jsonschema import Draft202012Validator
 
@@ -48,6 +49,7 @@ def test_a_key_outside_the_schema_is_never_published(tmp_path, monkeypatch, caps
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.unit
 def test_a_failure_names_the_place_not_the_value():
     audit_like = {"schema": "tabrelease/audit/1", "table": {"n": "1841 people"}}
     with pytest.raises(TabreleaseError) as caught:

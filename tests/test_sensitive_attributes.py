@@ -99,6 +99,8 @@ def test_rescale_names_and_statement():
         _plan((2, 2), [(0, 1)], "Z")
 
 
+@pytest.mark.e2e
+@pytest.mark.figures
 def test_the_weaker_guarantee_is_named_in_release_json_audit_and_terminal(tmp_path, capsys):
     import json
 

@@ -57,6 +57,7 @@ def test_a_single_run_replays_alone():
         assert dict(zip(margin_errors.margin, margin_errors.l1_error)) == evaluation.l1_error_by_margin
 
 
+@pytest.mark.unit
 def test_batched_evaluation_equals_one_by_one():
     table = builtin_table("rochdale")
     model = default_model(table)
@@ -160,6 +161,7 @@ def test_an_executor_passed_in_with_threads_sharing_one_worker_gives_the_rows_of
         pd.testing.assert_frame_equal(one, deterministic_columns(run_sweep(grid, executor=pool, progress=False).runs))
 
 
+@pytest.mark.unit
 def test_a_grid_has_one_chunk_per_table_calibration_and_epsilon():
     # (the grid's refusals are in tests/test_bad_inputs.py)
     assert len(grid_chunks(small_grid())) == 2 * 2 * 3
@@ -185,6 +187,7 @@ def test_cli_sweep_writes_tidy_results_and_resumes(tmp_path):
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--resume" in refused.stderr
 
 
+@pytest.mark.unit
 def test_cli_epsilon_ranges():
     from tabrelease.cli._common import epsilon_list
 
