@@ -92,6 +92,7 @@ def toy():
     unregister(mechanism.name)
 
 
+@pytest.mark.e2e
 def test_a_mechanism_registered_in_this_process_only_runs_in_a_two_process_sweep(toy, tmp_path):
     table = tr.builtin_table("edwards")
     grid = tr.make_grid([table], [0.5, 1.0], 2, margins=[[(0, 1), (1, 2)]], mechanisms=(toy.name, "efron-stein"),
@@ -105,6 +106,7 @@ def test_a_mechanism_registered_in_this_process_only_runs_in_a_two_process_sweep
     np.testing.assert_array_equal(two.sort_values(key)[columns].to_numpy(), one.sort_values(key)[columns].to_numpy())
 
 
+@pytest.mark.e2e
 def test_help_and_errors_list_every_registered_mechanism(toy, capsys):
     from tabrelease.cli import main
 
