@@ -135,7 +135,7 @@ def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys
     (lambda s: s.replace("epsilon = 0.25", "epsilon = 0.25\ncolour = 3"), "release 5 has an unknown setting 'colour'"),
     (lambda s: s + "\n[[releases]]\n", "release 6 has no dataset"),
     (lambda s: s.replace("seed = 5", "seed = 5\nsimulate = false").replace("simulate = true\nseed = 5", "seed = 5"),
-     "a seed needs simulate = true"),
+     "release mode draws from a secure sampler and accepts no seed"),
     (lambda s: s.replace("[[releases]]", "[[release]]", 1), "unknown key 'release'"),
     (lambda s: s + "\n[oops", "is not valid TOML"),
 ])
