@@ -120,6 +120,7 @@ class Step:
     # made | would be made | refused | would be refused | failed after its charge | not attempted
     status: str = "made"
     reason: str | None = None
+    exit_status: int | None = None  # a refusal's: that of its type (errors.py), what the command exits with
 
     def as_dict(self) -> dict:
         return {"release": self.number, "dataset": self.dataset, "out": self.out, "mechanism": self.mechanism,
@@ -387,7 +388,7 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                     charge_release(r.account(copy), table, plan, r.out, r.spec.mode)
                 except TabreleaseError as exc:
                     refused = True
-                    steps.append(Step(**step, status="would be refused", reason=str(exc)))
+                    steps.append(Step(**step, status="would be refused", reason=str(exc), exit_status=exc.exit_status))
                     continue
                 status = budget_status(copy, r.dataset)
                 steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent,
@@ -422,7 +423,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             continue
         except TabreleaseError as exc:
             stopped = True
-            steps.append(Step(**step, status="refused", reason=str(exc)))
+            steps.append(Step(**step, status="refused", reason=str(exc), exit_status=exc.exit_status))
             continue
         status = budget_status(spec.ledger, r.dataset)
         steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,

@@ -11,7 +11,7 @@ def register(subparsers) -> None:
         help="run the releases of a reviewed TOML spec in order, with the ledger; --dry-run predicts it",
         description="Datasets (files, declared levels, budgets), the ledger and a list of releases, from one TOML "
         "file. Every entry is checked and every release planned before the first is made; the run stops at the "
-        "first refusal and says what was and was not released (exit 3). --dry-run shows the plans, the expected "
+        "first refusal and says what was and was not released (exit: the refusal's, 5 for a budget). --dry-run shows the plans, the expected "
         "errors and the budget each dataset will have spent, and changes nothing.",
     )
     parser.add_argument("spec", metavar="SPEC.toml")
@@ -23,9 +23,9 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
-# The run stopped at a refusal after releasing what came before it (0: all made; 2: nothing done, bad spec; 4: a
-# release was charged and then failed, and the run stopped there).
-STOPPED = 3
+# The run stopped at a refusal after releasing what came before it: it exits with the refusal's own status (5 a
+# budget, 6 the ledger's integrity, 2 another refusal; 0: all made; 4: a release was charged and then failed, and
+# the run stopped there). Not 3, which is an internal error's.
 
 
 def run(args) -> int:
@@ -71,4 +71,5 @@ def run(args) -> int:
 
         print(f"tabrelease: error: release {failed.number}: {failed.reason}", file=sys.stderr)
         return ChargedReleaseFailed.exit_status
-    return STOPPED if result.stopped else 0
+    refused = next((s for s in result.steps if s.exit_status is not None), None)
+    return refused.exit_status if refused is not None else 0
