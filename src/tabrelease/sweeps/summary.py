@@ -27,6 +27,9 @@ SUMMARY_OUTPUTS = (SUMMARY_FILE,) + tuple(f"{m}.png" for m in MEASURES)
 def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
     """Per grid point: the runs, and each measure's mean, sd, median and 10% / 90% quantiles (NaN-aware: a run
     whose refit is undefined, e.g. inconsistent margins, does not count towards that measure)."""
+    # A measure no run defines (G2 of a release whose margins are inconsistent, e.g. nonneg's) is read as NaN, not
+    # left as a column of None, which pandas cannot take quantiles of.
+    runs = runs.assign(**{column: pd.to_numeric(runs[column]) for column, _ in MEASURES.values()})
     grouped = runs.groupby(KEYS, sort=False)
     pieces = {"runs": grouped.size()}
     for name, (column, _) in MEASURES.items():
