@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 import tabrelease as tr
+from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 from tabrelease.tables import margin_counts
 
@@ -40,7 +41,9 @@ def main() -> None:
             for mechanism in mechanisms:
                 errors = []
                 for seed in range(args.seeds):
-                    rel = release_margins(table, epsilon, None, mechanism=mechanism, mode="simulation", seed=seed)
+                    rel = release_margins(table,
+                                          ReleaseSpec(loss=loss_of(epsilon), mechanism=mechanism, mode="simulation",
+                                                      seed=seed))
                     errors.append(sum(np.abs(m - margin_counts(table.counts, g)).sum()
                                       for g, m in zip(rel.margins, rel.released_margins)))
                 print(f"{name:16s} epsilon={epsilon:<6g} {mechanism:16s} mean L1 {np.mean(errors):8.1f} (n={table.n})")
@@ -49,11 +52,15 @@ def main() -> None:
         table = _random_table(shape, 14000, rng)
         margins = list(itertools.combinations(range(len(shape)), 2))
         for mechanism in ("gaussian-copula", "copula-id"):
-            release_margins(table, 1.0, margins, mechanism=mechanism, mode="simulation", seed=0)
+            release_margins(table,
+                            ReleaseSpec(loss=loss_of(1.0), margins=margins, mechanism=mechanism, mode="simulation",
+                                        seed=0))
             seconds = []
             for seed in range(5):
                 start = time.perf_counter()
-                release_margins(table, 1.0, margins, mechanism=mechanism, mode="simulation", seed=seed)
+                release_margins(table,
+                                ReleaseSpec(loss=loss_of(1.0), margins=margins, mechanism=mechanism, mode="simulation",
+                                            seed=seed))
                 seconds.append(time.perf_counter() - start)
             print(f"{'x'.join(map(str, shape)):16s} {mechanism:16s} median {np.median(seconds):.3f} s, "
                   f"max {max(seconds):.3f} s")

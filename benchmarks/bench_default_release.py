@@ -40,13 +40,15 @@ def main() -> None:
                 _planning._plan_measurements.cache_clear()
                 _estimate._least_squares_problem.cache_clear()
                 start = time.perf_counter()
-                tr.release_margins(table, epsilon, mode=mode, seed=0 if mode == "simulation" else None)
+                tr.release_margins(table,
+                                   tr.ReleaseSpec(loss=tr.loss_of(epsilon), mode=mode,
+                                                  seed=0 if mode == "simulation" else None))
                 cold = 1000 * (time.perf_counter() - start)
                 times, proved = [], 0
                 for run in range(args.runs):
                     seed = run + 1 if mode == "simulation" else None
                     start = time.perf_counter()
-                    release = tr.release_margins(table, epsilon, mode=mode, seed=seed)
+                    release = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(epsilon), mode=mode, seed=seed))
                     times.append(time.perf_counter() - start)
                     proved += release.rounding_gap == 0.0
                 ms = 1000 * np.array(times)

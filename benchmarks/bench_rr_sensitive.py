@@ -9,6 +9,7 @@ import numpy as np
 
 from tabrelease.planner import plan_release
 from tabrelease.noise import SecureNoise, SimulationNoise
+from tabrelease.spec import ReleaseSpec, loss_of, unit_of
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.tables import builtin_table
@@ -16,11 +17,14 @@ from tabrelease.tables import builtin_table
 # Mean L1 error per released margin, 20 seeded draws at epsilon 1, the paper models.
 for name in ["czech", "journey_to_work"]:
     t = builtin_table(name)
-    for mech, kw in [("planned", {}), ("randomized-response", {}), ("sensitive-attributes", {"neighbours": "replace", "sensitive": [0]}),
-                     ("auto", {"neighbours": "replace"})]:
+    for mech, kw in [("planned", {}), ("randomized-response", {}),
+                     ("sensitive-attributes", {"neighbours": "replace", "unit": unit_of("replace", sensitive=["A"])}),
+                     ("auto", {"neighbours": "replace", "unit": "replace"})]:
         errs = []
         for seed in range(20):
-            r = release_margins(t, 1.0, None, mechanism=mech, mode="simulation", seed=seed, **kw)
+            spec = ReleaseSpec(loss=loss_of(1.0), mechanism=mech, mode="simulation", seed=seed,
+                               **{k: v for k, v in kw.items() if k == "unit"})
+            r = release_margins(t, spec)
             tm = [t.counts.sum(axis=tuple(j for j in range(t.k) if j not in g)) for g in r.plan.margins]
             errs.append(np.mean([np.abs(a - b).sum() for a, b in zip(r.released_margins, tm)]))
         print(f"{name:16} {mech:20} {kw.get('neighbours','add-remove'):10} mean L1 error per margin {np.mean(errs):8.1f}")

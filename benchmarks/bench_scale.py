@@ -28,7 +28,8 @@ built = time.perf_counter()
 with tempfile.TemporaryDirectory() as d:
     margins = (list(itertools.combinations(range(k), 2)) if shape_of_margins == "all-2-way"
                else [(j, (j + 1) % k) for j in range(k)])
-    done = tr.publish_release(table, f"{d}/out", 1.0, margins, mode="simulation", seed=1)
+    done = tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=margins, mode="simulation", seed=1),
+                              f"{d}/out")
     integer = all(m.dtype.kind == "i" and m.min() >= 0 for m in done.release.released_margins)
 end = time.perf_counter()
 print(json.dumps({"cells": table.cells, "aggregate_s": built - start, "release_audit_s": end - built,

@@ -73,7 +73,8 @@ def test_randomized_response_is_refused_by_an_add_remove_budget_and_charged_epsi
     code, _, err = release(capsys, ledger, tmp_path / "rr", "--mechanism", "randomized-response", "--epsilon", "0.5",
                            "--margins", "[AB]")
     # RR publishes the number of reports, n, exactly: it has no add-remove guarantee at all.
-    assert code == 2 and err.count("\n") == 1 and "local" in err and "publishes n exactly" in err
+    assert code == BudgetRefused.exit_status == 5
+    assert err.count("\n") == 1 and "local" in err and "publishes n exactly" in err
     assert ledger.read_bytes() == before and not (tmp_path / "rr").exists()
     # Under replace, epsilon-local DP is epsilon-DP: charged epsilon, not more, not less.
     assert run(capsys, "ledger", ledger, "--set-budget", "czech-r", "--epsilon", "1", "--budget-neighbours",
@@ -100,13 +101,13 @@ def test_sensitive_attributes_are_refused_by_a_replace_budget_and_charged_under_
     before = ledger.read_bytes()
     code, _, err = release(capsys, ledger, tmp_path / "s", *args)
     # The blocks without the sensitive attribute are released exactly, and an unrestricted replace moves them.
-    assert code == 2 and "protects" in err and sensitive in err and ledger.read_bytes() == before
+    assert code == BudgetRefused.exit_status and "protects" in err and sensitive in err and ledger.read_bytes() == before
     # A budget for the sensitive attribute of the same dataset covers it; one for another attribute does not.
     other = czech.variables[1]
     assert run(capsys, "ledger", ledger, "--set-budget", "czech-other", "--epsilon", "1", "--budget-neighbours",
                "sensitive-attributes", "--budget-attributes", other)[0] == 0
     code, _, err = release(capsys, ledger, tmp_path / "s", *args, "--dataset", "czech-other", "--allow-alias")
-    assert code == 2 and "protects" in err
+    assert code == BudgetRefused.exit_status and "protects" in err
     assert run(capsys, "ledger", ledger, "--set-budget", "czech-s", "--epsilon", "1", "--budget-neighbours",
                "sensitive-attributes", "--budget-attributes", sensitive)[0] == 0
     code, _, err = release(capsys, ledger, tmp_path / "s", *args, "--dataset", "czech-s", "--allow-alias")
@@ -177,7 +178,8 @@ def test_a_hard_linked_ledger_or_key_is_refused(tmp_path, capsys):
     os.link(tmp_path / "L.json.key", tmp_path / "H.json.key")
     for name in ("L.json", "H.json"):
         code, _, err = release(capsys, tmp_path / name, tmp_path / f"out-{name}", "--epsilon", "0.6")
-        assert code == 2 and "hard links" in err and not (tmp_path / f"out-{name}").exists()
+        assert code == LedgerIntegrityError.exit_status == 6
+        assert "hard links" in err and not (tmp_path / f"out-{name}").exists()
     # The key's own links are refused too (a ledger copied beside a linked key).
     (tmp_path / "H.json").unlink()
     shutil.copy(ledger, tmp_path / "H.json")
@@ -193,7 +195,8 @@ def test_a_second_dataset_id_for_the_same_table_is_refused_unless_said(tmp_path,
     set_budget(ledger, "survey-again", 1.0)
     assert release(capsys, ledger, tmp_path / "a", "--epsilon", "0.9", "--dataset", "survey")[0] == 0
     code, _, err = release(capsys, ledger, tmp_path / "b", "--epsilon", "0.9", "--dataset", "survey-again")
-    assert code == 2 and "released before under the dataset 'survey'" in err and not (tmp_path / "b").exists()
+    assert code == BudgetRefused.exit_status and "released before under the dataset 'survey'" in err
+    assert not (tmp_path / "b").exists()
     code, _, err = release(capsys, ledger, tmp_path / "b", "--epsilon", "0.9", "--dataset", "survey-again",
                            "--allow-alias")
     assert code == 0, err
@@ -213,7 +216,7 @@ def test_a_batch_that_would_change_a_budget_the_ledger_holds_is_refused_unless_s
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     for dry in (["--dry-run"], []):
         code, _, err = run(capsys, "batch", spec, *dry)
-        assert code == 2 and err.count("\n") == 1
+        assert code == BudgetRefused.exit_status and err.count("\n") == 1
         assert "change the budget of czech from epsilon 1 (add-remove) to epsilon 10 (add-remove)" in err
         assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
     code, out, _ = run(capsys, "batch", spec, "--dry-run", "--set-budgets")
@@ -246,7 +249,7 @@ def test_an_old_copy_put_back_is_found(tmp_path, capsys):
     problems = verify_ledger(ledger)
     assert problems and "an older copy was put back" in problems[0]
     code, _, err = release(capsys, ledger, tmp_path / "b", "--epsilon", "0.9")
-    assert code == 2 and "fails verification" in err and not (tmp_path / "b").exists()
+    assert code == LedgerIntegrityError.exit_status and "fails verification" in err and not (tmp_path / "b").exists()
 
 
 @pytest.mark.e2e
@@ -395,6 +398,7 @@ def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp
     after the charge. Exact integers refuse it first."""
     import numpy as np
 
+    from tabrelease import LedgerAccount, ReleaseSpec, loss_of
     from tabrelease.workflow import publish_release
 
     czech = builtin_table("czech")
@@ -402,7 +406,8 @@ def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp
     counts.flat[0] = 2**62 + excess  # as a float: 2^62 exactly, what the old comparison saw
     ledger = init_ledger(tmp_path / "ledger.json")
     with pytest.raises(TabreleaseError, match="too large for release mode's 64-bit secure sampler"):
-        publish_release(czech.with_counts(counts), tmp_path / "r", 1.0, [(0, 1)], mechanism="cells", ledger=ledger)
+        publish_release(czech.with_counts(counts), ReleaseSpec(loss=loss_of(1.0), margins=[(0, 1)], mechanism="cells"),
+                        tmp_path / "r", account=LedgerAccount(ledger=ledger))
     assert ledger_entries(ledger) == [] and not (tmp_path / "r").exists()
 
 
@@ -424,14 +429,16 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
 
     import tabrelease.copula as copula
     import tabrelease.mechanisms.gaussian_copula as copula_mechanism
+    from tabrelease import LedgerAccount, ReleaseSpec, loss_of
     from tabrelease.workflow import publish_release
 
     czech = builtin_table("czech")
     monkeypatch.setattr(copula_mechanism, "MAX_RECORDS", int(czech.n) - 1)  # one record beyond the limit
     ledger = init_ledger(tmp_path / "ledger.json")
     with pytest.raises(TabreleaseError, match="synthesises one record per person") as refused:
-        publish_release(czech, tmp_path / "r", 1.0, [(0, 1)], mechanism="copula-id", mode="simulation",
-                        ledger=ledger)
+        publish_release(czech,
+                        ReleaseSpec(loss=loss_of(1.0), margins=[(0, 1)], mechanism="copula-id", mode="simulation"),
+                        tmp_path / "r", account=LedgerAccount(ledger=ledger))
     assert str(int(czech.n)) not in str(refused.value)
     assert ledger_entries(ledger) == [] and not (tmp_path / "r").exists()
     # Below the limit the records are drawn in chunks: the same table as one draw, with memory that does not grow.
@@ -454,6 +461,7 @@ def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tm
     rho whose exact conversion (Canonne, Kamath & Steinke 2020, checked here with OpenDP's own) meets it."""
     import opendp.prelude as dp
 
+    from tabrelease import LedgerAccount
     from tabrelease.planner import plan_release
     from tabrelease.workflow import charge_release
 
@@ -474,13 +482,14 @@ def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tm
     assert opendp_epsilon(10 * one, target_delta) < target_epsilon < opendp_epsilon(11 * one, target_delta)
     ledger = init_ledger(tmp_path / "ledger.json")
     set_budget(ledger, "czech", target_epsilon, target_delta, accounting="zcdp")
+    account = LedgerAccount(ledger=ledger)
     for i in range(10):
-        charge_release(ledger, czech, plan, tmp_path / f"r{i}", "simulation")
+        charge_release(account, czech, plan, tmp_path / f"r{i}", "simulation")
     status = budget_status(ledger, "czech")
     assert status.rho_spent == pytest.approx(10 * one, rel=1e-12)
     assert status.epsilon_spent == pytest.approx(opendp_epsilon(10 * one, target_delta), rel=1e-6)
     with pytest.raises(BudgetRefused, match="needs rho"):
-        charge_release(ledger, czech, plan, tmp_path / "r10", "simulation")
+        charge_release(account, czech, plan, tmp_path / "r10", "simulation")
     # (Basic composition of the same releases' (epsilon, delta) would have stopped far sooner: ten of them cost
     # epsilon 5 against a target of about 1.9.)
 

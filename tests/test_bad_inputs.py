@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tabrelease import TabreleaseError, builtin_table, load_table, parse_model, release_margins
+from tabrelease import ReleaseSpec, TabreleaseError, builtin_table, load_table, loss_of, parse_model, release_margins
 from tabrelease import table_from_frame, table_from_microdata
 from tabrelease.cli import main
 from tabrelease.noise import noise_source
@@ -143,14 +143,14 @@ CLI_CASES = [
     ("negative tolerance", None, ["fit", "edwards", "--tol", "-1"], "argument --tol: '-1' must be a positive finite number"),
     # privacy and mechanism parameters
     ("zero epsilon", None, ["release", "czech", "--epsilon", "0", "--out", "o"],
-     "argument --epsilon: '0' must be a positive finite number"),
+     "argument --epsilon: the value must be a positive finite number, not 0.0"),
     ("negative epsilon", None, ["release", "edwards", "--epsilon", "-2", "--out", "o"],
-     "argument --epsilon: '-2' must be a positive finite number"),
+     "argument --epsilon: the value must be a positive finite number, not -2.0"),
     ("infinite epsilon", None, ["release", "edwards", "--epsilon", "inf", "--out", "o"],
-     "argument --epsilon: 'inf' must be a positive finite number"),
+     "argument --epsilon: the value must be a positive finite number, not inf"),
     ("NaN epsilon", None, ["release", "czech", "--epsilon", "nan", "--out", "o"],
-     "argument --epsilon: 'nan' must be a positive finite number"),
-    ("text epsilon", None, ["release", "edwards", "--epsilon", "abc", "--out", "o"], "argument --epsilon: 'abc' is not a number"),
+     "argument --epsilon: the value must be a positive finite number, not nan"),
+    ("text epsilon", None, ["release", "edwards", "--epsilon", "abc", "--out", "o"], "argument --epsilon: the value 'abc' is not a number"),
     ("Fourier on a non-binary table", None,
      ["release", "journey_to_work", "--epsilon", "1", "--mechanism", "fourier", "--out", "o"],
      "the Fourier mechanism needs an all-binary table; this one has levels [4, 4, 16]"),
@@ -162,13 +162,13 @@ CLI_CASES = [
     ("gaussian without delta", None, [*RELEASE_CZECH, "--mechanism", "gaussian", "--out", "o"],
      "the gaussian mechanism gives (epsilon, delta)-DP; give --delta"),
     ("delta of 1", None, [*RELEASE_CZECH, "--mechanism", "gaussian", "--delta", "1", "--out", "o"],
-     "delta must lie strictly between 0 and 1, not 1.0"),
+     "argument --delta: 1.0 must lie strictly between 0 and 1"),
     ("seed in release mode", None, [*RELEASE_CZECH, "--seed", "3", "--out", "o"],
      "release mode draws from a secure sampler and accepts no seed"),
     ("paper calibration of cells", None, [*RELEASE_CZECH, "--mechanism", "cells", "--calibration", "paper", "--out", "o"],
      "--calibration paper reproduces the Fourier and Efron-Stein mechanisms only"),
     ("bound delta out of range", None, [*RELEASE_CZECH, "--bound-delta", "1.5", "--out", "o"],
-     "--bound-delta must lie strictly between 0 and 1, not 1.5"),
+     "argument --bound-delta: 1.5 must lie strictly between 0 and 1"),
     ("output already there", _mkdir("o"), [*RELEASE_CZECH, "--out", "o"], "o already exists; choose another --out"),
     # ledger
     ("ledger is a folder", _mkdir("ledger.json"), [*RELEASE_CZECH, "--ledger", "ledger.json", "--out", "o"],
@@ -218,8 +218,10 @@ def _frame(counts):
     return pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["p", "q", "p", "q"], "count": counts})
 
 
-def _release(**kwargs):
-    return lambda: release_margins(builtin_table("journey_to_work"), mode="simulation", **kwargs)
+def _release(epsilon, delta=None, **settings):
+    # The spec is built inside the call: its checks (epsilon, delta) are among those the case expects.
+    return lambda: release_margins(builtin_table("journey_to_work"),
+                                   ReleaseSpec(loss=loss_of(epsilon, delta), mode="simulation", **settings))
 
 
 def _model(spec):
@@ -273,7 +275,7 @@ API_CASES = [
     ("paper calibration of cells", _release(epsilon=1, mechanism="cells", calibration="paper"),
      "paper reproduces the Fourier and Efron-Stein mechanisms only"),
     ("unknown mechanism", _release(epsilon=1, mechanism="bogus"), "unknown mechanism 'bogus'"),
-    ("seed in release mode", lambda: release_margins(builtin_table("edwards"), 1.0, seed=3),
+    ("seed in release mode", lambda: release_margins(builtin_table("edwards"), ReleaseSpec(loss=loss_of(1.0), seed=3)),
      "release mode draws from a secure sampler and accepts no seed"),
     ("seeded release noise source", lambda: noise_source("release", 3), "accepts no seed"),
     # sweep grids

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tabrelease.cli import main
+from tabrelease.errors import BudgetRefused
 from tabrelease.ledger import budget_status, init_ledger, ledger_entries
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial"
@@ -95,7 +96,7 @@ def run(capsys, *argv):
 def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys):
     before = tree(folder)
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run", "--json")
-    assert code == 3
+    assert code == BudgetRefused.exit_status == 5  # the refusal's own status
     predicted = json.loads(out)
     # The dry run changed nothing: not the ledger, its anchor, a file or a folder.
     assert tree(folder) == before
@@ -112,7 +113,7 @@ def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys
 
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--json")
     done = json.loads(out)
-    assert code == 3
+    assert code == BudgetRefused.exit_status
     assert [r["status"] for r in done["releases"]] == ["made"] * 3 + ["refused", "not attempted"]
     # Exactly the releases before the refusal exist, and exactly they are in the ledger.
     made = sorted(p.name for p in (folder / "out").iterdir())
@@ -135,7 +136,7 @@ def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys
     (lambda s: s.replace("epsilon = 0.25", "epsilon = 0.25\ncolour = 3"), "release 5 has an unknown setting 'colour'"),
     (lambda s: s + "\n[[releases]]\n", "release 6 has no dataset"),
     (lambda s: s.replace("seed = 5", "seed = 5\nsimulate = false").replace("simulate = true\nseed = 5", "seed = 5"),
-     "a seed needs simulate = true"),
+     "release mode draws from a secure sampler and accepts no seed"),
     (lambda s: s.replace("[[releases]]", "[[release]]", 1), "unknown key 'release'"),
     (lambda s: s + "\n[oops", "is not valid TOML"),
 ])
@@ -157,7 +158,7 @@ def test_an_existing_output_is_refused_before_anything(folder, capsys):
 
 def test_the_text_summary(folder, capsys):
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run")
-    assert code == 3 and "dry run: nothing was charged or written" in out
+    assert code == BudgetRefused.exit_status and "dry run: nothing was charged or written" in out
     assert "4. would be refused" in out and "5. not attempted" in out and "expected L1: [AB]" in out
 
 
@@ -174,7 +175,7 @@ def test_a_release_that_fails_after_its_charge_stops_the_run_and_says_so(folder,
 
     monkeypatch.setattr(release_module, "run_plan", interrupted_second)
     code, out, err = run(capsys, "batch", folder / "season.toml")
-    # Not a refusal (exit 3): the second release was charged and nothing published, as `release` says it (exit 4).
+    # Not a refusal (exit 5): the second release was charged and nothing published, as `release` says it (exit 4).
     assert code == 4
     assert "2. failed after its charge" in out and "3. not attempted" in out
     assert err.startswith("tabrelease: error: release 2: charged epsilon=0.5") and "the release failed" in err

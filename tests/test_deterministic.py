@@ -21,9 +21,9 @@ def _public_csvs(out) -> dict:
     return {p.name: p.read_bytes() for p in sorted((out / "public").glob("*.csv"))}
 
 
-def _publish(table, out, **options):
-    options = {"mode": "simulation", "seed": 7, **options}
-    return tr.publish_release(table, out, 0.5, **options)
+def _publish(table, out, **settings):
+    settings = {"mode": "simulation", "seed": 7, **settings}
+    return tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(0.5), **settings), out)
 
 
 def test_the_same_release_twice_gives_byte_identical_public_margins(tmp_path):

@@ -28,6 +28,7 @@ from tabrelease import builtin_table, default_model
 from tabrelease.bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients
 from tabrelease.evaluation import evaluate_release
 from tabrelease.planner import plan_release
+from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import SecureNoise, SimulationNoise
@@ -152,7 +153,8 @@ def test_release_mode_noise_has_the_discrete_laplace_tail_which_exceeds_the_unio
 def test_the_audit_bound_is_no_smaller_than_its_steps_for_release_mode_noise():
     shape, margins, epsilon, delta = DISCRETE["shape"], DISCRETE["margins"], DISCRETE["epsilon"], DISCRETE["delta"]
     table = _table(shape)
-    release = release_margins(table, epsilon, margins, mechanism="efron-stein")  # release mode: OpenDP's sampler
+    # release mode: OpenDP's sampler
+    release = release_margins(table, ReleaseSpec(loss=loss_of(epsilon), margins=margins, mechanism="efron-stein"))
     assert release.noise_mode == "release"
     evaluation = evaluate_release(table, release, bound_delta=delta)
     basis = coefficient_basis(EFRON_STEIN, shape, margins)

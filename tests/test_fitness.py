@@ -25,8 +25,9 @@ def _people(seed=3, n=500):
 @pytest.mark.e2e
 def test_a_small_table_with_fine_margins_is_called_unfit_in_public(tmp_path):
     table = _people()
-    done = tr.publish_release(table, tmp_path / "r", 0.5, [("region", "age", "job"), ("sex", "job")],
-                              mode="simulation", seed=1)
+    done = tr.publish_release(table,
+                              tr.ReleaseSpec(loss=tr.loss_of(0.5), margins=[("region", "age", "job"), ("sex", "job")],
+                                             mode="simulation", seed=1), tmp_path / "r")
     public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
     (note,) = [w for w in public["warnings"] if w.startswith("unfit to publish")]
     assert "2 of 2 margins" in note and "more epsilon, fewer or coarser margins" in note
@@ -39,14 +40,16 @@ def test_a_small_table_with_fine_margins_is_called_unfit_in_public(tmp_path):
 
 
 def test_a_well_measured_release_has_no_fitness_note():
-    release = tr.release_margins(tr.builtin_table("czech"), 1.0, mode="simulation", seed=1)
+    release = tr.release_margins(tr.builtin_table("czech"),
+                                 tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1))
     assert not [n for n in release.notes if n.startswith("unfit")]
     assert fitness_notes(release.plan, release.released_margins) == []
 
 
 def test_a_category_released_as_zero_is_flagged_for_the_publisher():
     table = tr.builtin_table("czech")
-    release = tr.release_margins(table, 1.0, [(0, 1)], mode="simulation", seed=1)
+    release = tr.release_margins(table,
+                                 tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1)], mode="simulation", seed=1))
     zeroed = np.array(release.released_margins[0])
     zeroed[1, :] = 0  # level 2 of A released as nobody
     forced = dataclasses.replace(release, released_margins=(zeroed,))
@@ -59,7 +62,8 @@ def test_a_category_released_as_zero_is_flagged_for_the_publisher():
 
 def test_a_released_total_far_from_n_is_flagged_for_the_publisher():
     table = tr.builtin_table("czech")
-    release = tr.release_margins(table, 1.0, [(0, 1)], mode="simulation", seed=1)
+    release = tr.release_margins(table,
+                                 tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1)], mode="simulation", seed=1))
     halved = dataclasses.replace(release, released_margins=(np.array(release.released_margins[0]) // 2,), table=None)
     assert any("more than 10% away from the true n" in w for w in evaluation_warnings(evaluate_release(table, halved)))
     assert not any("10% away" in w for w in evaluation_warnings(evaluate_release(table, release)))

@@ -19,6 +19,7 @@ from tabrelease.mechanisms import get_mechanism, with_epsilon
 from tabrelease.planner import plan_release
 from tabrelease.noise import NoNoise
 from tabrelease.pipeline import measure, release_from_measurements, run_plan
+from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 from tabrelease.tables import margin_counts
 
@@ -371,7 +372,8 @@ def test_n_is_estimated_from_the_noisy_totals():
 def test_release_is_the_synthetic_records_margins_integer_and_consistent(name):
     table = builtin_table("journey_to_work")
     margins = [(0, 1), (1, 2), (0, 2)]
-    rel = release_margins(table, 1.0, margins, mechanism=name, mode="simulation", seed=1)
+    rel = release_margins(table,
+                          ReleaseSpec(loss=loss_of(1.0), margins=margins, mechanism=name, mode="simulation", seed=1))
     assert rel.consistency == "global" and rel.table.dtype.kind == "i" and rel.table.min() >= 0
     for g, m in zip(rel.margins, rel.released_margins):
         np.testing.assert_array_equal(m, margin_counts(rel.table, g))

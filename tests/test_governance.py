@@ -23,6 +23,11 @@ def no_environment_key(monkeypatch):
     monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
 
 
+def _simulated(**settings):
+    """A simulation-mode spec at epsilon 1, seed 1 (built when called: its own checks are among those tested)."""
+    return tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1, **settings)
+
+
 def _table(shape, big_cell, seed=0):
     rng = np.random.default_rng(seed)
     counts = rng.integers(0, 50, size=shape).astype(np.int64)
@@ -39,7 +44,8 @@ def test_release_mode_draws_exact_64_bit_integers_at_any_n(shape, cell, mechanis
     truth plus noise of the planned size (a relative error far below 1e-3 at these n)."""
     table = _table(shape, int(cell))
     margins = [(0, 1), (1, 2)]
-    release = tr.release_margins(table, 1.0, margins, mechanism=mechanism, mode="release")
+    release = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=margins, mechanism=mechanism,
+                                                   mode="release"))
     for g, m in zip(release.margins, release.released_margins):
         truth = margin_counts(table.counts, g)
         assert np.abs(m - truth).sum() < 1e-3 * table.n
@@ -138,7 +144,7 @@ def test_a_terminated_release_leaves_nothing_behind(tmp_path):
     ("a huge lift", None, ["release", "czech", "--epsilon", "1", "--mechanism", "nonneg", "--nonneg-t", "1e308",
                            "--simulate", "--out", "o"], "lifts the counts by more than 1e15"),
     ("a negative seed", None, ["release", "czech", "--epsilon", "1", "--simulate", "--seed", "-1", "--out", "o"],
-     "must be at least 0"),
+     "argument --seed: -1 must be a non-negative whole number"),
 ])
 def test_inputs_that_hung_or_lied_get_one_line(tmp_path, monkeypatch, capsys, label, prepare, argv, message):
     monkeypatch.chdir(tmp_path)
@@ -160,13 +166,13 @@ def test_a_count_above_2_to_the_53_is_kept_exactly():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda t: tr.release_margins(t, 1.0, 7, mode="simulation", seed=1), "give the margins as a list, e.g."),
-    (lambda t: tr.release_margins(t, 1.0, [(0, 1.5)], mode="simulation", seed=1),
+    (lambda t: tr.release_margins(t, _simulated(margins=7)), "give the margins as a list, e.g."),
+    (lambda t: tr.release_margins(t, _simulated(margins=[(0, 1.5)])),
      "a margin is a tuple of axis numbers or variable names, not"),
-    (lambda t: tr.release_margins(t, 1.0, [("A", "Z")], mode="simulation", seed=1), "unknown variable 'Z'"),
-    (lambda t: tr.release_margins(t, 1.0, "[AZ]", mode="simulation", seed=1), "Z"),
+    (lambda t: tr.release_margins(t, _simulated(margins=[("A", "Z")])), "unknown variable 'Z'"),
+    (lambda t: tr.release_margins(t, _simulated(margins="[AZ]")), "Z"),
     (lambda t: tr.plan_release((2, 0, 3), [(0, 1)], 1.0), "every variable needs at least 2 levels"),
-    (lambda t: tr.release_margins(t, 1.0, mechanism="nonneg", nonneg_t=float("nan"), mode="simulation", seed=1),
+    (lambda t: tr.release_margins(t, _simulated(mechanism="nonneg", options={"nonneg_t": float("nan")})),
      "--nonneg-t must be a finite number"),
 ])
 @pytest.mark.unit
@@ -190,21 +196,21 @@ def test_microdata_levels_must_be_declared_for_release_mode():
     people = pd.DataFrame({"sex": ["f", "m", "f", "f", "m"], "region": ["n", "s", "s", "s", "n"]})
     undeclared = tr.table_from_microdata(people)
     with pytest.raises(tr.TabreleaseError, match="declare every variable's levels"):
-        tr.release_margins(undeclared, 1.0, [(0, 1)], mode="release")
-    simulated = tr.release_margins(undeclared, 1.0, [(0, 1)], mode="simulation", seed=1)  # simulation: allowed
+        tr.release_margins(undeclared, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1)], mode="release"))
+    simulated = tr.release_margins(undeclared, _simulated(margins=[(0, 1)]))  # simulation: allowed
     assert simulated.noise_mode == "simulation" and simulated.released_margins[0].shape == (2, 2)
     declared = tr.table_from_microdata(people, levels={"sex": ["f", "m"], "region": ["e", "n", "s"]})
-    release = tr.release_margins(declared, 1.0, [(0, 1)], mode="release")
+    release = tr.release_margins(declared, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1)], mode="release"))
     assert release.released_margins[0].shape == (2, 3)  # the declared region nobody lives in is released too
 
 
 @pytest.mark.unit
 def test_margins_are_accepted_by_name_letter_or_bracket_notation():
     table = tr.builtin_table("czech")
-    by_axes = tr.release_margins(table, 1.0, [(0, 1), (1, 2)], mode="simulation", seed=1)
+    by_axes = tr.release_margins(table, _simulated(margins=[(0, 1), (1, 2)]))
     for margins in ([("A", "B"), ("B", "C")], "[AB][BC]", [(0, "B"), ("B", 2)],
                     [tuple(table.variables[:2]), tuple(table.variables[1:3])]):
-        again = tr.release_margins(table, 1.0, margins, mode="simulation", seed=1)
+        again = tr.release_margins(table, _simulated(margins=margins))
         assert again.margins == by_axes.margins
         for x, y in zip(again.released_margins, by_axes.released_margins):
             np.testing.assert_array_equal(x, y)
@@ -213,7 +219,7 @@ def test_margins_are_accepted_by_name_letter_or_bracket_notation():
 @pytest.mark.unit
 def test_released_margins_come_back_as_labelled_frames():
     table = tr.builtin_table("czech")
-    release = tr.release_margins(table, 1.0, [("A", "B")], mode="simulation", seed=1)
+    release = tr.release_margins(table, _simulated(margins=[("A", "B")]))
     frames = tr.released_frames(release, table)
     (label, frame), = frames.items()
     assert label == f"{table.variables[0]} x {table.variables[1]}"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import tabrelease.evaluation
-from tabrelease import builtin_table, release_margins
+from tabrelease import ReleaseSpec, builtin_table, loss_of, release_margins
 from tabrelease.cli import main
 
 
@@ -24,13 +24,14 @@ def _release(tmp_path, capsys, name, *extra):
 
 
 def test_a_simulation_without_a_seed_records_one_that_replays_it(tmp_path, capsys):
-    first = release_margins(builtin_table("rochdale"), 1.0, mode="simulation")
+    first = release_margins(builtin_table("rochdale"), ReleaseSpec(loss=loss_of(1.0), mode="simulation"))
     assert isinstance(first.noise_seed, int)
-    again = release_margins(builtin_table("rochdale"), 1.0, mode="simulation", seed=first.noise_seed)
+    again = release_margins(builtin_table("rochdale"),
+                            ReleaseSpec(loss=loss_of(1.0), mode="simulation", seed=first.noise_seed))
     for a, b in zip(first.released_margins, again.released_margins):
         np.testing.assert_array_equal(a, b)
     # Two unseeded runs draw different seeds.
-    assert release_margins(builtin_table("rochdale"), 1.0, mode="simulation").noise_seed != first.noise_seed
+    assert release_margins(builtin_table("rochdale"), ReleaseSpec(loss=loss_of(1.0), mode="simulation")).noise_seed != first.noise_seed
 
     out, stdout, public, audit = _release(tmp_path, capsys, "czech", "--simulate")
     seed = audit["noise_seed"]
@@ -75,7 +76,8 @@ def test_nonneg_on_efron_stein_components_is_reported_inconsistent(tmp_path, cap
     assert "mutually inconsistent" in stdout
     assert audit["evaluation"]["mle_l1"] is None
     # Fourier coefficients of a binary table give consistent margins, noisy or not.
-    rel = release_margins(builtin_table("czech"), 0.3, mechanism="nonneg", mode="simulation", seed=2)
+    rel = release_margins(builtin_table("czech"),
+                          ReleaseSpec(loss=loss_of(0.3), mechanism="nonneg", mode="simulation", seed=2))
     assert rel.consistent
 
 

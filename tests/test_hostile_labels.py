@@ -103,7 +103,7 @@ def test_workbook_cells_hold_control_characters_as_their_pictures(tmp_path):
 @pytest.mark.e2e
 @pytest.mark.figures
 def test_the_audit_page_escapes_every_label(tmp_path):
-    from tabrelease import publish_release
+    from tabrelease import ReleaseSpec, loss_of, publish_release
 
     script, attribute, entity = "<script>alert(1)</script>", '"onload=alert(2)', "&amp;"
     frame = pd.DataFrame(
@@ -112,7 +112,7 @@ def test_the_audit_page_escapes_every_label(tmp_path):
         columns=[script, attribute, entity, "count"])
     table = table_from_frame(frame, name="<img src=x onerror=alert(3)>")
     out = tmp_path / "rel"
-    publish_release(table, out, 1.0, [(0, 1), (1, 2)], mode="simulation", seed=3)
+    publish_release(table, ReleaseSpec(loss=loss_of(1.0), margins=[(0, 1), (1, 2)], mode="simulation", seed=3), out)
     html = (out / "internal" / "audit.html").read_text(encoding="utf-8")
     # Nothing of the labels is markup: no script element, no injected attribute or image, no raw entity.
     assert "<script" not in html.lower()

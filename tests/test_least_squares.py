@@ -88,8 +88,10 @@ def test_post_processing_choices_are_checked_and_the_lp_bound_is_not_claimed_for
     assert noisy.table.sum() == np.floor(noisy.measurements.vector().sum() + 0.5)
     with pytest.raises(tr.TabreleaseError, match="unknown rounding"):
         tr.plan_release(table.shape, [(0, 1)], 1.0, rounding="stochastic", mechanism="auto")
-    lp = tr.release_margins(table, 1.0, mode="simulation", seed=1, mechanism="auto")
-    ls = tr.release_margins(table, 1.0, mode="simulation", seed=1, estimator="least-squares", rounding="controlled", mechanism="auto")
+    lp = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1, mechanism="auto"))
+    ls = tr.release_margins(table,
+                            tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1, estimator="least-squares",
+                                           rounding="controlled", mechanism="auto"))
     assert tr.evaluate_release(table, lp).l1_bound_by_margin is not None
     assert tr.evaluate_release(table, ls).l1_bound_by_margin is None  # derived for the LP and plain rounding only
     # Same noise, other post-processing: integer, consistent margins of one table.

@@ -11,7 +11,7 @@ import pytest
 
 from tabrelease import builtin_table
 from tabrelease.cli import main
-from tabrelease.errors import BudgetRefused, TabreleaseError
+from tabrelease.errors import BudgetRefused, LedgerIntegrityError, TabreleaseError
 from tabrelease.ledger import (budget_status, charge, guarantee_from_parameters, init_ledger, ledger_key,
                                ledger_summary, set_budget, table_fingerprint, verify_ledger)
 from tabrelease.spec import LedgerAccount
@@ -59,7 +59,7 @@ def test_budget_of_one_allows_two_halves_across_processes_and_refuses_a_tenth(tm
     assert [r[2] for r in results] == [0, 0], results
     third = cli("release", "czech", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
                 "--out", str(tmp_path / "r3"), cwd=tmp_path)
-    assert third.returncode == 5  # BudgetRefused
+    assert third.returncode == BudgetRefused.exit_status == 5
     assert third.stderr.count("\n") == 1 and "exceeded" in third.stderr and "0 of 1 remains" in third.stderr
     assert not (tmp_path / "r3").exists()
     shown = json.loads(cli("ledger", str(ledger), "--json", cwd=tmp_path).stdout)
@@ -71,7 +71,7 @@ RACE = """
 import sys, time
 from pathlib import Path
 from tabrelease import builtin_table
-from tabrelease.errors import TabreleaseError
+from tabrelease.errors import BudgetRefused
 from tabrelease.ledger import charge, guarantee_from_parameters
 folder, me, processes, attempts = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 table = builtin_table("edwards")
@@ -89,7 +89,7 @@ for attempt in range(attempts):
         charge(ledger, table, guarantee_from_parameters(0.2, None, "add-remove", False), mechanism="planned",
                margins=[], output=None, noise_mode="simulation")
         codes.append(0)
-    except TabreleaseError:
+    except BudgetRefused:  # any other failure is a fault of the race, and fails the test
         codes.append(3)
 print(" ".join(map(str, codes)))
 """
@@ -139,7 +139,7 @@ def test_refusal_happens_before_any_noise_is_drawn(tmp_path, monkeypatch):
 
     monkeypatch.setattr(noise.SecureNoise, "perturb", no_noise)
     code = main(["release", "czech", "--epsilon", "0.5", "--ledger", str(ledger), "--out", str(tmp_path / "r")])
-    assert code == 2 and not (tmp_path / "r").exists()
+    assert code == BudgetRefused.exit_status and not (tmp_path / "r").exists()
 
 
 @pytest.mark.unit
@@ -149,13 +149,13 @@ def test_deltas_add_and_a_pure_budget_refuses_delta(tmp_path):
     set_budget(ledger, "czech", 2.0, delta=1e-6)
     for _ in range(2):
         release_charge(ledger, table, 0.5, 4e-7)
-    with pytest.raises(TabreleaseError, match="delta"):
+    with pytest.raises(BudgetRefused, match="delta"):
         release_charge(ledger, table, 0.5, 4e-7)
     status = budget_status(ledger, "czech")
     assert status.delta_spent == pytest.approx(8e-7) and status.epsilon_spent == pytest.approx(1.0)
     pure = new_ledger(tmp_path, "pure.json")
     set_budget(pure, "czech", 2.0)
-    with pytest.raises(TabreleaseError, match="delta"):
+    with pytest.raises(BudgetRefused, match="delta"):
         release_charge(pure, table, 0.5, 1e-9)
 
 
@@ -196,7 +196,7 @@ def test_a_changed_table_under_one_dataset_spends_the_same_budget_and_is_shown(t
     counts.flat[3] += 1  # one record added
     relabelled = czech.with_counts(counts)
     release_charge(ledger, czech, epsilon=0.3, dataset="census-2026")
-    with pytest.raises(TabreleaseError, match="privacy budget of census-2026 exceeded"):
+    with pytest.raises(BudgetRefused, match="privacy budget of census-2026 exceeded"):
         release_charge(ledger, relabelled, epsilon=0.3, dataset="census-2026")
     release_charge(ledger, relabelled, epsilon=0.2, dataset="census-2026")
     status = budget_status(ledger, "census-2026")
@@ -209,13 +209,13 @@ def test_a_ledger_with_budgets_refuses_a_dataset_without_one_unless_told(tmp_pat
     ledger = new_ledger(tmp_path)
     release_charge(ledger, builtin_table("edwards"))  # no budgets at all: recorded
     set_budget(ledger, "czech", 1.0)
-    with pytest.raises(TabreleaseError, match="none for the dataset 'edwards'"):
+    with pytest.raises(BudgetRefused, match="none for the dataset 'edwards'"):
         release_charge(ledger, builtin_table("edwards"))
     release_charge(ledger, builtin_table("edwards"), allow_unbudgeted=True)
     assert budget_status(ledger, "edwards").releases == 2
     code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
                  "--out", str(tmp_path / "r")])
-    assert code == 2 and not (tmp_path / "r").exists()
+    assert code == BudgetRefused.exit_status and not (tmp_path / "r").exists()
 
 
 # --- tamper evidence --------------------------------------------------------------------------------
@@ -251,22 +251,25 @@ def test_an_edited_deleted_or_reordered_record_is_found_and_stops_spending(tmp_p
     code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
                  "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "fails verification" in err and not (tmp_path / "r").exists()
-    with pytest.raises(TabreleaseError, match="fails verification"):
+    assert code == LedgerIntegrityError.exit_status == 6
+    assert err.count("\n") == 1 and "fails verification" in err and not (tmp_path / "r").exists()
+    with pytest.raises(LedgerIntegrityError):
         set_budget(ledger, "edwards", 5.0)
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("{", "not valid JSON"),
-    ('{"version": 2}', "damaged"),
-    ('{"version": 2, "key_id": "x", "records": {}, "head": {}}', "damaged"),
-    ('{"version": 1, "budgets": {}, "entries": []}', "version 3"),
-    ('[1, 2]', "version 3"),
+# A file that is not a ledger at all (not JSON, or of no version this reads) is bad input (2); a ledger whose own
+# fields are missing fails verification (6).
+@pytest.mark.parametrize("content, expected, status", [
+    ("{", "not valid JSON", 2),
+    ('{"version": 2}', "damaged", 6),
+    ('{"version": 2, "key_id": "x", "records": {}, "head": {}}', "damaged", 6),
+    ('{"version": 1, "budgets": {}, "entries": []}', "version 3", 2),
+    ('[1, 2]', "version 3", 2),
 ])
-def test_a_damaged_ledger_gives_one_line(tmp_path, capsys, content, expected):
+def test_a_damaged_ledger_gives_one_line(tmp_path, capsys, content, expected, status):
     ledger = new_ledger(tmp_path)
     ledger.write_text(content)
-    assert main(["ledger", str(ledger)]) == 2
+    assert main(["ledger", str(ledger)]) == status
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err
 
@@ -288,7 +291,7 @@ def test_keys_are_made_only_by_init_and_must_be_the_ledgers_own(tmp_path, monkey
         budget_status(ledger, "edwards")
     key.write_text("f" * 64 + "\n")
     key.chmod(0o600)
-    with pytest.raises(TabreleaseError, match="the key is not this ledger's key"):
+    with pytest.raises(LedgerIntegrityError, match="the key is not this ledger's key"):
         release_charge(ledger, builtin_table("edwards"))
     key.write_text(original)
     key.chmod(0o644)
@@ -299,7 +302,7 @@ def test_keys_are_made_only_by_init_and_must_be_the_ledgers_own(tmp_path, monkey
     with pytest.raises(TabreleaseError, match="too short to be a key"):
         release_charge(ledger, builtin_table("edwards"))
     monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "y" * 40)  # a long key, but not this ledger's
-    with pytest.raises(TabreleaseError, match="not this ledger's key"):
+    with pytest.raises(LedgerIntegrityError, match="not this ledger's key"):
         release_charge(ledger, builtin_table("edwards"))
     monkeypatch.delenv("TABRELEASE_LEDGER_KEY")
     assert len(ledger_key(ledger)) == 64
@@ -354,7 +357,7 @@ def test_releases_that_publish_n_exactly_do_not_add_to_an_add_remove_budget(tmp_
     release_charge(replace, czech, epsilon=0.2, neighbours="replace")
     status = budget_status(replace, "czech")
     assert status.neighbours == "replace" and status.epsilon_spent == pytest.approx(1.8)
-    with pytest.raises(TabreleaseError, match="needs epsilon 0.4"):
+    with pytest.raises(BudgetRefused, match="needs epsilon 0.4"):
         release_charge(replace, czech, epsilon=0.2)  # 2 x 0.2 > 0.2 left
     free = new_ledger(tmp_path, "free.json")  # no budget: the summary says under which relation the sum holds
     release_charge(free, czech, epsilon=0.5)
@@ -369,7 +372,7 @@ def test_the_command_line_charges_a_public_total_release_as_publishing_n(tmp_pat
     assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "1"]) == 0
     code = main(["release", "czech", "--epsilon", "0.3", "--public-total", "--simulate", "--ledger", str(ledger),
                  "--out", str(tmp_path / "r")])
-    assert code == 2 and "publishes n exactly" in capsys.readouterr().err
+    assert code == BudgetRefused.exit_status and "publishes n exactly" in capsys.readouterr().err
     assert main(["ledger", str(ledger), "--set-budget", "other", "--epsilon", "1", "--budget-neighbours", "replace"]) == 0
     assert main(["release", "czech", "--epsilon", "0.3", "--public-total", "--simulate", "--ledger", str(ledger),
                  "--dataset", "other", "--out", str(tmp_path / "r2")]) == 0

@@ -12,6 +12,7 @@ from tabrelease.paper.tables import reproduce_table8
 from tabrelease.paper.theorems import paper_noise_scale
 from tabrelease.mechanisms import MECHANISMS
 from tabrelease.planner import plan_release
+from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, laplace_calibration, noise_source
@@ -118,14 +119,14 @@ def test_every_mechanism_on_every_table_releases_what_its_recorded_noise_implies
 @pytest.mark.parametrize("name", TABLES)
 def test_default_release_uses_the_secure_sampler(name):
     table = builtin_table(name)
-    rel = release_margins(table, 1.0)
+    rel = release_margins(table, ReleaseSpec(loss=loss_of(1.0)))
     assert rel.noise_mode == "release" and rel.mechanism == "planned"
     assert rel.noise.calibration == "exact" and rel.noise.epsilon_holds
     # integer, non-negative, the margins of one table
     assert rel.table.dtype.kind == "i" and rel.table.min() >= 0 and rel.consistent
     for g, m in zip(rel.margins, rel.released_margins):
         np.testing.assert_array_equal(m, true_margin(rel.table, g))
-    paper = release_margins(table, 1.0, mechanism="auto")
+    paper = release_margins(table, ReleaseSpec(loss=loss_of(1.0), mechanism="auto"))
     assert paper.mechanism == ("fourier" if table.is_binary else "efron-stein")
 
 
@@ -218,7 +219,9 @@ def test_paper_calibration_reproduces_table8_scales_and_says_whether_epsilon_hol
     assert frame.loc[("edwards", 1.0), "paper_formula_bound_multiplier"] == pytest.approx(384)
     assert bool(frame.loc[("edwards", 1.0), "paper_scale_epsilon_holds"])
     assert not bool(frame.loc[("journey_to_work", 1.0), "paper_scale_epsilon_holds"])
-    rel = release_margins(builtin_table("journey_to_work"), 1.0, calibration="paper", mode="simulation", seed=1, mechanism="auto")
+    rel = release_margins(builtin_table("journey_to_work"),
+                          ReleaseSpec(loss=loss_of(1.0), calibration="paper", mode="simulation", seed=1,
+                                      mechanism="auto"))
     assert rel.noise.calibration == "paper" and not rel.noise.epsilon_holds
     assert rel.noise.epsilon_actual == pytest.approx((439 / 256) / 1.3203125)
     assert any("does NOT hold" in n for n in rel.notes)
@@ -233,7 +236,8 @@ def test_other_mechanisms_are_calibrated_to_their_own_sensitivity():
 
 
 def test_independent_margins_are_reported_inconsistent():
-    rel = release_margins(builtin_table("rochdale"), 0.5, mechanism="margins", mode="simulation", seed=2)
+    rel = release_margins(builtin_table("rochdale"),
+                          ReleaseSpec(loss=loss_of(0.5), mechanism="margins", mode="simulation", seed=2))
     assert not rel.consistent and rel.table is None
     ev = evaluate_release(builtin_table("rochdale"), rel)
     assert ev.mle_l1 is None and ev.g2_released is None
@@ -247,7 +251,9 @@ def test_nonneg_lifts_the_constant_term_by_t_d_scale():
     for g, m, expect in zip(rel.margins, rel.released_margins, true_margins(table, rel.margins)):
         np.testing.assert_allclose(m, expect + lift_per_cell * 2 ** (6 - len(g)))
     negatives = sum(
-        any(np.any(m < 0) for m in release_margins(table, 1.0, mechanism="nonneg", mode="simulation", seed=s).released_margins)
+        any(np.any(m < 0) for m in release_margins(table,
+                                                   ReleaseSpec(loss=loss_of(1.0), mechanism="nonneg",
+                                                               mode="simulation", seed=s)).released_margins)
         for s in range(100)
     )
     assert negatives == 0  # probability at most exp(-5) each
@@ -300,10 +306,12 @@ def test_noise_source_modes():
 def test_paper_theorem_bounds_in_the_audit_match_table8_by_hand():
     # Edwards, eps = 1, delta = 0.05, margin [AD]: 2^2 * 8 * 12 / 1 * log(12 / 0.05) + 12 (Theorem 1 as printed)
     table = builtin_table("edwards")
-    rel = release_margins(table, 1.0, mode="simulation", seed=4, mechanism="auto")
+    rel = release_margins(table, ReleaseSpec(loss=loss_of(1.0), mode="simulation", seed=4, mechanism="auto"))
     ev = evaluate_release(table, rel, bound_delta=0.05)
     assert ev.paper_bound_by_margin["[AD]"] == pytest.approx(384 * np.log(12 / 0.05) + 12)
     # journey to work, eps = 1, margin [AC]: 84.5 * log(169 / 0.05) + 169 (Theorem 3 / Table 8)
     jtw = builtin_table("journey_to_work")
-    ev = evaluate_release(jtw, release_margins(jtw, 1.0, mode="simulation", seed=4, mechanism="auto"), bound_delta=0.05)
+    ev = evaluate_release(jtw, release_margins(jtw,
+                                               ReleaseSpec(loss=loss_of(1.0), mode="simulation", seed=4,
+                                                           mechanism="auto")), bound_delta=0.05)
     assert ev.paper_bound_by_margin["[AC]"] == pytest.approx(84.5 * np.log(169 / 0.05) + 169)

@@ -16,7 +16,7 @@ def cells(html: str) -> dict:
 
 def test_release_and_plan_summaries():
     table = tr.builtin_table("journey_to_work")
-    release = tr.release_margins(table, 1.0, mode="simulation", seed=3)
+    release = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=3))
     shown = cells(release._repr_html_())
     assert shown["margins"] == "[AB] [AC] [BC]"
     assert "NOT for publication" in shown["noise"] and shown["privacy"] == release.privacy
@@ -36,7 +36,8 @@ def test_fit_summary():
 
 @pytest.mark.e2e
 def test_published_release_shows_the_audit_box(tmp_path):
-    done = tr.publish_release(tr.builtin_table("edwards"), tmp_path / "r", 1.0, mode="simulation", seed=2)
+    done = tr.publish_release(tr.builtin_table("edwards"),
+                              tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=2), tmp_path / "r")
     shown = cells(done._repr_html_())
     assert shown["worst margin error"].startswith(f"L1 {done.evaluation.max_l1_error:.6g}")
     assert "internal" in done._repr_html_()

@@ -205,8 +205,9 @@ def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
 
     table = tr.builtin_table("czech")
     margins = tr.default_model(table).generators
-    at_one = {tuple(r["axes"]): r["expected_l1"] for r in expected_errors_table(table.shape, margins, [1.0])}
-    needed = epsilon_for_target(table.shape, margins, 20.0)
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0))  # the planned mechanism (its epsilon is not used)
+    at_one = {tuple(r["axes"]): r["expected_l1"] for r in expected_errors_table(table.shape, margins, [1.0], spec)}
+    needed = epsilon_for_target(table.shape, margins, 20.0, spec)
     for g, epsilon in needed.items():
         assert epsilon == pytest.approx(at_one[g] / 20.0, rel=1e-6)
     assert main(["plan", "czech", "--target-l1", "20", "--json"]) == 0

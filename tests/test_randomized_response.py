@@ -15,6 +15,7 @@ from tabrelease.mechanisms import with_epsilon
 from tabrelease.planner import plan_release
 from tabrelease.estimate import cell_variance, unbiased_cells
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise
+from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.tables import builtin_table
@@ -105,8 +106,9 @@ def test_rescale_is_a_fresh_plan_and_measurements_are_checked():
 
 def test_end_to_end_statement_and_refusals():
     table = builtin_table("czech")
-    release = release_margins(table, 1.0, [(0, 1), (2, 3)], mechanism="randomized-response", mode="simulation",
-                              seed=1)
+    release = release_margins(table,
+                              ReleaseSpec(loss=loss_of(1.0), margins=[(0, 1), (2, 3)], mechanism="randomized-response",
+                                          mode="simulation", seed=1))
     assert release.released_margins[0].sum() == table.counts.sum()  # n is public and pinned
     statement = tr.mechanisms.get_mechanism("randomized-response").privacy_statement(release.plan)
     assert statement.startswith("epsilon=1-local differential privacy: each record's cell is randomised by k-ary "

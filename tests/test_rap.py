@@ -15,6 +15,7 @@ from tabrelease.planner import plan_release
 from tabrelease.mechanisms import rap
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, _opendp
 from tabrelease.pipeline import measure, release_from_measurements, run_plan
+from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 
 SMALL = (2, 3, 2)
@@ -350,8 +351,8 @@ def test_noise_off_reproduces_the_true_margins(name, options):
 
 def test_simulation_replays_and_release_mode_uses_opendp():
     table = builtin_table("czech")
-    a = release_margins(table, 1.0, mechanism="rap", delta=1e-6, mode="simulation", seed=3)
-    b = release_margins(table, 1.0, mechanism="rap", delta=1e-6, mode="simulation", seed=3)
+    a = release_margins(table, ReleaseSpec(loss=loss_of(1.0, 1e-6), mechanism="rap", mode="simulation", seed=3))
+    b = release_margins(table, ReleaseSpec(loss=loss_of(1.0, 1e-6), mechanism="rap", mode="simulation", seed=3))
     for x, y in zip(a.released_margins, b.released_margins):
         np.testing.assert_array_equal(x, y)
     assert a.consistent and abs(a.n_released - table.n) < 100

@@ -43,7 +43,9 @@ def toy():
 def test_a_registered_toy_mechanism_runs_through_release_bundle_and_sweep(toy, tmp_path, capsys):
     table = tr.builtin_table("czech")
     assert toy in tr.mechanism_names()
-    release = tr.release_margins(table, 1.0, [(0, 1)], mechanism=toy, mode="simulation", seed=3)
+    release = tr.release_margins(table,
+                                 tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1)], mechanism=toy,
+                                                mode="simulation", seed=3))
     assert release.mechanism == toy and release.estimator == "as-measured"
     # The measurements are kept: the released margin is their rounding, recomputed here by hand.
     values = release.measurements.blocks[0].values.reshape(2, 2)
@@ -67,7 +69,8 @@ def test_a_registered_toy_mechanism_runs_through_release_bundle_and_sweep(toy, t
 
 def test_an_estimator_runs_again_on_the_same_measurements():
     table = tr.builtin_table("rochdale")
-    release = tr.release_margins(table, 0.5, mode="simulation", seed=11, mechanism="auto")
+    release = tr.release_margins(table,
+                                 tr.ReleaseSpec(loss=tr.loss_of(0.5), mode="simulation", seed=11, mechanism="auto"))
     again = tr.release_from_measurements(release.plan, release.measurements)
     for a, b in zip(release.released_margins, again.released_margins):
         np.testing.assert_array_equal(a, b)
@@ -76,7 +79,8 @@ def test_an_estimator_runs_again_on_the_same_measurements():
 
 def test_estimators_are_chosen_by_name_and_refuse_what_they_cannot_read():
     table = tr.builtin_table("czech")
-    release = tr.release_margins(table, 1.0, mode="simulation", seed=4, mechanism="auto")
+    release = tr.release_margins(table,
+                                 tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=4, mechanism="auto"))
     by_name = tr.release_from_measurements(release.plan, release.measurements, estimator="linf-lp")
     for a, b in zip(release.released_margins, by_name.released_margins):
         np.testing.assert_array_equal(a, b)
@@ -121,8 +125,10 @@ def test_a_bad_nonneg_t_is_refused_before_the_ledger_is_charged(tmp_path):
     ledger = tmp_path / "ledger.json"
     for t in (float("nan"), float("inf"), -1.0):
         with pytest.raises(tr.TabreleaseError, match="nonneg-t"):
-            tr.publish_release(tr.builtin_table("edwards"), tmp_path / "out", 1.0, mechanism="nonneg", nonneg_t=t,
-                               ledger=ledger, mode="simulation")
+            tr.publish_release(tr.builtin_table("edwards"),
+                               tr.ReleaseSpec(loss=tr.loss_of(1.0), mechanism="nonneg", mode="simulation",
+                                              options={"nonneg_t": t}), tmp_path / "out",
+                               account=tr.LedgerAccount(ledger=ledger))
     assert not ledger.exists() and not (tmp_path / "out").exists()
     # t = 0 is a lift of 0, not the default of 5.
     plan = tr.plan_release((2, 2), [(0, 1)], 1.0, mechanism="nonneg", nonneg_t=0.0)
@@ -149,7 +155,8 @@ def test_the_registry_keeps_its_built_in_mechanisms(toy):
 
 def test_measurements_are_not_re_estimated_under_another_plans_privacy():
     table = tr.builtin_table("czech")
-    release = tr.release_margins(table, 5.0, mode="simulation", seed=4, mechanism="auto")
+    release = tr.release_margins(table,
+                                 tr.ReleaseSpec(loss=tr.loss_of(5.0), mode="simulation", seed=4, mechanism="auto"))
     weaker_looking = tr.with_epsilon(release.plan, 0.5)
     with pytest.raises(tr.TabreleaseError, match="not drawn with this plan's noise"):
         tr.release_from_measurements(weaker_looking, release.measurements)

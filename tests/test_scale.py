@@ -75,7 +75,8 @@ def test_the_planned_release_goes_local_past_its_cell_limit_and_says_so(tmp_path
     counts = rng.poisson(4, size=(2,) * k)
     table = tr.ContingencyTable(tuple(f"V{i}" for i in range(k)), tuple(("0", "1") for _ in range(k)), counts, "wide")
     margins = list(itertools.combinations(range(k), 2))
-    done = tr.publish_release(table, tmp_path / "r", 1.0, margins, mode="simulation", seed=2)
+    done = tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=margins, mode="simulation", seed=2),
+                              tmp_path / "r")
     release = done.release
     assert release.estimator == "local-least-squares" and release.table is None and release.consistent
     public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
@@ -107,7 +108,8 @@ def test_an_audit_refit_that_fails_does_not_fail_the_release(tmp_path, monkeypat
         raise tr.TabreleaseError("the facial-set LP did not solve: HiGHS says Unknown")
 
     monkeypatch.setattr(evaluation, "fit_loglinear", broken)
-    done = tr.publish_release(tr.builtin_table("czech"), tmp_path / "r", 1.0, mode="simulation", seed=1)
+    done = tr.publish_release(tr.builtin_table("czech"),
+                              tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1), tmp_path / "r")
     assert "refit failed (TabreleaseError)" in done.evaluation.refit_note
     audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
     assert audit["evaluation"]["g2_original"] is None and (tmp_path / "r" / "public" / "release.json").exists()
@@ -218,8 +220,8 @@ def test_the_release_of_records_is_the_release_of_their_cells(margins):
     frame, declared = _records(1)
     cells = tr.table_from_microdata(frame, levels=declared, as_records=False)
     records = tr.table_from_microdata(frame, levels=declared, as_records=True)
-    a = tr.release_margins(cells, 0.7, margins, mode="simulation", seed=3)
-    b = tr.release_margins(records, 0.7, margins, mode="simulation", seed=3)
+    a = tr.release_margins(cells, tr.ReleaseSpec(loss=tr.loss_of(0.7), margins=margins, mode="simulation", seed=3))
+    b = tr.release_margins(records, tr.ReleaseSpec(loss=tr.loss_of(0.7), margins=margins, mode="simulation", seed=3))
     for x, y in zip(a.released_margins, b.released_margins):
         np.testing.assert_array_equal(x, y)
     from tabrelease.evaluation import evaluate_release
@@ -266,7 +268,8 @@ def test_twenty_variables_of_ten_levels_release_from_records_with_integer_locall
     frame = pd.DataFrame({f"V{j}": codes[:, j].astype(str) for j in range(20)})
     table = tr.table_from_microdata(frame, levels={f"V{j}": [str(i) for i in range(10)] for j in range(20)})
     margins = [(j, j + 1) for j in range(19)] + [(0, 19)]  # a ring: not decomposable, cliques small enough
-    done = tr.publish_release(table, tmp_path / "r", 1.0, margins, mode="simulation", seed=2)
+    done = tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=margins, mode="simulation", seed=2),
+                              tmp_path / "r")
     release = done.release
     assert all(m.dtype.kind == "i" and m.min() >= 0 for m in release.released_margins)
     assert release.consistent and mutually_consistent(release.released_margins, release.margins)
@@ -289,8 +292,9 @@ def test_a_refit_whose_junction_tree_is_too_large_is_reported_not_attempted(tmp_
     codes = rng.integers(0, 10, size=(5000, 12))
     frame = pd.DataFrame({f"V{j}": codes[:, j].astype(str) for j in range(12)})
     table = tr.table_from_microdata(frame, levels={f"V{j}": [str(i) for i in range(10)] for j in range(12)})
-    done = tr.publish_release(table, tmp_path / "r", 1.0, list(itertools.combinations(range(12), 2)),
-                              mode="simulation", seed=2)
+    done = tr.publish_release(table,
+                              tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=list(itertools.combinations(range(12), 2)),
+                                             mode="simulation", seed=2), tmp_path / "r")
     assert done.evaluation.g2_original is None
     assert "the model's junction tree has a clique of 1e+12 cells" in done.evaluation.refit_note
 
@@ -355,5 +359,8 @@ def test_all_two_way_margins_of_sparse_data_at_small_epsilon_release(seed):
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame({f"v{j}": rng.integers(0, k, 200).astype(str) for j, k in enumerate(shape)})
     table = tr.table_from_microdata(frame, levels={f"v{j}": [str(i) for i in range(k)] for j, k in enumerate(shape)})
-    release = tr.release_margins(table, 0.1, list(itertools.combinations(range(7), 2)), mode="simulation", seed=seed)
+    release = tr.release_margins(table,
+                                 tr.ReleaseSpec(loss=tr.loss_of(0.1),
+                                                margins=list(itertools.combinations(range(7), 2)), mode="simulation",
+                                                seed=seed))
     assert release.consistent and all(m.dtype.kind == "i" and m.min() >= 0 for m in release.released_margins)

@@ -13,6 +13,7 @@ from tabrelease.mechanisms import get_mechanism, with_epsilon
 from tabrelease.planner import plan_release
 from tabrelease.measurements import EXACT
 from tabrelease.noise import NoNoise, SimulationNoise
+from tabrelease.spec import ReleaseSpec, loss_of, unit_of
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.reports import release_warnings
@@ -84,8 +85,10 @@ def test_rescale_names_and_statement():
     plan = _plan((2, 3, 2), [(0, 1), (1, 2)], (2,), epsilon=0.5)
     assert with_epsilon(plan, 2.0).calibration == _plan((2, 3, 2), [(0, 1), (1, 2)], (2,), epsilon=2.0).calibration
     table = builtin_table("czech")
-    release = release_margins(table, 1.0, [(0, 1), (2, 3)], mechanism=NAME, neighbours="replace", mode="simulation",
-                              seed=1, sensitive=[table.variables[0], "c"])
+    release = release_margins(table,
+                              ReleaseSpec(loss=loss_of(1.0),
+                                          unit=unit_of("replace", sensitive=[table.variables[0], "c"]),
+                                          margins=[(0, 1), (2, 3)], mechanism=NAME, mode="simulation", seed=1))
     assert release.plan.parameters["sensitive"] == (0, 2)
     statement = get_mechanism(NAME).privacy_statement(release.plan)
     assert statement.startswith("epsilon=1 differential privacy for the sensitive attributes only (A, C): "

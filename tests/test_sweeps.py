@@ -9,15 +9,17 @@ import pandas as pd
 import pytest
 
 from tabrelease import builtin_table, default_model, evaluate_release, evaluate_releases, make_grid, plan_release
-from tabrelease import replay_run, run_plan, run_seed, run_sweep
+from tabrelease import ReleaseSpec, loss_of, replay_run, run_plan, run_seed, run_sweep
 from tabrelease.errors import TabreleaseError
 from tabrelease.noise import SimulationNoise
 from tabrelease.sweeps import TIMING_COLUMNS, deterministic_columns, grid_chunks
 
 
 def small_grid(**kw):
+    # The paper's mechanism, named: it has a paper calibration to sweep beside the exact one (the sweep's default
+    # mechanism, planned, has none).
     tables = [builtin_table("edwards"), builtin_table("journey_to_work")]
-    args = dict(calibrations=("exact", "paper"), master_seed=7)
+    args = dict(mechanisms=("auto",), calibrations=("exact", "paper"), master_seed=7)
     args.update(kw)
     return make_grid(tables, (0.1, 0.5, 1.0), 3, **args)
 
@@ -174,14 +176,14 @@ def cli(*args, cwd=None):
 def test_cli_sweep_writes_tidy_results_and_resumes(tmp_path):
     out = tmp_path / "sw"
     done = cli("sweep", "czech", "edwards", "--epsilons", "0.5,1", "--repetitions", "2", "--out", str(out),
-               "--calibrations", "exact,paper", "--jobs", "1", "--seed", "3")
+               "--mechanisms", "auto", "--calibrations", "exact,paper", "--jobs", "1", "--seed", "3")
     assert done.returncode == 0, done.stderr
     runs = pd.read_parquet(out / "runs.parquet")
     assert len(runs) == 2 * 2 * 2 * 2 and runs.run_id.is_unique
     errors = pd.read_csv(out / "margin_errors.csv")
     assert set(errors.run_id) == set(runs.run_id)
     again = cli("sweep", "czech", "edwards", "--epsilons", "0.5,1", "--repetitions", "2", "--out", str(out),
-                "--calibrations", "exact,paper", "--jobs", "1", "--seed", "3", "--resume")
+                "--mechanisms", "auto", "--calibrations", "exact,paper", "--jobs", "1", "--seed", "3", "--resume")
     assert again.returncode == 0 and "(0 computed now)" in again.stdout
     refused = cli("sweep", "czech", "--epsilons", "0.5", "--repetitions", "2", "--out", str(out))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--resume" in refused.stderr
@@ -229,20 +231,22 @@ def test_reproduce_quick(tmp_path, browser):
 
 
 def test_gaussian_is_swept_beside_laplace_mechanisms(tmp_path):
-    # --delta goes to the mechanisms that need it; the others run at pure epsilon in the same sweep.
+    # A delta goes to the mechanisms that take one, as `release` gives it (the planned mechanism turns Gaussian);
+    # the others run at pure epsilon in the same sweep.
     table = builtin_table("edwards")
-    grid = make_grid([table], [0.5, 1.0], 2, mechanisms=["planned", "fourier", "gaussian"], delta=1e-6)
+    spec = ReleaseSpec(loss=loss_of(1.0, 1e-6), mode="simulation")
+    grid = make_grid([table], [0.5, 1.0], 2, spec=spec, mechanisms=["planned", "fourier", "gaussian"])
     result = run_sweep(grid, tmp_path / "s", jobs=1, progress=False)
     runs = result.runs.set_index("mechanism")
-    assert runs.loc["gaussian", "delta"].eq(1e-6).all() and runs.loc["gaussian", "noise_distribution"].eq("gaussian").all()
-    for name in ("planned", "fourier"):
-        assert runs.loc[name, "delta"].isna().all() and runs.loc[name, "noise_distribution"].eq("laplace").all()
+    for name in ("gaussian", "planned"):
+        assert runs.loc[name, "delta"].eq(1e-6).all() and runs.loc[name, "noise_distribution"].eq("gaussian").all()
+    assert runs.loc["fourier", "delta"].isna().all() and runs.loc["fourier", "noise_distribution"].eq("laplace").all()
     # Replayed alone, a Gaussian run is the same release.
     row = result.runs[result.runs.mechanism == "gaussian"].iloc[0]
     release, ev = replay_run(grid, "edwards", "gaussian", "exact", row.epsilon, int(row.repetition))
     assert ev.max_l1_error == pytest.approx(row.max_l1_error) and release.noise.delta == 1e-6
     with pytest.raises(TabreleaseError, match="none of this sweep's mechanisms"):
-        make_grid([table], [1.0], 1, mechanisms=["planned", "fourier"], delta=1e-6)
+        make_grid([table], [1.0], 1, spec=spec, mechanisms=["fourier", "cells"])
 
 
 def test_sweep_command_writes_summary_and_figures(tmp_path, browser):

@@ -32,10 +32,10 @@ def test_the_tutorial_runs(tmp_path):
     assert len(commands) >= 8
     for command in commands:
         done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True)
-        # The batch's dry run predicts a refusal (exit 3, as the tutorial says); every other command succeeds.
-        expected = 3 if command.startswith("tabrelease batch") else 0
+        # The batch's dry run predicts a budget refusal (exit 5, as the tutorial says); every other command succeeds.
+        expected = 5 if command.startswith("tabrelease batch") else 0
         assert done.returncode == expected, f"{command}\n{done.stdout}\n{done.stderr}"
-        if expected == 3:
+        if expected == 5:
             assert "1. would be made" in done.stdout and "2. would be refused" in done.stdout
         assert "Traceback" not in done.stderr
     # What the tutorial says the reader will find.

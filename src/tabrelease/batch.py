@@ -149,7 +149,7 @@ class Step:
     # made | would be made | refused | would be refused | failed after its charge | not attempted
     status: str = "made"
     reason: str | None = None
-    exit_status: int = 0  # of a refusal: its error type's (`errors`), which the command exits with
+    exit_status: int | None = None  # a refusal's: that of its type (errors.py), what the command exits with
 
     def as_dict(self) -> dict:
         """The step as plain data (for JSON): every field, the release's number as `release`.

@@ -77,9 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tabrelease: error: {exc}", file=sys.stderr)
         return exc.exit_status
     except BrokenPipeError:
-        # Output piped into `head` and the like: stop quietly, as Unix tools do.
-        import os
-
+        # Output piped into `head` and the like: stop quietly, as Unix tools do. (`os` is the module's: imported
+        # here, it would be local to main, unbound in the internal-error branch below.)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:

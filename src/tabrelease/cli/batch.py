@@ -11,7 +11,7 @@ def register(subparsers) -> None:
         help="run the releases of a reviewed TOML spec in order, with the ledger; --dry-run predicts it",
         description="Datasets (files, declared levels, budgets), the ledger and a list of releases, from one TOML "
         "file. Every entry is checked and every release planned before the first is made; the run stops at the "
-        "first refusal and says what was and was not released (exit 3). --dry-run shows the plans, the expected "
+        "first refusal and says what was and was not released (exit: the refusal's, 5 for a budget). --dry-run shows the plans, the expected "
         "errors and the budget each dataset will have spent, and changes nothing.",
     )
     parser.add_argument("spec", metavar="SPEC.toml")
@@ -21,6 +21,11 @@ def register(subparsers) -> None:
                         "refused whole, listing every change)")
     parser.add_argument("--json", action="store_true", help="print what was (or would be) done as JSON")
     parser.set_defaults(run=run)
+
+
+# The run stopped at a refusal after releasing what came before it: it exits with the refusal's own status (5 a
+# budget, 6 the ledger's integrity, 2 another refusal; 0: all made; 4: a release was charged and then failed, and
+# the run stopped there). Not 3, which is an internal error's.
 
 
 def run(args) -> int:
@@ -66,5 +71,5 @@ def run(args) -> int:
 
         print(f"tabrelease: error: release {failed.number}: {failed.reason}", file=sys.stderr)
         return ChargedReleaseFailed.exit_status
-    refused = next((s for s in result.steps if s.status in ("refused", "would be refused")), None)
-    return 0 if refused is None else refused.exit_status  # the refusal's own status: 5 a budget, 2 bad input
+    refused = next((s for s in result.steps if s.exit_status is not None), None)
+    return refused.exit_status if refused is not None else 0

@@ -40,6 +40,9 @@ def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
         measure of `MEASURES` the columns `<measure>_defined` (runs with a value), `_mean`, `_sd`, `_median`, `_q10`
         and `_q90`.
     """
+    # A measure no run defines (G2 of a release whose margins are inconsistent, e.g. nonneg's) is read as NaN, not
+    # left as a column of None, which pandas cannot take quantiles of.
+    runs = runs.assign(**{column: pd.to_numeric(runs[column]) for column, _ in MEASURES.values()})
     grouped = runs.groupby(KEYS, sort=False)
     pieces = {"runs": grouped.size()}
     for name, (column, _) in MEASURES.items():
