@@ -6,7 +6,7 @@ import statistics
 import time
 
 from tabrelease import builtin_table, default_model
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import SimulationNoise
 from tabrelease.tables import BUILTIN_TABLES
@@ -17,7 +17,7 @@ def seconds(table, options, draws=3):
     times = []
     for seed in range(draws):
         start = time.perf_counter()
-        plan = plan_release(table.shape, gens, 1.0, mechanism="rap", delta=1e-6, options=options)
+        plan = plan_at(table.shape, gens, 1.0, mechanism="rap", delta=1e-6, options=options)
         run_plan(plan, table, SimulationNoise(seed))
         times.append(time.perf_counter() - start)
     return len(gens), statistics.median(times), max(times)

@@ -16,7 +16,9 @@ import time
 
 import numpy as np
 
-from tabrelease import builtin_table, default_model, evaluate_release, fit_loglinear, plan_release, run_plan
+from tabrelease import builtin_table, default_model, evaluate_release, run_plan
+from tabrelease.testing import plan_at
+from tabrelease.loglinear import fit_loglinear
 from tabrelease.noise import SimulationNoise
 
 
@@ -32,7 +34,7 @@ def main() -> None:
         table = builtin_table(name)
         model = default_model(table)
         start = time.perf_counter()
-        plan = plan_release(table.shape, model.generators, args.epsilon, mechanism="auto")
+        plan = plan_at(table.shape, model.generators, args.epsilon, mechanism="auto")
         plan_ms = 1000 * (time.perf_counter() - start)
         original = fit_loglinear(table, model)
         noise = SimulationNoise(seed=1)

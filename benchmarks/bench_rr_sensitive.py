@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.noise import SecureNoise, SimulationNoise
 from tabrelease.spec import ReleaseSpec, loss_of, unit_of
 from tabrelease.workflow import release_margins
@@ -35,11 +35,11 @@ shape = (2,) * 10
 counts = rng.multinomial(14000, rng.dirichlet(np.ones(1024))).reshape(shape)
 margins = list(itertools.combinations(range(10), 2))
 for mech, kw in [("randomized-response", {}), ("sensitive-attributes", {"neighbours": "replace", "options": {"sensitive": (0,)}})]:
-    plan = plan_release(shape, margins, 1.0, mechanism=mech, **kw)
+    plan = plan_at(shape, margins, 1.0, mechanism=mech, **kw)
     run_plan(plan, counts, SimulationNoise(0))
     s = time.perf_counter()
     for seed in range(1, 4):
         run_plan(plan, counts, SimulationNoise(seed))
     print(f"2^10 n=14000 all 2-way {mech}: simulation {(time.perf_counter()-s)/3:.3f} s/release")
-plan = plan_release(shape, margins, 1.0, mechanism="randomized-response")
+plan = plan_at(shape, margins, 1.0, mechanism="randomized-response")
 s = time.perf_counter(); run_plan(plan, counts, SecureNoise()); print(f"randomized-response release mode (OpenDP per record): {time.perf_counter()-s:.2f} s")

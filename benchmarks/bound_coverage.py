@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from tabrelease import builtin_table, default_model, evaluate_release, fit_loglinear, plan_release, run_plan
+from tabrelease import builtin_table, default_model, evaluate_release, run_plan
+from tabrelease.testing import plan_at
+from tabrelease.loglinear import fit_loglinear
 from tabrelease.noise import SimulationNoise
 
 
@@ -27,7 +29,7 @@ def main() -> None:
         model = default_model(table)
         original = fit_loglinear(table, model)
         for calibration in ("exact", "paper"):
-            plan = plan_release(table.shape, model.generators, args.epsilon, calibration=calibration, mechanism="auto")
+            plan = plan_at(table.shape, model.generators, args.epsilon, calibration=calibration, mechanism="auto")
             noise = SimulationNoise(seed=2026)
             paper = derived = 0
             for _ in range(args.repeats):

@@ -15,6 +15,8 @@ import argparse
 import numpy as np
 
 import tabrelease as tr
+from tabrelease.testing import plan_at
+from tabrelease.noise import SimulationNoise
 from tabrelease.planner import with_post_processing
 from tabrelease.tables import margin_counts
 
@@ -36,11 +38,11 @@ def main() -> None:
     for name in ("edwards", "czech", "rochdale", "journey_to_work"):
         table = tr.builtin_table(name)
         for eps in epsilons:
-            lp_plan = tr.plan_release(table.shape, tr.default_model(table).generators, eps, mechanism="auto")
+            lp_plan = plan_at(table.shape, tr.default_model(table).generators, eps, mechanism="auto")
             ls_plan = with_post_processing(lp_plan, "least-squares", "controlled")
             rows = []
             for seed in range(args.runs):
-                lp = tr.run_plan(lp_plan, table.counts, tr.SimulationNoise(seed))
+                lp = tr.run_plan(lp_plan, table.counts, SimulationNoise(seed))
                 ls = tr.release_from_measurements(ls_plan, lp.measurements)  # the same noisy coefficients
                 rows.append((max_error(table, lp), max_error(table, ls), abs(lp.n_released - table.n),
                              abs(ls.n_released - table.n), lp.timings["lp"] + lp.timings["round"],

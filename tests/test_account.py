@@ -443,11 +443,11 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     assert ledger_entries(ledger) == [] and not (tmp_path / "r").exists()
     # Below the limit the records are drawn in chunks: the same table as one draw, with memory that does not grow.
     monkeypatch.setattr(copula, "CHUNK_VALUES", 64)
-    from tabrelease.planner import plan_release
+    from tabrelease.testing import plan_at
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import measure
 
-    plan = plan_release(czech.shape, [(0, 1)], 1.0, mechanism="copula-id")
+    plan = plan_at(czech.shape, [(0, 1)], 1.0, mechanism="copula-id")
     measurements = measure(plan, czech, SimulationNoise(5))
     model = copula.fit_copula(czech.shape, measurements)
     chunked = copula.synthesise(plan, measurements, np.random.default_rng(9)).table
@@ -462,7 +462,7 @@ def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tm
     import opendp.prelude as dp
 
     from tabrelease import LedgerAccount
-    from tabrelease.planner import plan_release
+    from tabrelease.testing import plan_at
     from tabrelease.workflow import charge_release
 
     dp.enable_features("contrib")
@@ -473,7 +473,7 @@ def test_a_rho_budget_composes_ten_gaussian_releases_and_refuses_the_eleventh(tm
         return dp.c.make_fix_delta(dp.c.make_zCDP_to_approxDP(base), delta).map(math.sqrt(2 * rho))[0]
 
     czech = builtin_table("czech")
-    plan = plan_release(czech.shape, [(0, 1), (1, 2)], 0.5, mechanism="gaussian", delta=1e-6)
+    plan = plan_at(czech.shape, [(0, 1), (1, 2)], 0.5, mechanism="gaussian", delta=1e-6)
     one = PrivacyGuarantee.from_dict(plan_guarantee(plan, czech)).loss.rho
     # The plan's rho is that of its Gaussian: (L2 sensitivity / sigma)^2 / 2.
     assert one == pytest.approx((plan.calibration.sensitivity / plan.calibration.scale) ** 2 / 2, rel=1e-12)

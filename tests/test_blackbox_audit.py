@@ -29,7 +29,7 @@ import pytest
 from scipy.stats import beta
 
 from tabrelease.mechanisms import get_mechanism
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.noise import NoNoise, SimulationNoise
 
 ALPHA = 1e-3
@@ -117,7 +117,7 @@ def neighbours_added(shape, seed):
     ("copula-id", (2, 2), [(0, 1)], 1.0, 200),
 ])
 def test_laplace_release_audit_stays_below_epsilon_and_catches_halved_noise(mechanism, shape, margins, epsilon, seed):
-    plan = plan_release(shape, margins, epsilon, mechanism=mechanism)
+    plan = plan_at(shape, margins, epsilon, mechanism=mechanism)
     guarantee = get_mechanism(mechanism).guarantee(plan)
     assert guarantee.unit.kind == "add-remove" and guarantee.loss.kind == "pure"
     assert guarantee.loss.epsilon == pytest.approx(epsilon)
@@ -136,7 +136,7 @@ def test_gaussian_copula_audit_stays_below_epsilon_and_catches_halved_noise():
     # likelihood ratio concentrates far from its bound: epsilon 2 and twice the runs give the audit the room to show
     # power.
     epsilon, shape, seed, runs = 2.0, (2, 2), 300, 2 * AUDIT_RUNS
-    plan = plan_release(shape, [(0, 1)], epsilon, mechanism="gaussian-copula")
+    plan = plan_at(shape, [(0, 1)], epsilon, mechanism="gaussian-copula")
     assert get_mechanism("gaussian-copula").guarantee(plan).loss.epsilon == pytest.approx(epsilon)
     x, x_prime = neighbours_added(shape, seed)
     statistic = laplace_log_likelihood_ratio(plan, x, x_prime)
@@ -148,7 +148,7 @@ def test_gaussian_copula_audit_stays_below_epsilon_and_catches_halved_noise():
 
 def test_randomized_response_audit_stays_below_epsilon_and_catches_a_raised_keep_probability():
     epsilon, shape = 1.0, (2, 3)
-    plan = plan_release(shape, [(0, 1)], epsilon, mechanism="randomized-response", neighbours="replace")
+    plan = plan_at(shape, [(0, 1)], epsilon, mechanism="randomized-response", neighbours="replace")
     guarantee = get_mechanism("randomized-response").guarantee(plan)
     assert guarantee.unit.kind == "local" and guarantee.loss.epsilon == pytest.approx(epsilon)
     # Local DP: any one record's change; here one record moves from cell (0, 0) to cell (0, 1), n = 3 in both.

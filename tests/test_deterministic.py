@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import tabrelease as tr
+from tabrelease.testing import plan_at
 from tabrelease.tables import read_microdata, read_table_csv
 
 # Rochdale's model: the controlled rounding MILP needs up to ~180 branch-and-bound nodes to prove its table closest
@@ -86,8 +87,8 @@ def test_no_wall_clock_limit_decides_what_is_published(monkeypatch):
 
     table = tr.builtin_table(NAME)
     model = tr.default_model(table).generators
-    plans = [tr.plan_release(table.shape, model, 0.5),  # least squares, controlled rounding (MILP)
-             tr.plan_release(table.shape, model, 0.5, mechanism="auto")]  # the consistency LP, nearest
+    plans = [plan_at(table.shape, model, 0.5),  # least squares, controlled rounding (MILP)
+             plan_at(table.shape, model, 0.5, mechanism="auto")]  # the consistency LP, nearest
 
     def released(plan, seed):
         return [m.tolist() for m in tr.run_plan(plan, table.counts, tr.noise.SimulationNoise(seed)).released_margins]

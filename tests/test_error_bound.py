@@ -27,7 +27,7 @@ import pytest
 from tabrelease import builtin_table, default_model
 from tabrelease.bases import EFRON_STEIN, FOURIER, coefficient_basis, margin_from_coefficients
 from tabrelease.evaluation import evaluate_release
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
@@ -81,7 +81,7 @@ CASES = {
 def test_the_audit_bound_is_no_smaller_than_its_steps_computed_exactly(case):
     shape, margins, mechanism, calibration, epsilon, encoded_shape, encoded_margins = CASES[case]
     table = _table(shape)
-    plan = plan_release(shape, margins, epsilon, mechanism=mechanism, calibration=calibration)
+    plan = plan_at(shape, margins, epsilon, mechanism=mechanism, calibration=calibration)
     release = run_plan(plan, table.counts, SimulationNoise(3))
     kind = EFRON_STEIN if mechanism == "efron-stein" else FOURIER
     basis = coefficient_basis(kind, encoded_shape or shape, encoded_margins or margins)
@@ -115,7 +115,7 @@ def test_simulated_noise_exceeds_the_union_bound_t_at_the_rate_the_derivation_st
     # t = scale log(d / delta) is 1 - (1 - delta/d)^d (= 0.183 for d = 12: the union bound is nearly tight), and
     # the exact quantile is exceeded at rate delta. 20,000 draws: standard error 0.003; 4 standard errors allowed.
     edwards = builtin_table("edwards")
-    plan = plan_release(edwards.shape, default_model(edwards).generators, 1.0, mechanism="auto")  # Fourier, 12 coefficients
+    plan = plan_at(edwards.shape, default_model(edwards).generators, 1.0, mechanism="auto")  # Fourier, 12 coefficients
     d, scale, delta = plan.basis.size, plan.calibration.scale, 0.2
     assert d == 12
     draws = SimulationNoise(seed=20260906).perturb(np.zeros((20_000, d)), plan.calibration)
@@ -135,7 +135,7 @@ DISCRETE = dict(shape=(2, 2), margins=[(0,), (1,)], epsilon=7.75, delta=0.05)
 
 
 def test_release_mode_noise_has_the_discrete_laplace_tail_which_exceeds_the_union_bounds_premise():
-    plan = plan_release(DISCRETE["shape"], DISCRETE["margins"], DISCRETE["epsilon"], mechanism="efron-stein")
+    plan = plan_at(DISCRETE["shape"], DISCRETE["margins"], DISCRETE["epsilon"], mechanism="efron-stein")
     d, scale, integer_scale, delta = plan.basis.size, plan.calibration.scale, plan.basis.integer_scale, DISCRETE["delta"]
     assert (d, integer_scale) == (5, 4.0)
     draws = SecureNoise().perturb(np.zeros(30_000), plan.calibration, integer_scale)

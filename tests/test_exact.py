@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import tabrelease as tr
+from tabrelease.testing import plan_at
+from tabrelease.pipeline import measure
 from tabrelease.consistency import LeastSquaresProblem
 from tabrelease.estimate import MAX_EXACT_COUNT, best_total, check_exact_range, noise_variance
 from tabrelease.measurements import EXACT, MARGIN_CELLS
@@ -38,7 +40,7 @@ def _margins_exact(release, counts):
 def test_a_huge_cell_comes_back_exactly_without_noise(big):
     # Before the refinement the fit moved released counts by 305 at 10^9 and by 2.9e9 at 9e15 (noise sd: 2.6).
     counts = _with_big_cell(big)
-    plan = tr.plan_release(SHAPE, MARGINS, 1.0)
+    plan = plan_at(SHAPE, MARGINS, 1.0)
     release = run_plan(plan, counts, NoNoise())
     for difference in _margins_exact(release, counts):
         assert not np.any(difference), difference
@@ -57,15 +59,15 @@ def test_with_noise_the_fit_at_9e15_is_the_fit_at_a_thousand_shifted():
     # (a GLS over w >= 0 with the total pinned) moves by exactly the shift there. The small fit is checked against
     # cvxpy's, and the large one against it plus the shift: within float64's spacing at 9e15 (1) before
     # rounding, and within 1 of the shifted small release after it (the error of the release is that of the noise).
-    plan = tr.plan_release(SHAPE, MARGINS, 1.0)
+    plan = plan_at(SHAPE, MARGINS, 1.0)
     assert all(b.query == MARGIN_CELLS for b in plan.design.blocks)
     queries = _dense_queries(plan)
-    sd = max(np.sqrt(noise_variance(b)) for b in tr.measure(plan, SMALL, NoNoise()).blocks)
+    sd = max(np.sqrt(noise_variance(b)) for b in measure(plan, SMALL, NoNoise()).blocks)
     shift = BIG - 1000
     for seed in range(4):
         small, large = _with_big_cell(1000), _with_big_cell(BIG)
-        m_small = tr.measure(plan, small, SimulationNoise(seed))
-        m_large = tr.measure(plan, large, SimulationNoise(seed))
+        m_small = measure(plan, small, SimulationNoise(seed))
+        m_large = measure(plan, large, SimulationNoise(seed))
         # independent reference at n ~ 1000: cvxpy (Clarabel through cvxpy's own formulation) on the dense problem
         w = cp.Variable(SMALL.size, nonneg=True)
         total = best_total(m_small.blocks)
@@ -123,7 +125,7 @@ def test_sensitive_attributes_releases_n_and_every_insensitive_margin_exactly(sh
     # Their coefficients are released exactly; the LP treated them as noisy and published n = 59 as 19.
     rng = np.random.default_rng(len(shape) + sensitive[0])
     counts = rng.poisson(5, size=shape)
-    plan = tr.plan_release(shape, margins, 1.0, mechanism="sensitive-attributes", neighbours="replace",
+    plan = plan_at(shape, margins, 1.0, mechanism="sensitive-attributes", neighbours="replace",
                            options={"sensitive": sensitive})
     for seed in range(6):
         release = run_plan(plan, counts, SimulationNoise(seed))
@@ -141,9 +143,9 @@ def test_sensitive_attributes_releases_n_and_every_insensitive_margin_exactly(sh
 def test_sensitive_attributes_lp_holds_the_exact_coefficients_as_equalities():
     shape, margins, sensitive = (2, 3, 2), [(0, 1), (1, 2), (0, 2)], (0,)
     counts = np.random.default_rng(4).poisson(5, size=shape)
-    plan = tr.plan_release(shape, margins, 1.0, mechanism="sensitive-attributes", neighbours="replace",
+    plan = plan_at(shape, margins, 1.0, mechanism="sensitive-attributes", neighbours="replace",
                            options={"sensitive": sensitive})
-    measurements = tr.measure(plan, counts, SimulationNoise(2))
+    measurements = measure(plan, counts, SimulationNoise(2))
     estimate = plan.estimator.estimate(plan, measurements)
     from tabrelease.bases import coefficients
 
@@ -156,7 +158,7 @@ def test_sensitive_attributes_lp_holds_the_exact_coefficients_as_equalities():
 
 def test_randomized_response_releases_n_exactly():
     table = tr.builtin_table("czech")
-    plan = tr.plan_release(table.shape, [(0, 1), (2, 3)], 1.0, mechanism="randomized-response")
+    plan = plan_at(table.shape, [(0, 1), (2, 3)], 1.0, mechanism="randomized-response")
     for seed in range(4):
         release = run_plan(plan, table.counts, SimulationNoise(seed))
         assert int(release.table.sum()) == table.n
@@ -171,7 +173,7 @@ def test_a_public_total_is_released_exactly(shape):
     rng = np.random.default_rng(1)
     counts = rng.poisson(3, size=shape)
     margins = [(0, 1), (1, 2)]
-    plan = tr.plan_release(shape, margins, 0.3, options={"public_total": True})
+    plan = plan_at(shape, margins, 0.3, options={"public_total": True})
     for seed in range(4):
         release = run_plan(plan, counts, SimulationNoise(seed))
         for m in release.released_margins:
@@ -201,7 +203,7 @@ def test_the_fit_on_margins_is_exact_at_any_count_too(big):
     margins = [(i, i + 1) for i in range(12)]
     counts = np.random.default_rng(0).integers(0, 5, size=shape).astype(np.int64)
     counts.flat[17] = big
-    plan = tr.plan_release(shape, margins, 1.0)
+    plan = plan_at(shape, margins, 1.0)
     assert plan.estimator.name == "local-least-squares"
     exact = run_plan(plan, counts, NoNoise())
     for difference in _margins_exact(exact, counts):
@@ -210,7 +212,7 @@ def test_the_fit_on_margins_is_exact_at_any_count_too(big):
     small = counts.copy()
     small.flat[17] = 1000
     noisy_big, noisy_small = run_plan(plan, counts, SimulationNoise(3)), run_plan(plan, small, SimulationNoise(3))
-    sd = max(np.sqrt(noise_variance(b)) for b in tr.measure(plan, counts, NoNoise()).blocks)
+    sd = max(np.sqrt(noise_variance(b)) for b in measure(plan, counts, NoNoise()).blocks)
     for a, b in zip(_margins_exact(noisy_big, counts), _margins_exact(noisy_small, small)):
         assert np.abs(a.astype(float)).max() <= 10 * sd
         assert np.abs((a - b).astype(float)).max() <= 2  # ties in rounding aside, the same release shifted

@@ -16,7 +16,7 @@ from tabrelease.copula import (bivariate_normal_cdf, both_one_probability, fit_c
 from tabrelease.errors import TabreleaseError
 from tabrelease.measurements import Measurements
 from tabrelease.mechanisms import get_mechanism, with_epsilon
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.noise import NoNoise
 from tabrelease.pipeline import measure, release_from_measurements, run_plan
 from tabrelease.spec import ReleaseSpec, loss_of
@@ -98,7 +98,7 @@ def test_each_block_is_noised_at_its_brute_force_sensitivity_and_the_shares_sum_
     brute = {b: max(changes[b]) for b in blocks}
     epsilon = 0.7
     for name in COPULAS:
-        plan = plan_release(shape, [tuple(range(len(shape)))], epsilon, mechanism=name, neighbours=neighbours)
+        plan = plan_at(shape, [tuple(range(len(shape)))], epsilon, mechanism=name, neighbours=neighbours)
         noise = ScaleRecordingNoise(1)
         measured = measure(plan, counts_of(shape, base), noise)
         scales = {tuple(b.variables): b.scale for b in measured.blocks}
@@ -140,8 +140,8 @@ def test_block_sensitivities_against_the_papers_lemmas():
 def test_rescale_gives_the_plan_at_another_epsilon():
     shape = (2, 3, 2)
     for name in COPULAS:
-        plan = plan_release(shape, [(0, 1), (1, 2)], 1.0, mechanism=name)
-        moved, direct = with_epsilon(plan, 4.0), plan_release(shape, [(0, 1), (1, 2)], 4.0, mechanism=name)
+        plan = plan_at(shape, [(0, 1), (1, 2)], 1.0, mechanism=name)
+        moved, direct = with_epsilon(plan, 4.0), plan_at(shape, [(0, 1), (1, 2)], 4.0, mechanism=name)
         mechanism = get_mechanism(name)
         assert mechanism.block_scales(moved) == mechanism.block_scales(direct)
         for b, scale in mechanism.block_scales(plan).items():
@@ -150,27 +150,27 @@ def test_rescale_gives_the_plan_at_another_epsilon():
 
 def test_measurements_of_another_plan_are_refused():
     shape, counts = (2, 3, 2), np.arange(12).reshape(2, 3, 2)
-    plan = plan_release(shape, [(0, 1)], 1.0, mechanism="gaussian-copula")
+    plan = plan_at(shape, [(0, 1)], 1.0, mechanism="gaussian-copula")
     taken = measure(plan, counts, NoNoise())
     with pytest.raises(TabreleaseError, match="not drawn with this plan"):
         release_from_measurements(with_epsilon(plan, 2.0), taken)
     dropped = Measurements(taken.blocks[:-1], taken.noise_mode, taken.seed)
     with pytest.raises(TabreleaseError, match="not drawn with this plan"):
         release_from_measurements(plan, dropped)
-    other = plan_release(shape, [(0, 1)], 1.0, mechanism="gaussian-copula", neighbours="replace")
+    other = plan_at(shape, [(0, 1)], 1.0, mechanism="gaussian-copula", neighbours="replace")
     with pytest.raises(TabreleaseError, match="not drawn with this plan"):
         release_from_measurements(other, taken)
     with pytest.raises(TabreleaseError, match="reads"):
-        plan_release(shape, [(0, 1)], 1.0, mechanism="gaussian-copula", estimator="least-squares")
+        plan_at(shape, [(0, 1)], 1.0, mechanism="gaussian-copula", estimator="least-squares")
 
 
 def test_privacy_statement():
-    plan = plan_release((2, 3, 2, 2), [(0, 1)], 0.5, mechanism="gaussian-copula", neighbours="replace")
+    plan = plan_at((2, 3, 2, 2), [(0, 1)], 0.5, mechanism="gaussian-copula", neighbours="replace")
     text = get_mechanism("gaussian-copula").privacy_statement(plan)
     assert text.startswith("epsilon=0.5 differential privacy (pure) for replace neighbours")
     assert "4 variables and of the 6 pairs" in text and "10 blocks of epsilon/10" in text
     assert "n is not treated as public" in text
-    plan = plan_release((2, 3, 2, 2), [(0, 1)], 0.5, mechanism="copula-id")
+    plan = plan_at((2, 3, 2, 2), [(0, 1)], 0.5, mechanism="copula-id")
     text = get_mechanism("copula-id").privacy_statement(plan)
     assert "add-remove" in text and "4 blocks of epsilon/4" in text and "pairs" not in text
 
@@ -180,7 +180,7 @@ def test_with_delta_the_papers_advanced_composition_gives_its_published_per_bloc
     """Section 4.2: k = m + C(m, 2) blocks, delta = 2^-30, overall epsilon just under 1: epsilon_0 = 0.014782 (Adult,
     m = 14), 0.007791 (DSS, m = 27), 0.022579 (Hospital, m = 9), given to 6 decimals."""
     delta, k = 2.0**-30, m + comb(m, 2)
-    plan = plan_release((2,) * m, [(0, 1)], 1.0, mechanism="gaussian-copula", delta=delta)
+    plan = plan_at((2,) * m, [(0, 1)], 1.0, mechanism="gaussian-copula", delta=delta)
     epsilon_0 = 1.0 / plan.calibration.scale
     assert np.floor(epsilon_0 * 1e6) / 1e6 == pytest.approx(published, abs=1e-12)
     # Theorem 3 written out again: the composed epsilon is at most 1, and no share is left over.
@@ -199,7 +199,7 @@ def test_with_delta_the_papers_advanced_composition_gives_its_published_per_bloc
 
 def test_with_delta_few_variables_keep_the_pure_split():
     """6 variables (21 blocks): advanced composition at delta = 2^-30 gives 0.033 per block, less than 1/21."""
-    plan = plan_release((2,) * 6, [(0, 1)], 1.0, mechanism="gaussian-copula", delta=2.0**-30)
+    plan = plan_at((2,) * 6, [(0, 1)], 1.0, mechanism="gaussian-copula", delta=2.0**-30)
     assert plan.calibration.delta is None and plan.calibration.scale == pytest.approx(21.0)
     assert "pure" in get_mechanism("gaussian-copula").privacy_statement(plan)
     assert "no delta is spent" in get_mechanism("gaussian-copula").privacy_statement(plan)
@@ -291,7 +291,7 @@ def _binary_table(n, rng):
 
 
 def _noise_off_records(shape, counts, name="gaussian-copula", seed=5):
-    plan = plan_release(shape, [tuple(range(len(shape)))], 1.0, mechanism=name)
+    plan = plan_at(shape, [tuple(range(len(shape)))], 1.0, mechanism=name)
     model = fit_copula(shape, measure(plan, counts, NoNoise()))
     return model, synthetic_counts(shape, sample_records(model, np.random.default_rng(seed)))
 
@@ -352,7 +352,7 @@ def test_noise_off_copula_id_draws_independent_variables_with_the_true_one_way_m
 
 def test_n_is_estimated_from_the_noisy_totals():
     shape, counts = (2, 3, 2), np.full((2, 3, 2), 50)
-    plan = plan_release(shape, [(0, 1, 2)], 1.0, mechanism="gaussian-copula")
+    plan = plan_at(shape, [(0, 1, 2)], 1.0, mechanism="gaussian-copula")
     model = fit_copula(shape, measure(plan, counts, NoNoise()))
     assert model.n == 600
     # With noise: every block's totals, weighted by 1 / variance (a pair block's total has 4 cells, a one-way's 2).
@@ -389,7 +389,7 @@ def test_release_is_the_synthetic_records_margins_integer_and_consistent(name):
 
 def test_release_mode_draws_with_opendp():
     table = builtin_table("czech")
-    plan = plan_release(table.shape, [(0, 1), (2, 3)], 1.0, mechanism="gaussian-copula")
+    plan = plan_at(table.shape, [(0, 1), (2, 3)], 1.0, mechanism="gaussian-copula")
     from tabrelease.noise import SecureNoise
 
     rel = run_plan(plan, table.counts, SecureNoise())

@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 
 import tabrelease as tr
+from tabrelease.testing import plan_at
+from tabrelease.pipeline import released_frames
 from tabrelease.cli import main
 from tabrelease.ledger import budget_status, init_ledger
 from tabrelease.tables import margin_counts
@@ -171,7 +173,7 @@ def test_a_count_above_2_to_the_53_is_kept_exactly():
      "a margin is a tuple of axis numbers or variable names, not"),
     (lambda t: tr.release_margins(t, _simulated(margins=[("A", "Z")])), "unknown variable 'Z'"),
     (lambda t: tr.release_margins(t, _simulated(margins="[AZ]")), "Z"),
-    (lambda t: tr.plan_release((2, 0, 3), [(0, 1)], 1.0), "every variable needs at least 2 levels"),
+    (lambda t: plan_at((2, 0, 3), [(0, 1)], 1.0), "every variable needs at least 2 levels"),
     (lambda t: tr.release_margins(t, _simulated(mechanism="nonneg", options={"nonneg_t": float("nan")})),
      "--nonneg-t must be a finite number"),
 ])
@@ -220,7 +222,7 @@ def test_margins_are_accepted_by_name_letter_or_bracket_notation():
 def test_released_margins_come_back_as_labelled_frames():
     table = tr.builtin_table("czech")
     release = tr.release_margins(table, _simulated(margins=[("A", "B")]))
-    frames = tr.released_frames(release, table)
+    frames = released_frames(release, table)
     (label, frame), = frames.items()
     assert label == f"{table.variables[0]} x {table.variables[1]}"
     assert list(frame.columns) == [table.variables[0], table.variables[1], "count"]

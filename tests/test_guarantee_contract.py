@@ -46,7 +46,7 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
 from tabrelease.mechanisms import BUILT_IN, get_mechanism, mechanism_names
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.mechanisms.randomized_response import channel_matrix
 from tabrelease.noise import NoNoise
 from tabrelease.privacy import (ADD_REMOVE, APPROXIMATE, LOCAL, PURE, REPLACE, SENSITIVE, ZCDP, PrivacyUnit,
@@ -130,7 +130,7 @@ def test_every_registered_mechanism_has_a_case():
 # --- the oracle ---------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _plan(case):
-    return plan_release(case.shape, [list(g) for g in case.margins], case.epsilon, mechanism=case.mechanism,
+    return plan_at(case.shape, [list(g) for g in case.margins], case.epsilon, mechanism=case.mechanism,
                         neighbours=case.neighbours, delta=case.delta, calibration=case.calibration,
                         options=dict(case.options))
 

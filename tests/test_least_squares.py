@@ -8,6 +8,8 @@ import pytest
 from scipy.optimize import minimize
 
 import tabrelease as tr
+from tabrelease.testing import plan_at
+from tabrelease.noise import SimulationNoise
 from tabrelease.bases import EFRON_STEIN, coefficient_basis, coefficients, margin_from_coefficients
 from tabrelease.consistency import LeastSquaresProblem
 from tabrelease.measurements import COEFFICIENTS
@@ -67,7 +69,7 @@ def test_controlled_rounding_is_the_closest_integer_table_by_brute_force():
 @pytest.mark.parametrize("name", ["edwards", "czech", "rochdale", "journey_to_work"])
 def test_without_noise_least_squares_with_controlled_rounding_is_exact(name):
     table = tr.builtin_table(name)
-    plan = tr.plan_release(table.shape, tr.default_model(table).generators, 1.0, estimator="least-squares",
+    plan = plan_at(table.shape, tr.default_model(table).generators, 1.0, estimator="least-squares",
                            rounding="controlled", mechanism="auto")
     release = tr.run_plan(plan, table.counts, NoNoise())
     for g, released in zip(release.margins, release.released_margins):
@@ -78,16 +80,16 @@ def test_without_noise_least_squares_with_controlled_rounding_is_exact(name):
 def test_post_processing_choices_are_checked_and_the_lp_bound_is_not_claimed_for_them():
     table = tr.builtin_table("czech")
     with pytest.raises(tr.TabreleaseError, match="reads coefficients measurements; the cells mechanism"):
-        tr.plan_release(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="linf-lp")
+        plan_at(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="linf-lp")
     # Least squares reads any linear measurement: on measured cells it is their projection onto w >= 0 with the
     # total pinned to the measured cells' sum.
-    cells = tr.plan_release(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="least-squares",
+    cells = plan_at(table.shape, [(0, 1)], 1.0, mechanism="cells", estimator="least-squares",
                             rounding="controlled")
-    noisy = tr.run_plan(cells, table.counts, tr.SimulationNoise(3))
+    noisy = tr.run_plan(cells, table.counts, SimulationNoise(3))
     assert noisy.table.min() >= 0
     assert noisy.table.sum() == np.floor(noisy.measurements.vector().sum() + 0.5)
     with pytest.raises(tr.TabreleaseError, match="unknown rounding"):
-        tr.plan_release(table.shape, [(0, 1)], 1.0, rounding="stochastic", mechanism="auto")
+        plan_at(table.shape, [(0, 1)], 1.0, rounding="stochastic", mechanism="auto")
     lp = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1, mechanism="auto"))
     ls = tr.release_margins(table,
                             tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1, estimator="least-squares",

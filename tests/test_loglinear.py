@@ -4,15 +4,9 @@ import pytest
 import statsmodels.api as sm
 import statsmodels.formula.api as smf
 
-from tabrelease import (
-    builtin_table,
-    default_model,
-    fit_loglinear,
-    l1_distance,
-    parse_model,
-    table_from_frame,
-    total_variation,
-)
+from tabrelease import builtin_table, default_model, parse_model, table_from_frame
+from tabrelease.testing import plan_at
+from tabrelease.loglinear import fit_loglinear, l1_distance, total_variation
 from tabrelease.loglinear import design_rank, facial_set, ipf, is_decomposable, margin_design
 
 # Independently computed (shared/tables/PROVENANCE.md): G2, nominal df, zero-adjusted df, MLE exists.
@@ -204,12 +198,13 @@ def test_refit_ipf_cannot_finish_is_finished_by_newton_and_agrees_with_statsmode
     # either (500 iterations, margins off by 277), so the fit is checked against Birch's conditions, which fix
     # the extended MLE uniquely: the fitted table has the observed generator margins, is 0 off the facial set,
     # and its logarithm on the facial set lies in the span of the model's design there.
-    from tabrelease import SimulationNoise, evaluate_release, plan_release, run_plan
+    from tabrelease import evaluate_release, run_plan
+    from tabrelease.noise import SimulationNoise
     from tabrelease.loglinear import IPF_CYCLES_BEFORE_NEWTON
 
     table = builtin_table("journey_to_work")
     model = default_model(table)
-    plan = plan_release(table.shape, model.generators, 0.015, mechanism="efron-stein")
+    plan = plan_at(table.shape, model.generators, 0.015, mechanism="efron-stein")
     release = run_plan(plan, table.counts, SimulationNoise(959383796038602949))
     assert release.n_released == 48234
     evaluation = evaluate_release(table, release, model)

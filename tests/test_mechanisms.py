@@ -11,7 +11,7 @@ from tabrelease.evaluation import evaluate_release
 from tabrelease.paper.tables import reproduce_table8
 from tabrelease.paper.theorems import paper_noise_scale
 from tabrelease.mechanisms import MECHANISMS
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.spec import ReleaseSpec, loss_of
 from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
@@ -61,7 +61,7 @@ def test_every_mechanism_on_every_table_releases_what_its_recorded_noise_implies
     gens = default_model(table).generators
     truth = {g: true_margin(table.counts, g) for g in gens}
     for mech in applicable(table):
-        plan = plan_release(table.shape, gens, 1.0, mechanism=mech, delta=1e-6 if mech == "gaussian" else None)
+        plan = plan_at(table.shape, gens, 1.0, mechanism=mech, delta=1e-6 if mech == "gaussian" else None)
         noise = RecordingNoise(7)
         rel = run_plan(plan, table.counts, noise)
         ((values, noisy),) = noise.calls
@@ -133,7 +133,7 @@ def test_default_release_uses_the_secure_sampler(name):
 @pytest.mark.parametrize("name", TABLES)
 def test_without_noise_the_lp_is_exact(name):
     table = builtin_table(name)
-    plan = plan_release(table.shape, default_model(table).generators, 1.0, mechanism="auto")
+    plan = plan_at(table.shape, default_model(table).generators, 1.0, mechanism="auto")
     rel = run_plan(plan, table.counts, NoNoise())
     assert rel.lp.b == pytest.approx(0.0, abs=1e-9)
     # The LP's non-negative table has exactly the original margins.
@@ -152,7 +152,7 @@ def test_without_noise_the_lp_is_exact(name):
 
 def test_simulation_noise_has_the_stated_scale():
     table = builtin_table("journey_to_work")
-    plan = plan_release(table.shape, default_model(table).generators, 0.5, mechanism="auto")
+    plan = plan_at(table.shape, default_model(table).generators, 0.5, mechanism="auto")
     scale = plan.calibration.scale
     assert scale == pytest.approx((439 / 256) / 0.5)
     draws = SimulationNoise(seed=20261121).perturb(np.zeros(200_000), plan.calibration)
@@ -172,7 +172,7 @@ def test_secure_discrete_laplace_has_the_stated_scale():
 
 def test_gaussian_calibration_is_tight_under_the_exact_privacy_profile():
     table = builtin_table("czech")
-    plan = plan_release(table.shape, default_model(table).generators, 1.0, mechanism="gaussian", delta=1e-6)
+    plan = plan_at(table.shape, default_model(table).generators, 1.0, mechanism="gaussian", delta=1e-6)
     cal = plan.calibration
     basis = coefficient_basis(FOURIER, table.shape, default_model(table).generators)
     assert cal.sensitivity == pytest.approx(np.sqrt(22) / 8)  # sqrt(|B|) / 2^{k/2}
@@ -193,7 +193,7 @@ def test_gaussian_calibration_is_tight_under_the_exact_privacy_profile():
 def test_gaussian_privacy_statement_names_the_analytic_gaussian_and_rho(mechanism):
     from tabrelease.mechanisms import get_mechanism
 
-    plan = plan_release((2, 3, 2), [(0, 1), (1, 2)], 0.5, mechanism=mechanism, delta=1e-7)
+    plan = plan_at((2, 3, 2), [(0, 1), (1, 2)], 0.5, mechanism=mechanism, delta=1e-7)
     cal = plan.calibration
     text = get_mechanism(mechanism).privacy_statement(plan)
     assert text.startswith("(epsilon=0.5, delta=1e-07)-differential privacy for add-remove neighbours: Gaussian noise")
@@ -230,9 +230,9 @@ def test_paper_calibration_reproduces_table8_scales_and_says_whether_epsilon_hol
 def test_other_mechanisms_are_calibrated_to_their_own_sensitivity():
     table = builtin_table("rochdale")
     gens = default_model(table).generators
-    assert plan_release(table.shape, gens, 2.0, mechanism="cells").calibration.scale == pytest.approx(0.5)
-    assert plan_release(table.shape, gens, 2.0, mechanism="cells", neighbours="replace").calibration.scale == pytest.approx(1.0)
-    assert plan_release(table.shape, gens, 2.0, mechanism="margins").calibration.scale == pytest.approx(len(gens) / 2.0)
+    assert plan_at(table.shape, gens, 2.0, mechanism="cells").calibration.scale == pytest.approx(0.5)
+    assert plan_at(table.shape, gens, 2.0, mechanism="cells", neighbours="replace").calibration.scale == pytest.approx(1.0)
+    assert plan_at(table.shape, gens, 2.0, mechanism="margins").calibration.scale == pytest.approx(len(gens) / 2.0)
 
 
 def test_independent_margins_are_reported_inconsistent():
@@ -245,7 +245,7 @@ def test_independent_margins_are_reported_inconsistent():
 
 def test_nonneg_lifts_the_constant_term_by_t_d_scale():
     table = builtin_table("edwards")
-    plan = plan_release(table.shape, default_model(table).generators, 1.0, mechanism="nonneg", nonneg_t=3.0)
+    plan = plan_at(table.shape, default_model(table).generators, 1.0, mechanism="nonneg", nonneg_t=3.0)
     rel = run_plan(plan, table.counts, NoNoise())
     lift_per_cell = 3.0 * 12 * plan.calibration.scale / 2 ** 3  # shift of <f, chi^0> times chi^0 = 2^{-k/2}
     for g, m, expect in zip(rel.margins, rel.released_margins, true_margins(table, rel.margins)):
@@ -267,7 +267,7 @@ def test_binary_encoding_holds_structural_zeros_at_zero():
         columns=["A", "B", "C", "count"],
     )
     table = table_from_frame(frame)
-    plan = plan_release(table.shape, [(0, 1), (1, 2)], 1.0, mechanism="binary-encoding")
+    plan = plan_at(table.shape, [(0, 1), (1, 2)], 1.0, mechanism="binary-encoding")
     # bits (2, 1, 2): 32 encoded cells, 18 of them real
     assert plan.parameters["structural_zero_cells"] == 14
     rel = run_plan(plan, table.counts, NoNoise())

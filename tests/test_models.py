@@ -1,6 +1,7 @@
 import pandas as pd
 
-from tabrelease import builtin_table, default_model, downward_closure, parse_model, table_from_frame
+from tabrelease import builtin_table, default_model, parse_model, table_from_frame
+from tabrelease.models import downward_closure
 
 
 def test_closure_sizes_match_the_papers_B_with_the_empty_set():

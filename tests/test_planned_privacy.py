@@ -28,7 +28,7 @@ from scipy.optimize import minimize
 from scipy.stats import norm
 
 from tabrelease.mechanisms import get_mechanism
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 
 DELTA = 1e-6
 MARGIN_CELLS = "margin_cells"
@@ -174,7 +174,7 @@ def test_configurations_cover_both_bases():
     assert all(2 <= len(shape) <= 5 and prod(shape) <= 200 for shape, _, _ in CONFIGS)
     for shape, margins, epsilon in MIXED_LAPLACE_CONFIGS:
         def mixed(neighbours, public):
-            blocks = plan_release(shape, margins, epsilon, mechanism="planned", neighbours=neighbours,
+            blocks = plan_at(shape, margins, epsilon, mechanism="planned", neighbours=neighbours,
                                   options={"public_total": public}).design.blocks
             return (any(b.query == MARGIN_CELLS for b in blocks)
                     and any(b.query == COEFFICIENTS and len(b.variables) == 2 for b in blocks))
@@ -194,7 +194,7 @@ def test_planned_scales_are_exactly_private(case):
     the total is public or the neighbours are replace."""
     (shape, margins, epsilon), (delta, neighbours, public_option) = case
     options = {"public_total": True} if public_option else None
-    plan = plan_release(shape, margins, epsilon, mechanism="planned", neighbours=neighbours, delta=delta,
+    plan = plan_at(shape, margins, epsilon, mechanism="planned", neighbours=neighbours, delta=delta,
                         options=options)
     design = plan.design
     binary = all(k == 2 for k in shape)
@@ -244,7 +244,7 @@ RP_SHAPES = [(5, 4), (2,) * 8, (6, 10)]
 def _rp_case(shape):
     k = len(shape)
     margins = list(combinations(range(k), 2))
-    plan = plan_release(shape, margins, 1.0, mechanism="planned", neighbours="add-remove", delta=DELTA)
+    plan = plan_at(shape, margins, 1.0, mechanism="planned", neighbours="add-remove", delta=DELTA)
     return plan, margins
 
 
@@ -355,7 +355,7 @@ def test_expected_errors_match_explicit_matrices(case):
     the all-ones vector: X is replaced by P X P with P = I - J/cells (the measured blocks minus their known
     total part inform P x only). Must equal expected_errors(plan)[A].total_variance to 1e-8 relative."""
     shape, margins, delta, neighbours, public_option = case
-    plan = plan_release(shape, margins, 0.7, mechanism="planned", neighbours=neighbours, delta=delta,
+    plan = plan_at(shape, margins, 0.7, mechanism="planned", neighbours=neighbours, delta=delta,
                         options={"public_total": True} if public_option else None)
     blocks = plan_blocks(plan, shape)
     info = information_matrix(blocks, "laplace" if delta is None else "gaussian")
@@ -398,7 +398,7 @@ def test_laplace_plan_is_no_worse_than_a_two_block_alternative(shape, margins, p
     epsilon split between them by a one-dimensional search, its privacy checked by brute force over every
     record (sum_B ||change_B||_1 / b_B = epsilon). The planner claims to minimise that error."""
     epsilon = 1.0
-    plan = plan_release(shape, margins, epsilon, mechanism="planned", options={"public_total": public_total})
+    plan = plan_at(shape, margins, epsilon, mechanism="planned", options={"public_total": public_total})
     planned = explicit_total_variance(shape, margins, plan_blocks(plan, shape), "laplace", public_total)
     matrices = [block_matrix(shape, q, s, plan.design.basis_kind) for q, s in alternative]
     l1 = [np.abs(m).sum(axis=0) for m in matrices]  # per added record x

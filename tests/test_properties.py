@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from tabrelease import plan_release, run_plan
+from tabrelease import run_plan
+from tabrelease.testing import plan_at
 from tabrelease.bases import coefficients
 from tabrelease.noise import SimulationNoise
 
@@ -72,7 +73,7 @@ def lp_case(draw):
 @given(lp_case())
 def test_the_lp_finds_the_non_negative_table_closest_to_the_noisy_coefficients(case):
     shape, margins, epsilon, seed, counts, mechanism, neighbours = case
-    plan = plan_release(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours)
+    plan = plan_at(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours)
     noise = RecordingNoise(seed)
     release = run_plan(plan, counts, noise)
     ((values, noisy),) = noise.calls
@@ -99,7 +100,7 @@ def test_the_lp_finds_the_non_negative_table_closest_to_the_noisy_coefficients(c
 def test_noise_scale_is_never_below_the_brute_force_sensitivity_over_epsilon(case):
     shape, margins, epsilon, seed, counts, mechanism, neighbours = case
     for calibration in ("exact", "paper"):
-        plan = plan_release(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, calibration=calibration)
+        plan = plan_at(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours, calibration=calibration)
         brute = brute_force_l1_sensitivity(plan, neighbours)
         if calibration == "exact":
             assert plan.calibration.scale >= brute / epsilon * (1 - 1e-9)
@@ -113,9 +114,9 @@ def test_noise_scale_is_never_below_the_brute_force_sensitivity_over_epsilon(cas
 @given(release_case())
 def test_simulation_is_reproducible_from_the_seed(case):
     shape, margins, epsilon, seed, counts, mechanism, neighbours = case
-    plan = plan_release(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours)
+    plan = plan_at(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours)
     first = run_plan(plan, counts, SimulationNoise(seed))
-    other_plan = plan_release(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours)
+    other_plan = plan_at(shape, margins, epsilon, mechanism=mechanism, neighbours=neighbours)
     run_plan(other_plan, counts + 1, SimulationNoise(seed + 1))  # an unrelated solve in between
     second = run_plan(other_plan, counts, SimulationNoise(seed))
     for a, b in zip(first.released_margins, second.released_margins):

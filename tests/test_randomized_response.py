@@ -12,7 +12,7 @@ import pytest
 import tabrelease as tr
 from tabrelease.errors import TabreleaseError
 from tabrelease.mechanisms import with_epsilon
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.estimate import cell_variance, unbiased_cells
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise
 from tabrelease.spec import ReleaseSpec, loss_of
@@ -27,7 +27,7 @@ MARGINS = [(0, 1), (1, 2)]
 
 
 def _plan(epsilon, shape=SHAPE, margins=MARGINS, neighbours="add-remove"):
-    return plan_release(shape, margins, epsilon, mechanism="randomized-response", neighbours=neighbours)
+    return plan_at(shape, margins, epsilon, mechanism="randomized-response", neighbours=neighbours)
 
 
 def _channel(plan):
@@ -89,7 +89,7 @@ def test_unbiased_and_variance_formula_by_simulation():
 
 def test_noise_off_reproduces_the_true_margins():
     table = builtin_table("czech")
-    plan = plan_release(table.shape, [(0, 1), (2, 3), (1, 4, 5)], 1.0, mechanism="randomized-response")
+    plan = plan_at(table.shape, [(0, 1), (2, 3), (1, 4, 5)], 1.0, mechanism="randomized-response")
     release = run_plan(plan, table, NoNoise())  # the expected reports: their unbiasing is the true table
     for g, m in zip(plan.margins, release.released_margins):
         np.testing.assert_array_equal(m, true_margin(table.counts, g))
@@ -114,7 +114,7 @@ def test_end_to_end_statement_and_refusals():
     assert statement.startswith("epsilon=1-local differential privacy: each record's cell is randomised by k-ary "
                                 "randomized response (k=64); the count n of reports is public")
     with pytest.raises(TabreleaseError, match="small tables"):
-        plan_release((2,) * 13, [(0, 1)], 1.0, mechanism="randomized-response")
+        plan_at((2,) * 13, [(0, 1)], 1.0, mechanism="randomized-response")
 
 
 def test_release_mode_hands_opendp_the_keep_probability_for_epsilon(monkeypatch):

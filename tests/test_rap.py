@@ -11,7 +11,7 @@ import pytest
 from tabrelease import builtin_table, default_model, relaxed
 from tabrelease.errors import TabreleaseError
 from tabrelease.mechanisms import with_epsilon
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.mechanisms import rap
 from tabrelease.noise import NoNoise, SecureNoise, SimulationNoise, _opendp
 from tabrelease.pipeline import measure, release_from_measurements, run_plan
@@ -93,10 +93,10 @@ def test_l2_sensitivity_of_the_measured_margins_by_brute_force(margins, neighbou
     one = max(max(np.linalg.norm(vector(d, [g])) for d in changes) for g in margins)
     together = max(np.linalg.norm(vector(d, margins)) for d in changes)
     assert one == pytest.approx(rap.margin_l2_sensitivity(neighbours))
-    plan = plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours)
+    plan = plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours)
     assert plan.calibration.sensitivity == pytest.approx(together)  # T = 1: all m margins in one measurement
     assert together == pytest.approx(sqrt(len(margins) * (2 if neighbours == "replace" else 1)))
-    adaptive = plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours,
+    adaptive = plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours,
                             options={"rounds": 2, "queries_per_round": 1})
     assert adaptive.calibration.sensitivity == pytest.approx(one)  # one margin per measurement
 
@@ -122,7 +122,7 @@ def test_selection_score_sensitivity_by_brute_force(neighbours):
             others = [base + _one_record(SMALL, a) - _one_record(SMALL, b) for a in cells for b in cells if base[b] > 0]
         worst = max(worst, max(np.abs(scores(x) - s0).max() for x in others))
     assert worst == pytest.approx(rap.score_sensitivity(neighbours))
-    plan = plan_release(SMALL, margins[:3], 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours,
+    plan = plan_at(SMALL, margins[:3], 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours,
                         options={"rounds": 2, "queries_per_round": 1})
     assert plan.parameters["score_sensitivity"] == pytest.approx(worst, rel=1e-12)
 
@@ -149,7 +149,7 @@ def test_rho_is_the_largest_opendp_certifies_and_the_notes_conversion_is_looser(
 @pytest.mark.parametrize("neighbours", ["add-remove", "replace"])
 def test_one_round_spends_rho_on_one_gaussian_measurement_of_all_margins(neighbours):
     margins = [(0, 1), (1, 2), (0, 2)]
-    plan = plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours)
+    plan = plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, neighbours=neighbours)
     rho = rap.rho_for(1.0, 1e-6)
     d2 = sqrt(2) if neighbours == "replace" else 1.0
     # sigma = Delta_2 / sqrt(2 rho) for the joint sensitivity sqrt(m) Delta_2: rho / m per margin, as the notes.
@@ -171,7 +171,7 @@ def test_one_round_spends_rho_on_one_gaussian_measurement_of_all_margins(neighbo
 def test_adaptive_rounds_split_rho_in_2TK_equal_shares(neighbours, rounds, per_round):
     m = rounds * per_round + 1  # one margin is never measured
     margins = list(itertools.combinations(range(4), 2))[:m]
-    plan = plan_release((2, 3, 2, 2), margins, 0.5, mechanism="rap", delta=1e-7, neighbours=neighbours,
+    plan = plan_at((2, 3, 2, 2), margins, 0.5, mechanism="rap", delta=1e-7, neighbours=neighbours,
                         options={"rounds": rounds, "queries_per_round": per_round})
     rho = rap.rho_for(0.5, 1e-7)
     share = rho / (2 * rounds * per_round)  # the notes: rho / (2 T K) per selection and per measurement
@@ -216,7 +216,7 @@ class _ScaleRecorder:
 def test_measure_draws_with_the_planned_scales_and_selects_each_margin_once():
     table = builtin_table("housing")
     gens = default_model(table).generators
-    plan = plan_release(table.shape, gens, 1.0, mechanism="rap", delta=1e-6,
+    plan = plan_at(table.shape, gens, 1.0, mechanism="rap", delta=1e-6,
                         options={"rounds": 2, "queries_per_round": len(gens) // 2})
     noise = _ScaleRecorder(5)
     measurements = measure(plan, table, noise)
@@ -226,7 +226,7 @@ def test_measure_draws_with_the_planned_scales_and_selects_each_margin_once():
     assert len(noise.gaussian) == 2 * K
     chosen = [tuple(b.variables) for b in measurements.blocks]
     assert len(set(chosen)) == len(chosen) == 2 * K and set(chosen) <= set(gens)
-    one_round = plan_release(table.shape, gens, 1.0, mechanism="rap", delta=1e-6)
+    one_round = plan_at(table.shape, gens, 1.0, mechanism="rap", delta=1e-6)
     noise = _ScaleRecorder(5)
     measurements = measure(one_round, table, noise)
     assert noise.selections == [] and noise.gaussian == [("gaussian", one_round.calibration.scale,
@@ -237,7 +237,7 @@ def test_measure_draws_with_the_planned_scales_and_selects_each_margin_once():
 
 def test_simulated_gaussian_noise_has_the_planned_standard_deviation():
     counts = np.arange(12).reshape(SMALL)
-    plan = plan_release(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6)
+    plan = plan_at(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6)
     noise = SimulationNoise(11)
     truth = np.concatenate([_margin(counts, g).ravel() for g in plan.margins])
     draws = np.array([measure(plan, counts, noise).vector() - truth for _ in range(2000)])
@@ -263,8 +263,8 @@ def test_noisy_max_selects_with_the_exponential_mechanisms_probabilities(source)
 # --- the plan ------------------------------------------------------------------------------------------------------
 def test_rescale_gives_the_plan_at_another_epsilon():
     for options in (None, {"rounds": 2, "queries_per_round": 1}):
-        plan = plan_release(SMALL, [(0, 1), (1, 2), (0, 2)], 1.0, mechanism="rap", delta=1e-6, options=options)
-        direct = plan_release(SMALL, [(0, 1), (1, 2), (0, 2)], 0.3, mechanism="rap", delta=1e-6, options=options)
+        plan = plan_at(SMALL, [(0, 1), (1, 2), (0, 2)], 1.0, mechanism="rap", delta=1e-6, options=options)
+        direct = plan_at(SMALL, [(0, 1), (1, 2), (0, 2)], 0.3, mechanism="rap", delta=1e-6, options=options)
         moved = with_epsilon(plan, 0.3)
         assert moved.calibration == direct.calibration and dict(moved.parameters) == dict(direct.parameters)
 
@@ -272,26 +272,26 @@ def test_rescale_gives_the_plan_at_another_epsilon():
 def test_options_and_delta_are_checked():
     margins = [(0, 1), (1, 2), (0, 2)]
     with pytest.raises(TabreleaseError, match="delta"):
-        plan_release(SMALL, margins, 1.0, mechanism="rap")
+        plan_at(SMALL, margins, 1.0, mechanism="rap")
     with pytest.raises(TabreleaseError, match="at most the number of released margins"):
-        plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 2, "queries_per_round": 2})
+        plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 2, "queries_per_round": 2})
     with pytest.raises(TabreleaseError, match="adaptive variant"):
-        plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"queries_per_round": 2})
+        plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"queries_per_round": 2})
     with pytest.raises(TabreleaseError, match="integer"):
-        plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 1.5})
-    plan = plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 3})
+        plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 1.5})
+    plan = plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 3})
     assert plan.parameters["queries_per_round"] == 1  # the default K = floor(m / T)
     assert plan.notes == ()
-    plan = plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 2})
+    plan = plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 2})
     assert "measures 2 of the 3 released margins" in plan.notes[0]
 
 
 def test_measurements_of_another_plan_are_refused():
     counts = np.arange(12).reshape(SMALL)
     margins = [(0, 1), (1, 2), (0, 2)]
-    plan = plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6)
-    other = plan_release(SMALL, margins, 2.0, mechanism="rap", delta=1e-6)
-    adaptive = plan_release(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 2})
+    plan = plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6)
+    other = plan_at(SMALL, margins, 2.0, mechanism="rap", delta=1e-6)
+    adaptive = plan_at(SMALL, margins, 1.0, mechanism="rap", delta=1e-6, options={"rounds": 2})
     with pytest.raises(TabreleaseError, match="not drawn with this plan"):
         release_from_measurements(plan, measure(other, counts, SimulationNoise(1)))
     with pytest.raises(TabreleaseError, match="not drawn with this plan"):
@@ -300,13 +300,13 @@ def test_measurements_of_another_plan_are_refused():
 
 
 def test_privacy_statement():
-    plan = plan_release(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6)
+    plan = plan_at(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6)
     text = get_statement(plan)
     assert text.startswith(f"(epsilon=1, delta=1e-06)-DP via rho-zCDP (rho={rap.rho_for(1.0, 1e-6):.6g}) converted by "
                            "Canonne, Kamath & Steinke's zCDP-to-approximate-DP conversion (as OpenDP's), for "
                            "add-remove neighbours")
     assert "all 2 released margins measured at once" in text and "post-processing" in text
-    plan = plan_release(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6, neighbours="replace",
+    plan = plan_at(SMALL, [(0, 1), (1, 2)], 1.0, mechanism="rap", delta=1e-6, neighbours="replace",
                         options={"rounds": 2, "queries_per_round": 1})
     text = get_statement(plan)
     assert "replace neighbours" in text and "2 rounds x 1 margins selected by report noisy max" in text
@@ -334,7 +334,7 @@ class _SeededNoNoise(NoNoise):
 def test_noise_off_reproduces_the_true_margins(name, options):
     table = builtin_table(name)
     gens = default_model(table).generators
-    plan = plan_release(table.shape, gens, 1.0, mechanism="rap", delta=1e-6, options=options)
+    plan = plan_at(table.shape, gens, 1.0, mechanism="rap", delta=1e-6, options=options)
     measurements = measure(plan, table, _SeededNoNoise())
     estimate = plan.estimator.estimate(plan, measurements)
     n = table.counts.sum()
@@ -356,7 +356,7 @@ def test_simulation_replays_and_release_mode_uses_opendp():
     for x, y in zip(a.released_margins, b.released_margins):
         np.testing.assert_array_equal(x, y)
     assert a.consistent and abs(a.n_released - table.n) < 100
-    plan = plan_release(table.shape, default_model(table).generators, 1.0, mechanism="rap", delta=1e-6,
+    plan = plan_at(table.shape, default_model(table).generators, 1.0, mechanism="rap", delta=1e-6,
                         options={"rounds": 3})
     rel = run_plan(plan, table, SecureNoise())
     assert rel.noise_mode == "release" and rel.noise_seed is None and rel.consistent

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import tabrelease as tr
+from tabrelease.testing import plan_at
+from tabrelease.mechanisms import get_mechanism, with_epsilon
 from tabrelease.estimate import AsMeasured
 from tabrelease.measurements import Measurements, margin_blocks
 from tabrelease.mechanisms import Mechanism, MechanismPlan, register, unregister
@@ -94,7 +96,7 @@ def test_estimators_are_chosen_by_name_and_refuse_what_they_cannot_read():
 
 def test_unknown_and_malformed_mechanisms_are_refused():
     with pytest.raises(tr.TabreleaseError, match="unknown mechanism 'magic'"):
-        tr.get_mechanism("magic")
+        get_mechanism("magic")
     with pytest.raises(tr.TabreleaseError, match="Mechanism instance"):
         register(object())
 
@@ -131,7 +133,7 @@ def test_a_bad_nonneg_t_is_refused_before_the_ledger_is_charged(tmp_path):
                                account=tr.LedgerAccount(ledger=ledger))
     assert not ledger.exists() and not (tmp_path / "out").exists()
     # t = 0 is a lift of 0, not the default of 5.
-    plan = tr.plan_release((2, 2), [(0, 1)], 1.0, mechanism="nonneg", nonneg_t=0.0)
+    plan = plan_at((2, 2), [(0, 1)], 1.0, mechanism="nonneg", nonneg_t=0.0)
     assert plan.parameters["t"] == 0.0 and plan.parameters["shift_total"] == 0.0
 
 
@@ -157,6 +159,6 @@ def test_measurements_are_not_re_estimated_under_another_plans_privacy():
     table = tr.builtin_table("czech")
     release = tr.release_margins(table,
                                  tr.ReleaseSpec(loss=tr.loss_of(5.0), mode="simulation", seed=4, mechanism="auto"))
-    weaker_looking = tr.with_epsilon(release.plan, 0.5)
+    weaker_looking = with_epsilon(release.plan, 0.5)
     with pytest.raises(tr.TabreleaseError, match="not drawn with this plan's noise"):
         tr.release_from_measurements(weaker_looking, release.measurements)

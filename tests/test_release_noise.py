@@ -31,7 +31,7 @@ from scipy import optimize, stats
 from tabrelease import builtin_table, default_model
 from tabrelease.bases import coefficients, margin_from_coefficients
 from tabrelease.rounding import round_table
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.pipeline import run_plan
 from tabrelease.noise import SecureNoise, SimulationNoise, laplace_calibration
 
@@ -149,7 +149,7 @@ class RecordingNoise:
 def planned(name: str, mechanism: str):
     table = builtin_table(name)
     kw = {"delta": DELTA} if mechanism == "gaussian" else {}
-    return table, plan_release(table.shape, default_model(table).generators, EPSILON, mechanism=mechanism, **kw)
+    return table, plan_at(table.shape, default_model(table).generators, EPSILON, mechanism=mechanism, **kw)
 
 
 def record(name, mechanism, inner, draws):

@@ -222,7 +222,7 @@ def test_every_release_setting_is_read_from_a_batch_file(name, tmp_path):
 
 
 def test_a_simulated_batch_release_records_its_post_processing_and_plan(tmp_path):
-    from tabrelease.mechanisms import plan_release
+    from tabrelease.testing import plan_at
 
     ledger = init_ledger(tmp_path / "ledger.json")
     settings = {"epsilon": 0.8, "margins": "[AB][BCDE]", "public_total": True, "plan_objective": "max-cell-variance",
@@ -239,7 +239,7 @@ def test_a_simulated_batch_release_records_its_post_processing_and_plan(tmp_path
     shape = builtin_table("czech").shape
 
     def scales(options):
-        plan = plan_release(shape, [(0, 1), (1, 2, 3, 4)], 0.8, options=options)
+        plan = plan_at(shape, [(0, 1), (1, 2, 3, 4)], 0.8, options=options)
         return sorted(plan.block_scale(b.query, b.variables) for b in plan.design.blocks)
 
     recorded = sorted(b["scale"] for b in public["plan"]["blocks"])

@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 import tabrelease as tr
-from tabrelease.planner import plan_release, with_post_processing
+from tabrelease.noise import SimulationNoise
+from tabrelease.models import HierarchicalModel
+from tabrelease.loglinear import fit_loglinear
+from tabrelease.planner import with_post_processing
+from tabrelease.testing import plan_at
 from tabrelease.loglinear.design import is_decomposable
 from tabrelease.noise import NoNoise
 from tabrelease.rounding import mutually_consistent
@@ -21,7 +25,7 @@ TABLES = ["edwards", "czech", "rochdale", "journey_to_work"]
 @pytest.mark.parametrize("name", TABLES)
 def test_local_fit_without_noise_returns_every_margin_exactly(name):
     table = tr.builtin_table(name)
-    plan = with_post_processing(plan_release(table.shape, tr.default_model(table).generators, 1.0),
+    plan = with_post_processing(plan_at(table.shape, tr.default_model(table).generators, 1.0),
                                 "local-least-squares")
     release = tr.run_plan(plan, table.counts, NoNoise())
     assert release.table is None and release.consistent and release.rounding_gap == 0.0
@@ -42,8 +46,8 @@ def _random_case(seed):
 @pytest.mark.parametrize("seed", range(16))
 def test_local_margins_are_integer_non_negative_and_agree_on_every_shared_sub_margin(seed):
     shape, margins, counts = _random_case(seed)
-    plan = with_post_processing(plan_release(shape, margins, 0.5), "local-least-squares")
-    release = tr.run_plan(plan, counts, tr.SimulationNoise(seed))
+    plan = with_post_processing(plan_at(shape, margins, 0.5), "local-least-squares")
+    release = tr.run_plan(plan, counts, SimulationNoise(seed))
     released = release.released_margins
     assert all(m.dtype.kind == "i" and m.min() >= 0 for m in released)
     assert release.consistent and mutually_consistent(released, release.margins)
@@ -55,12 +59,12 @@ def test_on_a_decomposable_model_the_local_fit_is_the_fit_over_cells(seed):
     """Locally consistent non-negative margins of a decomposable model are the margins of a non-negative table:
     the two fits solve the same problem and give the same real-valued margins (to solver tolerance)."""
     shape, margins, counts = _random_case(seed)
-    if not is_decomposable(plan_release(shape, margins, 1.0).margins):
+    if not is_decomposable(plan_at(shape, margins, 1.0).margins):
         k = len(shape)  # a chain instead: [0..k-2][k-2, k-1] is decomposable
         margins = [tuple(range(k - 1)), (k - 2, k - 1)]
-    assert is_decomposable(plan_release(shape, margins, 1.0).margins)
-    plan = with_post_processing(plan_release(shape, margins, 0.5), rounding="none")
-    measurements = tr.run_plan(plan, counts, tr.SimulationNoise(seed)).measurements
+    assert is_decomposable(plan_at(shape, margins, 1.0).margins)
+    plan = with_post_processing(plan_at(shape, margins, 0.5), rounding="none")
+    measurements = tr.run_plan(plan, counts, SimulationNoise(seed)).measurements
     cells = tr.release_from_measurements(with_post_processing(plan, "least-squares"), measurements)
     local = tr.release_from_measurements(with_post_processing(plan, "local-least-squares"), measurements)
     scale = max(1.0, counts.sum())
@@ -88,7 +92,7 @@ def test_the_planned_release_goes_local_past_its_cell_limit_and_says_so(tmp_path
     # and MLE distance as the cell path (computed here independently, cell by cell).
     note = audit["evaluation"]["refit_note"]
     assert "computed from the generator margins on the model's junction tree" in note
-    cell_fit = tr.fit_loglinear(table, tr.HierarchicalModel(tuple(margins), k))
+    cell_fit = fit_loglinear(table, HierarchicalModel(tuple(margins), k))
     assert audit["evaluation"]["g2_original"] == pytest.approx(cell_fit.g2, rel=1e-8)
     assert audit["evaluation"]["df_original"] == cell_fit.df
     from tabrelease.evaluation import _margin_for
@@ -158,7 +162,7 @@ CYCLE = [(0, 1), (1, 2), (2, 3), (0, 3), (4, 5), (5, 6), (6, 7)]  # a 4-cycle (n
 def test_past_the_cell_limit_a_non_decomposable_model_is_fitted_on_a_junction_tree_and_is_globally_consistent(seed):
     shape = (3,) * 8  # 6561 cells: past the cell fit
     counts = np.random.default_rng(seed).poisson(1.5, size=shape)
-    release = tr.run_plan(plan_release(shape, CYCLE, 0.3), counts, tr.SimulationNoise(seed))
+    release = tr.run_plan(plan_at(shape, CYCLE, 0.3), counts, SimulationNoise(seed))
     assert release.plan.estimator.cliques is not None and release.consistency == "global"
     assert any("clique margins of a junction tree" in note for note in release.notes)
     assert all(m.dtype.kind == "i" and m.min() >= 0 for m in release.released_margins)
@@ -168,7 +172,7 @@ def test_past_the_cell_limit_a_non_decomposable_model_is_fitted_on_a_junction_tr
 def test_the_junction_tree_fit_without_noise_returns_every_margin_exactly():
     shape = (3,) * 8
     counts = np.random.default_rng(5).poisson(1.5, size=shape)
-    release = tr.run_plan(plan_release(shape, CYCLE, 1.0), counts, NoNoise())
+    release = tr.run_plan(plan_at(shape, CYCLE, 1.0), counts, NoNoise())
     for g, m in zip(release.margins, release.released_margins):
         np.testing.assert_array_equal(m, margin_counts(counts, g))
 
@@ -314,8 +318,8 @@ def test_the_junction_tree_fit_is_the_fit_over_cells(seed):
     counts = rng.poisson(rng.uniform(0.5, 4), size=shape)
     tree = junction_tree(margins, shape)
     assert not tree.decomposable
-    plan = with_post_processing(plan_release(shape, margins, 0.5), rounding="none")
-    measurements = tr.run_plan(plan, counts, tr.SimulationNoise(seed)).measurements
+    plan = with_post_processing(plan_at(shape, margins, 0.5), rounding="none")
+    measurements = tr.run_plan(plan, counts, SimulationNoise(seed)).measurements
     cells = tr.release_from_measurements(with_post_processing(plan, "least-squares"), measurements)
     cliques = tr.release_from_measurements(plan, measurements, estimator=LocalLeastSquares(cliques=tree.cliques))
     scale = max(1.0, counts.sum())

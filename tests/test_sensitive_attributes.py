@@ -10,7 +10,7 @@ import pytest
 
 from tabrelease.errors import TabreleaseError
 from tabrelease.mechanisms import get_mechanism, with_epsilon
-from tabrelease.planner import plan_release
+from tabrelease.testing import plan_at
 from tabrelease.measurements import EXACT
 from tabrelease.noise import NoNoise, SimulationNoise
 from tabrelease.spec import ReleaseSpec, loss_of, unit_of
@@ -28,7 +28,7 @@ CASES = [((2, 3, 2), [(0, 1), (1, 2), (0, 2)], (0,)), ((2, 3, 2), [(0, 1, 2)], (
 
 
 def _plan(shape, margins, sensitive, epsilon=1.0):
-    return plan_release(shape, margins, epsilon, mechanism=NAME, neighbours="replace",
+    return plan_at(shape, margins, epsilon, mechanism=NAME, neighbours="replace",
                         options={"sensitive": sensitive})
 
 
@@ -53,7 +53,7 @@ def test_sensitivity_by_brute_force_over_every_neighbouring_pair(shape, margins,
 
 def test_measure_noises_exactly_the_sensitive_sets():
     table = builtin_table("czech")
-    plan = plan_release(table.shape, [(0, 1), (2, 3), (1, 4, 5)], 1.0, mechanism=NAME, neighbours="replace",
+    plan = plan_at(table.shape, [(0, 1), (2, 3), (1, 4, 5)], 1.0, mechanism=NAME, neighbours="replace",
                         options={"sensitive": (1, 4)})
     m = get_mechanism(NAME).measure(plan, table.counts, SimulationNoise(3))
     F = dense_rows(plan.basis)
@@ -95,7 +95,7 @@ def test_rescale_names_and_statement():
                                 "neighbours differ in the sensitive attributes of one record")
     assert any(w.startswith("weaker guarantee") for w in release_warnings(release))
     with pytest.raises(TabreleaseError, match="--neighbours replace"):
-        plan_release((2, 2), [(0, 1)], 1.0, mechanism=NAME, options={"sensitive": (0,)})
+        plan_at((2, 2), [(0, 1)], 1.0, mechanism=NAME, options={"sensitive": (0,)})
     with pytest.raises(TabreleaseError, match="--sensitive"):
         _plan((2, 2), [(0, 1)], None)
     with pytest.raises(TabreleaseError, match="not a variable"):

@@ -8,8 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tabrelease import builtin_table, default_model, evaluate_release, evaluate_releases, make_grid, plan_release
-from tabrelease import ReleaseSpec, loss_of, replay_run, run_plan, run_seed, run_sweep
+from tabrelease import builtin_table, default_model, evaluate_release, make_grid
+from tabrelease.testing import plan_at
+from tabrelease.evaluation import evaluate_releases
+from tabrelease import ReleaseSpec, loss_of, run_plan, run_sweep
+from tabrelease.sweeps import replay_run, run_seed
 from tabrelease.errors import TabreleaseError
 from tabrelease.noise import SimulationNoise
 from tabrelease.sweeps import TIMING_COLUMNS, deterministic_columns, grid_chunks
@@ -63,7 +66,7 @@ def test_a_single_run_replays_alone():
 def test_batched_evaluation_equals_one_by_one():
     table = builtin_table("rochdale")
     model = default_model(table)
-    plan = plan_release(table.shape, model.generators, 0.3)
+    plan = plan_at(table.shape, model.generators, 0.3)
     releases = [run_plan(plan, table.counts, SimulationNoise(seed)) for seed in range(6)]
     batched = evaluate_releases(table, releases, model)
     for release, ev in zip(releases, batched):

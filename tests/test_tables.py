@@ -2,14 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tabrelease import (
-    PAPER_TABLES,
-    ContingencyTable,
-    builtin_table,
-    load_table,
-    table_from_frame,
-    table_from_microdata,
-)
+from tabrelease import ContingencyTable, builtin_table, load_table, table_from_frame, table_from_microdata
+from tabrelease.tables import PAPER_TABLES
 
 from pathlib import Path
 

@@ -308,3 +308,40 @@ def parametrize_with_checks(mechanisms: Iterable):
     cases = [(m, check) for m in mechanisms for _, check in mechanism_checks(m)]
     ids = [f"{m.name}-{check.__name__}" for m, check in cases]
     return pytest.mark.parametrize("mechanism, check", cases, ids=ids)
+
+
+def plan_at(shape, margins, epsilon: float, **settings):
+    """A plan from keyword settings, for tests and benchmarks that plan many shapes at once.
+
+    Parameters
+    ----------
+    shape : sequence of int
+    margins : sequence of tuple of int
+    epsilon : float
+    **settings
+        `ReleaseSpec`'s fields (`mechanism`, `calibration`, `options`, `estimator`, `rounding`), and `delta` and
+        `neighbours` in place of its loss and unit; a `sensitive` option (axis numbers or letters) becomes the
+        sensitive-attribute unit, and `nonneg_t` an option.
+
+    Returns
+    -------
+    MechanismPlan
+    """
+    from .planner import plan_release
+    from .spec import SIMULATION, ReleaseSpec, loss_of, unit_of
+
+    delta = settings.pop("delta", None)
+    neighbours = settings.pop("neighbours", ADD_REMOVE)
+    options = dict(settings.pop("options", None) or {})
+    if settings.get("nonneg_t") is not None:
+        options["nonneg_t"] = settings.pop("nonneg_t")
+    settings.pop("nonneg_t", None)
+    sensitive = options.pop("sensitive", None)
+    if sensitive is not None:
+        letters = [chr(ord("A") + a) if isinstance(a, (int, np.integer)) else str(a) for a in
+                   ((sensitive,) if isinstance(sensitive, (int, np.integer)) else sensitive)]
+        unit = unit_of(neighbours, sensitive=letters)
+    else:
+        unit = neighbours
+    spec = ReleaseSpec(loss=loss_of(epsilon, delta), unit=unit, options=options, mode=SIMULATION, **settings)
+    return plan_release(shape, margins, spec)
