@@ -245,10 +245,11 @@ class ReleaseSpec:
         Raises
         ------
         TabreleaseError
-            A new value fails the spec's checks.
-        TypeError
-            A name that is not a field.
+            A name that is not a field, or a new value that fails the spec's checks.
         """
+        unknown = sorted(set(changes) - set(self.__dataclass_fields__))
+        if unknown:
+            raise TabreleaseError(f"a ReleaseSpec has no field {unknown[0]!r}")
         return replace(self, **changes)
 
     def describe(self) -> dict:
@@ -600,9 +601,11 @@ def setting(name: str) -> Setting:
 
     Raises
     ------
-    KeyError
+    TabreleaseError
         Not a setting's name.
     """
+    if name not in _BY_NAME:
+        raise TabreleaseError(f"unknown setting {name!r}; the settings are {', '.join(SETTING_NAMES)}")
     return _BY_NAME[name]
 
 
@@ -625,10 +628,9 @@ def parse_setting(name: str, value):
     ------
     TabreleaseError
         The value does not parse, or is not among the setting's choices.
-    KeyError
-        Not a setting's name.
+        Or not a setting's name.
     """
-    chosen = _BY_NAME[name]
+    chosen = setting(name)
     if chosen.flag:
         if not isinstance(value, bool):
             raise TabreleaseError(f"{name} is true or false, not {value!r}")

@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from ..errors import TabreleaseError
 from ..noise import SimulationNoise
 from ..schemas import SWEEP_MARGIN_ROW, SWEEP_ROW, check_columns
 from ..tables import ContingencyTable
@@ -232,15 +233,16 @@ def replay_run(grid: SweepGrid, table: str, mechanism: str, calibration: str, ep
 
     Raises
     ------
-    ValueError
-        `table` is not one of the grid's.
     TabreleaseError
-        The mechanism and calibration cannot be planned for the table.
+        `table` is not one of the grid's, or the mechanism and calibration cannot be planned for it.
     """
     from ..evaluation import evaluate_release
     from ..pipeline import run_plan
 
-    index = [t.name for t in grid.tables].index(table)
+    names = [t.name for t in grid.tables]
+    if table not in names:
+        raise TabreleaseError(f"the grid has no table {table!r}; it has {', '.join(names)}")
+    index = names.index(table)
     tab, margins = grid.tables[index], grid.margins[index]
     plan = plan_for(tab, margins, grid.point_spec(mechanism, calibration, epsilon, tab.shape))
     seed = run_seed(grid.master_seed, table, plan.mechanism, calibration, epsilon, repetition)
