@@ -71,6 +71,7 @@ FILE_TIERS = {
     "test_rap.py": "unit",
     "test_registry.py": "unit",
     "test_release_noise.py": "unit",
+    "test_release_spec.py": "e2e",
     "test_reproduction_honesty.py": "unit",
     "test_scale.py": "unit",
     "test_schemas.py": "e2e",

@@ -28,6 +28,7 @@ def no_environment(monkeypatch):
 
 
 # --- a. the value ---------------------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_a_spec_is_frozen_and_keyword_only():
     spec = ReleaseSpec(loss=loss_of(1.0))
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -78,6 +79,7 @@ ALL_SETTINGS = {
 }
 
 
+@pytest.mark.unit
 def test_every_setting_lands_in_its_field():
     assert set(ALL_SETTINGS) == set(SETTING_NAMES)  # the case covers every setting there is
     spec = spec_from_settings(ALL_SETTINGS)
@@ -200,6 +202,7 @@ BATCH_CASES = {
 }
 
 
+@pytest.mark.unit
 def test_the_batch_cases_cover_every_setting():
     assert set(BATCH_CASES) == set(SETTING_NAMES)
 
@@ -346,6 +349,7 @@ SWEEP_CASES = {
 }
 
 
+@pytest.mark.unit
 def test_the_sweep_cases_cover_every_setting_a_sweep_holds_fixed():
     assert set(SWEEP_CASES) == set(SETTING_NAMES) - set(SWEEP_VARIES)
 
@@ -382,7 +386,7 @@ def test_an_unexpected_exception_is_one_line_naming_its_type_only(tmp_path, caps
     def broken(*args, **kwargs):
         raise RuntimeError("secret 12345")
 
-    monkeypatch.setattr(workflow, "plan_for_spec", broken)
+    monkeypatch.setattr(workflow, "plan_release", broken)
     ledger = init_ledger(tmp_path / "ledger.json")
     before = ledger.read_bytes()
     code = main(["release", "czech", "--epsilon", "1", "--simulate", "--ledger", str(ledger),

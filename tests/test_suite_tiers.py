@@ -26,7 +26,8 @@ def _png_size(uri: str) -> tuple[int, int]:
 
 
 def test_a_release_in_an_unmarked_test_embeds_the_stand_in(tmp_path):
-    tr.publish_release(tr.builtin_table("edwards"), tmp_path / "r", 1.0, mode="simulation", seed=1)
+    tr.publish_release(tr.builtin_table("edwards"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1),
+                       tmp_path / "r")
     images = _images(tmp_path / "r")
     assert len(images) == 2 and set(images) == {PLACEHOLDER_PNG}
     assert _png_size(PLACEHOLDER_PNG) == (1, 1)
@@ -34,7 +35,8 @@ def test_a_release_in_an_unmarked_test_embeds_the_stand_in(tmp_path):
 
 @pytest.mark.figures
 def test_a_release_in_a_figures_test_draws_the_real_figures(tmp_path):
-    tr.publish_release(tr.builtin_table("edwards"), tmp_path / "r", 1.0, mode="simulation", seed=1)
+    tr.publish_release(tr.builtin_table("edwards"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1),
+                       tmp_path / "r")
     images = _images(tmp_path / "r")
     assert len(images) == 2 and PLACEHOLDER_PNG not in images
     # Drawn at 80 dpi: the errors' figure is 7.2 inches wide, the panels' at least 3.5.

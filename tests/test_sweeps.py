@@ -146,7 +146,7 @@ def test_a_local_dask_cluster_gives_the_rows_of_one_process():
     grid = small_grid()
     one = run_sweep(grid, jobs=1, progress=False).runs
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        on_dask = run_sweep(grid, scheduler=cluster.scheduler_address, progress=False).runs
+        on_dask = run_sweep(grid, jobs=cluster.scheduler_address, progress=False).runs
     pd.testing.assert_frame_equal(deterministic_columns(one), deterministic_columns(on_dask))
 
 
@@ -159,11 +159,11 @@ def test_an_executor_passed_in_with_threads_sharing_one_worker_gives_the_rows_of
     one = deterministic_columns(run_sweep(grid, jobs=1, progress=False).runs)
     with distributed.LocalCluster(n_workers=1, threads_per_worker=4, processes=False, dashboard_address=None) as cluster:
         with distributed.Client(cluster, set_as_default=False) as client:
-            on_threads = run_sweep(grid, executor=client, progress=False).runs
+            on_threads = run_sweep(grid, jobs=client, progress=False).runs
             assert client.status == "running"  # an executor passed in is left open
     pd.testing.assert_frame_equal(one, deterministic_columns(on_threads))
     with ThreadPoolExecutor(max_workers=4) as pool:
-        pd.testing.assert_frame_equal(one, deterministic_columns(run_sweep(grid, executor=pool, progress=False).runs))
+        pd.testing.assert_frame_equal(one, deterministic_columns(run_sweep(grid, jobs=pool, progress=False).runs))
 
 
 @pytest.mark.unit
@@ -294,7 +294,7 @@ def test_progress_moves_before_the_first_grid_point_is_done(capsys, monkeypatch)
     monkeypatch.setattr(driver, "run_chunk", slow)
     grid = make_grid([builtin_table("edwards")], [1.0], 4, mechanisms=["planned"])
     with ThreadPoolExecutor(1) as pool:
-        run_sweep(grid, None, executor=pool, progress=True)
+        run_sweep(grid, None, jobs=pool, progress=True)
     err = capsys.readouterr().err
     assert "planning and starting" in err and "grid points (4 runs) to come" in err
 

@@ -60,8 +60,10 @@ def plan_release(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseS
         takers = delta_takers()
         listed = ", ".join(takers[:-1]) + " and " + takers[-1] if len(takers) > 1 else takers[0]
         raise TabreleaseError(f"--delta applies to the {listed} mechanisms only, not to {name}")
-    generators, _ = maximal_margins(margins)
+    generators, dropped = maximal_margins(margins)
     check_margins_fit(shape, generators)
+    # Before the mechanism plans: a plan over a margin too large would exhaust memory first.
+    check_plan_size(shape, generators, chosen.name, variables)
     options = dict(spec.options)
     if spec.sensitive is not None:  # the sensitive-attribute unit: its attributes, as axes, for the mechanism
         if "sensitive" not in chosen.options:
@@ -77,7 +79,59 @@ def plan_release(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseS
     plan = chosen.plan(shape, tuple(generators), spec.epsilon, neighbours=spec.neighbours, delta=delta,
                        calibration=spec.calibration, options=options)
     plan = replace(plan, implementation=chosen)
+    if dropped:
+        # A margin inside another asked-for margin is determined by it: not released separately, and said so.
+        from .models import margin_label
+
+        letters = [chr(ord("A") + j) if j < 26 else f"V{j + 1}" for j in range(len(shape))]
+        labels = ", ".join(margin_label(g, letters) for g in dropped)
+        plan = replace(plan, notes=plan.notes + (f"not released separately, being inside another released margin "
+                                                 f"(sum that one to get it): {labels}",))
     return with_post_processing(plan, spec.estimator, spec.rounding)
+
+
+def check_plan_size(shape: Sequence[int], margins: Sequence[Margin], mechanism: str,
+                    variables: Sequence[str] | None = None) -> None:
+    """Refuse, in one line and before any plan or charge, what cannot be planned at this size.
+
+    Parameters
+    ----------
+    shape : sequence of int
+    margins : sequence of tuple of int
+        The margins to release, as axis tuples within the shape.
+    mechanism : str
+        The mechanism's name (the planned fit has a size limit of its own).
+    variables : sequence of str or None
+        The variables' names, for the message (letters without).
+
+    Raises
+    ------
+    TabreleaseError
+        A margin above `MAX_MARGIN_CELLS` cells, or a planned fit of the margins on themselves too large to handle;
+        nothing is charged.
+    """
+    from .mechanisms.planned import GLOBAL_MAX_CELLS, LOCAL_MAX_NONZEROS, fit_nonzeros
+    from .tables import MAX_MARGIN_CELLS
+
+    names = list(variables) if variables is not None else [chr(ord("A") + j) for j in range(len(shape))]
+
+    def described(g):
+        return " x ".join(f"{names[a]} ({shape[a]})" for a in g)
+
+    for g in margins:
+        cells = int(np.prod([shape[a] for a in g], dtype=object))
+        if cells > MAX_MARGIN_CELLS:
+            raise TabreleaseError(f"the margin {described(g)} has {cells:.3g} cells, more than the "
+                                  f"{MAX_MARGIN_CELLS:,} (2^26) a released margin may have; release smaller margins; "
+                                  "nothing was charged")
+    if mechanism == "planned" and margins and int(np.prod(shape, dtype=object)) > GLOBAL_MAX_CELLS:
+        needed = fit_nonzeros(shape, margins)
+        if needed > LOCAL_MAX_NONZEROS:
+            largest = max(margins, key=lambda g: fit_nonzeros(shape, [g]))
+            cells = int(np.prod([shape[a] for a in largest], dtype=object))
+            raise TabreleaseError(f"the fit of these margins on themselves needs {needed:,} operator non-zeros, more "
+                                  f"than the {LOCAL_MAX_NONZEROS:,} it handles (the largest, {described(largest)}, "
+                                  f"has {cells:,} cells): release smaller or coarser margins; nothing was charged")
 
 
 def _checked_shape(shape) -> tuple[int, ...]:

@@ -14,9 +14,9 @@ import numpy as np
 
 from ._signals import deferred_signals
 from .errors import ChargedReleaseFailed, TabreleaseError
-from .mechanisms import MechanismPlan, get_mechanism, mechanism_of
+from .mechanisms import MechanismPlan, mechanism_of
 from .planner import plan_release
-from .models import Margin, default_model
+from .models import default_model
 from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
 from .spec import RELEASE, LedgerAccount, ReleaseSpec, TableSource
@@ -78,11 +78,6 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         check_writable(out)
         _check_figures_available()
         check_report_support(spec.workbook)
-    margins = resolve_margins(table, spec.margins)
-    from .planner import _checked_margins
-
-    # Before any plan: a plan over every cell, or over a margin too large, would exhaust memory first.
-    check_release_size(table, _checked_margins(margins), spec.mechanism)
     if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         missing = table.metadata.get("undeclared_levels")
         which = f" (undeclared: {', '.join(missing)})" if missing else ""
@@ -90,19 +85,12 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                               "a --sparse table): the published schema would reveal which values occur; declare "
                               f"every variable's levels (--levels FILE, or levels= in the API){which}")
     noise = noise_source(spec.mode, spec.seed)
-    plan = plan_release(table.shape, margins, spec, table.variables)
-    from .models import margin_label, maximal_margins
-
+    # The planner refuses, before the mechanism plans, margins too large to plan (sizes are the shape's alone).
+    plan = plan_release(table.shape, resolve_margins(table, spec.margins), spec, table.variables)
     if table.metadata.get(LEVELS_FROM_DATA):  # simulation only (release mode refused it above); in release.json too
         plan = replace(plan, notes=plan.notes + ("the levels were read from the data: the published schema reveals "
                                                  "which values occur (declare them with --levels FILE before a "
                                                  "release for publication)",))
-    _, dropped = maximal_margins(_checked_margins(margins))
-    if dropped:
-        # A margin inside another asked-for margin is determined by it: not released separately, and said so.
-        labels = ", ".join(margin_label(g, table.letters) for g in dropped)
-        plan = replace(plan, notes=plan.notes + (f"not released separately, being inside another released margin "
-                                                 f"(sum that one to get it): {labels}",))
     check_before_charge(plan, table, spec.mode)
     return PreparedRelease(spec=spec, plan=plan, noise=noise)
 
@@ -195,57 +183,6 @@ def resolve_margins(table, margins) -> list:
 
 
 
-def check_release_size(table, margins: Sequence[Margin], mechanism: str) -> None:
-    """Refuse, in one line and before any plan or charge, what cannot be done at this size: a released margin with
-    more cells than a margin may have, or a mechanism that needs every cell of a table held as records.
-
-    Parameters
-    ----------
-    table : ContingencyTable or MicrodataTable
-        Only its shape, variables and size are read.
-    margins : sequence of tuple of int
-        The margins asked for, as axis tuples (an axis out of range is left to the plan to name).
-    mechanism : str or Mechanism
-        The mechanism asked for ("auto" allowed; an unknown name is left to the plan).
-
-    Raises
-    ------
-    TabreleaseError
-        A margin above `MAX_MARGIN_CELLS` cells, a planned fit too large to handle, or a mechanism that needs every
-        cell of a table held as records; nothing is charged.
-    """
-    from .tables import MAX_MARGIN_CELLS
-
-    for g in margins:
-        if any(not 0 <= a < table.k for a in g):
-            return  # the plan names the bad axis
-        cells = int(np.prod([table.shape[a] for a in g], dtype=object))
-        if cells > MAX_MARGIN_CELLS:
-            names = " x ".join(f"{table.variables[a]} ({table.shape[a]})" for a in g)
-            raise TabreleaseError(f"the margin {names} has {cells:.3g} cells, more than the {MAX_MARGIN_CELLS:,} "
-                                  "(2^26) a released margin may have; release smaller margins; nothing was charged")
-    from .mechanisms import resolve_mechanism
-    from .mechanisms.planned import GLOBAL_MAX_CELLS, LOCAL_MAX_NONZEROS, fit_nonzeros
-
-    if mechanism == "planned" and margins and table.cells > GLOBAL_MAX_CELLS:
-        needed = fit_nonzeros(table.shape, margins)
-        if needed > LOCAL_MAX_NONZEROS:
-            largest = max(margins, key=lambda g: fit_nonzeros(table.shape, [g]))
-            names = " x ".join(f"{table.variables[a]} ({table.shape[a]})" for a in largest)
-            cells = int(np.prod([table.shape[a] for a in largest], dtype=object))
-            raise TabreleaseError(f"the fit of these margins on themselves needs {needed:,} operator non-zeros, more "
-                                  f"than the {LOCAL_MAX_NONZEROS:,} it handles (the largest, {names}, has {cells:,} "
-                                  "cells): release smaller or coarser margins; nothing was charged")
-    try:
-        reads_margins = get_mechanism(resolve_mechanism(mechanism, table.shape)).reads_margins
-    except TabreleaseError:
-        return  # an unknown mechanism: the plan says so
-    if not getattr(table, "held_as_cells", True) and not reads_margins:
-        raise TabreleaseError(f"the {mechanism} mechanism needs every cell of the table, and it has "
-                              f"{table.cells:.3g} cells (held as records): use the planned mechanism, which works "
-                              "from margins; nothing was charged")
-
-
 def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
     """Every check of a planned release against its table that must refuse before any charge: the secure sampler's
     domain, the range in which estimates are exact (floats hold every count), and the mechanism's own size limit.
@@ -266,7 +203,12 @@ def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str)
 
     check_sampler_domain(plan, table, mode)
     check_exact_range(table)
-    mechanism_of(plan).check_table_size(plan, int(table.n))
+    mechanism = mechanism_of(plan)
+    if not getattr(table, "held_as_cells", True) and not mechanism.reads_margins:
+        raise TabreleaseError(f"the {plan.mechanism} mechanism needs every cell of the table, and it has "
+                              f"{table.cells:.3g} cells (held as records): use the planned mechanism, which works "
+                              "from margins; nothing was charged")
+    mechanism.check_table_size(plan, int(table.n))
 
 
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:

@@ -1,9 +1,9 @@
 """Running a grid: where the grid points go (one code path for every executor), what is written, and resume.
 
 `run_sweep` hands each grid point to an executor: anything with `submit(fn, arg)` returning a
-future with `done()` and `result()`: the standard library's pools, or a Dask `Client`. By default it
+future with `done()` and `result()`: the standard library's pools, or a Dask `Client`, given as `jobs`. Otherwise it
 builds one itself: none (the grid points run here, one after another) for `jobs=1`, a local process
-pool for more, a Dask client for `scheduler=`. Results are written one grid point per file
+pool for more, a Dask client for a scheduler's address (`jobs="tcp://host:8786"`). Results are written one grid point per file
 (atomically) as they arrive, so a killed sweep resumes where it stopped; the assembled rows are the
 same whether or not it was interrupted, except for the measured stage times.
 """
