@@ -27,7 +27,7 @@ from .errors import TabreleaseError
 
 @dataclass(frozen=True)
 class ReportWriter:
-    """The report content of a bundle: `write(public_dir, internal_dir, table, release, evaluation, *, model_label,
+    """The report content of a bundle: `write(public_dir, internal_dir, table, release, evaluation, *,
     version, workbook, charge)` fills the staged folders; `check(workbook)` refuses, before the charge, what it
     cannot write."""
 
@@ -240,7 +240,6 @@ def write_release_bundle(
     release,
     evaluation,
     *,
-    model_label: str,
     version: str,
     force: bool = False,
     workbook: bool = False,
@@ -261,8 +260,6 @@ def write_release_bundle(
     release : Release
     evaluation : ReleaseEvaluation
         The release compared with the truth (the audit's).
-    model_label : str
-        The model refitted, in bracket notation.
     version : str
         The tool's version.
     force : bool
@@ -285,7 +282,7 @@ def write_release_bundle(
     writer = report_writer()
 
     def write(public_dir: Path, internal_dir: Path) -> None:
-        writer.write(public_dir, internal_dir, table, release, evaluation, model_label=model_label, version=version,
+        writer.write(public_dir, internal_dir, table, release, evaluation, version=version,
                      workbook=workbook, charge=charge)
         if charge is not None:
             from .ledger import CHARGE_FILE

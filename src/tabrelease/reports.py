@@ -325,7 +325,6 @@ def write_release_contents(
     release: Release,
     evaluation: ReleaseEvaluation,
     *,
-    model_label: str,
     version: str,
     workbook: bool = False,
     charge: Mapping | None = None,
@@ -343,8 +342,7 @@ def write_release_contents(
         The confidential table (only internal/ reads its counts).
     release : Release
     evaluation : ReleaseEvaluation
-    model_label : str
-        The model refitted, in bracket notation.
+        The release compared with the truth (its refit is of the model the released margins generate).
     version : str
         The tool's version.
     workbook : bool
@@ -376,6 +374,9 @@ def write_release_contents(
         sheets = [([names[a] for a in g] + ["count"], list(long_rows(levels, g, values)))
                   for g, values in zip(release.margins, release.released_margins)]
         write_workbook(public_dir / public["workbook"], public, sheets)
+    from .models import HierarchicalModel
+
+    model_label = HierarchicalModel(release.margins, table.k).names(table.variables)  # the model refitted
     audit = audit_record(table, release, evaluation, public, model_label)
     validate(audit, schemas.AUDIT)
     (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")

@@ -433,7 +433,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins)))
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta)
-        written = write_release_bundle(out, table, release, evaluation, model_label=refit.names(table.variables),
+        written = write_release_bundle(out, table, release, evaluation,
                                        version=version or __version__, force=force, workbook=workbook, charge=entry)
     except BaseException as exc:
         if entry is None or _bundle_of(out, entry):
