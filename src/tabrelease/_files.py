@@ -69,19 +69,56 @@ def read_side_file(path, what: str, limit: int = SIDE_FILE_LIMIT) -> bytes:
 
 
 def check_side_file(path, what: str, limit: int = SIDE_FILE_LIMIT) -> None:
-    """Refuse, in one line, a small file that `read_side_file` would refuse (for readers that open it themselves)."""
+    """Refuse, in one line, a small file that `read_side_file` would refuse (for readers that open it themselves).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    what : str
+        What the file is, for messages ("batch spec").
+    limit : int
+        The most bytes allowed.
+
+    Raises
+    ------
+    TabreleaseError
+        If the file cannot be opened, is not a regular file, or holds more than `limit` bytes.
+    """
     read_side_file(path, what, limit)
 
 
 def temporary_path(path: Path) -> Path:
     """A temporary name beside `path`, unique per process and thread, so that two writers never share (or delete)
-    one."""
+    one.
+
+    Parameters
+    ----------
+    path : Path
+        The file to be written.
+
+    Returns
+    -------
+    Path
+        ``.tmp-<process id>-<thread id>-<name>`` in the same folder.
+    """
     path = Path(path)
     return path.with_name(f"{TEMPORARY_PREFIX}{os.getpid()}-{threading.get_ident()}-{path.name}")
 
 
 def process_alive(pid: int) -> bool:
-    """Whether a process with this id exists (one we may not signal exists too)."""
+    """Whether a process with this id exists (one we may not signal exists too).
+
+    Parameters
+    ----------
+    pid : int
+        A process id.
+
+    Returns
+    -------
+    bool
+        False only when no such process exists.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -93,7 +130,18 @@ def process_alive(pid: int) -> bool:
 
 def remove_dead_temporaries(folder: Path) -> list[Path]:
     """Temporary files this tool left in `folder` from processes that are gone (killed mid-write): removed and
-    returned. Each is named with its writer's process id, so a live writer's file is never touched."""
+    returned. Each is named with its writer's process id, so a live writer's file is never touched.
+
+    Parameters
+    ----------
+    folder : Path
+        The folder to clean.
+
+    Returns
+    -------
+    list of Path
+        The files removed (those that could not be removed are left silently).
+    """
     removed = []
     for candidate in Path(folder).glob(f"{TEMPORARY_PREFIX}*"):
         try:
@@ -110,7 +158,15 @@ def remove_dead_temporaries(folder: Path) -> list[Path]:
 
 
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call write(temporary path) in the target's folder, then rename it over `path`; no temporary file is left."""
+    """Call write(temporary path) in the target's folder, then rename it over `path`; no temporary file is left.
+
+    Parameters
+    ----------
+    path : Path
+        The file to write (replaced when it exists).
+    write : callable
+        Called with the temporary path; writes the whole file there.
+    """
     path = Path(path)
     tmp = temporary_path(path)
     try:
@@ -122,11 +178,28 @@ def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all (see `write_atomic`).
+
+    Parameters
+    ----------
+    path : Path
+        The file to write (replaced when it exists).
+    text : str
+        The file's content, written in the locale's encoding.
+    """
     write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
 def write_frame_atomic(frame, path: Path) -> None:
-    """A DataFrame as Parquet or CSV, by the path's suffix."""
+    """A DataFrame as Parquet or CSV, by the path's suffix.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The rows to write (without the index).
+    path : Path
+        The file: Parquet when it ends in ``.parquet``, CSV otherwise; written atomically.
+    """
     if Path(path).suffix == ".parquet":
         write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
     else:
@@ -136,7 +209,18 @@ def write_frame_atomic(frame, path: Path) -> None:
 def labels_protected(frame):
     """The frame with every text cell and column name written as `csv_field_for_label` writes labels (behind
     a single quote where a spreadsheet would take it for a formula); numbers are left as they are. For CSV files
-    holding names people chose, such as a table named after its file (=cmd.csv)."""
+    holding names people chose, such as a table named after its file (=cmd.csv).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The rows to write.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with text column names and text cells protected.
+    """
     out = frame.rename(columns=lambda c: csv_field_for_label(c) if isinstance(c, str) else c)
     for column in out.columns:
         if out[column].dtype == object or str(out[column].dtype) in ("string", "str"):
@@ -145,13 +229,35 @@ def labels_protected(frame):
 
 
 def foreign_entries(folder: Path, own: Iterable[str]) -> list[str]:
-    """What `folder` holds that this tool did not write there (by name), so that --force never deletes it."""
+    """What `folder` holds that this tool did not write there (by name), so that --force never deletes it.
+
+    Parameters
+    ----------
+    folder : Path
+        An existing folder.
+    own : iterable of str
+        The names this tool writes there.
+
+    Returns
+    -------
+    list of str
+        The other names in `folder`, sorted (this tool's temporary files aside).
+    """
     own = set(own)
     return sorted(p.name for p in Path(folder).iterdir() if p.name not in own and not p.name.startswith(TEMPORARY_PREFIX))
 
 
 def remove_own_outputs(folder: Path, own: Iterable[str]) -> None:
-    """--force on a results folder: delete the files and folders this tool writes there, and nothing else."""
+    """--force on a results folder: delete the files and folders this tool writes there, and nothing else.
+
+    Parameters
+    ----------
+    folder : Path
+        The results folder.
+    own : iterable of str
+        The names this tool writes there (files, or folders removed whole; a symbolic link is unlinked, never
+        followed).
+    """
     import shutil
 
     for name in own:

@@ -124,6 +124,24 @@ class ConsistencyProblem:
         return type(self), (self.basis, self.structural_zeros, self._exact)
 
     def solve(self, noisy: np.ndarray) -> LPSolution:
+        """Solve the LP for one vector of noisy coefficients, from the fixed start basis.
+
+        Parameters
+        ----------
+        noisy : numpy.ndarray
+            The noisy coefficients phi, one per coefficient of the basis (in its order), finite.
+
+        Returns
+        -------
+        LPSolution
+            The non-negative table w (float, of the basis's shape), the optimal deviation b* (in coefficient units) and
+            the solve's wall-clock seconds.
+
+        Raises
+        ------
+        TabreleaseError
+            If `noisy` has the wrong length or a non-finite value, or HiGHS does not reach an optimum.
+        """
         noisy = np.asarray(noisy, float)
         if noisy.shape != (self._d,) or not np.all(np.isfinite(noisy)):
             raise TabreleaseError("the consistency LP needs one finite value per coefficient")
@@ -156,6 +174,25 @@ class ConsistencyProblem:
         A measurement of what the LP leaves open, not part of any release: the released table is
         whichever optimum `solve` returns. b is allowed 1e-9 (relative) above b* for the solver's
         tolerances.
+
+        Parameters
+        ----------
+        noisy : numpy.ndarray
+            The noisy coefficients, as given to `solve`.
+        b_star : float
+            The optimal deviation `solve` found for them.
+
+        Returns
+        -------
+        smallest : numpy.ndarray
+            An optimal table of the smallest total (float, of the basis's shape).
+        largest : numpy.ndarray
+            One of the largest total.
+
+        Raises
+        ------
+        TabreleaseError
+            If HiGHS does not solve either LP.
         """
         import highspy
 
@@ -184,7 +221,24 @@ class ConsistencyProblem:
 
 
 def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind: str | None) -> sp.csr_matrix:
-    """The sparse linear map from a table's cells (flattened) to one measured block's values."""
+    """The sparse linear map from a table's cells (flattened) to one measured block's values.
+
+    Parameters
+    ----------
+    domain : tuple of int
+        The shape of the table the block is measured on.
+    query : str
+        The block's query kind: ``MARGIN_CELLS``, or a coefficient kind.
+    variables : tuple of int
+        The block's axes (empty for the total or the constant coefficient).
+    kind : str or None
+        The coefficient basis (``FOURIER`` or Efron-Stein) for coefficient blocks.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        Shape (the block's values, cells): the block's values of a table are this times its flattened cells (C order).
+    """
     from .measurements import MARGIN_CELLS
 
     cells = int(np.prod(domain))
@@ -299,7 +353,31 @@ class LeastSquaresProblem:
         previous round's error plus the noise, so the error shrinks by the solver's relative accuracy per round,
         until a round moves no measured query by an integer. The fit is then accurate to the solver's relative
         accuracy times the noise, whatever n (up to 2^53, where float64 stops holding every count exactly:
-        estimate.check_exact_range refuses larger tables before any charge)."""
+        estimate.check_exact_range refuses larger tables before any charge).
+
+        Parameters
+        ----------
+        values : numpy.ndarray
+            The noisy measured values, block after block in the order of the problem's blocks (one per measured query).
+        weights : numpy.ndarray
+            1 / noise variance of each value (only their ratios matter).
+        total : float
+            The total to pin (the blocks' best estimate of n, or the exact n).
+        exact_total : bool, default False
+            Whether `total` is an exactly known integer; otherwise the refinement re-estimates it from the residuals.
+
+        Returns
+        -------
+        table : numpy.ndarray
+            The non-negative fitted table (float, of the problem's domain).
+        seconds : float
+            Wall-clock time of the fit.
+
+        Raises
+        ------
+        TabreleaseError
+            If a value is missing or non-finite, the total is above 2^53, or Clarabel does not solve.
+        """
         start = time.perf_counter()
         base, change = self.fit(values, weights, total, exact_total=exact_total)
         return np.maximum(base + change, 0.0).reshape(self.domain), time.perf_counter() - start
@@ -307,7 +385,31 @@ class LeastSquaresProblem:
     def fit(self, values: np.ndarray, weights: np.ndarray, total: float, *,
             exact_total: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The fit as (integer table x, change d), x + d the fitted table (flat): at counts above 2^52 a float
-        cannot hold x + d to a fraction, so rounding takes the two parts."""
+        cannot hold x + d to a fraction, so rounding takes the two parts.
+
+        Parameters
+        ----------
+        values : numpy.ndarray
+            The noisy measured values, block after block in the order of the problem's blocks (one per measured query).
+        weights : numpy.ndarray
+            1 / noise variance of each value (only their ratios matter).
+        total : float
+            The total to pin.
+        exact_total : bool, default False
+            Whether `total` is an exactly known integer.
+
+        Returns
+        -------
+        base : numpy.ndarray
+            The integer part x (int64, flat over the domain's cells, 0 on structural zeros).
+        change : numpy.ndarray
+            The fractional change d (float, flat; x + d >= 0).
+
+        Raises
+        ------
+        TabreleaseError
+            If a value is missing or non-finite, the total is above 2^53, or Clarabel does not solve.
+        """
         values = np.asarray(values, float)
         if values.shape != (self.size,) or not np.all(np.isfinite(values)):
             raise TabreleaseError("the least-squares fit needs one finite value per measured query")
@@ -518,7 +620,18 @@ class LocalLeastSquaresProblem:
         self._m, self._inequalities = m, nonneg.shape[0]
 
     def lift(self, a: Margin) -> sp.csr_matrix:
-        """The sparse map from the residuals theta to the margin over `a` (its cells in C order)."""
+        """The sparse map from the residuals theta to the margin over `a` (its cells in C order).
+
+        Parameters
+        ----------
+        a : tuple of int
+            A set of the closure (sorted axes).
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            Shape (the margin's cells, the number of residuals).
+        """
         rows, cols, vals = [], [], []
         for t in self.closure:
             if not set(t) <= set(a):
@@ -546,7 +659,30 @@ class LocalLeastSquaresProblem:
         As the fit over cells (`LeastSquaresProblem.solve`), the interior-point solve is accurate relative to the
         size of its data (off by 47 counts at n = 10^9, 65,531 at 10^12, with a few counts of noise), so it is
         refined: solved again for the change d from the previous fit theta, with the residuals y - Q theta and
-        the non-negativity of theta + d, until a round moves no measured value by half a count."""
+        the non-negativity of theta + d, until a round moves no measured value by half a count.
+
+        Parameters
+        ----------
+        values : numpy.ndarray
+            The noisy measured values, block after block in the order of the problem's blocks (one per measured query).
+        weights : numpy.ndarray
+            1 / noise variance of each value (only their ratios matter).
+        total : float
+            The total to pin (theta of the empty set; negative values are taken as 0).
+
+        Returns
+        -------
+        margins : dict
+            Each set of the closure (tuple of axes) mapped to its fitted margin (float, clipped at 0, of the margin's
+            shape).
+        seconds : float
+            Wall-clock time of the fit.
+
+        Raises
+        ------
+        TabreleaseError
+            If a value is missing or non-finite, or Clarabel does not solve.
+        """
         values = np.asarray(values, float)
         if values.shape != (self.size,) or not np.all(np.isfinite(values)):
             raise TabreleaseError("the least-squares fit needs one finite value per measured query")

@@ -58,7 +58,20 @@ _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(GAUSS_LEGENDRE_NODES)
 def bivariate_normal_cdf(h, k, rho) -> np.ndarray:
     """P(Y1 <= h, Y2 <= k) for standard normals of correlation rho (arrays broadcast), |rho| <= 1.
 
-    Phi2 = Phi(h) Phi(k) + (1 / 2 pi) int_0^asin(rho) exp(-(h^2 + k^2 - 2 h k sin t) / (2 cos^2 t)) dt."""
+    Phi2 = Phi(h) Phi(k) + (1 / 2 pi) int_0^asin(rho) exp(-(h^2 + k^2 - 2 h k sin t) / (2 cos^2 t)) dt.
+
+    Parameters
+    ----------
+    h, k : array_like
+        The upper limits (infinite values allowed).
+    rho : array_like
+        The correlations, in [-1, 1] (clipped).
+
+    Returns
+    -------
+    numpy.ndarray
+        The probabilities, of the broadcast shape.
+    """
     h, k, rho = np.broadcast_arrays(np.asarray(h, float), np.asarray(k, float), np.asarray(rho, float))
     top = np.arcsin(np.clip(rho, -1.0, 1.0))
     theta = 0.5 * top[..., None] * (_NODES + 1.0)  # interior nodes: cos(theta) > 0 even at |rho| = 1
@@ -72,7 +85,20 @@ def bivariate_normal_cdf(h, k, rho) -> np.ndarray:
 
 
 def both_one_probability(p_i, p_j, rho) -> np.ndarray:
-    """P(X_i = 1, X_j = 1) when X = 1 iff Phi(Y) > 1 - p (Eq. 6): Phi2(Phi^-1(p_i), Phi^-1(p_j); rho)."""
+    """P(X_i = 1, X_j = 1) when X = 1 iff Phi(Y) > 1 - p (Eq. 6): Phi2(Phi^-1(p_i), Phi^-1(p_j); rho).
+
+    Parameters
+    ----------
+    p_i, p_j : array_like
+        The probabilities that each dummy is 1 (broadcast together with the rest).
+    rho : array_like
+        The Gaussian correlations, in [-1, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        The probabilities that both dummies are 1, of the broadcast shape.
+    """
     return bivariate_normal_cdf(ndtri(np.asarray(p_i, float)), ndtri(np.asarray(p_j, float)), rho)
 
 
@@ -80,7 +106,20 @@ def gaussian_correlations(p_i, p_j, target) -> np.ndarray:
     """Per pair, rho in [-1, 1] with P(X_i = 1, X_j = 1) = target (bisection; the probability increases with rho).
 
     The target is first clipped to the Frechet bounds [max(0, p_i + p_j - 1), min(p_i, p_j)] that rho = -1 and
-    rho = 1 reach; a pair with p in {0, 1} does not depend on rho and gets 0."""
+    rho = 1 reach; a pair with p in {0, 1} does not depend on rho and gets 0.
+
+    Parameters
+    ----------
+    p_i, p_j : array_like
+        The probabilities that each dummy is 1 (broadcast together with the rest).
+    target : array_like
+        The target probabilities that both are 1.
+
+    Returns
+    -------
+    numpy.ndarray
+        The correlations, of the broadcast shape (to 2^-49).
+    """
     p_i, p_j, target = np.broadcast_arrays(*(np.asarray(a, float) for a in (p_i, p_j, target)))
     target = np.clip(target, np.maximum(0.0, p_i + p_j - 1.0), np.minimum(p_i, p_j))
     low, high = -np.ones(p_i.shape), np.ones(p_i.shape)
@@ -96,7 +135,22 @@ def gaussian_correlations(p_i, p_j, target) -> np.ndarray:
 def nearest_correlation(matrix: np.ndarray, tolerance: float = HIGHAM_TOLERANCE,
                         max_iterations: int = HIGHAM_MAX_ITERATIONS) -> np.ndarray:
     """Higham (2002) section 3.2 with unit weights: alternating projections onto the positive semi-definite
-    matrices and the unit-diagonal ones, with Dykstra's correction (the paper's Algorithm 3)."""
+    matrices and the unit-diagonal ones, with Dykstra's correction (the paper's Algorithm 3).
+
+    Parameters
+    ----------
+    matrix : numpy.ndarray
+        A symmetric d x d matrix with unit diagonal (symmetrised here).
+    tolerance : float, default HIGHAM_TOLERANCE
+        Stop when an iteration moves the matrix by at most this, relative to its Frobenius norm.
+    max_iterations : int, default HIGHAM_MAX_ITERATIONS
+        The most iterations.
+
+    Returns
+    -------
+    numpy.ndarray
+        The nearest correlation matrix (d x d, unit diagonal; positive semi-definite up to the tolerance).
+    """
     y = 0.5 * (np.asarray(matrix, float) + np.asarray(matrix, float).T)
     correction = np.zeros_like(y)
     for _ in range(max_iterations):
@@ -113,7 +167,25 @@ def nearest_correlation(matrix: np.ndarray, tolerance: float = HIGHAM_TOLERANCE,
 
 def cholesky_factor(correlation: np.ndarray, floor: float = EIGENVALUE_FLOOR) -> np.ndarray:
     """Lower-triangular L with L L^T = the correlation matrix after its eigenvalues are raised to `floor` and its
-    diagonal rescaled to 1 (the paper forces the zero eigenvalues of NCM(P) to small positive values)."""
+    diagonal rescaled to 1 (the paper forces the zero eigenvalues of NCM(P) to small positive values).
+
+    Parameters
+    ----------
+    correlation : numpy.ndarray
+        A d x d correlation matrix (symmetrised here).
+    floor : float, default EIGENVALUE_FLOOR
+        The least eigenvalue kept.
+
+    Returns
+    -------
+    numpy.ndarray
+        The lower-triangular factor L (d x d).
+
+    Raises
+    ------
+    TabreleaseError
+        If no Cholesky factor is found even with a growing ridge (an internal error).
+    """
     values, vectors = np.linalg.eigh(0.5 * (correlation + correlation.T))
     lifted = (vectors * np.maximum(values, floor)) @ vectors.T
     d = np.sqrt(np.diag(lifted))
@@ -142,7 +214,25 @@ class CopulaModel:
 
 
 def block_values(measurements: Measurements) -> tuple[dict, dict]:
-    """The measured one-way blocks {i: (k_i, 2) array} and pair blocks {(i, j): (k_i, k_j, 2, 2) array}."""
+    """The measured one-way blocks {i: (k_i, 2) array} and pair blocks {(i, j): (k_i, k_j, 2, 2) array}.
+
+    Parameters
+    ----------
+    measurements : Measurements
+        Dummy-coded blocks (one-way and pairwise).
+
+    Returns
+    -------
+    one_way : dict
+        Variable index -> noisy counts of shape (k_i, 2): per level, the counts of dummy 0 and dummy 1.
+    pairs : dict
+        Pair of variable indices -> noisy counts of shape (k_i, k_j, 2, 2).
+
+    Raises
+    ------
+    TabreleaseError
+        If a block is not a one-way or pairwise dummy table.
+    """
     one_way, pairs = {}, {}
     for b in measurements.blocks:
         if b.query != DUMMY_TABLES:
@@ -159,7 +249,18 @@ def block_values(measurements: Measurements) -> tuple[dict, dict]:
 
 def estimated_total(measurements: Measurements) -> float:
     """n from the noisy totals every block carries: each dummy's n0 + n1 and each pair of dummies' four cells,
-    weighted by 1 / variance (a sum of c Laplace(b) has variance 2 c b^2)."""
+    weighted by 1 / variance (a sum of c Laplace(b) has variance 2 c b^2).
+
+    Parameters
+    ----------
+    measurements : Measurements
+        Dummy-coded blocks (one-way and pairwise).
+
+    Returns
+    -------
+    float
+        The estimate of n (not rounded; may be negative at very small n and epsilon).
+    """
     estimates, weights = [], []
     for b in measurements.blocks:
         per = 2 if len(b.variables) == 1 else 4
@@ -171,7 +272,26 @@ def estimated_total(measurements: Measurements) -> float:
 
 
 def fit_copula(shape, measurements: Measurements) -> CopulaModel:
-    """Post-processing of the measurements into the copula (steps 1-4 of the module docstring)."""
+    """Post-processing of the measurements into the copula (steps 1-4 of the module docstring).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The number of levels of each variable.
+    measurements : Measurements
+        Dummy-coded blocks: the one-way table of every variable, and pairwise tables.
+
+    Returns
+    -------
+    CopulaModel
+        The dummies' probabilities, the solved and repaired correlations, and n (the estimated total, rounded and at
+        least 0).
+
+    Raises
+    ------
+    TabreleaseError
+        If a variable's one-way table is missing, or a block is not a one-way or pairwise dummy table.
+    """
     shape = tuple(int(k) for k in shape)
     one_way, pairs = block_values(measurements)
     if sorted(one_way) != list(range(len(shape))):
@@ -214,7 +334,21 @@ CHUNK_VALUES = 2**24
 
 def record_chunks(model: CopulaModel, rng: np.random.Generator):
     """The n synthetic records (chunks of rows of level codes): Algorithm 4, Eq. 6, then the decoding of the module
-    docstring."""
+    docstring.
+
+    Parameters
+    ----------
+    model : CopulaModel
+        The fitted copula.
+    rng : numpy.random.Generator
+        The post-processing randomness.
+
+    Yields
+    ------
+    numpy.ndarray
+        A chunk of records (rows x variables, int64 level codes), at most `CHUNK_VALUES` deviates' worth each;
+        n records in all.
+    """
     factor = cholesky_factor(model.repaired)
     d = len(model.probabilities)
     size = max(1, CHUNK_VALUES // max(d, 1))
@@ -234,13 +368,39 @@ def record_chunks(model: CopulaModel, rng: np.random.Generator):
 
 
 def sample_records(model: CopulaModel, rng: np.random.Generator) -> np.ndarray:
-    """n synthetic records (n x k level codes), all at once (small n: tests and notebooks)."""
+    """n synthetic records (n x k level codes), all at once (small n: tests and notebooks).
+
+    Parameters
+    ----------
+    model : CopulaModel
+        The fitted copula.
+    rng : numpy.random.Generator
+        The post-processing randomness.
+
+    Returns
+    -------
+    numpy.ndarray
+        n x k int64 level codes.
+    """
     chunks = list(record_chunks(model, rng))
     return np.concatenate(chunks) if chunks else np.empty((0, len(model.shape)), np.int64)
 
 
 def synthetic_counts(shape, records: np.ndarray) -> np.ndarray:
-    """The contingency table of the records."""
+    """The contingency table of the records.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The number of levels of each variable.
+    records : numpy.ndarray
+        Records x variables, level codes.
+
+    Returns
+    -------
+    numpy.ndarray
+        The counts (int64), of `shape`.
+    """
     if records.shape[0] == 0:
         return np.zeros(shape, np.int64)
     flat = np.ravel_multi_index(tuple(records.T), shape)
@@ -248,6 +408,22 @@ def synthetic_counts(shape, records: np.ndarray) -> np.ndarray:
 
 
 def synthetic_margin(shape, records: np.ndarray, margin) -> np.ndarray:
+    """The margin over `margin` of the records' table, counted from the records.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The number of levels of each variable.
+    records : numpy.ndarray
+        Records x variables, level codes.
+    margin : tuple of int
+        The margin's axes (empty: the number of records).
+
+    Returns
+    -------
+    numpy.ndarray
+        The margin's counts (int64), one axis per entry of `margin`.
+    """
     sub = tuple(shape[j] for j in margin)
     if not margin:
         return np.array(records.shape[0], np.int64)
@@ -257,7 +433,28 @@ def synthetic_margin(shape, records: np.ndarray, margin) -> np.ndarray:
 
 def synthesise(plan, measurements: Measurements, rng: np.random.Generator) -> Estimate:
     """The synthetic records' table (or, for tables of more than MAX_TABLE_CELLS cells, their released margins as
-    the margins of one table): integer and mutually consistent by construction."""
+    the margins of one table): integer and mutually consistent by construction.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan (its shape, and the margins released when the table is too large to hold).
+    measurements : Measurements
+        Dummy-coded blocks of one run.
+    rng : numpy.random.Generator
+        The post-processing randomness that draws the records.
+
+    Returns
+    -------
+    Estimate
+        The records' table (int64), or the plan's margins with ``cliques`` set to them; a note says the release is
+        synthetic.
+
+    Raises
+    ------
+    TabreleaseError
+        If the measurements are not the dummy-coded tables the copula needs.
+    """
     from .loglinear.ipf import one_blas_thread
 
     start = time.perf_counter()
@@ -284,7 +481,18 @@ def synthesise(plan, measurements: Measurements, rng: np.random.Generator) -> Es
 
 
 def measurements_rng(measurements: Measurements) -> np.random.Generator:
-    """noise.post_processing_rng for the source these measurements were drawn from (seeded in simulation)."""
+    """noise.post_processing_rng for the source these measurements were drawn from (seeded in simulation).
+
+    Parameters
+    ----------
+    measurements : Measurements
+        The measurements (their noise mode and seed).
+
+    Returns
+    -------
+    numpy.random.Generator
+        Derived from the seed for seeded simulation, seeded from the operating system otherwise.
+    """
     from .noise import RELEASE, SIMULATION, post_processing_rng
 
     seeded = measurements.noise_mode == SIMULATION and measurements.seed is not None

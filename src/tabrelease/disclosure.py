@@ -44,7 +44,24 @@ def _small_cells(true: np.ndarray, released: np.ndarray | None, small: int) -> d
 
 
 def disclosure_risk(table: ContingencyTable, release: Release, small: int = SMALL_COUNT) -> dict:
-    """Per released margin (and for the full table): small true cells and small released cells."""
+    """Per released margin (and for the full table): small true cells and small released cells.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        The confidential table.
+    release : Release
+        Its release (margins, and the table when one was released).
+    small : int, default SMALL_COUNT
+        The largest count called small.
+
+    Returns
+    -------
+    dict
+        ``small_count``; ``margins``, each released margin's label (``"[AB]"``) mapped to its counts of small true
+        and small released cells; ``full_table``, the same for the whole table (true cells only when it is held as
+        records); and ``reading``, a sentence on how to read them. Holds confidential counts: for the internal audit.
+    """
     margins = {
         margin_label(g, table.letters): _small_cells(table.margin_counts(g), released, small)
         for g, released in zip(release.margins, release.released_margins)

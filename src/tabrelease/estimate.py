@@ -54,11 +54,54 @@ class Estimator(ABC):
     reads: tuple[str, ...] = (COEFFICIENTS,)  # the query kinds of the measurements it can read
 
     def for_plan(self, plan: MechanismPlan) -> Estimator:
+        """This estimator made ready for one plan: what depends only on the plan (an LP or QP's operators, the
+        encoding's structural zeros) is built here once, and reused by every `estimate` for that plan.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+            The release's plan (shape, margins, basis, encoding, calibration).
+
+        Returns
+        -------
+        Estimator
+            An estimator for this plan (this one when nothing needs preparing).
+
+        Raises
+        ------
+        TabreleaseError
+            If the estimator cannot work with the plan (an encoded plan for `local-least-squares`).
+        """
         return self
 
     @abstractmethod
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
-        """The real-valued estimate from the measurements (post-processing only)."""
+        """The real-valued estimate from the measurements (post-processing only).
+
+        Never reads the table: only the plan and the noisy measurements, so the estimate is post-processing of the
+        differentially private answers.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+            The plan the measurements were taken under (prepared by `for_plan` where the estimator needs it).
+        measurements : Measurements
+            The noisy blocks of one run.
+
+        Returns
+        -------
+        Estimate
+            A real-valued table on the table's own shape (decoded from a bit encoding), or margins alone (the plan's
+            margins, or a junction tree's clique margins), with the seconds taken and any notes; rounding turns it
+            into counts. Non-negative except where the estimator keeps the noise's sign (`as-measured`, and
+            `shifted-synthesis` with probability at most exp(-t)).
+
+        Raises
+        ------
+        TabreleaseError
+            If the measurements are of a kind the estimator does not read, the plan lacks what it needs, or the
+            optimisation does not solve.
+        """
 
     def _check(self, measurements: Measurements) -> None:
         if any(b.query not in self.reads for b in measurements.blocks):
@@ -73,7 +116,20 @@ class _ProblemEstimator(Estimator):
 
     @abstractmethod
     def build(self, basis, structural_zeros):
-        """The problem for this basis (and structural zeros), built once and solved per run."""
+        """The problem for this basis (and structural zeros), built once and solved per run.
+
+        Parameters
+        ----------
+        basis : CoefficientBasis
+            The plan's coefficient basis.
+        structural_zeros : numpy.ndarray of bool or None
+            Cells that are zero by construction (of a binary encoding), or None.
+
+        Returns
+        -------
+        object
+            The problem (a `consistency.ConsistencyProblem` for the LP), held by the estimator `for_plan` returns.
+        """
 
     def for_plan(self, plan: MechanismPlan) -> _ProblemEstimator:
         zeros = None if plan.encoding is None else plan.encoding.structural_zeros()
@@ -126,7 +182,25 @@ class LInfinityLP(_ProblemEstimator):
 
 def exact_margins(basis, measurements: Measurements) -> tuple:
     """The margins the exactly measured coefficients determine: over each maximal set of the closure whose
-    blocks (it and all its subsets) were measured exactly, as integers (axes, cells)."""
+    blocks (it and all its subsets) were measured exactly, as integers (axes, cells).
+
+    Parameters
+    ----------
+    basis : CoefficientBasis
+        The plan's coefficient basis.
+    measurements : Measurements
+        The coefficient blocks of one run, some measured exactly.
+
+    Returns
+    -------
+    tuple of (tuple of int, numpy.ndarray)
+        For each maximal exactly measured set, by size then axes: its axes and its margin (int64).
+
+    Raises
+    ------
+    TabreleaseError
+        If the exact coefficients are not those of an integer table.
+    """
     from .bases import margin_from_coefficients
 
     exact_sets = {tuple(b.variables) for b in measurements.blocks if b.distribution == EXACT}
@@ -164,11 +238,47 @@ class LeastSquares(Estimator):
         return LeastSquares(None if plan.encoding is None else plan.encoding.structural_zeros())
 
     def problem_for(self, domain, signature):
+        """The least-squares problem for a domain and the signature of its measured blocks (cached by design).
+
+        Parameters
+        ----------
+        domain : sequence of int
+            The shape of the measured table (a bit encoding's, for encoded plans).
+        signature : tuple of (str, tuple of int, str or None)
+            Each noisy block's query kind, axes and basis kind, in order.
+
+        Returns
+        -------
+        consistency.LeastSquaresProblem
+            The problem, with this estimator's structural zeros.
+        """
         zeros = None if self.structural_zeros is None else np.asarray(self.structural_zeros, bool)
         return _least_squares_problem(tuple(domain), signature, None if zeros is None else (zeros.tobytes(), zeros.shape))
 
     def prepared(self, measurements: Measurements):
-        """(signature of the noisy blocks, their values, weights 1 / variance, the total to pin)."""
+        """(signature of the noisy blocks, their values, weights 1 / variance, the total to pin).
+
+        Parameters
+        ----------
+        measurements : Measurements
+            The blocks of one run (noisy linear blocks, and at most an exact total).
+
+        Returns
+        -------
+        signature : tuple of (str, tuple of int, str or None)
+            Each noisy block's query kind, axes and basis kind.
+        values : numpy.ndarray
+            The noisy values, block after block.
+        weights : numpy.ndarray
+            1 / the noise variance of each value.
+        total : int or float
+            The exactly measured total, or the best linear unbiased estimate of n from the noisy blocks.
+
+        Raises
+        ------
+        TabreleaseError
+            If a block is of a kind not read, no block is noisy, or an exact block is not the total.
+        """
         self._check(measurements)
         fitted = [b for b in measurements.blocks if b.distribution != EXACT]
         exact = [b for b in measurements.blocks if b.distribution == EXACT]
@@ -359,18 +469,67 @@ class RandomizedResponseLeastSquares(Estimator):
 
 # The unbiasing of k-ary randomized response (mechanisms/randomized_response.py's docstring derives it).
 def unbiased_cells(reports: np.ndarray, p: float, q: float) -> np.ndarray:
-    """x_hat = (y - n q) / (p - q): E[x_hat] = x."""
+    """x_hat = (y - n q) / (p - q): E[x_hat] = x.
+
+    Parameters
+    ----------
+    reports : numpy.ndarray
+        The randomised report counts y, one per cell.
+    p : float
+        The probability of reporting one's own cell.
+    q : float
+        The probability of reporting each other cell.
+
+    Returns
+    -------
+    numpy.ndarray
+        The unbiased cell estimates (float; may be negative).
+    """
     y = np.asarray(reports, float)
     return (y - y.sum() * q) / (p - q)
 
 
 def cell_variance(x: np.ndarray, p: float, q: float) -> np.ndarray:
-    """Var(x_hat_c) for true counts x: a sum of independent Bernoulli reports, divided by (p - q)^2."""
+    """Var(x_hat_c) for true counts x: a sum of independent Bernoulli reports, divided by (p - q)^2.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        The true cell counts.
+    p : float
+        The probability of reporting one's own cell.
+    q : float
+        The probability of reporting each other cell.
+
+    Returns
+    -------
+    numpy.ndarray
+        The variance of each cell's unbiased estimate.
+    """
     x = np.asarray(x, float)
     return (x * p * (1 - p) + (x.sum() - x) * q * (1 - q)) / (p - q) ** 2
 
 
 def mean_cell_variance(n: float, k: int, p: float, q: float) -> float:
+    """The variance of an unbiased cell estimate, averaged over the k cells: it depends on n alone, not on the
+    counts (so it can weigh the cells in least squares without reading them).
+
+    Parameters
+    ----------
+    n : float
+        The number of reports.
+    k : int
+        The number of cells.
+    p : float
+        The probability of reporting one's own cell.
+    q : float
+        The probability of reporting each other cell.
+
+    Returns
+    -------
+    float
+        The mean variance.
+    """
     return n * (p * (1 - p) + (k - 1) * q * (1 - q)) / (k * (p - q) ** 2)
 
 
@@ -382,7 +541,18 @@ def check_exact_range(table) -> None:
     """Refuse, before any charge, a table too large for its estimate to be exact: above 2^53 (9.007e15) float64
     cannot hold every count, and the measured values themselves (floats) carry errors of 2 and more, above the
     noise of a typical release. Every estimator computes in float64, so the limit holds for every mechanism and
-    mode. (The message names no count.)"""
+    mode. (The message names no count.)
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        The table to be released.
+
+    Raises
+    ------
+    TabreleaseError
+        If the table's total is above 2^53.
+    """
     if int(table.n) > MAX_EXACT_COUNT:
         raise TabreleaseError("the table's total is above 2^53 (9.007e15), where 64-bit floating point stops holding "
                               "every count exactly: the release could not be exact to within its noise; nothing was "
@@ -394,6 +564,23 @@ ESTIMATORS = {e.name: e for e in (LInfinityLP(), LeastSquares(), LocalLeastSquar
 
 
 def get_estimator(name: str) -> Estimator:
+    """The estimator of this name (not yet prepared for a plan: see `Estimator.for_plan`).
+
+    Parameters
+    ----------
+    name : str
+        One of the names in `ESTIMATORS` (``"linf-lp"``, ``"least-squares"``, ...).
+
+    Returns
+    -------
+    Estimator
+        The shared instance.
+
+    Raises
+    ------
+    TabreleaseError
+        If no estimator has this name.
+    """
     if name not in ESTIMATORS:
         raise TabreleaseError(f"unknown estimator {name!r}; choose one of {', '.join(ESTIMATORS)}")
     return ESTIMATORS[name]

@@ -57,6 +57,13 @@ class ReleaseEvaluation:
     zeroed_categories: list[str] | None = None
 
     def as_dict(self) -> dict:
+        """Every field, as the audit's JSON holds it.
+
+        Returns
+        -------
+        dict
+            Field name -> value (`dataclasses.asdict`: nested values copied).
+        """
         return asdict(self)
 
 
@@ -74,6 +81,27 @@ def evaluate_release(
     released table needs a released table (mechanisms that publish margins only have none);
     the MLE of the release comes from the released margins, which is the same thing when
     there is a table, and is undefined when the margins are mutually inconsistent.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        The confidential table the release came from.
+    release : Release
+        The release.
+    model : HierarchicalModel, optional
+        The model refitted (the released margins' own by default).
+    bound_delta : float, default DEFAULT_BOUND_DELTA
+        The failure probability of the error bounds and the expected error's quantile.
+    original_fit : LogLinearFit, optional
+        The model's fit to the confidential table, when it was made already.
+
+    Returns
+    -------
+    ReleaseEvaluation
+        n and n', each margin's L1 error, G² and the MLE distances of the refit (None where they cannot be computed,
+        with `refit_note` saying why; tables of more than `AUDIT_REFIT_MAX_CELLS` cells are refitted from margins),
+        the bounds and expected errors the plan gives, and the categories released as zero. A refit that fails is
+        recorded, never raised.
     """
     model = model or HierarchicalModel(release.margins, table.k)
     letters = table.letters
@@ -159,6 +187,27 @@ def evaluate_releases(
     one stack (batched IPF), which gives the same numbers as `evaluate_release` one by one.
 
     Error bounds are left out (None): they depend on the plan, not on the run.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The confidential table (held as cells).
+    releases : sequence of Release
+        Releases of that table, all of the same margins as the first when `model` is not given.
+    model : HierarchicalModel, optional
+        The model refitted (the first release's margins by default).
+    original_fit : LogLinearFit, optional
+        The model's fit to the confidential table, when it was made already.
+
+    Returns
+    -------
+    list of ReleaseEvaluation
+        One per release, in order; empty for no release.
+
+    Raises
+    ------
+    TabreleaseError
+        If the model cannot be fitted to the confidential table.
     """
     if not releases:
         return []
@@ -286,7 +335,19 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
 
 # What a release and its audit must say to the publisher (reports.py re-exports these; the workflow reads them).
 def release_warnings(release: Release) -> list[str]:
-    """What a reader of the release must know before using it. Parameters and DP output only: public."""
+    """What a reader of the release must know before using it. Parameters and DP output only: public.
+
+    Parameters
+    ----------
+    release : Release
+        The release.
+
+    Returns
+    -------
+    list of str
+        The warnings: not made with secure noise, paper calibration, an epsilon that does not hold, and the
+        release's own notes.
+    """
     out = []
     if release.noise_mode != "release":
         # The seed is not published: with the released values it would give the noise back (internal/ has it).
@@ -309,7 +370,19 @@ N_OFF_SHARE = 0.1
 
 
 def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
-    """What the audit must flag about its own numbers (internal: it reads the confidential table)."""
+    """What the audit must flag about its own numbers (internal: it reads the confidential table).
+
+    Parameters
+    ----------
+    evaluation : ReleaseEvaluation
+        The audit's evaluation of a release.
+
+    Returns
+    -------
+    list of str
+        The warnings: a released total more than 10% off n, categories released as zero, a refit that did not
+        converge.
+    """
     out = []
     # What a publisher must see before publishing (internal: these read the true counts).
     if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > N_OFF_SHARE * evaluation.n:

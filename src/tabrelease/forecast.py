@@ -58,7 +58,29 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
                        spec: ReleaseSpec) -> dict:
     """Per margin, the smallest epsilon at which the planned mechanism's expected L1 error of that margin is at most
     `target_l1` (bisection on log epsilon; the expected error falls as epsilon grows), from the shape and margins
-    alone. None where even epsilon = 10^4 does not reach it."""
+    alone. None where even epsilon = 10^4 does not reach it.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    margins : sequence of tuple of int
+        The margins released, as axis tuples.
+    target_l1 : float
+        The expected L1 error wanted per margin, in counts (positive).
+    spec : ReleaseSpec
+        The release planned (its mechanism, unit, delta and options; its epsilon is not used).
+
+    Returns
+    -------
+    dict
+        Each planned margin (tuple of axes) mapped to the epsilon (float), or None.
+
+    Raises
+    ------
+    TabreleaseError
+        If the target is not a positive finite number, or the release cannot be planned.
+    """
     from .mechanisms import with_epsilon
 
     if not (isinstance(target_l1, (int, float)) and np.isfinite(target_l1) and target_l1 > 0):

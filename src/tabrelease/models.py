@@ -40,13 +40,43 @@ class HierarchicalModel:
         return downward_closure(self.generators)
 
     def free_parameters(self, shape: Sequence[int]) -> int:
+        """Dimension of the model on a table of this shape (see the module's `free_parameters`).
+
+        Parameters
+        ----------
+        shape : sequence of int
+            The number of levels of each variable.
+
+        Returns
+        -------
+        int
+            The number of free parameters, the constant term included.
+        """
         return free_parameters(self.generators, shape)
 
     def letters(self) -> str:
+        """The generators in the papers' bracket notation, by letter: ``[AB][BC]``.
+
+        Returns
+        -------
+        str
+            The model as brackets of position letters.
+        """
         return "".join(margin_label(g, LETTERS) for g in self.generators)
 
     def names(self, variables: Sequence[str]) -> str:
-        """Bracket notation with the variables' own names (letters when the names are letters)."""
+        """Bracket notation with the variables' own names (letters when the names are letters).
+
+        Parameters
+        ----------
+        variables : sequence of str
+            The table's variable names, in axis order.
+
+        Returns
+        -------
+        str
+            Such as ``[sex,age][region]``, or ``[AB][BC]`` when every name is one character.
+        """
         if all(len(v) == 1 for v in variables):
             return "".join(margin_label(g, variables) for g in self.generators)
         return "".join("[" + ",".join(variables[a] for a in g) + "]" for g in self.generators)
@@ -56,12 +86,38 @@ class HierarchicalModel:
 
 
 def margin_label(margin: Margin, letters: Sequence[str]) -> str:
-    """A margin in the papers' bracket notation: [AC] for axes (0, 2) with letters A, B, C."""
+    """A margin in the papers' bracket notation: [AC] for axes (0, 2) with letters A, B, C.
+
+    Parameters
+    ----------
+    margin : tuple of int
+        The margin's axes.
+    letters : sequence of str
+        The name of each axis (one character each, for the notation to read back).
+
+    Returns
+    -------
+    str
+        The margin's label, such as ``"[AC]"``.
+    """
     return "[" + "".join(letters[j] for j in margin) + "]"
 
 
 def maximal_margins(margins: Iterable[Margin]) -> tuple[tuple[Margin, ...], tuple[Margin, ...]]:
-    """Split margins into the maximal ones (order of first appearance kept) and those contained in another."""
+    """Split margins into the maximal ones (order of first appearance kept) and those contained in another.
+
+    Parameters
+    ----------
+    margins : iterable of tuple of int
+        Margins as axes (each sorted and made distinct here; repeats are merged).
+
+    Returns
+    -------
+    kept : tuple of tuple of int
+        The maximal margins.
+    dropped : tuple of tuple of int
+        The margins contained in a kept one.
+    """
     unique = list(dict.fromkeys(tuple(sorted(set(m))) for m in margins))
     kept, dropped = [], []
     for m in unique:
@@ -73,12 +129,42 @@ def maximal_margins(margins: Iterable[Margin]) -> tuple[tuple[Margin, ...], tupl
 
 
 def make_model(margins: Iterable[Iterable[int]], k: int) -> HierarchicalModel:
+    """A model from margins given as axes: the maximal ones kept, those inside another recorded as dropped.
+
+    Parameters
+    ----------
+    margins : iterable of iterable of int
+        The margins, as axes.
+    k : int
+        The number of variables of the table.
+
+    Returns
+    -------
+    HierarchicalModel
+        The model.
+
+    Raises
+    ------
+    TabreleaseError
+        If no margin is given, or one is empty or has an axis outside 0 to k - 1.
+    """
     kept, dropped = maximal_margins(tuple(m) for m in margins)
     return HierarchicalModel(kept, k, dropped)
 
 
 def downward_closure(generators: Iterable[Margin]) -> tuple[Margin, ...]:
-    """Every subset of every generator, the empty set included, by size then lexicographically."""
+    """Every subset of every generator, the empty set included, by size then lexicographically.
+
+    Parameters
+    ----------
+    generators : iterable of tuple of int
+        The model's generators.
+
+    Returns
+    -------
+    tuple of tuple of int
+        The closure, each subset sorted.
+    """
     closed: set[Margin] = set()
     for g in generators:
         for r in range(len(g) + 1):
@@ -87,7 +173,20 @@ def downward_closure(generators: Iterable[Margin]) -> tuple[Margin, ...]:
 
 
 def free_parameters(generators: Iterable[Margin], shape: Sequence[int]) -> int:
-    """Dimension of the model: the sum over the closure of prod(k_j - 1)."""
+    """Dimension of the model: the sum over the closure of prod(k_j - 1).
+
+    Parameters
+    ----------
+    generators : iterable of tuple of int
+        The model's generators.
+    shape : sequence of int
+        The number of levels of each variable.
+
+    Returns
+    -------
+    int
+        The number of free parameters, the constant term (the empty set) included.
+    """
     return sum(prod(shape[j] - 1 for j in s) for s in downward_closure(generators))
 
 
@@ -129,7 +228,27 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
 
 
 def parse_model(spec: str | HierarchicalModel, table: ContingencyTable) -> HierarchicalModel:
-    """Read bracket notation against a table's variables (names, or letters by position)."""
+    """Read bracket notation against a table's variables (names, or letters by position).
+
+    Parameters
+    ----------
+    spec : str or HierarchicalModel
+        Bracket notation (``"[AB][BC]"``, ``"[sex,age][region]"``; without brackets, generators separated by spaces or
+        plus signs), or a model (checked against the table and returned).
+    table : ContingencyTable
+        The table whose variables the notation names.
+
+    Returns
+    -------
+    HierarchicalModel
+        The model, its generators made maximal (contained ones recorded in `dropped`).
+
+    Raises
+    ------
+    TabreleaseError
+        If the text is empty or unreadable, names an unknown variable or one twice in a margin, or the model is for
+        another number of variables.
+    """
     if isinstance(spec, HierarchicalModel):
         if spec.k != table.k:
             raise TabreleaseError(f"the model is for {spec.k} variables, the table has {table.k}")
@@ -143,7 +262,23 @@ def parse_model(spec: str | HierarchicalModel, table: ContingencyTable) -> Hiera
 
 
 def default_model(table: ContingencyTable) -> HierarchicalModel:
-    """The built-in table's paper model; other tables need a model given explicitly."""
+    """The built-in table's paper model; other tables need a model given explicitly.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The table.
+
+    Returns
+    -------
+    HierarchicalModel
+        The model named in the table's metadata.
+
+    Raises
+    ------
+    TabreleaseError
+        If the table's metadata names no model.
+    """
     spec = table.metadata.get("model") if table.metadata else None
     if not spec:
         raise TabreleaseError("this table has no default model: name its margins, e.g. '[AB][BC]', with --margins "

@@ -89,7 +89,28 @@ class Release:
 
 def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
     """The privacy step: the plan's mechanism draws its noise once. `data` is a count array, or a table (one held as
-    records is given to mechanisms that read margins only; the others get its cells)."""
+    records is given to mechanisms that read margins only; the others get its cells).
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan (its mechanism measures).
+    data : numpy.ndarray or ContingencyTable or MicrodataTable
+        The confidential counts, of the plan's shape.
+    noise : NoiseSource
+        Where the noise comes from (simulation, seeded or not, or secure release noise).
+
+    Returns
+    -------
+    Measurements
+        The noisy blocks, with the noise mode and (simulation only) the seed.
+
+    Raises
+    ------
+    TabreleaseError
+        If the data's shape is not the plan's (or a table held as records has too many cells for a mechanism that
+        reads cells).
+    """
     mechanism = mechanism_of(plan)
     if not isinstance(data, np.ndarray) and hasattr(data, "margin_counts"):
         data = data if mechanism.reads_margins else data.counts
@@ -102,7 +123,30 @@ def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
 
 def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *, estimator=None,
                               noise_seconds: float = float("nan")) -> Release:
-    """Post-processing only: estimate (the plan's estimator, or another, by name or object), round, take the margins."""
+    """Post-processing only: estimate (the plan's estimator, or another, by name or object), round, take the margins.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan the measurements were drawn under.
+    measurements : Measurements
+        The noisy blocks.
+    estimator : str or Estimator, optional
+        Another estimator (prepared for the plan here); the plan's own by default.
+    noise_seconds : float, default nan
+        How long the privacy step took, for the timings.
+
+    Returns
+    -------
+    Release
+        The released margins (and table, when there is one), the noise calibration, consistency, timings and notes.
+
+    Raises
+    ------
+    TabreleaseError
+        If the measurements are not the plan's, the estimator is unknown or cannot read them, or estimation or
+        rounding fails.
+    """
     if isinstance(estimator, str):
         from .estimate import get_estimator
 
@@ -151,7 +195,20 @@ UNFIT_ERROR_SHARE = 0.25
 def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
     """Whether the release is fit to publish, judged from the plan's expected errors and the released (DP) total
     only, so the notes may be public: a margin whose expected L1 error is a large share of n', or whose expected
-    noise per cell exceeds its typical released cell; and what would help."""
+    noise per cell exceeds its typical released cell; and what would help.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The release's plan (notes only for plans with a measurement design, whose errors are known).
+    released_margins : sequence of numpy.ndarray
+        The released margins (only the first margin's total is read).
+
+    Returns
+    -------
+    list of str
+        One note when some margins are unfit to publish; empty otherwise.
+    """
     planned = mechanism_of(plan).expected_errors(plan) if plan.design is not None else None
     if not planned or not released_margins:
         return []
@@ -177,7 +234,27 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
 
 
 def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:
-    """Draw the noise and produce the release for one table (a count array, or a table)."""
+    """Draw the noise and produce the release for one table (a count array, or a table).
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan.
+    data : numpy.ndarray or ContingencyTable or MicrodataTable
+        The confidential counts, of the plan's shape.
+    noise : NoiseSource
+        Where the noise comes from (simulation, seeded or not, or secure release noise).
+
+    Returns
+    -------
+    Release
+        The release (see `release_from_measurements`).
+
+    Raises
+    ------
+    TabreleaseError
+        If the data do not fit the plan, or estimation or rounding fails.
+    """
     start = time.perf_counter()
     measurements = measure(plan, data, noise)
     return release_from_measurements(plan, measurements, noise_seconds=time.perf_counter() - start)
@@ -185,7 +262,20 @@ def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:
 
 def released_frames(release: Release, table) -> dict:
     """The released margins as labelled pandas DataFrames, keyed by the variables' names joined by " x ": one
-    column per variable (its level labels) and a count column, one row per cell."""
+    column per variable (its level labels) and a count column, one row per cell.
+
+    Parameters
+    ----------
+    release : Release
+        The release.
+    table : ContingencyTable or MicrodataTable
+        The released table (its variables' names and level labels).
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        One frame per released margin, in the release's order.
+    """
     import pandas as pd
 
     frames = {}

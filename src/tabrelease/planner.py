@@ -161,7 +161,28 @@ def _checked_margins(margins) -> list[tuple[int, ...]]:
 def with_post_processing(plan: MechanismPlan, estimator: str | None = None, rounding: str | None = None) -> MechanismPlan:
     """The plan with another estimator and/or rounding (post-processing: the privacy is the plan's).
 
-    The plan's own estimator is resolved first where the mechanism left it as a name."""
+    The plan's own estimator is resolved first where the mechanism left it as a name.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan.
+    estimator : str, optional
+        The estimator's name (the plan's own by default); it must read every kind of measurement the plan's
+        estimator reads.
+    rounding : str, optional
+        ``"nearest"``, ``"controlled"`` or ``"none"`` (the plan's own by default).
+
+    Returns
+    -------
+    MechanismPlan
+        A new plan, its estimator built for it.
+
+    Raises
+    ------
+    TabreleaseError
+        If the estimator or rounding is unknown, or the estimator cannot read the mechanism's measurements.
+    """
     plan = resolve_estimator(plan)
     if estimator is not None:
         chosen = get_estimator(estimator)
@@ -178,14 +199,48 @@ def with_post_processing(plan: MechanismPlan, estimator: str | None = None, roun
 
 def resolve_estimator(plan: MechanismPlan) -> MechanismPlan:
     """The plan with its estimator built for it, where the mechanism named it (with the options it gave); a plan
-    whose estimator is built already is returned as it is."""
+    whose estimator is built already is returned as it is.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan.
+
+    Returns
+    -------
+    MechanismPlan
+        The plan with an `Estimator` (prepared by `Estimator.for_plan`) in place of the name.
+
+    Raises
+    ------
+    TabreleaseError
+        If the name is unknown, or the estimator cannot work with the plan.
+    """
     if not isinstance(plan.estimator, str):
         return plan
     return replace(plan, estimator=build_estimator(plan.estimator, plan.estimator_options).for_plan(plan))
 
 
 def build_estimator(name: str, options: Mapping[str, Any] | None = None) -> Estimator:
-    """The registered estimator of that name, or (with options) a new one built with those keyword arguments."""
+    """The registered estimator of that name, or (with options) a new one built with those keyword arguments.
+
+    Parameters
+    ----------
+    name : str
+        The estimator's name.
+    options : mapping of str to object, optional
+        Keyword arguments of its constructor (a junction tree's ``cliques``, say).
+
+    Returns
+    -------
+    Estimator
+        The estimator, not yet prepared for a plan.
+
+    Raises
+    ------
+    TabreleaseError
+        If no estimator has this name.
+    """
     chosen = get_estimator(name)
     return type(chosen)(**options) if options else chosen
 

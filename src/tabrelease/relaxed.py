@@ -41,28 +41,96 @@ _CHUNK_ENTRIES = 2**22  # rows x cells formed at once when summing the relaxed t
 
 
 def initial_logits(shape: Sequence[int], rows: int, rng: np.random.Generator) -> np.ndarray:
-    """Random logits, all variables' blocks (rows x k_i, C order) one after another."""
+    """Random logits, all variables' blocks (rows x k_i, C order) one after another.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The number of levels k_i of each variable.
+    rows : int
+        n', the number of relaxed rows.
+    rng : numpy.random.Generator
+        The post-processing randomness.
+
+    Returns
+    -------
+    numpy.ndarray
+        rows x sum(k_i) logits, normal of standard deviation `INITIAL_LOGIT_SD`, flat.
+    """
     return rng.normal(0.0, INITIAL_LOGIT_SD, size=rows * int(sum(shape)))
 
 
 def split_logits(theta: np.ndarray, shape: Sequence[int], rows: int) -> list[np.ndarray]:
-    """The rows x k_i logit block of each variable (views into theta)."""
+    """The rows x k_i logit block of each variable (views into theta).
+
+    Parameters
+    ----------
+    theta : numpy.ndarray
+        The flat logits (see `initial_logits`).
+    shape : sequence of int
+        The number of levels k_i of each variable.
+    rows : int
+        n', the number of relaxed rows.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One rows x k_i array per variable.
+    """
     ends = np.cumsum([rows * int(k) for k in shape])
     return [block.reshape(rows, int(k)) for block, k in zip(np.split(theta, ends[:-1]), shape)]
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
+    """The softmax of each row: probabilities proportional to exp(logit), computed stably.
+
+    Parameters
+    ----------
+    logits : numpy.ndarray
+        A rows x k array.
+
+    Returns
+    -------
+    numpy.ndarray
+        rows x k, each row summing to 1.
+    """
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
     return shifted / shifted.sum(axis=1, keepdims=True)
 
 
 def probabilities(theta: np.ndarray, shape: Sequence[int], rows: int) -> list[np.ndarray]:
-    """p_{r,i} for every variable i: a rows x k_i array whose rows lie on the simplex."""
+    """p_{r,i} for every variable i: a rows x k_i array whose rows lie on the simplex.
+
+    Parameters
+    ----------
+    theta : numpy.ndarray
+        The flat logits (see `initial_logits`).
+    shape : sequence of int
+        The number of levels k_i of each variable.
+    rows : int
+        n', the number of relaxed rows.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One rows x k_i array per variable.
+    """
     return [softmax(block) for block in split_logits(theta, shape, rows)]
 
 
 def row_products(factors: Sequence[np.ndarray]) -> np.ndarray:
-    """Row-wise outer products: rows x prod(k) (C order over the factors), ones for no factor."""
+    """Row-wise outer products: rows x prod(k) (C order over the factors), ones for no factor.
+
+    Parameters
+    ----------
+    factors : sequence of numpy.ndarray
+        rows x k_j arrays with the same number of rows.
+
+    Returns
+    -------
+    numpy.ndarray
+        rows x prod(k_j) (1 x 1 of ones for no factor).
+    """
     rows = factors[0].shape[0] if factors else 1
     out = np.ones((rows, 1))
     for f in factors:
@@ -71,14 +139,44 @@ def row_products(factors: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def relaxed_answers(probs: Sequence[np.ndarray], margin: Sequence[int]) -> np.ndarray:
-    """a_S: the relaxed answers of the margin over `margin` (sorted axes), as an array over S's levels."""
+    """a_S: the relaxed answers of the margin over `margin` (sorted axes), as an array over S's levels.
+
+    Parameters
+    ----------
+    probs : sequence of numpy.ndarray
+        p_{r,i}: one rows x k_i array per variable, each row on the simplex.
+    margin : sequence of int
+        The margin's axes (sorted here).
+
+    Returns
+    -------
+    numpy.ndarray
+        Proportions (summing to 1), of the margin's shape.
+    """
     axes = sorted(margin)
     return row_products([probs[j] for j in axes]).mean(axis=0).reshape([probs[j].shape[1] for j in axes])
 
 
 def loss_and_probability_gradient(probs: Sequence[np.ndarray], targets: Mapping[tuple, np.ndarray],
                                   weights: Mapping[tuple, float] | None = None) -> tuple[float, list[np.ndarray]]:
-    """L and dL/dp_i (rows x k_i per variable) for targets {sorted margin axes: target proportions over S}."""
+    """L and dL/dp_i (rows x k_i per variable) for targets {sorted margin axes: target proportions over S}.
+
+    Parameters
+    ----------
+    probs : sequence of numpy.ndarray
+        p_{r,i}: one rows x k_i array per variable, each row on the simplex.
+    targets : mapping of tuple of int to numpy.ndarray
+        Sorted margin axes -> target proportions over the margin's cells (any shape with that many cells, C order).
+    weights : mapping of tuple of int to float, optional
+        Sorted margin axes -> the margin's weight w_S in the loss (all 1 by default).
+
+    Returns
+    -------
+    loss : float
+        L.
+    gradient : list of numpy.ndarray
+        dL/dp_i, one rows x k_i array per variable.
+    """
     rows = probs[0].shape[0]
     grads = [np.zeros_like(p) for p in probs]
     loss = 0.0
@@ -95,7 +193,28 @@ def loss_and_probability_gradient(probs: Sequence[np.ndarray], targets: Mapping[
 
 
 def loss_and_gradient(theta: np.ndarray, shape: Sequence[int], rows: int, targets, weights=None):
-    """L and dL/dtheta (flat, as theta), through the softmax of each row's block."""
+    """L and dL/dtheta (flat, as theta), through the softmax of each row's block.
+
+    Parameters
+    ----------
+    theta : numpy.ndarray
+        The flat logits (see `initial_logits`).
+    shape : sequence of int
+        The number of levels k_i of each variable.
+    rows : int
+        n', the number of relaxed rows.
+    targets : mapping of tuple of int to numpy.ndarray
+        Sorted margin axes -> target proportions over the margin's cells (any shape with that many cells, C order).
+    weights : mapping of tuple of int to float, optional
+        Sorted margin axes -> the margin's weight w_S in the loss (all 1 by default).
+
+    Returns
+    -------
+    loss : float
+        L.
+    gradient : numpy.ndarray
+        dL/dtheta, flat, laid out as `theta`.
+    """
     probs = probabilities(theta, shape, rows)
     loss, grads = loss_and_probability_gradient(probs, targets, weights)
     pieces = [p * (g - np.sum(p * g, axis=1, keepdims=True)) for p, g in zip(probs, grads)]
@@ -107,7 +226,28 @@ def fit(theta: np.ndarray, shape: Sequence[int], rows: int, targets, weights=Non
     """The notes' RP: the logits (from `theta`) whose relaxed answers are closest to the targets in least squares.
 
     The loss is scaled by 1/L(theta0) so that L-BFGS's tolerances are relative; the tolerances are set at the floor:
-    `iterations` is the stopping rule (a run's time is predictable)."""
+    `iterations` is the stopping rule (a run's time is predictable).
+
+    Parameters
+    ----------
+    theta : numpy.ndarray
+        The starting logits (flat; see `initial_logits`).
+    shape : sequence of int
+        The number of levels k_i of each variable.
+    rows : int
+        n', the number of relaxed rows.
+    targets : mapping of tuple of int to numpy.ndarray
+        Sorted margin axes -> target proportions over the margin's cells (any shape with that many cells, C order).
+    weights : mapping of tuple of int to float, optional
+        Sorted margin axes -> the margin's weight w_S in the loss (all 1 by default).
+    iterations : int, default DEFAULT_ITERATIONS
+        L-BFGS iterations.
+
+    Returns
+    -------
+    numpy.ndarray
+        The fitted logits (flat); a copy of `theta` when there are no targets.
+    """
     from .loglinear.ipf import one_blas_thread
 
     if not targets:
@@ -128,7 +268,20 @@ def fit(theta: np.ndarray, shape: Sequence[int], rows: int, targets, weights=Non
 
 
 def relaxed_table(probs: Sequence[np.ndarray], total: float) -> np.ndarray:
-    """The whole table the relaxed dataset defines, scaled to `total`: (total/n') sum_r outer(p_{r,0}, ..., p_{r,k-1})."""
+    """The whole table the relaxed dataset defines, scaled to `total`: (total/n') sum_r outer(p_{r,0}, ..., p_{r,k-1}).
+
+    Parameters
+    ----------
+    probs : sequence of numpy.ndarray
+        p_{r,i}: one rows x k_i array per variable, each row on the simplex.
+    total : float
+        The table's total n.
+
+    Returns
+    -------
+    numpy.ndarray
+        The non-negative table (float), of shape (k_0, ..., k_{k-1}), summing to `total`.
+    """
     rows = probs[0].shape[0]
     shape = tuple(p.shape[1] for p in probs)
     cells = int(np.prod(shape))
@@ -143,7 +296,22 @@ def targets_from_blocks(blocks, total: float) -> tuple[dict, dict]:
     """{sorted axes: target proportions} and {sorted axes: weight} from noisy margin-cell blocks.
 
     A margin measured more than once gets the inverse-variance mean of its measurements; weights are
-    1 / variance relative to the most precise margin (all 1 for RAP's equal-scale blocks)."""
+    1 / variance relative to the most precise margin (all 1 for RAP's equal-scale blocks).
+
+    Parameters
+    ----------
+    blocks : sequence of Measurement
+        Noisy margin-cell blocks.
+    total : float
+        The estimated n that turns counts into proportions (at least 1 is used).
+
+    Returns
+    -------
+    targets : dict
+        Sorted axes -> target proportions (flat, C order over the margin's cells).
+    weights : dict
+        Sorted axes -> weight in (0, 1].
+    """
     from .measurements import noise_variance
 
     sums, precisions = {}, {}
@@ -160,7 +328,18 @@ def targets_from_blocks(blocks, total: float) -> tuple[dict, dict]:
 
 def noisy_total(blocks) -> float:
     """n as the release estimates it: an exactly given (public) total, else the best linear unbiased estimate from the
-    noisy margins' sums (measurements.best_total: post-processing, no budget of its own), never below 0."""
+    noisy margins' sums (measurements.best_total: post-processing, no budget of its own), never below 0.
+
+    Parameters
+    ----------
+    blocks : sequence of Measurement
+        Margin-cell blocks, noisy or exact.
+
+    Returns
+    -------
+    float
+        The estimate of n, at least 0.
+    """
     from .measurements import EXACT, best_total
 
     exact = [b for b in blocks if b.distribution == EXACT and not b.variables]
@@ -169,7 +348,28 @@ def noisy_total(blocks) -> float:
 
 
 def fit_to_blocks(theta, shape, rows: int, blocks, iterations: int) -> tuple[np.ndarray, float]:
-    """RP on the noisy blocks measured so far: (fitted logits, the estimated total)."""
+    """RP on the noisy blocks measured so far: (fitted logits, the estimated total).
+
+    Parameters
+    ----------
+    theta : numpy.ndarray
+        The starting logits (flat).
+    shape : sequence of int
+        The number of levels k_i of each variable.
+    rows : int
+        n', the number of relaxed rows.
+    blocks : sequence of Measurement
+        The margin-cell blocks measured so far (an exact total among them pins n).
+    iterations : int
+        L-BFGS iterations.
+
+    Returns
+    -------
+    theta : numpy.ndarray
+        The fitted logits (flat).
+    total : float
+        The estimated n.
+    """
     from .measurements import EXACT
 
     total = noisy_total(blocks)
@@ -180,7 +380,23 @@ def fit_to_blocks(theta, shape, rows: int, blocks, iterations: int) -> tuple[np.
 def project(plan, measurements, rng: np.random.Generator):
     """The estimator's step: fit a relaxed dataset (n' rows from the plan, DEFAULT_ROWS if it has none) to every
     measured answer from a random start; its table times the estimated n (or, above MAX_TABLE_CELLS cells, its
-    released margins)."""
+    released margins).
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan (its shape, margins, and ``parameters["synthetic_rows"]``).
+    measurements : Measurements
+        Margin-cell blocks of one run.
+    rng : numpy.random.Generator
+        The post-processing randomness that draws the starting logits.
+
+    Returns
+    -------
+    Estimate
+        The relaxed table (float, non-negative, of the plan's shape), or the plan's margins above
+        `MAX_TABLE_CELLS`; a note says the release is relaxed synthetic data.
+    """
     import time
 
     from .postprocessing import Estimate

@@ -36,12 +36,34 @@ MILP_MAX_DESIGN_NONZEROS = 2**13
 
 
 def round_table(table: np.ndarray) -> np.ndarray:
-    """The nearest integer to each cell (halves up), never below 0."""
+    """The nearest integer to each cell (halves up), never below 0.
+
+    Parameters
+    ----------
+    table : numpy.ndarray
+        A real-valued table (or margin).
+
+    Returns
+    -------
+    numpy.ndarray
+        The rounded counts (int64), of the same shape.
+    """
     return np.maximum(np.floor(np.asarray(table, float) + 0.5), 0).astype(np.int64)
 
 
 def round_table_signed(change: np.ndarray) -> np.ndarray:
-    """The nearest integer to each value (halves up), negative values allowed (changes from an integer table)."""
+    """The nearest integer to each value (halves up), negative values allowed (changes from an integer table).
+
+    Parameters
+    ----------
+    change : numpy.ndarray
+        Real values.
+
+    Returns
+    -------
+    numpy.ndarray
+        The rounded values (int64), of the same shape.
+    """
     return np.floor(np.asarray(change, float) + 0.5).astype(np.int64)
 
 
@@ -51,7 +73,23 @@ def _pins_hold(table: np.ndarray, pinned) -> bool:
 
 
 def mutually_consistent(released: Sequence[np.ndarray], margins: Sequence[Margin], atol: float = 0.0) -> bool:
-    """Do the margins agree on every shared sub-margin (exactly, or within atol for real-valued margins)?"""
+    """Do the margins agree on every shared sub-margin (exactly, or within atol for real-valued margins)?
+
+    Parameters
+    ----------
+    released : sequence of numpy.ndarray
+        The margins' values, each of its margin's shape.
+    margins : sequence of tuple of int
+        The axes of each margin (sorted), in the same order.
+    atol : float, default 0.0
+        The absolute tolerance of the comparison.
+
+    Returns
+    -------
+    bool
+        True when every pair of margins has the same sub-margin over their shared axes (the same total when they
+        share none).
+    """
     for i, (a, ma) in enumerate(zip(margins, released)):
         for b, mb in zip(margins[i + 1 :], released[i + 1 :]):
             shared = tuple(sorted(set(a) & set(b)))
@@ -91,6 +129,34 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
     integer cells: what was measured exactly) are held exactly. The margins of one integer table are integer and
     mutually consistent by construction. With an exact (noise-free) estimate every cell is fixed at its value:
     the released margins are exact.
+
+    Parameters
+    ----------
+    table : numpy.ndarray
+        The real-valued estimate (or, with `base`, its change from `base`), of the table's shape.
+    margins : sequence of tuple of int
+        The released margins' axes, whose L1 distance is minimised.
+    total : int
+        The total the rounded table must have.
+    base : numpy.ndarray, optional
+        An integer table (flat or of the table's shape) the estimate is a change from.
+    pinned : sequence of (tuple of int, numpy.ndarray), default ()
+        Margins held exactly: axes and integer cells.
+    max_nodes : int, optional
+        The MILP's branch-and-bound node limit (`CONTROLLED_EXACT_MAX_NODES` when the margins are integral,
+        `CONTROLLED_MAX_NODES` otherwise).
+
+    Returns
+    -------
+    table : numpy.ndarray
+        The rounded table (int64, non-negative), of the estimate's shape.
+    gap : float
+        The MILP's relative gap: 0 when the table is proved closest.
+
+    Raises
+    ------
+    TabreleaseError
+        If HiGHS cannot solve the relaxation or finds no integer table.
     """
     import highspy
     import scipy.sparse as sp
@@ -270,7 +336,26 @@ def _box_has_pins(pin_rows, pin_values, lower, upper, total) -> bool:
 def local_search_round(design, flat, lower, upper, total: int, n_margins: int) -> np.ndarray:
     """Cells rounded between `lower` and `upper` (adjacent integers) with the given total: up in order of the
     fractional part, then the exchange of one unit between two cells that most reduces the margins' L1
-    distance to `design @ flat`, repeated while one helps. Deterministic; O(cells^2) per exchange."""
+    distance to `design @ flat`, repeated while one helps. Deterministic; O(cells^2) per exchange.
+
+    Parameters
+    ----------
+    design : scipy.sparse.csc_matrix
+        The stacked margin design (margin cells x cells; see `loglinear.margin_design`).
+    flat : numpy.ndarray
+        The real-valued estimate, flat over the cells.
+    lower, upper : numpy.ndarray
+        Each cell's integer bounds (equal, or adjacent integers).
+    total : int
+        The total of the result (reached as far as the bounds allow).
+    n_margins : int
+        The number of margins stacked in `design`.
+
+    Returns
+    -------
+    numpy.ndarray
+        The rounded cells (flat), each between its bounds.
+    """
     targets = design @ flat
     w = lower.copy()
     free = np.flatnonzero(upper > lower)
@@ -325,7 +410,33 @@ def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequen
     such table exists), as close as possible in L1. With disjoint or nested fixed sub-margins (all 2-way
     margins, say) this is a transportation problem, totally unimodular: the LP's vertex is integral; otherwise
     a MILP within its node limit. Sets in `first` (inside generators) are rounded with the intersections.
-    Returns (rounded generator margins, largest MILP gap)."""
+    Returns (rounded generator margins, largest MILP gap).
+
+    Parameters
+    ----------
+    estimates : sequence of numpy.ndarray
+        The real-valued margins, one per generator, each of its generator's shape.
+    generators : sequence of tuple of int
+        The margins' axes (sorted).
+    total : int
+        The total every rounded margin has.
+    max_nodes : int, default CONTROLLED_MAX_NODES
+        The node limit of each MILP.
+    first : sequence of tuple of int, default ()
+        Further sets, each inside a generator, rounded before the generators.
+
+    Returns
+    -------
+    margins : tuple of numpy.ndarray
+        The rounded generator margins (int64), agreeing on every shared sub-margin.
+    gap : float
+        The largest relative gap of the MILPs (0 when each was proved closest).
+
+    Raises
+    ------
+    TabreleaseError
+        If no integer margin agrees with the rounded sub-margins inside it.
+    """
     generators = [tuple(g) for g in generators]
     shared = {()} | {tuple(sorted(f)) for f in first}
     for i, a in enumerate(generators):
@@ -402,7 +513,31 @@ def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> 
 
 
 def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: float) -> Rounded:
-    """Round an estimate as the plan says and take the released margins from it."""
+    """Round an estimate as the plan says and take the released margins from it.
+
+    Parameters
+    ----------
+    estimate : Estimate
+        The estimator's output: a table, margins, or a junction tree's clique margins (with its exact integer part,
+        total and pinned margins where it has them).
+    margins : sequence of tuple of int
+        The released margins' axes.
+    rounding : str
+        ``"nearest"``, ``"controlled"`` or ``"none"``.
+    scale : float
+        The noise scale, which sets the tolerance of the consistency check of real-valued margins.
+
+    Returns
+    -------
+    Rounded
+        The released table (when there is one) and margins, whether they are consistent and how ("global",
+        "local" or "none"), the seconds taken and the controlled rounding's gap.
+
+    Raises
+    ------
+    TabreleaseError
+        If controlled rounding cannot solve.
+    """
     start = time.perf_counter()
     pinned = tuple(getattr(estimate, "pinned", ()) or ())
     given_total = getattr(estimate, "total", None)

@@ -16,7 +16,21 @@ from .ipf import one_blas_thread
 
 
 def margin_design(shape: Sequence[int], generators: Sequence[Margin]) -> sp.csr_matrix:
-    """Sparse 0/1 matrix mapping a flattened table to its stacked generator margins."""
+    """Sparse 0/1 matrix mapping a flattened table to its stacked generator margins.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's shape.
+    generators : sequence of tuple of int
+        The model's generators, each a sorted tuple of axes.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        Shape (sum of the generators' margin cells, cells): row r of a generator's block has a 1 in each cell (C
+        order) that adds to its margin cell r (C order); the blocks are stacked in the generators' order.
+    """
     cells = int(np.prod(shape))
     coords = np.unravel_index(np.arange(cells), tuple(shape))
     blocks = []
@@ -45,6 +59,16 @@ def is_decomposable(generators: Sequence[Margin]) -> bool:
 
     Repeatedly remove a generator whose intersection with the union of the others lies inside
     one other generator (a leaf of a junction tree); decomposable iff one generator remains.
+
+    Parameters
+    ----------
+    generators : sequence of tuple of int
+        The model's generators, each a sorted tuple of axes.
+
+    Returns
+    -------
+    bool
+        True when the hypergraph of the generators is acyclic.
     """
     remaining = [frozenset(g) for g in generators]
     while len(remaining) > 1:
@@ -60,7 +84,22 @@ def is_decomposable(generators: Sequence[Margin]) -> bool:
 
 
 def design_rank(shape: Sequence[int], generators: Sequence[Margin], cells: np.ndarray | None = None) -> int:
-    """Rank of the margin design, restricted to a set of cells when given."""
+    """Rank of the margin design, restricted to a set of cells when given.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's shape.
+    generators : sequence of tuple of int
+        The model's generators, each a sorted tuple of axes.
+    cells : numpy.ndarray of bool, optional
+        A mask of the table's shape: only these cells' columns of the design count.
+
+    Returns
+    -------
+    int
+        The rank (0 when no cell is selected); cached by shape, generators and mask.
+    """
     packed = None if cells is None else np.packbits(np.asarray(cells, bool).ravel()).tobytes()
     return _design_rank(tuple(int(k) for k in shape), tuple(tuple(g) for g in generators), packed)
 

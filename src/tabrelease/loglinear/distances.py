@@ -6,18 +6,55 @@ import numpy as np
 
 
 def l1_distance(p: np.ndarray, q: np.ndarray) -> float:
-    """sum |p - q|, between 0 and 2 for probability vectors (the paper's Figure 4 plots this)."""
+    """sum |p - q|, between 0 and 2 for probability vectors (the paper's Figure 4 plots this).
+
+    Parameters
+    ----------
+    p, q : numpy.ndarray
+        Arrays of the same shape (cell probabilities, say).
+
+    Returns
+    -------
+    float
+        The L1 distance.
+    """
     return float(np.abs(np.asarray(p, float) - np.asarray(q, float)).sum())
 
 
 def total_variation(p: np.ndarray, q: np.ndarray) -> float:
-    """max over events |P(E) - Q(E)| = L1 / 2, between 0 and 1."""
+    """max over events |P(E) - Q(E)| = L1 / 2, between 0 and 1.
+
+    Parameters
+    ----------
+    p, q : numpy.ndarray
+        Probability arrays of the same shape.
+
+    Returns
+    -------
+    float
+        The total variation distance.
+    """
     return 0.5 * l1_distance(p, q)
 
 
 # --- goodness of fit ------------------------------------------------------------------------------
 def g_squared(observed: np.ndarray, fitted: np.ndarray, batch_ndim: int = 0) -> np.ndarray | float:
-    """2 sum f log(f / m) over cells with f > 0 (the paper's eq. (2)); zero cells contribute 0."""
+    """2 sum f log(f / m) over cells with f > 0 (the paper's eq. (2)); zero cells contribute 0.
+
+    Parameters
+    ----------
+    observed : numpy.ndarray
+        Observed counts f (`batch_ndim` leading batch axes, then the table's).
+    fitted : numpy.ndarray
+        Fitted counts m, the same shape (positive wherever f is).
+    batch_ndim : int, default 0
+        Number of leading batch axes.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        G², a float, or one per table of the batch.
+    """
     f = np.asarray(observed, float)
     m = np.asarray(fitted, float)
     positive = f > 0
@@ -28,7 +65,20 @@ def g_squared(observed: np.ndarray, fitted: np.ndarray, batch_ndim: int = 0) -> 
 
 
 def pearson_x2(observed: np.ndarray, fitted: np.ndarray) -> float:
-    """sum (f - m)^2 / m over cells with m > 0 (cells off the facial set have f = m = 0)."""
+    """sum (f - m)^2 / m over cells with m > 0 (cells off the facial set have f = m = 0).
+
+    Parameters
+    ----------
+    observed : numpy.ndarray
+        Observed counts f.
+    fitted : numpy.ndarray
+        Fitted counts m, the same shape.
+
+    Returns
+    -------
+    float
+        Pearson's X².
+    """
     f = np.asarray(observed, float)
     m = np.asarray(fitted, float)
     support = m > 0

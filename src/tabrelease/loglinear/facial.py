@@ -26,6 +26,18 @@ def facial_set(observed: np.ndarray, generators: Sequence[Margin]) -> np.ndarray
     coincide, or when the model is decomposable (its extended MLE, the closed form
     prod clique margins / prod separator margins, is positive exactly there). Otherwise one LP
     on the support's indicator table decides, cached by support.
+
+    Parameters
+    ----------
+    observed : numpy.ndarray
+        The observed table (counts; only which cells are positive matters).
+    generators : sequence of tuple of int
+        The model's generators, each a sorted tuple of axes.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        The facial set, of the table's shape; every cell when the table has no zero cell (the MLE exists).
     """
     observed = np.asarray(observed, float)
     support = observed > 0

@@ -59,7 +59,30 @@ def fit_loglinear(
     tol: float = DEFAULT_TOLERANCE,
     max_iter: int = DEFAULT_MAX_ITERATIONS,
 ) -> LogLinearFit:
-    """The MLE (or, where it does not exist, the extended MLE) of a hierarchical model."""
+    """The MLE (or, where it does not exist, the extended MLE) of a hierarchical model.
+
+    Parameters
+    ----------
+    table : ContingencyTable or numpy.ndarray
+        The table, or an array of counts.
+    model : HierarchicalModel or str
+        The model; a string (such as ``"AB,BC"``) only with a `ContingencyTable`.
+    tol : float, default DEFAULT_TOLERANCE
+        Convergence tolerance on the fitted margins, in counts.
+    max_iter : int, default DEFAULT_MAX_ITERATIONS
+        Most IPF cycles plus Newton steps.
+
+    Returns
+    -------
+    LogLinearFit
+        Fitted counts (0 off the facial set), G², X², nominal and facial-set-adjusted degrees of freedom, whether
+        the MLE exists, the facial set, iterations and convergence.
+
+    Raises
+    ------
+    TabreleaseError
+        If the table is empty, the model does not parse, or a bare array comes with a model string.
+    """
     if isinstance(table, ContingencyTable):
         model = parse_model(model, table)
         observed = table.counts.astype(float)
@@ -95,6 +118,18 @@ def fit_loglinear(
 
 
 def uniform_probabilities(shape: Sequence[int]) -> np.ndarray:
+    """The uniform distribution over the cells of a table of this shape.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        Every cell 1 / cells.
+    """
     return np.full(tuple(shape), 1.0 / int(np.prod(shape)))
 
 
@@ -105,7 +140,32 @@ def fit_summary(
     tol: float | None = None,
     max_iter: int | None = None,
 ) -> dict:
-    """Everything `tabrelease fit --json` prints, with the paper's values beside a built-in table's."""
+    """Everything `tabrelease fit --json` prints, with the paper's values beside a built-in table's.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The table.
+    model : HierarchicalModel or str, optional
+        The model (the table's default model by default).
+    tol : float, optional
+        Convergence tolerance (DEFAULT_TOLERANCE by default).
+    max_iter : int, optional
+        Most iterations (DEFAULT_MAX_ITERATIONS by default).
+
+    Returns
+    -------
+    dict
+        JSON-ready: the table's name, variables, shape, n, cells and zero cells; the model's names, dropped
+        generators and free parameters; G², X², df, adjusted df, whether the MLE exists, the facial set's size,
+        iterations, convergence and the L1 distance to uniform; and ``"paper"`` (the printed values) for a built-in
+        table fitted with its paper's model.
+
+    Raises
+    ------
+    TabreleaseError
+        If the model does not parse or the table is empty.
+    """
     from ..models import default_model
 
     model = default_model(table) if model is None else parse_model(model, table)

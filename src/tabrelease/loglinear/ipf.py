@@ -29,6 +29,30 @@ def ipf(
     Works on a stack of tables at once (leading `batch_ndim` axes), which is how sweeps refit
     all repetitions of a grid point together. Converged means that in the last full cycle no
     fitted margin was more than `tol` (in counts) from the observed one before its adjustment. Returns (fitted, iterations, converged).
+
+    Parameters
+    ----------
+    observed : numpy.ndarray
+        The tables whose margins are fitted (`batch_ndim` leading batch axes, then the table's).
+    generators : sequence of tuple of int
+        The model's generators, each a sorted tuple of axes.
+    start : numpy.ndarray, optional
+        The starting table(s), the shape of `observed` (all ones by default).
+    tol : float, default DEFAULT_TOLERANCE
+        Convergence tolerance, in counts.
+    max_iter : int, default DEFAULT_MAX_ITERATIONS
+        Most cycles.
+    batch_ndim : int, default 0
+        Number of leading batch axes.
+
+    Returns
+    -------
+    fitted : numpy.ndarray
+        The fitted tables, the shape of `observed`.
+    iterations : int or numpy.ndarray
+        Cycles run (of each table, with batch axes).
+    converged : bool or numpy.ndarray
+        Whether each fit converged within `max_iter`.
     """
     observed = np.asarray(observed, float)
     targets = [margin_counts(observed, g, batch_ndim) for g in generators]
@@ -49,6 +73,32 @@ def ipf_to_margins(
 
     With batch axes, each table stops as soon as it has converged, so one slow member of a
     stack does not hold the others (iterations and converged are then arrays over the batch).
+
+    Parameters
+    ----------
+    targets : sequence of numpy.ndarray
+        One target margin per generator (the batch axes, then the generator's axes in increasing order).
+    generators : sequence of tuple of int
+        The model's generators, each a sorted tuple of axes.
+    shape : sequence of int
+        The fitted array's shape, batch axes included.
+    start : numpy.ndarray, optional
+        The starting table(s), of `shape` (all ones by default).
+    tol : float, default DEFAULT_TOLERANCE
+        Convergence tolerance, in counts.
+    max_iter : int, default DEFAULT_MAX_ITERATIONS
+        Most cycles.
+    batch_ndim : int, default 0
+        Number of leading batch axes.
+
+    Returns
+    -------
+    fitted : numpy.ndarray
+        The fitted tables, of `shape`.
+    iterations : int or numpy.ndarray
+        Cycles run (an array over the batch with batch axes).
+    converged : bool or numpy.ndarray
+        Whether each fit converged within `max_iter`.
     """
     shape = tuple(shape)
     fitted = np.ones(shape) if start is None else np.array(start, float, copy=True)
@@ -167,7 +217,14 @@ _BLAS: list = []
 def one_blas_thread():
     """A context with BLAS on one thread. Our matrices (Newton steps and ranks over a few hundred
     cells) are too small for threads to pay, and sweeps already run one worker per CPU: with two
-    OpenBLAS threads a 144 x 144 Cholesky took 6.5 ms on the reference machine, on one 0.2 ms."""
+    OpenBLAS threads a 144 x 144 Cholesky took 6.5 ms on the reference machine, on one 0.2 ms.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        Limits BLAS to one thread while entered (a no-op when the command line already did, through
+        ``TABRELEASE_SINGLE_THREAD_BLAS=1``).
+    """
     if os.environ.get("TABRELEASE_SINGLE_THREAD_BLAS") == "1":
         # The command line set one BLAS thread before numpy loaded (cli.entry): nothing to limit.
         return contextlib.nullcontext()

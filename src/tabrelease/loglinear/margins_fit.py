@@ -82,7 +82,23 @@ class MarginsFit:
         return math.prod(self.shape)
 
     def margin(self, axes: Sequence[int]) -> np.ndarray:
-        """The fitted margin over `axes` (sorted), which must lie inside one clique of the tree."""
+        """The fitted margin over `axes` (sorted), which must lie inside one clique of the tree.
+
+        Parameters
+        ----------
+        axes : sequence of int
+            Axes of the table (sorted here).
+
+        Returns
+        -------
+        numpy.ndarray
+            The fitted counts of the margin (float), one axis per entry of `axes` in increasing order.
+
+        Raises
+        ------
+        TabreleaseError
+            If the axes lie in no clique of the junction tree.
+        """
         axes = tuple(sorted(axes))
         try:
             i = self.tree.clique_of(axes)
@@ -91,7 +107,23 @@ class MarginsFit:
         return _sum_to(self.cliques[i], self.tree.cliques[i], axes)
 
     def fitted_table(self, cell_limit: int = DENSE_CELL_LIMIT) -> np.ndarray:
-        """The dense fitted table, for tables of at most `cell_limit` cells."""
+        """The dense fitted table, for tables of at most `cell_limit` cells.
+
+        Parameters
+        ----------
+        cell_limit : int, default DENSE_CELL_LIMIT
+            The most cells built.
+
+        Returns
+        -------
+        numpy.ndarray
+            The fitted counts (float), of the table's shape.
+
+        Raises
+        ------
+        TabreleaseError
+            If the table has more than `cell_limit` cells.
+        """
         if self.cells > cell_limit:
             raise TabreleaseError(f"the table has {self.cells} cells, more than the limit {cell_limit}")
         return self.n * _probability_block(self, ())
@@ -115,6 +147,38 @@ def fit_loglinear_from_margins(
     same table (a caller with microdata can), which settles most facial sets of non-decomposable models without
     the LP. `sum_n_log_n` (sum of n log n over the cells) gives G². Convergence is the cell path's: a full IPF
     cycle in which no generator margin was more than `tol` (in counts) off.
+
+    Parameters
+    ----------
+    generators : sequence of sequence of int
+        The model's generators (axes; reduced to the maximal ones here).
+    shape : sequence of int
+        The table's shape.
+    margin : callable
+        ``margin(axes)`` gives the observed count margin over a sorted tuple of axes (see `margins_of_table`,
+        `margins_of_microdata`).
+    sum_n_log_n : float, optional
+        Sum of n log n over the observed cells; without it `g2` is None.
+    tol : float, default DEFAULT_TOLERANCE
+        Convergence tolerance on the generator margins, in counts.
+    max_iter : int, default DEFAULT_MAX_ITERATIONS
+        Most IPF cycles.
+    clique_margins : bool, default False
+        Whether `margin` may also be asked for the clique margins of the triangulation.
+    facial_lp_limit : int, default FACIAL_LP_CLIQUE_CELL_LIMIT
+        The most clique cells for which the facial set is decided by LP; past it the facial set is taken to be the
+        cells whose generator margins are all positive (`facial_set_exact` False) unless the clique margins settle it.
+
+    Returns
+    -------
+    MarginsFit
+        The fit as calibrated clique margins, with G², df and what is known of the facial set.
+
+    Raises
+    ------
+    TabreleaseError
+        If the shape or generators are bad, a margin has the wrong shape, the table is empty, or the margins do not
+        share one total.
     """
     shape = tuple(int(s) for s in shape)
     if not shape or min(shape) < 1:
@@ -171,7 +235,25 @@ def fit_loglinear_from_margins(
 # --- distances between two fits ---------------------------------------------------------------------------------
 def margins_fit_l1_distance(a: MarginsFit, b: MarginsFit, *, cell_limit: int = DENSE_CELL_LIMIT) -> float | None:
     """sum |p_a - p_b| over the cells of the two fits' probability tables, exactly by enumerating the cells in
-    blocks; None above `cell_limit` cells (no closed form over a junction tree: |.| does not factorise)."""
+    blocks; None above `cell_limit` cells (no closed form over a junction tree: |.| does not factorise).
+
+    Parameters
+    ----------
+    a, b : MarginsFit
+        Fits of tables of one shape.
+    cell_limit : int, default DENSE_CELL_LIMIT
+        The most cells enumerated.
+
+    Returns
+    -------
+    float or None
+        The L1 distance between the two fitted probability tables (between 0 and 2); None past `cell_limit`.
+
+    Raises
+    ------
+    TabreleaseError
+        If the fits' shapes differ.
+    """
     if a.shape != b.shape:
         raise TabreleaseError(f"fits of tables of shapes {a.shape} and {b.shape} cannot be compared")
     if a.cells > cell_limit:
@@ -188,7 +270,18 @@ def margins_fit_kl_divergence(a: MarginsFit, b: MarginsFit) -> float | None:
     one model to two tables); inf when p_a puts mass where p_b has none; None for fits on different trees.
 
     Both tables factorise over the same cliques, so log p_a - log p_b is a sum of clique terms minus separator
-    terms, and its p_a-expectation needs only p_a's clique and separator margins."""
+    terms, and its p_a-expectation needs only p_a's clique and separator margins.
+
+    Parameters
+    ----------
+    a, b : MarginsFit
+        The two fits.
+
+    Returns
+    -------
+    float or None
+        KL(p_a || p_b) in nats (at least 0, or inf); None when the shapes or junction trees differ.
+    """
     if a.shape != b.shape or a.tree.cliques != b.tree.cliques or a.tree.separators != b.tree.separators:
         return None
     total = 0.0
@@ -204,14 +297,38 @@ def margins_fit_kl_divergence(a: MarginsFit, b: MarginsFit) -> float | None:
 
 # --- margins of a table or of microdata ------------------------------------------------------------------------
 def margins_of_table(counts: np.ndarray) -> MarginFunction:
-    """margin(axes) of a dense table (for tests and small tables)."""
+    """margin(axes) of a dense table (for tests and small tables).
+
+    Parameters
+    ----------
+    counts : numpy.ndarray
+        A dense table of counts.
+
+    Returns
+    -------
+    callable
+        ``margin(axes)``: the float margin over a sorted tuple of axes.
+    """
     counts = np.asarray(counts, float)
     return lambda axes: _sum_to(counts, tuple(range(counts.ndim)), tuple(axes))
 
 
 def margins_of_microdata(records: np.ndarray, shape: Sequence[int]) -> MarginFunction:
     """margin(axes) of the table of microdata `records` (one row per record, level codes per column), by
-    np.bincount of the needed columns only."""
+    np.bincount of the needed columns only.
+
+    Parameters
+    ----------
+    records : numpy.ndarray
+        Records x variables, each entry a level code (0-based, below the variable's size).
+    shape : sequence of int
+        The number of levels of each variable.
+
+    Returns
+    -------
+    callable
+        ``margin(axes)``: the float margin over a tuple of axes (the total as a 0-d array for no axes).
+    """
     records = np.asarray(records)
     shape = tuple(int(s) for s in shape)
 
@@ -227,7 +344,20 @@ def margins_of_microdata(records: np.ndarray, shape: Sequence[int]) -> MarginFun
 
 
 def sum_n_log_n_of_microdata(records: np.ndarray, shape: Sequence[int]) -> float:
-    """Sum of n log n over the cells of the microdata's table, from its distinct records (cells with n = 0 add 0)."""
+    """Sum of n log n over the cells of the microdata's table, from its distinct records (cells with n = 0 add 0).
+
+    Parameters
+    ----------
+    records : numpy.ndarray
+        Records x variables, each entry a level code.
+    shape : sequence of int
+        The number of levels of each variable.
+
+    Returns
+    -------
+    float
+        Sum of n log n (natural logarithm) over the table's cells.
+    """
     records = np.asarray(records)
     shape = tuple(int(s) for s in shape)
     if math.prod(shape) < 2**63:

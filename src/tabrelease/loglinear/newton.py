@@ -37,6 +37,30 @@ def fit_extended_mle(
     `IPF_CYCLES_BEFORE_NEWTON` cycles (and IPF again, up to `max_iter`, should Newton fail).
     Each member is fitted on its own, so a stack gives exactly what one-by-one fits give.
     Iterations count IPF cycles plus Newton steps.
+
+    Parameters
+    ----------
+    observed : numpy.ndarray
+        Observed counts (`batch_ndim` leading batch axes, then the table's).
+    generators : sequence of tuple of int
+        The model's generators, each a sorted tuple of axes.
+    facial : numpy.ndarray of bool
+        The facial set of each table, the shape of `observed`.
+    tol : float, default DEFAULT_TOLERANCE
+        Convergence tolerance on the fitted margins, in counts.
+    max_iter : int, default DEFAULT_MAX_ITERATIONS
+        Most IPF cycles plus Newton steps per table.
+    batch_ndim : int, default 0
+        Number of leading batch axes.
+
+    Returns
+    -------
+    fitted : numpy.ndarray
+        The fitted tables, the shape of `observed`.
+    iterations : int or numpy.ndarray
+        Iterations of each table (an array over the batch with batch axes).
+    converged : bool or numpy.ndarray
+        Whether each fit converged.
     """
     observed = np.asarray(observed, float)
     facial = np.asarray(facial, bool)

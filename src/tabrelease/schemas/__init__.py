@@ -25,6 +25,23 @@ ALL = (RELEASE, AUDIT, SWEEP_ROW, SWEEP_MARGIN_ROW)
 
 @cache
 def load_schema(name: str) -> dict:
+    """A schema by name, read from the package once.
+
+    Parameters
+    ----------
+    name : str
+        One of `ALL` (``"release-1"``, ``"audit-1"``, ``"sweep-row-1"``, ``"sweep-margin-row-1"``).
+
+    Returns
+    -------
+    dict
+        The JSON schema (shared between calls: do not change it).
+
+    Raises
+    ------
+    TabreleaseError
+        If there is no schema of that name.
+    """
     if name not in ALL:
         raise TabreleaseError(f"no schema {name!r}; the schemas are {', '.join(ALL)}")
     return json.loads((resources.files(__name__) / f"{name}.schema.json").read_text(encoding="utf-8"))
@@ -42,7 +59,20 @@ def _validator(name: str):
 
 
 def validate(document, name: str) -> None:
-    """Check a document against a schema; a failure names the place and the rule broken, not the value."""
+    """Check a document against a schema; a failure names the place and the rule broken, not the value.
+
+    Parameters
+    ----------
+    document : object
+        The JSON document (dicts, lists, strings, numbers) to check.
+    name : str
+        The schema's name (one of `ALL`).
+
+    Raises
+    ------
+    TabreleaseError
+        If the document breaks the schema (the first error by path), or there is no schema of that name.
+    """
     error = next(iter(sorted(_validator(name).iter_errors(document), key=lambda e: list(e.absolute_path))), None)
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
@@ -51,7 +81,20 @@ def validate(document, name: str) -> None:
 
 
 def check_columns(frame, name: str) -> None:
-    """A table of rows has exactly the columns its schema names (rows are checked whole in the tests)."""
+    """A table of rows has exactly the columns its schema names (rows are checked whole in the tests).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The rows.
+    name : str
+        The schema's name (one of `ALL`); its properties are the columns expected.
+
+    Raises
+    ------
+    TabreleaseError
+        If a column is extra or missing.
+    """
     expected = set(load_schema(name)["properties"])
     columns = set(frame.columns)
     if columns != expected:

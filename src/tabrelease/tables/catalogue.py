@@ -64,7 +64,15 @@ def builtin_table(name: str) -> ContingencyTable:
 
 
 def describe_builtin_tables() -> list[dict[str, Any]]:
-    """Name, shape, n, zero cells and default model of each built-in table, and whether it is the paper's."""
+    """Name, shape, n, zero cells and default model of each built-in table, and whether it is the paper's.
+
+    Returns
+    -------
+    list of dict
+        One dict per built-in table: ``name``, ``title``, ``shape`` (list of int), ``cells``, ``n``,
+        ``zero_cells``, ``model`` (the default model's text), ``paper_table``, ``from_paper`` (bool) and
+        ``variables`` (each variable's name mapped to its meaning).
+    """
     rows = []
     for name in BUILTIN_TABLES:
         table = builtin_table(name)

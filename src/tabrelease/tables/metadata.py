@@ -24,6 +24,25 @@ class DeclaredMetadata:
 
 
 def read_metadata(path: str | Path) -> DeclaredMetadata:
+    """A --metadata file read and checked: its variables in order, their levels and their labels for people.
+
+    Parameters
+    ----------
+    path : str or Path
+        The JSON file (UTF-8, a byte-order mark allowed), ``{"variables": [{"name", "levels", "label",
+        "level_labels"}, ...]}``.
+
+    Returns
+    -------
+    DeclaredMetadata
+        The declared variables, levels and descriptions.
+
+    Raises
+    ------
+    TabreleaseError
+        If the file cannot be read or is not valid JSON, or a variable has no name, fewer than two levels, a level
+        listed twice, labels for undeclared levels, or is declared twice.
+    """
     path = Path(path)
     meta = _read_side_json(path, "metadata file", "utf-8-sig")
     entries = meta.get("variables") if isinstance(meta, dict) else None
@@ -55,7 +74,25 @@ def read_metadata(path: str | Path) -> DeclaredMetadata:
 
 
 def with_declared_metadata(table, declared: DeclaredMetadata):
-    """The table carrying the declared labels (as a built-in table carries its own: see people_names)."""
+    """The table carrying the declared labels (as a built-in table carries its own: see people_names).
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        The table read.
+    declared : DeclaredMetadata
+        What the metadata file declares.
+
+    Returns
+    -------
+    ContingencyTable or MicrodataTable
+        A copy of the table whose ``metadata["variables"]`` holds the declared descriptions of its variables.
+
+    Raises
+    ------
+    TabreleaseError
+        If a variable of the table is not declared.
+    """
     from dataclasses import replace
 
     undeclared = [v for v in table.variables if v not in declared.levels]
@@ -80,7 +117,23 @@ def _read_side_json(path, what: str, encoding: str = "utf-8"):
 
 
 def read_levels_file(path) -> dict[str, list[str]] | None:
-    """The declared levels of a levels JSON file: {variable: [level, ...]} (None without a path)."""
+    """The declared levels of a levels JSON file: {variable: [level, ...]} (None without a path).
+
+    Parameters
+    ----------
+    path : str or Path or None
+        The levels JSON file, or None.
+
+    Returns
+    -------
+    dict of str to list of str, or None
+        Each variable's declared levels, in order; None when `path` is None.
+
+    Raises
+    ------
+    TabreleaseError
+        If the file cannot be read, is not JSON mapping each variable to a non-empty list, or lists a level twice.
+    """
     if path is None:
         return None
     levels = _read_side_json(path, "levels file")

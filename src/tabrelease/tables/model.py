@@ -98,7 +98,23 @@ class ContingencyTable:
 
     # --- naming ------------------------------------------------------------------------------
     def axis(self, token: str) -> int:
-        """The axis of a variable named by its name or, failing that, by its letter."""
+        """The axis of a variable named by its name or, failing that, by its letter.
+
+        Parameters
+        ----------
+        token : str
+            A variable's name, or its letter (A for the first variable, ...).
+
+        Returns
+        -------
+        int
+            The variable's axis (position in `variables`).
+
+        Raises
+        ------
+        TabreleaseError
+            If no variable has that name or letter.
+        """
         if token in self.variables:
             return self.variables.index(token)
         if token in self.letters:
@@ -106,11 +122,44 @@ class ContingencyTable:
         raise TabreleaseError(f"unknown variable {token!r}; the table has {describe_variables(self)}")
 
     def axes(self, tokens: Iterable[str]) -> tuple[int, ...]:
+        """The sorted, distinct axes of variables named by their names or letters.
+
+        Parameters
+        ----------
+        tokens : iterable of str
+            Variable names or letters (a string of letters names one variable per letter).
+
+        Returns
+        -------
+        tuple of int
+            The axes, sorted, each once.
+
+        Raises
+        ------
+        TabreleaseError
+            If a token names no variable.
+        """
         return tuple(sorted({self.axis(t) for t in tokens}))
 
     # --- derived tables ----------------------------------------------------------------------
     def margin(self, variables: Iterable[str] | str) -> ContingencyTable:
-        """The marginal table over the given variables (names or letters; a string of letters works)."""
+        """The marginal table over the given variables (names or letters; a string of letters works).
+
+        Parameters
+        ----------
+        variables : str or iterable of str
+            A variable's name, or names or letters of several (a string such as ``"AC"`` names A and C).
+
+        Returns
+        -------
+        ContingencyTable
+            The margin, its variables in the table's order; named ``"<name>[AC]"`` when the table has a name.
+
+        Raises
+        ------
+        TabreleaseError
+            If a variable is unknown, or none is given.
+        """
         tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
         axes = self.axes(tokens)
         if not axes:
@@ -123,7 +172,18 @@ class ContingencyTable:
         )
 
     def margin_counts(self, axes: Sequence[int]) -> np.ndarray:
-        """The count array of the margin over `axes` (sorted axis numbers), as every source of margins gives it."""
+        """The count array of the margin over `axes` (sorted axis numbers), as every source of margins gives it.
+
+        Parameters
+        ----------
+        axes : sequence of int
+            Sorted axis numbers of the margin.
+
+        Returns
+        -------
+        numpy.ndarray
+            The margin's counts (int64), one axis per entry of `axes`.
+        """
         return margin_counts(self.counts, tuple(axes))
 
     @property
@@ -131,11 +191,38 @@ class ContingencyTable:
         return True
 
     def with_counts(self, counts: np.ndarray) -> ContingencyTable:
-        """The same variables and levels with other counts (a released table, say)."""
+        """The same variables and levels with other counts (a released table, say).
+
+        Parameters
+        ----------
+        counts : numpy.ndarray
+            Non-negative whole counts of the table's shape.
+
+        Returns
+        -------
+        ContingencyTable
+            A new table with this table's variables, levels, name and metadata.
+
+        Raises
+        ------
+        TabreleaseError
+            If the counts do not fit the shape, are negative or are not whole numbers.
+        """
         return ContingencyTable(self.variables, self.levels, counts, self.name, self.metadata)
 
     def to_frame(self, count_column: str = "count") -> pd.DataFrame:
-        """Long format: one row per cell, first variable varying slowest."""
+        """Long format: one row per cell, first variable varying slowest.
+
+        Parameters
+        ----------
+        count_column : str, default "count"
+            Name of the column of counts.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One column per variable (level labels) and the count column; one row per cell.
+        """
         grids = np.meshgrid(*[np.arange(len(lv)) for lv in self.levels], indexing="ij")
         data = {
             var: np.asarray(lv, dtype=object)[grid.ravel()]
@@ -147,7 +234,15 @@ class ContingencyTable:
         return pd.DataFrame(data)
 
     def write_csv(self, path: str | Path, count_column: str = "count") -> None:
-        """Long format as CSV, without pandas (the release path writes its bundle this way)."""
+        """Long format as CSV, without pandas (the release path writes its bundle this way).
+
+        Parameters
+        ----------
+        path : str or Path
+            The CSV file to write (overwritten).
+        count_column : str, default "count"
+            Name of the column of counts.
+        """
         write_long_csv(path, self.variables, self.levels, tuple(range(self.k)), self.counts, count_column)
 
     def __repr__(self) -> str:
@@ -224,6 +319,23 @@ class MicrodataTable:
         return self.cells - self.distinct_records()[0].shape[0]
 
     def margin_counts(self, axes: Sequence[int]) -> np.ndarray:
+        """The count array of the margin over `axes`, counted from the records once and then kept.
+
+        Parameters
+        ----------
+        axes : sequence of int
+            Axis numbers of the margin (sorted here); empty gives the total as a 0-d array.
+
+        Returns
+        -------
+        numpy.ndarray
+            The margin's counts (int64, read-only), one axis per axis asked for, in sorted order.
+
+        Raises
+        ------
+        TabreleaseError
+            If the margin has more than `MAX_MARGIN_CELLS` cells.
+        """
         axes = tuple(sorted(int(a) for a in axes))
         if axes not in self._margins:
             shape = tuple(self.shape[a] for a in axes)
@@ -241,7 +353,14 @@ class MicrodataTable:
         return self._margins[axes]
 
     def distinct_records(self) -> tuple[np.ndarray, np.ndarray]:
-        """(the distinct rows of codes, how many records each): the table's non-zero cells, at any size."""
+        """(the distinct rows of codes, how many records each): the table's non-zero cells, at any size.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            The distinct rows of level codes (distinct x variables, in lexicographic order) and the number of records
+            of each (int64).
+        """
         if "distinct" not in self._margins:
             # Each record packed into as few 63-bit keys as its levels need, then one lexicographic sort.
             keys, group = [], []
@@ -273,10 +392,38 @@ class MicrodataTable:
         return self._margins["cells"]
 
     def to_cells(self) -> ContingencyTable:
-        """The same table held as cells (where they fit)."""
+        """The same table held as cells (where they fit).
+
+        Returns
+        -------
+        ContingencyTable
+            The table with every cell counted.
+
+        Raises
+        ------
+        TabreleaseError
+            If the table has more than `MAX_TABLE_CELLS` cells.
+        """
         return ContingencyTable(self.variables, self.levels, self.counts, self.name, self.metadata)
 
     def margin(self, variables) -> ContingencyTable:
+        """The marginal table over the given variables (names or letters), counted from the records.
+
+        Parameters
+        ----------
+        variables : str or iterable of str
+            A variable's name, or names or letters of several (a string such as ``"AC"`` names A and C).
+
+        Returns
+        -------
+        ContingencyTable
+            The margin (unnamed), its variables in the table's order.
+
+        Raises
+        ------
+        TabreleaseError
+            If a variable is unknown, or the margin has more than `MAX_MARGIN_CELLS` cells.
+        """
         tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
         axes = self.axes(tokens)
         return ContingencyTable(tuple(self.variables[a] for a in axes), tuple(self.levels[a] for a in axes),
@@ -300,21 +447,60 @@ def _mixed_radix(codes: np.ndarray, axes, sizes) -> np.ndarray:
 
 
 def margin_of(data, axes: Sequence[int]) -> np.ndarray:
-    """The margin over `axes` of a count array, or of a table (held as cells or as records)."""
+    """The margin over `axes` of a count array, or of a table (held as cells or as records).
+
+    Parameters
+    ----------
+    data : numpy.ndarray or ContingencyTable or MicrodataTable
+        A count array, or a table.
+    axes : sequence of int
+        Sorted axis numbers of the margin.
+
+    Returns
+    -------
+    numpy.ndarray
+        The margin's counts, one axis per entry of `axes`.
+    """
     if isinstance(data, np.ndarray):
         return margin_counts(data, tuple(axes))
     return data.margin_counts(tuple(axes))
 
 
 def total_of(data) -> int:
-    """n of a count array or of a table, exactly."""
+    """n of a count array or of a table, exactly.
+
+    Parameters
+    ----------
+    data : numpy.ndarray or ContingencyTable or MicrodataTable
+        A count array, or a table.
+
+    Returns
+    -------
+    int
+        The total count (a Python int: no overflow).
+    """
     if isinstance(data, np.ndarray):
         return int(np.sum(data, dtype=object))
     return int(data.n)
 
 
 def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) -> np.ndarray:
-    """Sum an array of tables over every table axis not in `axes` (leading batch axes kept)."""
+    """Sum an array of tables over every table axis not in `axes` (leading batch axes kept).
+
+    Parameters
+    ----------
+    counts : numpy.ndarray
+        Tables of counts, `batch_ndim` leading batch axes then one axis per variable.
+    axes : sequence of int
+        Table axes to keep (numbered from 0 after the batch axes).
+    batch_ndim : int, default 0
+        Number of leading batch axes.
+
+    Returns
+    -------
+    numpy.ndarray
+        The batch axes, then the kept axes in increasing order; `counts` itself when nothing is summed.
+    """
     k = counts.ndim - batch_ndim
     drop = tuple(batch_ndim + a for a in range(k) if a not in set(axes))
     return counts.sum(axis=drop) if drop else counts
@@ -322,7 +508,22 @@ def margin_counts(counts: np.ndarray, axes: Sequence[int], batch_ndim: int = 0) 
 
 def long_rows(levels, axes, values: np.ndarray):
     """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value (an int, or
-    a float rounded to 6 decimals). What a margin's CSV file and its workbook sheet both hold."""
+    a float rounded to 6 decimals). What a margin's CSV file and its workbook sheet both hold.
+
+    Parameters
+    ----------
+    levels : sequence of sequence of str
+        Every variable's level labels.
+    axes : sequence of int
+        The axes of `values`, in order.
+    values : numpy.ndarray
+        One axis per entry of `axes`.
+
+    Yields
+    ------
+    list
+        The level labels of one cell, then its value.
+    """
     values = np.asarray(values)
     integer = np.issubdtype(values.dtype, np.integer)
     labels = [levels[a] for a in axes]
@@ -333,7 +534,23 @@ def long_rows(levels, axes, values: np.ndarray):
 
 def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
     """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value. Labels and
-    names that a spreadsheet would take for a formula are written behind a single quote (`csv_field_for_label`)."""
+    names that a spreadsheet would take for a formula are written behind a single quote (`csv_field_for_label`).
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV file to write (overwritten, UTF-8).
+    variables : sequence of str
+        Every variable's name.
+    levels : sequence of sequence of str
+        Every variable's level labels.
+    axes : sequence of int
+        The axes of `values`, in order.
+    values : numpy.ndarray
+        One axis per entry of `axes`; integers are written as such, floats rounded to 6 decimals.
+    count_column : str, default "count"
+        Name of the value column.
+    """
     values = np.asarray(values)
     integer = np.issubdtype(values.dtype, np.integer)
     labels = [[csv_field_for_label(x) for x in levels[a]] for a in axes]
@@ -350,6 +567,20 @@ MAX_TABLE_CELLS = 2**27
 
 
 def check_cells(variables: Sequence[str], shape: Sequence[int]) -> None:
+    """Refuse, in one line, a table with more cells than are held in memory (`MAX_TABLE_CELLS`).
+
+    Parameters
+    ----------
+    variables : sequence of str
+        The table's variables (named in the message).
+    shape : sequence of int
+        The number of levels of each.
+
+    Raises
+    ------
+    TabreleaseError
+        If the table has more than `MAX_TABLE_CELLS` cells.
+    """
     cells = int(np.prod([int(k) for k in shape], dtype=object))
     if cells > MAX_TABLE_CELLS:
         levels = " x ".join(str(k) for k in shape)
@@ -359,7 +590,18 @@ def check_cells(variables: Sequence[str], shape: Sequence[int]) -> None:
 
 def people_names(table) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     """(each variable's name for people, each level's label for people): a built-in table's labels from its metadata
-    ("wife_active", "no"), any other table's own names and levels."""
+    ("wife_active", "no"), any other table's own names and levels.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        The table; labels come from ``metadata["variables"]`` where present.
+
+    Returns
+    -------
+    tuple
+        A tuple of the variables' names for people, and a tuple (one per variable) of tuples of level labels.
+    """
     described = {v.get("name"): v for v in (table.metadata or {}).get("variables", []) if isinstance(v, dict)}
     names, levels = [], []
     for variable, lv in zip(table.variables, table.levels):
@@ -371,6 +613,18 @@ def people_names(table) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
 
 
 def describe_variables(table: ContingencyTable) -> str:
+    """The table's variables for a message: their names, each with its letter where the two differ.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        The table.
+
+    Returns
+    -------
+    str
+        Such as ``"variables sex (A), age (B)"``.
+    """
     if table.variables == table.letters:
         return "variables " + ", ".join(table.variables)
     return "variables " + ", ".join(f"{v} ({letter})" for v, letter in zip(table.variables, table.letters))

@@ -123,6 +123,33 @@ def table_from_frame(
     With `complete=True` (the default) every combination of levels must be listed once, zeros
     included, so that a cell dropped by mistake is caught; `complete=False` takes unlisted
     cells as zero.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One column per variable and a count column, one row per cell.
+    count_column : str, default "count"
+        Name of the count column.
+    complete : bool, default True
+        Whether every cell must be listed.
+    levels : mapping of str to sequence of str, optional
+        Declared levels of some or all variables, in order; the others are taken from the data (numeric order when
+        every level is a number, else sorted text).
+    name : str, optional
+        The table's name.
+    metadata : mapping, optional
+        The table's metadata.
+
+    Returns
+    -------
+    ContingencyTable
+        The table; its metadata marks levels read from data when `complete` is False and some are not declared.
+
+    Raises
+    ------
+    TabreleaseError
+        If the count column is missing, a count is not a non-negative whole number, a cell is listed twice or
+        (with `complete`) missing, a value is not among its declared levels, or the table has too many cells.
     """
     frame = _named_by_text(frame, "the table")
     if count_column not in frame.columns:
@@ -200,6 +227,30 @@ def table_from_microdata(
     Levels are taken from the data unless given; a given level that nobody has is a zero cell. A table with more
     cells than memory holds (past 2^27) is kept as its records (a `MicrodataTable`, which counts each margin when
     asked); `as_records` forces one form or the other.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per person.
+    variables : sequence of str, optional
+        The columns to count (every column by default).
+    levels : mapping of str to sequence of str, optional
+        Declared levels of some or all variables, in order.
+    name : str, optional
+        The table's name.
+    as_records : bool, optional
+        True to keep the records, False to count the cells; None (the default) decides by the number of cells.
+
+    Returns
+    -------
+    ContingencyTable or MicrodataTable
+        The table, held as cells or as records.
+
+    Raises
+    ------
+    TabreleaseError
+        If a column is missing or has missing values, the frame has no rows, a value is not among its declared
+        levels, or a variable has one level.
     """
     frame = _named_by_text(frame, "the microdata frame")
     variables = [str(v) for v in (variables if variables is not None else frame.columns)]
@@ -254,7 +305,29 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
                    levels: Mapping[str, Sequence[str]] | None = None,
                    csv_options: CsvOptions | None = None) -> ContingencyTable | MicrodataTable:
     """Microdata (one row per person) from a CSV or Parquet file: only the named columns are read (all by
-    default) and counted into a table, held as records when it has too many cells."""
+    default) and counted into a table, held as records when it has too many cells.
+
+    Parameters
+    ----------
+    path : str or Path
+        A CSV, Parquet or .xlsx file.
+    variables : sequence of str, optional
+        The columns to read and count (every column by default).
+    levels : mapping of str to sequence of str, optional
+        Declared levels of some or all variables, in order.
+    csv_options : CsvOptions, optional
+        How the CSV file is written (and which .xlsx sheet to read).
+
+    Returns
+    -------
+    ContingencyTable or MicrodataTable
+        The table, named after the file's stem.
+
+    Raises
+    ------
+    TabreleaseError
+        If the file cannot be read, a variable is named twice or missing, or the data do not make a table.
+    """
     path = _regular_file(path)
     columns = None if variables is None else [str(v) for v in variables]
     if columns is not None and len(set(columns)) != len(columns):
@@ -323,7 +396,30 @@ def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
     as spreadsheets write them) are dropped silently; a row with another number of fields is one line naming it.
     Names and fields behind a protective single quote (as `write_long_csv` writes labels a spreadsheet would take
     for a formula) are read back as the labels they protect, except in the columns named in `as_written` (a count
-    column: a count is never a label)."""
+    column: a count is never a label).
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV file (a regular file).
+    options : CsvOptions, optional
+        Separator, encoding and marks (the defaults detect the separator and read UTF-8).
+    columns : sequence of str, optional
+        The columns to keep, in this order (every column by default).
+    as_written : sequence of str, default ()
+        Columns whose fields are read as written.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every field as stripped text, one column per name.
+
+    Raises
+    ------
+    TabreleaseError
+        If the file is missing, empty, not text in its encoding, ragged, has a blank row inside, has a column
+        without a name or two with the same name, or lacks a column asked for.
+    """
     options = options or CsvOptions()
     path = _regular_file(path)
     text = _decode(path, options.encoding)
@@ -456,7 +552,28 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
 
 def read_xlsx_frame(path: str | Path, sheet: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every cell of one sheet of an .xlsx workbook as text (the first sheet unless named), with blank trailing rows
-    and columns dropped as in a CSV file. Needs openpyxl (the `excel` extra)."""
+    and columns dropped as in a CSV file. Needs openpyxl (the `excel` extra).
+
+    Parameters
+    ----------
+    path : str or Path
+        The .xlsx workbook.
+    sheet : str, optional
+        The sheet's name (the first sheet by default).
+    columns : sequence of str, optional
+        The columns to keep, in this order (every column by default).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every field as stripped text (a whole float written as an integer), the first row as the names.
+
+    Raises
+    ------
+    TabreleaseError
+        If openpyxl is not installed, the file cannot be read, the sheet does not exist, or the rows do not make a
+        table.
+    """
     from .._optional import module_available
 
     path = _regular_file(path)
@@ -516,7 +633,31 @@ def _regular_file(path) -> Path:
 def read_table_csv(path: str | Path, count_column: str = "count", *, complete: bool = True,
                    levels: Mapping[str, Sequence[str]] | None = None,
                    csv_options: CsvOptions | None = None) -> ContingencyTable:
-    """A long-format CSV file; every field is read as text so that level labels such as '01' survive."""
+    """A long-format CSV file; every field is read as text so that level labels such as '01' survive.
+
+    Parameters
+    ----------
+    path : str or Path
+        The CSV file.
+    count_column : str, default "count"
+        Name of the count column.
+    complete : bool, default True
+        Whether every cell must be listed (False takes unlisted cells as zero).
+    levels : mapping of str to sequence of str, optional
+        Declared levels of some or all variables, in order.
+    csv_options : CsvOptions, optional
+        Separator, encoding and the count column's marks.
+
+    Returns
+    -------
+    ContingencyTable
+        The table, named after the file's stem.
+
+    Raises
+    ------
+    TabreleaseError
+        If the file cannot be read or does not make a table (see `table_from_frame`).
+    """
     options = csv_options or CsvOptions()
     path = Path(path)
     if path.is_dir():
@@ -528,7 +669,31 @@ def read_table_csv(path: str | Path, count_column: str = "count", *, complete: b
 def load_table(source: str | Path | ContingencyTable, count_column: str = "count", *, complete: bool = True,
                levels: Mapping[str, Sequence[str]] | None = None,
                csv_options: CsvOptions | None = None) -> ContingencyTable:
-    """A built-in table by name, a long-format CSV by path, or a table passed through."""
+    """A built-in table by name, a long-format CSV by path, or a table passed through.
+
+    Parameters
+    ----------
+    source : str or Path or ContingencyTable
+        A built-in table's name, a path to a long table (.csv, .txt, .tsv, .parquet or .xlsx), or a table.
+    count_column : str, default "count"
+        Name of the count column.
+    complete : bool, default True
+        Whether every cell must be listed (False takes unlisted cells as zero).
+    levels : mapping of str to sequence of str, optional
+        Declared levels of some or all variables, in order.
+    csv_options : CsvOptions, optional
+        Separator, encoding, marks and (of an .xlsx file) the sheet.
+
+    Returns
+    -------
+    ContingencyTable
+        The table.
+
+    Raises
+    ------
+    TabreleaseError
+        If `source` is neither a built-in table nor a readable file that makes a table.
+    """
     if isinstance(source, ContingencyTable):
         return source
     if isinstance(source, str) and source in BUILTIN_TABLES:
@@ -549,7 +714,29 @@ def load_table(source: str | Path | ContingencyTable, count_column: str = "count
 
 def read_table_parquet(path: str | Path, count_column: str = "count", *, complete: bool = True,
                        levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable:
-    """A long-format Parquet file (one column per variable and a count column); labels read as text."""
+    """A long-format Parquet file (one column per variable and a count column); labels read as text.
+
+    Parameters
+    ----------
+    path : str or Path
+        The Parquet file.
+    count_column : str, default "count"
+        Name of the count column.
+    complete : bool, default True
+        Whether every cell must be listed (False takes unlisted cells as zero).
+    levels : mapping of str to sequence of str, optional
+        Declared levels of some or all variables, in order.
+
+    Returns
+    -------
+    ContingencyTable
+        The table, named after the file's stem.
+
+    Raises
+    ------
+    TabreleaseError
+        If the file cannot be read as Parquet, has no count column, or does not make a table.
+    """
     path = _regular_file(path)
     try:
         import pyarrow.parquet as pq
@@ -568,7 +755,38 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
                csv_options: CsvOptions | None = None):
     """A table from what a user names: a built-in table, a long table with a count column (CSV, Parquet, .xlsx),
     or a file of one row per person (`microdata`, its `variables`), with levels declared in a levels file or a
-    metadata file (which declares labels too). What the command line and batch specs both read through."""
+    metadata file (which declares labels too). What the command line and batch specs both read through.
+
+    Parameters
+    ----------
+    source : str or Path or ContingencyTable
+        A built-in table's name, a file, or (not microdata) a table.
+    microdata : bool, default False
+        Whether the file holds one row per person.
+    variables : sequence of str, optional
+        The microdata columns to count (only with `microdata`; default: those the metadata file declares, else all).
+    levels_file : str or Path, optional
+        A levels JSON file.
+    metadata_file : str or Path, optional
+        A metadata JSON file (declares levels and labels; not with `levels_file`).
+    count_column : str, default "count"
+        Name of the count column of a long table.
+    sparse : bool, default False
+        Whether unlisted cells of a long table are zero (not with `microdata`).
+    csv_options : CsvOptions, optional
+        How a CSV file is written (and which .xlsx sheet to read).
+
+    Returns
+    -------
+    ContingencyTable or MicrodataTable
+        The table, carrying the declared labels when a metadata file is given.
+
+    Raises
+    ------
+    TabreleaseError
+        If the options conflict (levels and metadata files, `sparse` or no `microdata` with `variables`), or the
+        input cannot be read as a table.
+    """
     levels = read_levels_file(levels_file)
     declared = None
     if metadata_file:
