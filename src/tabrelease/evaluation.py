@@ -154,9 +154,9 @@ def evaluate_release(
             expected = {margin_label(g, letters): e.expected_l1 for g, e in planned.items()}
             quantile = {margin_label(g, letters): e.l1_quantile(bound_delta) for g, e in planned.items()}
             cell_sd = {margin_label(g, letters): e.cell_sd for g, e in planned.items()}
-    evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta,
-                             bounds, source, paper_bounds)
-    return replace(evaluation, refit_seconds=refit_seconds, expected_l1_by_margin=expected,
+    evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged)
+    return replace(evaluation, bound_delta=bound_delta, l1_bound_by_margin=bounds, bound_source=source,
+                   paper_bound_by_margin=paper_bounds, refit_seconds=refit_seconds, expected_l1_by_margin=expected,
                    expected_l1_quantile_by_margin=quantile, expected_cell_sd_by_margin=cell_sd, refit_note=refit_note,
                    zeroed_categories=_zeroed_categories(table, release))
 
@@ -256,8 +256,8 @@ def evaluate_releases(
     return evaluations
 
 
-def _evaluation(table, release, original, errors, g2_released, mle_l1, converged, bound_delta=DEFAULT_BOUND_DELTA,
-                bounds=None, source=None, paper_bounds=None) -> ReleaseEvaluation:
+def _evaluation(table, release, original, errors, g2_released, mle_l1, converged) -> ReleaseEvaluation:
+    # The measures every evaluation has (a sweep's too); a published release's adds its bounds by `replace`.
     return ReleaseEvaluation(
         n=table.n,
         n_released=release.n_released,
@@ -273,10 +273,10 @@ def _evaluation(table, release, original, errors, g2_released, mle_l1, converged
         mle_l1=mle_l1,
         mle_total_variation=None if mle_l1 is None else 0.5 * mle_l1,
         released_fit_converged=converged,
-        bound_delta=bound_delta,
-        l1_bound_by_margin=bounds,
-        bound_source=source,
-        paper_bound_by_margin=paper_bounds,
+        bound_delta=DEFAULT_BOUND_DELTA,
+        l1_bound_by_margin=None,
+        bound_source=None,
+        paper_bound_by_margin=None,
     )
 
 
