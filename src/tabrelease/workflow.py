@@ -84,6 +84,15 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
                               "a --sparse table): the published schema would reveal which values occur; declare "
                               f"every variable's levels (--levels FILE, or levels= in the API){which}")
+    if not getattr(table, "held_as_cells", True):
+        # Before the plan: a mechanism over every cell would plan (and its estimator build) over all of them.
+        from .mechanisms import get_mechanism, resolve_mechanism
+
+        chosen = get_mechanism(resolve_mechanism(spec.mechanism, table.shape))
+        if not chosen.reads_margins:
+            raise TabreleaseError(f"the {chosen.name} mechanism needs every cell of the table, and it has "
+                                  f"{table.cells:.3g} cells (held as records): use the planned mechanism, which works "
+                                  "from margins; nothing was charged")
     noise = noise_source(spec.mode, spec.seed)
     # The planner refuses, before the mechanism plans, margins too large to plan (sizes are the shape's alone).
     plan = plan_release(table.shape, resolve_margins(table, spec.margins), spec, table.variables)
@@ -203,12 +212,7 @@ def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str)
 
     check_sampler_domain(plan, table, mode)
     check_exact_range(table)
-    mechanism = mechanism_of(plan)
-    if not getattr(table, "held_as_cells", True) and not mechanism.reads_margins:
-        raise TabreleaseError(f"the {plan.mechanism} mechanism needs every cell of the table, and it has "
-                              f"{table.cells:.3g} cells (held as records): use the planned mechanism, which works "
-                              "from margins; nothing was charged")
-    mechanism.check_table_size(plan, int(table.n))
+    mechanism_of(plan).check_table_size(plan, int(table.n))
 
 
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
