@@ -1,5 +1,5 @@
-"""Wall time of the test suite's tiers: the unit tier, the whole suite in one process, and the whole suite on
-`-n 2` workers (where pytest-xdist is installed).
+"""Wall time of the test suite's tiers: the unit tier and the whole suite, in one process and on `-n 2` workers
+(where pytest-xdist is installed; `.ci/run` runs the whole suite on two).
 
     python benchmarks/time_suite.py [--out reports/benchmarks/test_suite_timing.txt] [--skip-parallel]
 
@@ -51,7 +51,8 @@ def main() -> None:
     runs = [run("unit tier, one process", ["-m", "unit", "tests"]),
             run("whole suite, one process", ["tests"])]
     if not args.skip_parallel and importlib.util.find_spec("xdist") is not None:
-        runs.append(run("whole suite, 2 workers", ["-n", "2", "tests"]))
+        runs.append(run("unit tier, 2 workers", ["-m", "unit", "-n", "2", "tests"]))
+        runs.append(run("whole suite, 2 workers (what .ci/run runs)", ["-n", "2", "tests"]))
     lines = [f"machine: {platform.machine()}, {os.cpu_count()} CPUs, CPython {platform.python_version()}, "
              f"{platform.system()} {platform.release()}",
              "each command run once from the repository's root; wall = elapsed time, cpu = user + system time of "
