@@ -337,7 +337,6 @@ def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]
     """Every release's table and plan, through `prepare_release` (the very checks `publish_release` makes before its
     charge), before anything is charged: a release that would be refused stops the batch before its first release,
     naming it."""
-    from .mechanisms import mechanism_of
     from .models import margin_label
     from .workflow import prepare_release, read_source
 
@@ -354,7 +353,7 @@ def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]
             plan = prepare_release(table, r.spec, out=r.out).plan
         except TabreleaseError as exc:
             raise TabreleaseError(f"{r.where()}: {exc}") from None
-        expected = mechanism_of(plan).expected_errors(plan) or {}
+        expected = plan.implementation.expected_errors(plan) or {}
         labels = [margin_label(g, table.letters) for g in plan.margins]
         prepared.append((r, table, plan, labels, {margin_label(g, table.letters): e.expected_l1
                                                    for g, e in expected.items()}))

@@ -14,7 +14,6 @@ import numpy as np
 
 from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
 from .errors import TabreleaseError
-from .mechanisms import mechanism_of
 from .pipeline import Release
 from .models import HierarchicalModel, Margin, margin_label  # noqa: F401  (margin_label re-exported)
 from .tables import ContingencyTable, margin_counts
@@ -139,7 +138,7 @@ def evaluate_release(
     bounds = source = paper_bounds = expected = quantile = cell_sd = None
     if release.plan is not None:
         # Bounds depend on the plan alone; the mechanism says which it can give.
-        mechanism = mechanism_of(release.plan)
+        mechanism = release.plan.implementation
         derived = mechanism.l1_bounds(release.plan, bound_delta)
         if derived is not None:
             bounds = {margin_label(g, letters): v for g, v in derived.items()}

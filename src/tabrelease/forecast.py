@@ -9,7 +9,6 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import TabreleaseError
-from .mechanisms import mechanism_of
 from .planner import plan_release
 from .models import Margin
 from .spec import ReleaseSpec
@@ -44,8 +43,8 @@ def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsil
     paper = _plan(shape, margins, spec, epsilons[0], mechanism=AUTO if spec.delta is None else "gaussian")
     rows = []
     for epsilon in epsilons:
-        ours = mechanism_of(planned).expected_errors(with_epsilon(planned, epsilon))
-        theirs = mechanism_of(paper).expected_errors(with_epsilon(paper, epsilon))
+        ours = planned.implementation.expected_errors(with_epsilon(planned, epsilon))
+        theirs = paper.implementation.expected_errors(with_epsilon(paper, epsilon))
         for g in planned.margins:
             rows.append({"axes": g, "cells": ours[g].cells, "epsilon": float(epsilon),
                          "expected_l1": ours[g].expected_l1, "cell_sd": ours[g].cell_sd,
@@ -86,7 +85,7 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
     if not (isinstance(target_l1, (int, float)) and np.isfinite(target_l1) and target_l1 > 0):
         raise TabreleaseError(f"the target error must be a positive number, not {target_l1!r}")
     plan = _plan(shape, margins, spec, 1.0)
-    mechanism = mechanism_of(plan)
+    mechanism = plan.implementation
 
     def error(epsilon, g):
         return mechanism.expected_errors(with_epsilon(plan, epsilon))[g].expected_l1

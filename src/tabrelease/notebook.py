@@ -78,9 +78,8 @@ def plan_html(plan) -> str:
     str
         An HTML fragment.
     """
-    from .mechanisms import mechanism_of
 
-    mechanism = mechanism_of(plan)
+    mechanism = plan.implementation
     rows = [{"item": "mechanism", "value": plan.mechanism, "flag": ""},
             {"item": "privacy", "value": mechanism.privacy_statement(plan), "flag": ""},
             {"item": "margins", "value": " ".join(_labels(plan.margins)), "flag": ""},

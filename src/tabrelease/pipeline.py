@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import TabreleaseError
 from .measurements import EXACT, Measurements
-from .mechanisms import MechanismPlan, mechanism_of
+from .mechanisms import MechanismPlan
 from .models import Margin
 from .noise import NoiseCalibration, NoiseSource
 from .planner import resolve_estimator
@@ -111,7 +111,10 @@ def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
         If the data's shape is not the plan's (or a table held as records has too many cells for a mechanism that
         reads cells).
     """
-    mechanism = mechanism_of(plan)
+    mechanism = plan.implementation
+    if mechanism is None:
+        raise TabreleaseError(f"the plan carries no mechanism ({plan.mechanism!r} is not registered): make plans with "
+                              "plan_release, or register the mechanism")
     if not isinstance(data, np.ndarray) and hasattr(data, "margin_counts"):
         data = data if mechanism.reads_margins else data.counts
     else:
@@ -154,7 +157,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
     plan = resolve_estimator(plan)  # a plan straight from a mechanism names its estimator: built here
     estimator = plan.estimator if estimator is None else estimator.for_plan(plan)
     # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
-    mechanism_of(plan).check_measurements(plan, measurements)
+    plan.implementation.check_measurements(plan, measurements)
     estimate = estimator.estimate(plan, measurements)
     rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
     notes = list(plan.notes) + list(estimate.notes)
@@ -184,7 +187,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         estimator=estimator.name,
         plan=plan,
         guarantee=rounded.consistency,
-        privacy=mechanism_of(plan).privacy_statement(plan),
+        privacy=plan.implementation.privacy_statement(plan),
     )
 
 
@@ -209,7 +212,7 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
     list of str
         One note when some margins are unfit to publish; empty otherwise.
     """
-    planned = mechanism_of(plan).expected_errors(plan) if plan.design is not None else None
+    planned = plan.implementation.expected_errors(plan) if plan.design is not None else None
     if not planned or not released_margins:
         return []
     n_released = float(np.sum(released_margins[0]))

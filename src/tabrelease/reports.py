@@ -70,10 +70,9 @@ def release_parameters(table: ContingencyTable, release: Release, version: str, 
     dict
         JSON-safe (NaN and infinities as None): the document of public/release.json (schema tabrelease/release/1).
     """
-    from .mechanisms import mechanism_of
 
     cal = release.noise
-    guarantee = mechanism_of(release.plan).guarantee(release.plan, table.variables)
+    guarantee = release.plan.implementation.guarantee(release.plan, table.variables)
     return _clean(
         {**({"release_id": release_id} if release_id else {}),
             "schema": "tabrelease/release/1",
@@ -134,7 +133,6 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
         `total` ("public", "exact (replace neighbours)" or "noised"), `blocks` (query, variables, scale) and
         `expected_error` (per margin); None for a plan without a design (a mechanism that does not plan blocks).
     """
-    from .mechanisms import mechanism_of
     from .measurements import MARGIN_CELLS
 
     if plan is None or plan.design is None:
@@ -144,7 +142,7 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
         total = "public"
     else:
         total = "exact (replace neighbours)" if design.public_total else "noised"
-    expected = mechanism_of(plan).expected_errors(plan) or {}
+    expected = plan.implementation.expected_errors(plan) or {}
     return {
         "total": total,
         "blocks": [{"query": "margin" if b.query == MARGIN_CELLS else "residual",

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._signals import deferred_signals
 from .errors import ChargedReleaseFailed, TabreleaseError
-from .mechanisms import MechanismPlan, mechanism_of
+from .mechanisms import MechanismPlan
 from .planner import plan_release
 from .models import default_model
 from .noise import NoiseSource, noise_source
@@ -212,7 +212,7 @@ def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str)
 
     check_sampler_domain(plan, table, mode)
     check_exact_range(table)
-    mechanism_of(plan).check_table_size(plan, int(table.n))
+    plan.implementation.check_table_size(plan, int(table.n))
 
 
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
@@ -240,7 +240,7 @@ def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str
 
     # Exact: in floating point n * W rounds, and counts just above 2^62 passed this check and failed after the charge.
     n = int(table.n)
-    if Fraction(n) * Fraction(mechanism_of(plan).sampler_bound(plan)) > MAX_SAMPLER_INTEGER:
+    if Fraction(n) * Fraction(plan.implementation.sampler_bound(plan)) > MAX_SAMPLER_INTEGER:
         raise TabreleaseError("the table's counts are too large for release mode's 64-bit secure sampler "
                               f"(measured integers may reach {MAX_SAMPLER_INTEGER:.3g}); nothing was charged")
 
@@ -288,7 +288,7 @@ def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode
     from .ledger import charge
     from .models import margin_label
 
-    return charge(account, table, mechanism_of(plan).guarantee(plan, table.variables), mechanism=plan.mechanism,
+    return charge(account, table, plan.implementation.guarantee(plan, table.variables), mechanism=plan.mechanism,
                   margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
                   noise_mode=mode)
 

@@ -70,9 +70,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     design = release.plan.design if release.plan is not None else None
     if design is not None:
-        from ..mechanisms import mechanism_of
 
-        sds = [e.cell_sd for e in mechanism_of(release.plan).expected_errors(release.plan).values()]
+        sds = [e.cell_sd for e in release.plan.implementation.expected_errors(release.plan).values()]
         noise = (f"{cal.distribution} noise planned per block: expected cell sd {min(sds):.3g} to {max(sds):.3g} "
                  "counts")
     else:

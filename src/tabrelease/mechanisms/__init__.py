@@ -32,7 +32,7 @@ from dataclasses import replace as _replace
 
 from ..bases import EFRON_STEIN, FOURIER
 from ..errors import TabreleaseError
-from ._base import Mechanism, MechanismPlan, check_margins_fit
+from ._base import REGISTRY, Mechanism, MechanismPlan, check_margins_fit
 from .binary_encoding import BinaryEncoding, BinaryEncodingMechanism, binary_encoding
 from .cells import Cells
 from .copula_id import CopulaID
@@ -49,7 +49,7 @@ from .sensitive_attributes import SensitiveAttributes
 
 AUTO = "auto"
 DEFAULT = "planned"  # what `release` uses unless told otherwise; 'auto' is the paper's choice
-_REGISTRY: dict[str, Mechanism] = {}
+_REGISTRY = REGISTRY  # the registry's dict lives beside the plan (mechanisms/_base.py)
 
 
 def register(mechanism: Mechanism) -> Mechanism:

@@ -34,6 +34,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..noise import NoiseSource
 
 
+# The registered mechanisms by name (`mechanisms.register` fills it; here, beside the plan, so that a plan finds its
+# mechanism without importing the registry's module).
+REGISTRY: dict[str, "Mechanism"] = {}
+
+
 @dataclass(frozen=True, eq=False)
 class MechanismPlan:
     """Everything about a release that does not depend on the counts."""
@@ -56,6 +61,12 @@ class MechanismPlan:
     implementation: Any = field(default=None, repr=False, compare=False)
     # Keyword arguments the planned default estimator is built with (the planned release's junction-tree cliques).
     estimator_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A plan made by a registered mechanism carries it from the start (`plan_release` sets it for any other), so
+        # whatever reads the plan reaches the mechanism as an attribute, in any process.
+        if self.implementation is None:
+            object.__setattr__(self, "implementation", REGISTRY.get(self.mechanism))
 
     @property
     def estimator_name(self) -> str:
