@@ -437,6 +437,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins)))
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta)
+        said = release_warnings(release) + evaluation_warnings(evaluation)  # what the audit's reader is told too
         written = write_release_bundle(out, table, release, evaluation,
                                        version=version or __version__, force=force, workbook=workbook, charge=entry)
     except BaseException as exc:
@@ -454,6 +455,6 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         except TabreleaseError as exc:
             extra.append(f"released and charged, but the ledger's account could not be read back: {exc}")
     warnings = tuple(extra + [f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
-                     + release_warnings(release) + evaluation_warnings(evaluation))
+                     + said)
     return PublishedRelease(release, evaluation, written, entry, budget, warnings)
 
