@@ -75,6 +75,10 @@ STRATEGY_LIST = (
              "is: what planning adds over equal scales"),
     Strategy("cells", _spec("cells"), 2, why="noise on every cell of the full table (sensitivity 1), clipped and rounded: "
              "its error grows with the number of cells each margin sums"),
+    Strategy("cells-least-squares", _spec("cells", estimator="least-squares", rounding="controlled"), 2,
+             from_strategy="cells", why="the very cells of the full table noised by `cells`, fitted by non-negative "
+             "least squares with the total pinned and rounded under control (as the planned release is): one "
+             "consistent integer table"),
     Strategy("margins", _spec("margins"), 3, why="noise on every cell of each margin independently (sensitivity: the number "
              "of margins): the margins need not agree with each other"),
     Strategy("gaussian-copula", _spec("gaussian-copula"), 4, why="synthetic records from a Gaussian copula fitted to noisy "
