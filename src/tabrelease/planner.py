@@ -83,7 +83,7 @@ def plan_release(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseS
         # A margin inside another asked-for margin is determined by it: not released separately, and said so.
         from .models import margin_label
 
-        letters = [chr(ord("A") + j) if j < 26 else f"V{j + 1}" for j in range(len(shape))]
+        letters = _letters(len(shape))
         labels = ", ".join(margin_label(g, letters) for g in dropped)
         plan = replace(plan, notes=plan.notes + (f"not released separately, being inside another released margin "
                                                  f"(sum that one to get it): {labels}",))
@@ -113,7 +113,7 @@ def check_plan_size(shape: Sequence[int], margins: Sequence[Margin], mechanism: 
     from .mechanisms.planned import GLOBAL_MAX_CELLS, LOCAL_MAX_NONZEROS, fit_nonzeros
     from .tables import MAX_MARGIN_CELLS
 
-    names = list(variables) if variables is not None else [chr(ord("A") + j) for j in range(len(shape))]
+    names = list(variables) if variables is not None else _letters(len(shape))
 
     def described(g):
         return " x ".join(f"{names[a]} ({shape[a]})" for a in g)
@@ -132,6 +132,13 @@ def check_plan_size(shape: Sequence[int], margins: Sequence[Margin], mechanism: 
             raise TabreleaseError(f"the fit of these margins on themselves needs {needed:,} operator non-zeros, more "
                                   f"than the {LOCAL_MAX_NONZEROS:,} it handles (the largest, {described(largest)}, "
                                   f"has {cells:,} cells): release smaller or coarser margins; nothing was charged")
+
+
+def _letters(k: int) -> list[str]:
+    # The papers' letters, as a table names its variables (tables.ContingencyTable.letters).
+    from .tables import LETTERS
+
+    return [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(k)]
 
 
 def _checked_shape(shape) -> tuple[int, ...]:
