@@ -47,11 +47,11 @@ def test_a_huge_cell_comes_back_exactly_without_noise(big):
     assert int(release.table.sum()) == int(counts.sum())
 
 
-def _dense_queries(plan):
-    """Each measured block's rows over the cells, from the one-record tables (by hand: sums over the margin)."""
-    cells = int(np.prod(plan.shape))
-    ones = np.eye(cells, dtype=np.int64).reshape((cells,) + plan.shape)
-    return [np.stack([true_margin(t, b.variables).ravel() for t in ones], axis=1) for b in plan.design.blocks]
+def _dense_queries(shape, sets):
+    """Each set's margin as rows over the cells, from the one-record tables (by hand: sums over the margin)."""
+    cells = int(np.prod(shape))
+    ones = np.eye(cells, dtype=np.int64).reshape((cells,) + tuple(shape))
+    return [np.stack([true_margin(t, s).ravel() for t in ones], axis=1) for s in sets]
 
 
 def test_with_noise_the_fit_at_9e15_is_the_fit_at_a_thousand_shifted():
@@ -61,7 +61,8 @@ def test_with_noise_the_fit_at_9e15_is_the_fit_at_a_thousand_shifted():
     # rounding, and within 1 of the shifted small release after it (the error of the release is that of the noise).
     plan = plan_at(SHAPE, MARGINS, 1.0)
     assert all(b.query == MARGIN_CELLS for b in plan.design.blocks)
-    queries = _dense_queries(plan)
+    measured = _dense_queries(plan.shape, [b.variables for b in plan.design.blocks])
+    queries = _dense_queries(plan.shape, MARGINS)  # the released margins'
     sd = max(np.sqrt(noise_variance(b)) for b in measure(plan, SMALL, NoNoise()).blocks)
     shift = BIG - 1000
     for seed in range(4):
@@ -72,7 +73,7 @@ def test_with_noise_the_fit_at_9e15_is_the_fit_at_a_thousand_shifted():
         w = cp.Variable(SMALL.size, nonneg=True)
         total = best_total(m_small.blocks)
         cp.Problem(cp.Minimize(sum(cp.sum_squares(b.values - q @ w) / noise_variance(b)
-                                   for b, q in zip(m_small.blocks, queries))), [cp.sum(w) == total]).solve(
+                                   for b, q in zip(m_small.blocks, measured))), [cp.sum(w) == total]).solve(
             solver=cp.CLARABEL)
         e_small = plan.estimator.estimate(plan, m_small)
         e_large = plan.estimator.estimate(plan, m_large)

@@ -166,7 +166,11 @@ def test_the_max_cell_variance_objective_trades_total_error_for_the_worst_cell(n
     total = get_mechanism("planned").expected_errors(plan_at(table.shape, margins, 1.0, delta=delta))
     worst = get_mechanism("planned").expected_errors(
         plan_at(table.shape, margins, 1.0, delta=delta, options={"plan_objective": "max-cell-variance"}))
-    assert max(e.cell_sd for e in worst.values()) < max(e.cell_sd for e in total.values())
+    # Strictly smaller unless the total-error plan already has the smallest worst cell (journey to work: the full
+    # table alone, where every cell of a margin has the same variance and no other design lowers it).
+    assert max(e.cell_sd for e in worst.values()) <= max(e.cell_sd for e in total.values()) * (1 + 1e-9)
+    if name == "rochdale":
+        assert max(e.cell_sd for e in worst.values()) < max(e.cell_sd for e in total.values()) * (1 - 1e-3)
     assert sum(e.total_variance for e in worst.values()) >= sum(e.total_variance for e in total.values()) * (1 - 1e-9)
     with pytest.raises(tr.TabreleaseError, match="--plan-objective does not apply to the fourier mechanism"):
         plan_at(table.shape, margins, 1.0, mechanism="fourier", options={"plan_objective": "max-cell-variance"})

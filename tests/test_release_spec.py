@@ -73,8 +73,8 @@ def test_a_bad_spec_is_refused_in_words(make, message):
 # Every setting at a value other than its default (the sensitive unit needs replace neighbours; a seed, simulate).
 ALL_SETTINGS = {
     "epsilon": 0.7, "delta": 1e-6, "neighbours": "replace", "sensitive": ["A", "C"], "margins": "[AB][BC]",
-    "mechanism": "sensitive-attributes", "public_total": True, "plan_objective": "max-cell-variance", "nonneg_t": 3.0,
-    "calibration": "paper", "estimator": "least-squares", "rounding": "nearest", "simulate": True, "seed": 5,
+    "mechanism": "sensitive-attributes", "public_total": True, "plan_objective": "max-cell-variance",
+    "plan_candidates": "closure", "nonneg_t": 3.0, "calibration": "paper", "estimator": "least-squares", "rounding": "nearest", "simulate": True, "seed": 5,
     "bound_delta": 0.01, "xlsx": True,
 }
 
@@ -88,7 +88,8 @@ def test_every_setting_lands_in_its_field():
     assert spec.neighbours == "replace" and spec.sensitive == ("A", "C")
     assert spec.margins == "[AB][BC]" and spec.mechanism == "sensitive-attributes"
     # The mechanism's options, and only they, land in `options`.
-    assert dict(spec.options) == {"public_total": True, "plan_objective": "max-cell-variance", "nonneg_t": 3.0}
+    assert dict(spec.options) == {"public_total": True, "plan_objective": "max-cell-variance",
+                                  "plan_candidates": "closure", "nonneg_t": 3.0}
     assert (spec.calibration, spec.estimator, spec.rounding) == ("paper", "least-squares", "nearest")
     assert (spec.mode, spec.seed, spec.bound_delta, spec.workbook) == ("simulation", 5, 0.01, True)
     # Text, as the command line gives it, makes the same spec.
@@ -191,6 +192,7 @@ BATCH_CASES = {
     "mechanism": {"mechanism": "auto"},
     "public_total": {"public_total": True},
     "plan_objective": {"plan_objective": "max-cell-variance"},
+    "plan_candidates": {"plan_candidates": "closure"},
     "nonneg_t": {"nonneg_t": 3.0, "mechanism": "nonneg"},
     "calibration": {"calibration": "paper", "mechanism": "auto"},
     "estimator": {"estimator": "least-squares", "mechanism": "auto"},
@@ -229,7 +231,7 @@ def test_a_simulated_batch_release_records_its_post_processing_and_plan(tmp_path
 
     ledger = init_ledger(tmp_path / "ledger.json")
     settings = {"epsilon": 0.8, "margins": "[AB][BCDE]", "public_total": True, "plan_objective": "max-cell-variance",
-                "rounding": "nearest", "estimator": "least-squares", "simulate": True, "seed": 11}
+                "plan_candidates": "closure", "rounding": "nearest", "estimator": "least-squares", "simulate": True, "seed": 11}
     result = run_batch(read_spec(_batch(tmp_path, {**settings, "out": "r"})))
     assert [s.status for s in result.steps] == ["made"] and len(ledger_entries(ledger)) == 1
     public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
@@ -246,9 +248,9 @@ def test_a_simulated_batch_release_records_its_post_processing_and_plan(tmp_path
         return sorted(plan.block_scale(b.query, b.variables) for b in plan.design.blocks)
 
     recorded = sorted(b["scale"] for b in public["plan"]["blocks"])
-    wanted = scales({"public_total": True, "plan_objective": "max-cell-variance"})
+    wanted = scales({"public_total": True, "plan_objective": "max-cell-variance", "plan_candidates": "closure"})
     assert recorded == pytest.approx(wanted, rel=1e-12)
-    assert not np.allclose(wanted, scales({"public_total": True}), rtol=1e-6)
+    assert not np.allclose(wanted, scales({"public_total": True, "plan_candidates": "closure"}), rtol=1e-6)
 
 
 # Per input setting: the files a dataset reads, its entry's keys, and what the table read must be.
@@ -342,6 +344,8 @@ SWEEP_CASES = {
     "public_total": (["--public-total"], lambda s: s["spec"]["options"] == {"public_total": True}),
     "plan_objective": (["--plan-objective", "max-cell-variance"],
                        lambda s: s["spec"]["options"] == {"plan_objective": "max-cell-variance"}),
+    "plan_candidates": (["--plan-candidates", "closure"],
+                        lambda s: s["spec"]["options"] == {"plan_candidates": "closure"}),
     "nonneg_t": (["--mechanisms", "nonneg", "--nonneg-t", "3"], lambda s: s["spec"]["options"] == {"nonneg_t": 3.0}),
     "estimator": (["--mechanisms", "auto", "--estimator", "least-squares"],
                   lambda s: s["spec"]["estimator"] == "least-squares"),

@@ -338,18 +338,30 @@ class LocalLeastSquares(LeastSquares):
     def _estimate(self, plan, signature, values, weights, total, start) -> Estimate:
         if self.cliques:
             try:
-                problem = _local_problem(tuple(plan.shape), self.cliques, signature)
+                problem = _local_problem(tuple(plan.shape), _with_measured(self.cliques, signature), signature)
                 margins, _ = problem.solve(values, weights, total)
                 return Estimate(table=None, margins=tuple(margins[c] for c in self.cliques),
                                 seconds=time.perf_counter() - start, cliques=self.cliques)
             except TabreleaseError:
                 pass  # the clique fit did not solve: the margins' own fit, with local consistency (said below)
-        problem = _local_problem(tuple(plan.shape), tuple(plan.margins), signature)
+        problem = _local_problem(tuple(plan.shape), _with_measured(plan.margins, signature), signature)
         margins, _ = problem.solve(values, weights, total)
         notes = (("the junction-tree fit did not solve; the margins were fitted on themselves (locally consistent)",)
                  if self.cliques else ())
         return Estimate(table=None, margins=tuple(margins[g] for g in plan.margins), seconds=time.perf_counter() - start,
                         notes=notes)
+
+
+def _with_measured(sets, signature) -> tuple[Margin, ...]:
+    """The sets a local fit is over: these, and every measured set inside none of them (a margin above the released
+    ones, the full table included), so that each measurement lives on a fitted margin."""
+    sets = tuple(tuple(g) for g in sets)
+    above = [tuple(v) for _, v, _ in signature if not any(set(v) <= set(g) for g in sets)]
+    if not above:
+        return sets
+    from .models import maximal_margins
+
+    return tuple(maximal_margins(list(sets) + list(dict.fromkeys(above)))[0])
 
 
 @lru_cache(maxsize=8)

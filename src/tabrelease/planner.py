@@ -72,6 +72,8 @@ def plan_release(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseS
         from .mechanisms.sensitive_attributes import sensitive_axes
 
         options["sensitive"] = sensitive_axes(list(spec.sensitive), len(shape), variables)
+    if "workload" in chosen.options:  # every margin asked for, nested ones too, for a mechanism that weighs them
+        options["workload"] = tuple(dict.fromkeys(tuple(g) for g in margins))
     for option in options:
         if option not in chosen.options:
             flag = "--" + option.replace("_", "-")

@@ -265,7 +265,8 @@ def _margin_changes(shape: Sequence[int], s: Margin, neighbours: str) -> np.ndar
 
 def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distribution: str = "laplace",
                       neighbours: str = "add-remove", public_total: bool = False,
-                      objective: str = TOTAL_SQUARED_ERROR) -> MeasurementDesign:
+                      objective: str = TOTAL_SQUARED_ERROR, superset_cells: int = 0,
+                      workload: Sequence[Margin] | None = None) -> MeasurementDesign:
     """Choose the blocks and their relative scales (counts are never read), minimising the total expected squared
     error of the released margins, or (objective "max-cell-variance") the largest variance of a released cell.
     The design does not depend on epsilon (errors scale as 1 / epsilon^2), so it is kept for the next release.
@@ -284,6 +285,13 @@ def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distri
         Whether n is public (released exactly, not measured).
     objective : {"total-squared-error", "max-cell-variance"}
         What the relative scales minimise.
+    superset_cells : int, default 0
+        Laplace plans may also measure the margins of sets above the released ones (the full table included), each
+        with at most this many cells (0: only the margins' downward closure). Which sets are candidates is
+        `superset_candidates`.
+    workload : sequence of Margin or None
+        Every margin asked for, nested ones included ([A][B][AB]: A and B are released through AB, and their errors
+        count beside AB's); default: `margins`. Each must lie inside one of `margins`.
 
     Returns
     -------
@@ -297,12 +305,63 @@ def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distri
     """
     if objective not in OBJECTIVES:
         raise TabreleaseError(f"unknown planning objective {objective!r}; choose {' or '.join(OBJECTIVES)}")
-    return _plan_measurements(tuple(int(k) for k in shape), tuple(tuple(int(j) for j in g) for g in margins),
-                              distribution, neighbours, bool(public_total), objective)
+    margins = tuple(tuple(int(j) for j in g) for g in margins)
+    asked = margins if workload is None else tuple(dict.fromkeys(tuple(int(j) for j in g) for g in workload))
+    if not all(any(set(w) <= set(g) for g in margins) for w in asked):
+        raise TabreleaseError("a margin of the workload lies inside none of the margins planned for")
+    return _plan_measurements(tuple(int(k) for k in shape), margins, distribution, neighbours, bool(public_total),
+                              objective, int(superset_cells), tuple(dict.fromkeys(margins + asked)))
+
+
+# Every subset of the variables is a candidate margin up to this many variables (2^8 candidates); past it, the
+# closure's sets and each generator with one or two more variables, and the full table (see superset_candidates).
+ALL_SUBSETS_MAX_VARIABLES = 8
+SUPERSET_EXTRA_VARIABLES = 2
+
+
+def superset_candidates(shape: Sequence[int], generators: Sequence[Margin], max_cells: int) -> tuple[Margin, ...]:
+    """The sets above the released margins whose margins a Laplace plan may measure, besides the closure's.
+
+    With few variables, every set not in the closure is a candidate (HDMM's marginals family: the full table and
+    every marginal above the workload). With more, the candidates are each released margin with up to
+    `SUPERSET_EXTRA_VARIABLES` more variables, and the full table. Either way a candidate has at most `max_cells`
+    cells (the fit over the cells then holds it).
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    generators : sequence of Margin
+        The maximal released margins.
+    max_cells : int
+        The most cells a candidate margin may have (0: none).
+
+    Returns
+    -------
+    tuple of Margin
+        The candidate sets, sorted by size then axes, none in the generators' downward closure.
+    """
+    from itertools import combinations
+
+    d = len(shape)
+    if max_cells <= 0 or d == 0:
+        return ()
+    closure = set(downward_closure(generators))
+    if d <= ALL_SUBSETS_MAX_VARIABLES:
+        pool = {c for r in range(1, d + 1) for c in combinations(range(d), r)}
+    else:
+        pool = {tuple(range(d))}
+        for g in generators:
+            rest = [j for j in range(d) if j not in g]
+            for r in range(1, SUPERSET_EXTRA_VARIABLES + 1):
+                pool.update(tuple(sorted(set(g) | set(c))) for c in combinations(rest, r))
+    out = [s for s in pool if s not in closure and prod(shape[j] for j in s) <= max_cells]
+    return tuple(sorted(out, key=lambda s: (len(s), s)))
 
 
 @lru_cache(maxsize=64)
-def _plan_measurements(shape, margins, distribution, neighbours, public_total, objective) -> MeasurementDesign:
+def _plan_measurements(shape, margins, distribution, neighbours, public_total, objective,
+                       superset_cells=0, workload=None) -> MeasurementDesign:
     if neighbours == "replace" and len(shape) > MAX_REPLACE_VARIABLES:
         raise TabreleaseError(f"replace-one planning enumerates 2^{len(shape)} patterns; use add-remove")
     generators = tuple(maximal_margins(margins)[0])
@@ -317,21 +376,23 @@ def _plan_measurements(shape, margins, distribution, neighbours, public_total, o
     candidates: list[tuple[str, Margin]] = [(COEFFICIENTS, t) for t in residuals]
     columns = [coefficient_changes[:, basis.closure.index(t)] for t in residuals]
     if distribution == "laplace":
-        for s in basis.closure:
+        for s in list(basis.closure) + list(superset_candidates(shape, generators, superset_cells)):
             if s:
                 candidates.append((MARGIN_CELLS, s))
                 columns.append(_margin_changes(shape, s, neighbours))
     changes = np.column_stack(columns)
     proxy = changes.max(axis=0)  # each block's largest change: exact for add-remove (one row)
     lam = np.array([[information(shape, q, s, kind, t) for t in residuals] for q, s in candidates])
-    weights = residual_weights(shape, generators, residuals)
+    # Every margin asked for counts, nested ones too ([A][B][AB] weighs A and B beside AB), each once.
+    workload = tuple(workload or margins)
+    weights = residual_weights(shape, workload, residuals)
     if distribution == "laplace":
-        inverse_scale = _plan_laplace(proxy, lam, weights)
+        inverse_scale = _plan_laplace(proxy, lam, weights, [len(v) if q == MARGIN_CELLS else -1 for q, v in candidates])
     else:
         inverse_scale = _plan_gaussian(proxy, lam, weights)
     if objective == MAX_CELL_VARIANCE:
         per_cell = np.array([[_k_out(shape, a) * _dim(shape, t) / prod(shape[j] for j in a) if set(t) <= set(a)
-                              else 0.0 for t in residuals] for a in generators])
+                              else 0.0 for t in residuals] for a in workload])
         inverse_scale = _minimise_largest(proxy, lam, per_cell, inverse_scale, norm)
     keep = inverse_scale > 0
     blocks = tuple(PlannedBlock(q, s, float(1 / x)) for (q, s), x, k in zip(candidates, inverse_scale, keep) if k)
@@ -381,13 +442,15 @@ def _plan_gaussian(cost, lam, weights) -> np.ndarray:
     return np.sqrt(precision / (precision @ cost))  # normalised to a unit budget (only the shape counts)
 
 
-def _plan_laplace(cost, lam, weights) -> np.ndarray:
+def _plan_laplace(cost, lam, weights, levels=None) -> np.ndarray:
     """Shares p_B of epsilon (x_B = p_B / c_B is the block's 1 / scale): minimise sum_T W_T / I_T with
     I_T = sum_B lambda_(B,T) x_B^2 / 2 over the simplex; returns x_B = 1 / b_B.
 
     The problem is not convex, and a block whose share is near 0 has a gradient near 0 (the softmax), so the
     search starts from several points that each give every candidate a real share: the residual blocks'
-    closed form, the margins alone, even shares, and seeded random mixtures, each blended with even shares.
+    closed form, the margins alone, even shares, even shares over the margins of each size (`levels`: a margin
+    block's number of variables, -1 for a residual block; the full table alone is one of them), and seeded random
+    mixtures, each blended with even shares.
     """
     from scipy.optimize import minimize
 
@@ -420,6 +483,11 @@ def _plan_laplace(cost, lam, weights) -> np.ndarray:
         margins_only = np.zeros(n_blocks)
         margins_only[n_res:] = 1.0 / (n_blocks - n_res)
         starts.append(margins_only)
+    if levels is not None:
+        levels = np.asarray(levels)
+        for r in sorted(set(levels[levels > 0].tolist())):
+            level = (levels == r).astype(float)
+            starts.append(level / level.sum())
     rng = np.random.default_rng(20261122)  # fixed: a plan is a function of the shape and margins alone
     starts += [rng.dirichlet(np.full(n_blocks, 0.5)) for _ in range(4)]
     best_p, best_f = None, np.inf

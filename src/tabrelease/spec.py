@@ -35,6 +35,7 @@ BUILT_IN_MECHANISMS = ("planned", "fourier", "efron-stein", "gaussian", "binary-
 CALIBRATIONS = ("exact", "paper")
 ROUNDING_CHOICES = ("nearest", "controlled", "none")
 PLAN_OBJECTIVES = ("total-squared-error", "max-cell-variance")
+PLAN_CANDIDATES = ("all", "closure")
 # The units a release can be calibrated for (local DP is what a mechanism states of itself, not a request).
 RELEASE_UNITS = (ADD_REMOVE, REPLACE, SENSITIVE)
 
@@ -462,6 +463,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("plan_objective", "what the planned mechanism minimises: the total expected squared error of the released "
             "margins (default) or the largest variance of a released cell", _text, choices=PLAN_OBJECTIVES,
             option=True),
+    Setting("plan_candidates", "which margins the planned mechanism may measure: every set's, the full table and "
+            "margins above the released ones included, where the fit is over the cells (all, default), or only the "
+            "released margins' sets and their residuals (closure, as ResidualPlanner)", _text,
+            choices=PLAN_CANDIDATES, option=True),
     Setting("nonneg_t", "t of the nonneg mechanism: the implied table is non-negative w.p. 1 - exp(-t) (default 5)",
             positive_number, option=True),
     Setting("calibration", "exact sensitivity (default) or the paper's formulas, for reproduction only", _text,

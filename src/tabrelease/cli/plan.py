@@ -11,7 +11,7 @@ from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, loa
                       report_dropped)
 
 # The settings a plan reads (no counts are drawn, so nothing about noise, post-processing or outputs).
-PLAN_SETTINGS = ("delta", "neighbours", "margins", "public_total", "plan_objective")
+PLAN_SETTINGS = ("delta", "neighbours", "margins", "public_total", "plan_objective", "plan_candidates")
 
 
 def register(subparsers) -> None:

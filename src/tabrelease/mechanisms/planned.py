@@ -71,19 +71,25 @@ class Planned(Mechanism):
     summary = ("margins or residual blocks with noise planned per block (Laplace; Gaussian with --delta), least "
                "squares with the total pinned, controlled rounding")
     accepts_delta = True
-    options = ("public_total", "plan_objective")
+    options = ("public_total", "plan_objective", "plan_candidates", "workload")
     bound_source = ""
     reads_margins = True  # measures margins (and residual blocks, from margins): a table held as records will do
 
     def plan(self, shape, margins, epsilon, *, neighbours, delta, calibration, options):
         no_paper_calibration(self.name, calibration)
         distribution = "laplace" if delta is None else "gaussian"
+        # Margins above the released ones (the full table included) are candidates where the fit is over the cells,
+        # which holds them; past that, the local and clique fits are over the released margins' own sets.
+        over_cells = int(np.prod(shape, dtype=object)) <= GLOBAL_MAX_CELLS
+        closure_only = options.get("plan_candidates") == "closure"
         design = plan_measurements(shape, margins, distribution=distribution, neighbours=neighbours,
                                    public_total=bool(options.get("public_total", False)),
-                                   objective=options.get("plan_objective") or TOTAL_SQUARED_ERROR)
-        notes = ()
+                                   objective=options.get("plan_objective") or TOTAL_SQUARED_ERROR,
+                                   superset_cells=GLOBAL_MAX_CELLS if over_cells and not closure_only else 0,
+                                   workload=options.get("workload"))
+        notes = () if closure_only else _candidate_notes(shape, distribution, over_cells)
         if design.public_total:
-            notes = (REPLACE_TOTAL_NOTE if neighbours == "replace" and not options.get("public_total")
+            notes += (REPLACE_TOTAL_NOTE if neighbours == "replace" and not options.get("public_total")
                      else PUBLIC_TOTAL_NOTE,)
         estimator, estimator_options, note = _estimator_for(tuple(shape), tuple(margins))
         notes += note
@@ -129,6 +135,26 @@ class Planned(Mechanism):
         blocks = [(b.query, b.variables, d.basis_kind, variance * (plan.calibration.scale * b.relative_scale) ** 2)
                   for b in d.blocks]
         return expected_margin_errors(plan.shape, plan.margins, blocks, d.public_total)
+
+
+CANDIDATES_NOT_ABOVE_NOTE = ("the plan measured only the released margins' own sets and their residuals: margins above "
+                             "them (the full table included) are candidates only where the fit is over the table's "
+                             f"cells (at most {GLOBAL_MAX_CELLS} cells)")
+CANDIDATES_BOUNDED_NOTE = ("with more than {limit} variables not every set's margin was a candidate: the released "
+                           "margins' sets, each with up to {extra} more variables, and the full table")
+
+
+def _candidate_notes(shape, distribution, over_cells) -> tuple[str, ...]:
+    """What the plan did not consider, in words (nothing when every set's margin was a candidate)."""
+    from ..planning import ALL_SUBSETS_MAX_VARIABLES, SUPERSET_EXTRA_VARIABLES
+
+    if distribution != "laplace":
+        return ()
+    if not over_cells:
+        return (CANDIDATES_NOT_ABOVE_NOTE,)
+    if len(shape) > ALL_SUBSETS_MAX_VARIABLES:
+        return (CANDIDATES_BOUNDED_NOTE.format(limit=ALL_SUBSETS_MAX_VARIABLES, extra=SUPERSET_EXTRA_VARIABLES),)
+    return ()
 
 
 def _estimator_for(shape: tuple[int, ...], margins: tuple) -> tuple:
