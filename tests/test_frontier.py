@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -22,9 +23,11 @@ def test_cells_rows_are_the_releases_they_claim(runs):
     # Recomputed by hand from the seed: Laplace(1/epsilon) on every cell (sensitivity 1, add-remove), clip at 0,
     # round half to even, margins of the rounded table; the L1 error against the true margins.
     table = tr.builtin_table("edwards")
-    margins = tr.default_model(table).generators
+    assert set(runs.workload) == {"model", "all-2-way"}
     for row in runs[runs.strategy == "cells"].itertuples():
-        task = frontier.FrontierTask("edwards", row.epsilon, 3, frontier.MASTER_SEED)
+        margins = tr.default_model(table).generators if row.workload == "model" else list(
+            itertools.combinations(range(table.k), 2))
+        task = frontier.FrontierTask("edwards", row.epsilon, 3, frontier.MASTER_SEED, workload=row.workload)
         rng = np.random.default_rng(frontier._seed(task, row.repetition, 2))
         noisy = table.counts + rng.laplace(0.0, 1.0 / row.epsilon, size=table.shape)
         rounded = np.rint(np.clip(noisy, 0, None))
@@ -38,8 +41,9 @@ def test_cells_rows_are_the_releases_they_claim(runs):
 def test_cells_least_squares_refits_the_very_cells_of_each_cells_run(runs):
     # The same noisy cells (the cells run's own stream), fitted by non-negative least squares with the total pinned
     # and rounded under control: one consistent integer table per run, beside every cells run.
-    cells = runs[runs.strategy == "cells"].set_index(["epsilon", "repetition"])
-    fitted = runs[runs.strategy == "cells-least-squares"].set_index(["epsilon", "repetition"])
+    model = runs[runs.workload == "model"]
+    cells = model[model.strategy == "cells"].set_index(["epsilon", "repetition"])
+    fitted = model[model.strategy == "cells-least-squares"].set_index(["epsilon", "repetition"])
     assert sorted(fitted.index) == sorted(cells.index)
     assert fitted.integer.all() and fitted.nonnegative.all() and fitted.consistent.all()
     from tabrelease.testing import plan_at
@@ -66,33 +70,41 @@ ON_EDWARDS = [name for name in frontier.STRATEGIES if name != "sensitive-attribu
 def test_every_strategy_every_point(runs):
     assert "edwards" not in frontier.FRONTIER_SENSITIVE
     assert set(runs.strategy) == set(ON_EDWARDS)
-    assert len(runs) == 2 * 3 * len(ON_EDWARDS)
+    assert len(runs) == 2 * 2 * 3 * len(ON_EDWARDS)  # two workloads, two epsilons, three runs
     # The planned release and the least-squares re-estimate are integer, non-negative and consistent.
     for name in ("planned", "paper-least-squares"):
         part = runs[runs.strategy == name]
         assert part.integer.all() and part.nonnegative.all() and part.consistent.all()
     assert runs.privacy.str.contains("differential privacy|-DP via rho-zCDP|local differential privacy").all()
     # Slow strategies run fewer times per point, as declared.
-    assert (runs[runs.strategy == "rap"].groupby("epsilon").size() == min(3, frontier.strategy("rap").repetitions)).all()
+    assert (runs[runs.strategy == "rap"].groupby(["workload", "epsilon"]).size()
+            == min(3, frontier.strategy("rap").repetitions)).all()
 
 
 def test_report_numbers_come_from_the_rows(runs, tmp_path):
     out = frontier.write_frontier(tmp_path / "f", runs, seconds=1.0, command="test")
     ratios = pd.read_csv(out / "ratios.csv")
     # Recomputed with plain pandas from the rows: ratio of mean max-L1, planned over the paper's LP.
-    means = runs.groupby(["epsilon", "strategy"]).max_l1.mean()
+    means = runs.groupby(["workload", "epsilon", "strategy"]).max_l1.mean()
     for _, row in ratios.iterrows():
-        expected = means[(row["epsilon"], "planned")] / means[(row["epsilon"], "paper-lp")]
+        expected = means[(row["workload"], row["epsilon"], "planned")] / means[(row["workload"], row["epsilon"],
+                                                                                 "paper-lp")]
         assert row["planned / paper-lp"] == pytest.approx(expected, abs=5e-4)
     report = (out / "report.md").read_text()
-    assert f"{ratios.iloc[0, 2]:.3f}" in report and "![edwards](edwards.png)" in report
+    assert f"{ratios.iloc[0, 3]:.3f}" in report and "![edwards](edwards.png)" in report
+    assert "![edwards-all-2-way](edwards-all-2-way.png)" in report and (out / "edwards-all-2-way.png").exists()
+    # The planned release against the best central-DP strategy at each point, recounted with plain pandas.
+    central = [n for n in ON_EDWARDS if frontier.strategy(n).guarantee == "central epsilon-DP"]
+    best = means.unstack("strategy")[central]
+    to_best = best["planned"] / best.min(axis=1)
+    assert f"median {to_best.median():.3f}, worst {to_best.max():.3f} over {len(to_best)} points" in report
 
 
 def test_frontier_command_json(tmp_path, capsys):
     assert main(["frontier", "--out", str(tmp_path / "f"), "--tables", "edwards", "--epsilon", "1",
                  "--repetitions", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["releases"] == 2 * len(ON_EDWARDS) and doc["noise_mode"] == "simulation"
+    assert doc["releases"] == 2 * 2 * len(ON_EDWARDS) and doc["noise_mode"] == "simulation"
     assert any(f.endswith("report.md") for f in doc["files"])
 
 
@@ -103,7 +115,8 @@ def test_comparison_is_counted_from_the_summary(runs):
     central = summary[summary.strategy.isin(frontier.STRATEGIES)]
     small = central[central.epsilon <= 0.1]
     large = central[central.epsilon >= 1]
-    winners = large.loc[large.groupby(["table", "epsilon"]).max_l1_mean.idxmin(), "strategy"].value_counts()
+    winners = large.loc[large.groupby(["table", "workload", "epsilon"]).max_l1_mean.idxmin(),
+                        "strategy"].value_counts()
     assert small.empty and "small epsilon" not in text
     said = ", ".join(f"{name} at {n} of {winners.sum()}" for name, n in winners.items())
     assert f"large epsilon (>= 1): the lowest mean max-L1 error was {said}" in text

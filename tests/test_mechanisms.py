@@ -24,12 +24,13 @@ TABLES = ["edwards", "czech", "rochdale", "journey_to_work"]
 
 def applicable(table):
     for mech in MECHANISMS:
-        # planned draws once per block, each at its own scale: tests/test_planned.py rebuilds it from its draws;
+        # planned (and hdmm-marginals, its marginals-only relative) draws once per block, each at its own scale:
+        # tests/test_planned.py and tests/test_planned_privacy.py rebuild them from their draws;
         # so do the copula mechanisms (one draw per dummy-coded block): tests/test_gaussian_copula.py; randomized
         # response draws reports, not additive noise, and sensitive-attributes needs --sensitive and replace
         # neighbours: tests/test_randomized_response.py and tests/test_sensitive_attributes.py; rap needs delta and
         # fits a relaxed synthetic dataset to its Gaussian margins: tests/test_rap.py
-        if (mech == "fourier" and not table.is_binary) or mech in ("planned", "gaussian-copula", "copula-id",
+        if (mech == "fourier" and not table.is_binary) or mech in ("planned", "hdmm-marginals", "gaussian-copula", "copula-id",
                                                                     "randomized-response", "sensitive-attributes",
                                                                     "rap"):
             continue

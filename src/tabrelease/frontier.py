@@ -100,6 +100,10 @@ STRATEGY_LIST = (
              guarantee="(epsilon, delta)-DP, delta = 1e-6",
              why="relaxed adaptive projection over two rounds: report-noisy-max picks the margins the current "
              "synthetic data answers worst, each measured with Gaussian noise, the data refitted after each"),
+    Strategy("hdmm-marginals", _spec("hdmm-marginals"), 11, why="HDMM's marginals strategy (McKenna et al., VLDB 2018, "
+             "OPT_M): Laplace noise on weighted marginals of every subset of the variables (the full table and "
+             "marginals above the released ones included), the weights minimising the released margins' expected "
+             "squared error, then non-negative least squares with the total pinned and controlled rounding"),
     Strategy("sensitive-attributes", _spec("sensitive-attributes", unit="replace"), 7, sensitive=True,
              guarantee="epsilon-DP for one sensitive attribute (replace neighbours; the other attributes public)",
              why="Fourier or Efron-Stein coefficients with noise only on those whose set holds the sensitive attribute "
@@ -110,6 +114,9 @@ TABLES = ("edwards", "czech", "rochdale", "journey_to_work")  # the paper's (the
 # The frontier's default: the paper's four and three classic tables from outside it (tables/PROVENANCE.md).
 FRONTIER_TABLES = TABLES + ("housing", "titanic", "minn38")
 EPSILONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+# What each table releases: its paper (or outside) model's margins, and every two-way margin.
+MODEL, ALL_TWO_WAY = "model", "all-2-way"
+WORKLOADS = (MODEL, ALL_TWO_WAY)
 REPETITIONS = 50
 MASTER_SEED = 20261122
 # For the sensitive-attributes strategy: the attribute of each table that is treated as sensitive (the others
@@ -131,6 +138,7 @@ class FrontierTask:
     repetitions: int
     master_seed: int
     strategies: tuple[str, ...] = STRATEGIES
+    workload: str = MODEL
 
 
 def strategy(name: str) -> Strategy:
@@ -157,7 +165,8 @@ def strategy(name: str) -> Strategy:
 
 def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[float] = EPSILONS,
                  repetitions: int = REPETITIONS, master_seed: int = MASTER_SEED, executor=None,
-                 strategies: Sequence[str] = STRATEGIES, progress: bool | None = False) -> pd.DataFrame:
+                 strategies: Sequence[str] = STRATEGIES, progress: bool | None = False,
+                 workloads: Sequence[str] = WORKLOADS) -> pd.DataFrame:
     """One row per (table, epsilon, repetition, strategy). `executor` (anything with `submit`) runs the
     (table, epsilon) tasks; by default they run here, one after another.
 
@@ -176,17 +185,19 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
         Names of `STRATEGIES`; a strategy that re-estimates another's measurements needs that one too.
     progress : bool or None
         A progress bar on standard error (None: when it is a terminal).
+    workloads : sequence of str
+        Which margins each table releases: "model" (its default model's) and "all-2-way" (every two-way margin).
 
     Returns
     -------
     pandas.DataFrame
-        One row per run: table, epsilon, repetition, strategy, mechanism, privacy, max_l1, mean_l1, abs_dn, n,
+        One row per run: table, workload, epsilon, repetition, strategy, mechanism, privacy, max_l1, mean_l1, abs_dn, n,
         integer, nonnegative, consistent and seconds.
 
     Raises
     ------
     TabreleaseError
-        An unknown strategy, or one without the strategy whose measurements it re-estimates.
+        An unknown strategy or workload, or a strategy without the one whose measurements it re-estimates.
     """
     from .sweeps.driver import InlineExecutor
 
@@ -195,8 +206,12 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
         source = strategy(name).from_strategy
         if source is not None and source not in chosen:
             raise TabreleaseError(f"the {name} strategy re-estimates the {source} strategy's measurements; include it")
+    for w in workloads:
+        if w not in WORKLOADS:
+            raise TabreleaseError(f"unknown frontier workload {w!r}; choose from {', '.join(WORKLOADS)}")
     executor = executor or InlineExecutor()
-    tasks = [FrontierTask(t, float(e), int(repetitions), int(master_seed), chosen) for t in tables for e in epsilons]
+    tasks = [FrontierTask(t, float(e), int(repetitions), int(master_seed), chosen, w)
+             for w in workloads for t in tables for e in epsilons]
     if progress is None:
         import sys
 
@@ -236,6 +251,8 @@ def _table_index(name: str) -> int:
 
 def _seed(task: FrontierTask, repetition: int, stream: int) -> int:
     words = [task.master_seed, _table_index(task.table), int(round(task.epsilon * 1e6)), repetition, stream]
+    if task.workload != MODEL:  # the model's draws are those of the runs made before workloads were added
+        words.append(WORKLOADS.index(task.workload))
     return int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0] >> 1)
 
 
@@ -270,26 +287,48 @@ def plan_strategy(s: Strategy, table, margins, epsilon: float):
     return plan_release(table.shape, margins, spec, table.variables)
 
 
+def workload_margins(table, workload: str) -> list[tuple[int, ...]]:
+    """The margins a frontier workload releases from a table.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+    workload : {"model", "all-2-way"}
+
+    Returns
+    -------
+    list of tuple of int
+        The default model's generators, or every pair of axes.
+    """
+    from itertools import combinations
+
+    from . import default_model
+
+    if workload == ALL_TWO_WAY:
+        return list(combinations(range(table.k), 2))
+    return list(default_model(table).generators)
+
+
 def run_task(task: FrontierTask) -> pd.DataFrame:
-    """Every chosen strategy, `repetitions` times, on one table at one epsilon.
+    """Every chosen strategy, `repetitions` times, on one table and workload at one epsilon.
 
     Parameters
     ----------
     task : FrontierTask
-        The table (a built-in's name), epsilon, repetitions, master seed and strategies (a sensitive strategy is
-        skipped on a table without a sensitive attribute).
+        The table (a built-in's name), epsilon, repetitions, master seed, strategies (a sensitive strategy is
+        skipped on a table without a sensitive attribute) and workload.
 
     Returns
     -------
     pandas.DataFrame
         One row per repetition and strategy, as `run_frontier`'s.
     """
-    from . import builtin_table, default_model
+    from . import builtin_table
     from .noise import SimulationNoise
     from .pipeline import release_from_measurements, run_plan
 
     table = builtin_table(task.table)
-    margins = default_model(table).generators
+    margins = workload_margins(table, task.workload)
     truth = [margin_counts(table.counts, g) for g in margins]
     chosen = [strategy(name) for name in task.strategies
               if not strategy(name).sensitive or task.table in FRONTIER_SENSITIVE]
@@ -318,7 +357,7 @@ def _row(task, rep, name, release, truth, n, seconds) -> dict:
     errors = [float(np.abs(np.asarray(m, float) - t).sum()) for m, t in zip(release.released_margins, truth)]
     released = [np.asarray(m, float) for m in release.released_margins]
     return {
-        "table": task.table, "epsilon": task.epsilon, "repetition": rep, "strategy": name,
+        "table": task.table, "workload": task.workload, "epsilon": task.epsilon, "repetition": rep, "strategy": name,
         "mechanism": release.mechanism, "privacy": release.privacy, "max_l1": max(errors), "mean_l1": float(np.mean(errors)),
         "abs_dn": abs(release.n_released - n), "n": n,
         "integer": all(np.array_equal(m, np.round(m)) for m in released),
@@ -341,7 +380,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         One row per table, strategy and epsilon: runs; the mean and sd of max_l1, mean_l1 and abs_dn; the shares
         of integer, non-negative and consistent outputs; the median seconds.
     """
-    grouped = runs.groupby(["table", "strategy", "epsilon"], sort=False)
+    grouped = runs.groupby(["table", "workload", "strategy", "epsilon"], sort=False)
     summary = grouped.agg(
         runs=("max_l1", "size"),
         max_l1_mean=("max_l1", "mean"), max_l1_sd=("max_l1", "std"),
@@ -366,7 +405,7 @@ def ratios(summary: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         Columns table, epsilon and "planned / OTHER" for each other strategy in the summary (none without planned).
     """
-    wide = summary.pivot_table(index=["table", "epsilon"], columns="strategy", values="max_l1_mean")
+    wide = summary.pivot_table(index=["table", "workload", "epsilon"], columns="strategy", values="max_l1_mean")
     out = pd.DataFrame(index=wide.index)
     for other in STRATEGIES[1:]:
         if other in wide.columns and "planned" in wide.columns:
@@ -405,6 +444,15 @@ def acceptance(summary: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
         worst = float(r["planned / paper-least-squares"].max())
         checks.append({"check": "planned never worse than least squares on equal-scale measurements",
                        "figure": f"worst ratio {worst:.3f}", "holds": worst <= 1.0})
+    central = summary[[strategy(name).guarantee == strategy("planned").guarantee for name in summary["strategy"]]]
+    if "planned" in set(central["strategy"]) and central["strategy"].nunique() > 1:
+        points = central.pivot_table(index=["table", "workload", "epsilon"], columns="strategy", values="max_l1_mean")
+        to_best = (points["planned"] / points.min(axis=1)).dropna()
+        median, worst = float(to_best.median()), float(to_best.max())
+        checks.append({"check": "planned mean max-L1 within 1.03x (median) and 1.10x (worst) of the best central "
+                                "epsilon-DP strategy at each (table, workload, epsilon)",
+                       "figure": f"median {median:.3f}, worst {worst:.3f} over {len(to_best)} points",
+                       "holds": median <= 1.03 and worst <= 1.10})
     planned = runs[runs["strategy"] == "planned"]
     if len(planned):
         share = float((planned["integer"] & planned["nonnegative"] & planned["consistent"]).mean())
@@ -440,16 +488,16 @@ def comparison(summary: pd.DataFrame) -> list[str]:
         lines.append(f"**{guarantee}** ({', '.join(names)})")
         lines.append("")
         if len(names) > 1:
-            best = part.groupby(["table", "epsilon"])["max_l1_mean"].transform("min")
+            best = part.groupby(["table", "workload", "epsilon"])["max_l1_mean"].transform("min")
             part = part.assign(to_best=part["max_l1_mean"] / best)
             for label, low, high in EPSILON_BANDS:
                 band = part[(part["epsilon"] >= low) & (part["epsilon"] <= high)]
                 if band.empty:
                     continue
-                winners = band.loc[band.groupby(["table", "epsilon"])["max_l1_mean"].idxmin(), "strategy"]
+                winners = band.loc[band.groupby(["table", "workload", "epsilon"])["max_l1_mean"].idxmin(), "strategy"]
                 points = len(winners)
                 said = ", ".join(f"{name} at {n} of {points}" for name, n in winners.value_counts().items())
-                lines.append(f"- {label}: the lowest mean max-L1 error was {said} (table, epsilon) points.")
+                lines.append(f"- {label}: the lowest mean max-L1 error was {said} (table, workload, epsilon) points.")
             ranked = part.groupby("strategy", sort=False)["to_best"].agg(["median", "min", "max"]).sort_values("median")
             shown = "; ".join(f"{name} {row['median']:.2f} ({row['min']:.2f} to {row['max']:.2f})"
                               for name, row in ranked.iterrows())
@@ -462,10 +510,11 @@ def comparison(summary: pd.DataFrame) -> list[str]:
                     lines.append(f"- but the output of {name} was mutually consistent in {row['consistent_share']:.0%} and "
                                  f"integer in {row['integer_share']:.0%} of its runs: a reader may find margins that "
                                  "disagree.")
-        reference = summary[summary["strategy"] == "planned"].set_index(["table", "epsilon"])["max_l1_mean"]
+        reference = summary[summary["strategy"] == "planned"].set_index(["table", "workload", "epsilon"])["max_l1_mean"]
         if guarantee != strategy("planned").guarantee and len(reference):
             for name in names:
-                ratio = (part[part["strategy"] == name].set_index(["table", "epsilon"])["max_l1_mean"] / reference)
+                ratio = (part[part["strategy"] == name].set_index(["table", "workload", "epsilon"])["max_l1_mean"]
+                         / reference)
                 ratio = ratio.dropna()
                 if len(ratio):
                     lines.append(f"- the error of {name} is a median {ratio.median():.2f} times the planned release's "
@@ -479,7 +528,7 @@ def comparison(summary: pd.DataFrame) -> list[str]:
     return lines
 
 
-def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
+def plot_table(summary: pd.DataFrame, table: str, path: Path, workload: str = MODEL) -> None:
     """One table's mean max-L1 error (with its sd) against epsilon, a line per strategy, on log axes.
 
     Parameters
@@ -490,6 +539,8 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
         The table drawn.
     path : Path
         The PNG file written.
+    workload : str, default "model"
+        The workload drawn.
 
     Raises
     ------
@@ -504,7 +555,7 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    part = summary[summary["table"] == table]
+    part = summary[(summary["table"] == table) & (summary["workload"] == workload)]
     for name in dict.fromkeys(part["strategy"]):
         s = part[part["strategy"] == name].sort_values("epsilon")
         if len(s):
@@ -514,7 +565,7 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("epsilon")
     ax.set_ylabel("max L1 error of a released margin (mean ± sd)")
-    ax.set_title(f"{table}: error against epsilon, {int(part['runs'].max())} runs per point")
+    ax.set_title(f"{table}, {workload} margins: error against epsilon, {int(part['runs'].max())} runs per point")
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -548,14 +599,17 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     runs.to_csv(out / "runs.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
     table_of_ratios.to_csv(out / "ratios.csv", index=False, float_format="%.4f")
-    for table in summary["table"].unique():
-        plot_table(summary, table, out / f"{table}.png")
+    figures = []
+    for table, workload in dict.fromkeys(zip(summary["table"], summary["workload"])):
+        figures.append(f"{table}.png" if workload == MODEL else f"{table}-{workload}.png")
+        plot_table(summary, table, out / figures[-1], workload)
     lines = [
         "# The frontier: error against epsilon, by release strategy",
         "",
         f"Made by `{command}` in {seconds:.0f} s; simulation-mode noise (seeded, master seed "
         f"{int(runs.attrs.get('master_seed', MASTER_SEED))}), exact calibration, add-remove neighbours, each "
-        "table's paper model. Every number below is computed from `runs.csv`.",
+        "table's paper model (workload `model`) and every two-way margin (`all-2-way`). Every number below is "
+        "computed from `runs.csv`.",
         "",
         "## Checks",
         "",
@@ -577,9 +631,9 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
                                                              summary["nonnegative_share"],
                                                              summary["consistent_share"])],
         ms=[f"{1000 * v:.1f}" for v in summary["seconds_median"]],
-    )[["table", "strategy", "epsilon", "runs", "max_l1", "mean_l1", "abs_dn", "ok", "ms"]]
+    )[["table", "workload", "strategy", "epsilon", "runs", "max_l1", "mean_l1", "abs_dn", "ok", "ms"]]
     lines += [_markdown(shown.rename(columns={"ok": "integer / non-neg / consistent", "ms": "median ms"}), "%g"), ""]
-    lines += [f"![{t}]({t}.png)" for t in summary["table"].unique()]
+    lines += [f"![{f[:-4]}]({f})" for f in figures]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return out
 

@@ -253,9 +253,26 @@ def expected_margin_errors(shape: Sequence[int], margins: Sequence[Margin],
 
 
 # --- planning -------------------------------------------------------------------------------------
-def _margin_changes(shape: Sequence[int], s: Margin, neighbours: str) -> np.ndarray:
-    """One record moves the margin over S by 1 in one cell (add-remove), or by 1 in two cells when the
-    replaced record differs on a coordinate of S (replace): L1 2, squared L2 2."""
+def margin_changes(shape: Sequence[int], s: Margin, neighbours: str) -> np.ndarray:
+    """How far one record moves the margin over S, per neighbouring pattern.
+
+    Add-remove: by 1 in one cell (one pattern). Replace: by 1 in two cells when the replaced record differs on a
+    coordinate of S (L1 2, squared L2 2), else not at all; one pattern per non-empty set of differing coordinates.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The table's levels per variable.
+    s : Margin
+        The margin's variables.
+    neighbours : {"add-remove", "replace"}
+        The neighbour relation.
+
+    Returns
+    -------
+    numpy.ndarray
+        The change (L1, equal to the squared L2) per pattern.
+    """
     if neighbours == "add-remove":
         return np.ones(1)
     patterns = np.arange(1, 2 ** len(shape), dtype=np.int64)
@@ -379,7 +396,7 @@ def _plan_measurements(shape, margins, distribution, neighbours, public_total, o
         for s in list(basis.closure) + list(superset_candidates(shape, generators, superset_cells)):
             if s:
                 candidates.append((MARGIN_CELLS, s))
-                columns.append(_margin_changes(shape, s, neighbours))
+                columns.append(margin_changes(shape, s, neighbours))
     changes = np.column_stack(columns)
     proxy = changes.max(axis=0)  # each block's largest change: exact for add-remove (one row)
     lam = np.array([[information(shape, q, s, kind, t) for t in residuals] for q, s in candidates])

@@ -31,7 +31,8 @@ SIMULATION = "simulation"
 DEFAULT_MECHANISM = "planned"  # what `release`, `sweep` and `batch` use unless told otherwise
 # The built-in mechanisms' names, for `--help` without importing them (a test keeps this equal to the registry's).
 BUILT_IN_MECHANISMS = ("planned", "fourier", "efron-stein", "gaussian", "binary-encoding", "cells", "margins", "nonneg",
-                       "gaussian-copula", "copula-id", "randomized-response", "sensitive-attributes", "rap")
+                       "gaussian-copula", "copula-id", "randomized-response", "sensitive-attributes", "rap",
+                       "hdmm-marginals")
 CALIBRATIONS = ("exact", "paper")
 ROUNDING_CHOICES = ("nearest", "controlled", "none")
 PLAN_OBJECTIVES = ("total-squared-error", "max-cell-variance")

@@ -13,13 +13,16 @@ def register(subparsers) -> None:
         "frontier",
         help="error against epsilon of every release strategy on the built-in tables (report and figures)",
         description="The planned release, the paper's LP, least squares without planning, cells and margins, on "
-        "each built-in table with its paper model: mean and spread of the max and mean L1 margin error, |n' - n|, "
+        "each built-in table with its paper model and with every two-way margin: mean and spread of the max and mean L1 margin error, |n' - n|, "
         "integer/consistent shares, one figure per table, ratios, and the checks of the planned release.",
     )
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--epsilon", type=epsilon_list, default=None, help="default 0.05,0.1,0.25,0.5,1,2")
     parser.add_argument("--repetitions", type=int, default=None, help="runs per point (default 50)")
     parser.add_argument("--tables", type=name_list, default=None, help="default: the paper's four tables and housing, titanic, minn38")
+    parser.add_argument("--workloads", type=name_list, default=None,
+                        help="which margins each table releases: model (its default model's), all-2-way (every "
+                        "two-way margin); default both")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--force", action="store_true", help="replace the frontier files in an existing --out")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (releases, seconds, files)")
@@ -29,11 +32,15 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..errors import TabreleaseError
-    from ..frontier import EPSILONS, FRONTIER_TABLES, REPETITIONS, run_frontier, write_frontier
+    from ..frontier import EPSILONS, FRONTIER_TABLES, REPETITIONS, WORKLOADS, run_frontier, write_frontier
     from ..sweeps.driver import local_executor
     from ..tables import BUILTIN_TABLES
 
     tables = args.tables or FRONTIER_TABLES
+    workloads = args.workloads or WORKLOADS
+    for name in workloads:
+        if name not in WORKLOADS:
+            raise TabreleaseError(f"unknown frontier workload {name!r}; choose from {', '.join(WORKLOADS)}")
     for name in tables:
         if name not in BUILTIN_TABLES:
             raise TabreleaseError(f"unknown built-in table {name!r}; choose from {', '.join(BUILTIN_TABLES)}")
@@ -53,15 +60,15 @@ def run(args) -> int:
     if repetitions > MAX_REPETITIONS:
         raise TabreleaseError(f"--repetitions {repetitions:,} is more than {MAX_REPETITIONS:,}, the most runs per "
                               "point")
-    points = len(tables) * len(args.epsilon or EPSILONS)
+    points = len(tables) * len(workloads) * len(args.epsilon or EPSILONS)
     if points * repetitions > MAX_RUNS:
         raise TabreleaseError(f"{points} points x {repetitions:,} repetitions are more than {MAX_RUNS:,} runs of each "
-                              "strategy, the most one frontier runs: fewer epsilons, tables or repetitions")
+                              "strategy, the most one frontier runs: fewer epsilons, tables, workloads or repetitions")
     start = time.perf_counter()
     executor = local_executor(args.jobs)
     try:
         runs = run_frontier(tables, args.epsilon or EPSILONS, repetitions, executor=executor,
-                            progress=None if not args.quiet else False)
+                            progress=None if not args.quiet else False, workloads=workloads)
     finally:
         executor.shutdown()
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"

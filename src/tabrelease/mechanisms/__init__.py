@@ -42,6 +42,7 @@ from .gaussian import Gaussian
 from .gaussian_copula import GaussianCopula
 from .margins import Margins
 from .nonneg import DEFAULT_NONNEG_T, NonNeg, nonneg_shift
+from .hdmm_marginals import HDMMMarginals
 from .planned import Planned
 from .randomized_response import RandomizedResponse
 from .rap import RAP
@@ -97,7 +98,7 @@ def unregister(name: str) -> None:
 
 
 for _mechanism in (Planned(), Fourier(), EfronStein(), Gaussian(), BinaryEncodingMechanism(), Cells(), Margins(),
-                   NonNeg(), GaussianCopula(), CopulaID(), RandomizedResponse(), SensitiveAttributes(), RAP()):
+                   NonNeg(), GaussianCopula(), CopulaID(), RandomizedResponse(), SensitiveAttributes(), RAP(), HDMMMarginals()):
     register(_mechanism)
 
 # The built-in mechanisms, 'auto' first (what the command line offers).
