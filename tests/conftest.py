@@ -39,6 +39,7 @@ FILE_TIERS = {
     "test_deterministic.py": "e2e",
     "test_disclosure.py": "unit",
     "test_docs.py": "unit",
+    "test_error_model.py": "e2e",
     "test_error_bound.py": "unit",
     "test_exact.py": "unit",
     "test_fitness.py": "unit",

@@ -54,6 +54,10 @@ class ReleaseEvaluation:
     refit_seconds: float | None = None
     # Whole categories (a level of a variable within a released margin) released as 0 where the truth is not 0.
     zeroed_categories: list[str] | None = None
+    # The fitted release's error simulated on the released table (error_model.SimulatedErrors.as_dict): its mean and
+    # its empirical (1 - bound_delta) quantile per margin; None with `simulation_note` saying why.
+    simulated_errors: dict | None = None
+    simulation_note: str | None = None
 
     def as_dict(self) -> dict:
         """Every field, as the audit's JSON holds it.
@@ -73,6 +77,7 @@ def evaluate_release(
     *,
     bound_delta: float = DEFAULT_BOUND_DELTA,
     original_fit=None,
+    simulate: bool = False,
 ) -> ReleaseEvaluation:
     """Compare a release with the confidential table it came from.
 
@@ -93,6 +98,9 @@ def evaluate_release(
         The failure probability of the error bounds and the expected error's quantile.
     original_fit : LogLinearFit, optional
         The model's fit to the confidential table, when it was made already.
+    simulate : bool, default False
+        Also simulate the release's error on the released table (`error_model.released_table_errors`): public
+        figures, a mean and a true quantile of each margin's L1 error, that take non-negativity into account.
 
     Returns
     -------
@@ -153,8 +161,14 @@ def evaluate_release(
             expected = {margin_label(g, letters): e.expected_l1 for g, e in planned.items()}
             quantile = {margin_label(g, letters): e.l1_quantile(bound_delta) for g, e in planned.items()}
             cell_sd = {margin_label(g, letters): e.cell_sd for g, e in planned.items()}
+    simulated = simulation_note = None
+    if simulate:
+        from .error_model import released_table_errors
+
+        found, simulation_note = released_table_errors(release, level=1.0 - bound_delta)
+        simulated = None if found is None else found.as_dict(lambda g: margin_label(g, letters))
     evaluation = _evaluation(table, release, original, errors, g2_released, mle_l1, converged)
-    return replace(evaluation, bound_delta=bound_delta, l1_bound_by_margin=bounds, bound_source=source,
+    return replace(evaluation, simulated_errors=simulated, simulation_note=simulation_note, bound_delta=bound_delta, l1_bound_by_margin=bounds, bound_source=source,
                    paper_bound_by_margin=paper_bounds, refit_seconds=refit_seconds, expected_l1_by_margin=expected,
                    expected_l1_quantile_by_margin=quantile, expected_cell_sd_by_margin=cell_sd, refit_note=refit_note,
                    zeroed_categories=_zeroed_categories(table, release))

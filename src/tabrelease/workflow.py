@@ -436,7 +436,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).
         release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins)))
         refit = HierarchicalModel(release.margins, table.k)
-        evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta)
+        evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
         said = release_warnings(release) + evaluation_warnings(evaluation)  # what the audit's reader is told too
         written = write_release_bundle(out, table, release, evaluation,
                                        version=version or __version__, force=force, workbook=workbook, charge=entry)

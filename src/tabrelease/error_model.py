@@ -1,0 +1,162 @@
+"""The error of the fitted, rounded release, by simulation: what the plan's expected error (that of the unbiased
+linear reconstruction) cannot say, because non-negative fitting and rounding remove more error the sparser the
+table is against its noise.
+
+The release is simulated on a reference table: the plan's own noise (simulation mode, a fixed seed), its own
+estimator and rounding, `runs` times; each margin's L1 error against the reference's margins gives a mean and an
+empirical upper quantile. The reference is never confidential: after a release, the released table itself
+(post-processing of the release; the seed is fixed, so the figures are reproducible from it and the plan); before
+one, a table the user states. The figures are those of a table like the reference: the released
+table is smoother and sparser than the truth at small epsilon, which the validation in
+`benchmarks/bench_error_model.py` measures (realised / simulated mean error, and the quantile's coverage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+
+import numpy as np
+
+from .errors import TabreleaseError
+from .models import Margin
+
+# Runs and seed of the audit's simulation: fixed, so the figures are a function of public outputs alone.
+AUDIT_RUNS = 60
+AUDIT_SEED = 20261123
+# Cells past which a simulation is not run (each run is a fit over the cells).
+MAX_SIMULATED_CELLS = 2**14
+
+
+@dataclass(frozen=True)
+class SimulatedErrors:
+    """Each margin's L1 error over simulated releases of a reference table."""
+
+    reference: str  # what the reference table was, in words
+    runs: int
+    level: float  # of the quantile, e.g. 0.95
+    mean_l1: dict = field(default_factory=dict)  # margin axes -> mean L1 error
+    quantile_l1: dict = field(default_factory=dict)  # margin axes -> empirical `level` quantile of the L1 error
+    mean_max_l1: float = 0.0  # mean over runs of the largest margin's L1 error
+
+    def as_dict(self, label=lambda g: str(g)) -> dict:
+        """The figures as a JSON-ready mapping, margins named by `label`.
+
+        Parameters
+        ----------
+        label : callable
+            Maps a margin's axes to its name.
+
+        Returns
+        -------
+        dict
+            ``reference``, ``runs``, ``level``, ``mean_l1_by_margin``, ``quantile_l1_by_margin`` and
+            ``mean_max_l1``.
+        """
+        return {"reference": self.reference, "runs": self.runs, "level": self.level,
+                "mean_l1_by_margin": {label(g): v for g, v in self.mean_l1.items()},
+                "quantile_l1_by_margin": {label(g): v for g, v in self.quantile_l1.items()},
+                "mean_max_l1": self.mean_max_l1}
+
+
+def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, level: float = 0.95,
+                    seed: int = AUDIT_SEED, described: str = "a reference table",
+                    rounded: bool = False) -> SimulatedErrors:
+    """Release `reference` `runs` times by `plan` (simulated noise, the plan's estimator) and summarise each
+    margin's L1 error against the reference's own margins.
+
+    The plan's rounding is not simulated unless asked (`rounded`): a controlled rounding keeps every released cell
+    within 1 of the fit and costs most of a release's time; the validation benchmark compares these figures with
+    realised errors of rounded releases.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The plan whose release is simulated (its scales, estimator and rounding).
+    reference : numpy.ndarray
+        Non-negative counts of the plan's shape (public: the released table, or a stated one).
+    runs : int, default 60
+        Simulated releases.
+    level : float, default 0.95
+        The quantile's level, in (0, 1).
+    seed : int
+        The simulation's seed (fixed: the figures are reproducible from the reference).
+    described : str
+        What the reference is, in words, for the record.
+    rounded : bool, default False
+        Whether each simulated release is rounded as the plan says.
+
+    Returns
+    -------
+    SimulatedErrors
+
+    Raises
+    ------
+    TabreleaseError
+        The reference is not a non-negative table of the plan's shape, or too large to simulate, or runs < 2.
+    """
+    from .noise import SimulationNoise
+    from .pipeline import run_plan
+    from .planner import with_post_processing
+
+    counts = np.asarray(reference)
+    if counts.shape != tuple(plan.shape) or not np.all(np.isfinite(counts)) or counts.min(initial=0) < 0:
+        raise TabreleaseError("the reference of a simulation is a non-negative table of the plan's shape")
+    if counts.size > MAX_SIMULATED_CELLS:
+        raise TabreleaseError(f"a simulation refits the {counts.size} cells per run; at most {MAX_SIMULATED_CELLS}")
+    if runs < 2 or not 0 < level < 1:
+        raise TabreleaseError("a simulation needs at least 2 runs and a level in (0, 1)")
+    counts = np.rint(counts).astype(np.int64)
+    if not rounded:
+        plan = with_post_processing(plan, rounding="none")
+    truth = [_margin(counts, g) for g in plan.margins]
+    noise = SimulationNoise(seed=seed)
+    errors = np.empty((runs, len(plan.margins)))
+    for r in range(runs):
+        release = run_plan(plan, counts, noise)
+        errors[r] = [np.abs(np.asarray(m, float) - t).sum() for m, t in zip(release.released_margins, truth)]
+    # The empirical quantile: the ceil(level * runs)-th smallest error (an order statistic, no interpolation).
+    k = min(runs, max(1, ceil(level * runs))) - 1
+    ordered = np.sort(errors, axis=0)
+    return SimulatedErrors(reference=described, runs=runs, level=level,
+                           mean_l1={tuple(g): float(errors[:, i].mean()) for i, g in enumerate(plan.margins)},
+                           quantile_l1={tuple(g): float(ordered[k, i]) for i, g in enumerate(plan.margins)},
+                           mean_max_l1=float(errors.max(axis=1).mean()))
+
+
+def _margin(counts: np.ndarray, g: Margin) -> np.ndarray:
+    return counts.sum(axis=tuple(j for j in range(counts.ndim) if j not in g)).astype(float)
+
+
+RELEASED_TABLE = "the released table"
+
+
+def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUNS):
+    """The release's error simulated on its own released table: public figures (nothing confidential is read, the
+    seed is fixed), or None with the reason.
+
+    Parameters
+    ----------
+    release : Release
+        A release with its plan and, for a simulation, its released table.
+    level : float, default 0.95
+        The quantile's level.
+    runs : int, default 60
+        Simulated releases.
+
+    Returns
+    -------
+    simulated : SimulatedErrors or None
+    note : str or None
+        Why there is no simulation, when there is none.
+    """
+    if release.plan is None or release.table is None:
+        return None, "no simulated error: the release has no table of cells to simulate on (its margins only)"
+    if np.asarray(release.table).size > MAX_SIMULATED_CELLS:
+        return None, f"no simulated error: the table has more than {MAX_SIMULATED_CELLS} cells"
+    try:
+        return simulate_errors(release.plan, np.asarray(release.table), runs=runs, level=level,
+                               described=RELEASED_TABLE), None
+    except (TabreleaseError, ArithmeticError, MemoryError) as exc:
+        # The release was drawn already: a simulation that fails is recorded, never fatal.
+        return None, f"the error simulation failed ({type(exc).__name__})"

@@ -1,0 +1,75 @@
+"""The simulated error of a release (tabrelease.error_model): its mean and true quantile against closed forms, and
+the audit's figures against a recomputation from the released table alone."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import gamma
+
+import tabrelease as tr
+from tabrelease.error_model import released_table_errors, simulate_errors
+from tabrelease.planner import with_post_processing
+from tabrelease.testing import plan_at
+
+
+def test_the_simulated_error_of_noise_as_measured_is_a_gamma():
+    """Laplace(b) on every cell of each margin, released as measured (no clipping: every count is far from 0):
+    a margin's L1 error is a sum of `cells` exponentials of scale b, a Gamma(cells, b). The simulated mean and
+    the empirical 95% quantile must match its mean and quantile within Monte Carlo error."""
+    shape, margins = (3, 4, 2), [(0, 1), (2,)]
+    plan = with_post_processing(plan_at(shape, margins, 0.5, mechanism="margins"), "as-measured", "none")
+    b = plan.calibration.scale
+    assert b == pytest.approx(2 / 0.5)  # two margins, one record each: sensitivity 2
+    reference = np.full(shape, 10_000)
+    found = simulate_errors(plan, reference, runs=2000, level=0.95, seed=3, rounded=True)
+    for g in margins:
+        cells = int(np.prod([shape[j] for j in g]))
+        assert found.mean_l1[g] == pytest.approx(cells * b, rel=0.04)
+        assert found.quantile_l1[g] == pytest.approx(gamma.ppf(0.95, cells, scale=b), rel=0.06)
+    assert found.runs == 2000 and found.level == 0.95
+
+
+def test_a_simulation_refuses_a_reference_of_another_shape_or_negative_counts():
+    plan = plan_at((2, 2), [(0,), (1,)], 1.0)
+    with pytest.raises(tr.TabreleaseError, match="non-negative table of the plan's shape"):
+        simulate_errors(plan, np.ones((2, 3)))
+    with pytest.raises(tr.TabreleaseError, match="non-negative table of the plan's shape"):
+        simulate_errors(plan, -np.ones((2, 2)))
+
+
+def test_the_audit_states_the_error_simulated_on_the_released_table(tmp_path):
+    """A CLI release's audit carries the simulated figures; recomputed here from the released table written to
+    internal/ and the plan (the same seed and runs), they are the same numbers."""
+    from tabrelease.cli import main
+
+    out = tmp_path / "r"
+    assert main(["release", "czech", "--epsilon", "0.5", "--simulate", "--seed", "4", "--out", str(out)]) == 0
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    simulated = audit["evaluation"]["simulated_errors"]
+    assert simulated["reference"] == "the released table" and simulated["level"] == 0.95
+    table = tr.builtin_table("czech")
+    import pandas as pd
+
+    cells = pd.read_csv(out / "internal" / "released_table.csv")
+    released = np.zeros(table.shape, np.int64)
+    for row in cells.itertuples(index=False):
+        released[tuple(table.levels[j].index(str(v)) for j, v in enumerate(row[:-1]))] = row[-1]
+    plan = plan_at(table.shape, tr.default_model(table).generators, 0.5)
+    again, note = released_table_errors(_release_with(plan, released), level=0.95)
+    assert note is None
+    labels = {tr.models.margin_label(g, table.letters): g for g in plan.margins}
+    for label, value in simulated["mean_l1_by_margin"].items():
+        assert value == pytest.approx(again.mean_l1[labels[label]], rel=1e-12)
+        assert simulated["quantile_l1_by_margin"][label] == pytest.approx(again.quantile_l1[labels[label]], rel=1e-12)
+
+
+def _release_with(plan, table):
+    class Released:  # what released_table_errors reads of a release
+        pass
+
+    r = Released()
+    r.plan, r.table = plan, table
+    return r
