@@ -98,6 +98,7 @@ CASES = [
     *_both("gaussian", "gaussian", ZCDP, delta=1e-6),
     *_both("binary-encoding", "binary-encoding", PURE),
     *_both("cells", "cells", PURE),
+    *_both("hdmm-marginals", "hdmm-marginals", PURE),
     *_both("margins", "margins", PURE),
     *_both("nonneg", "nonneg", PURE),
     *_both("gaussian-copula", "gaussian-copula", PURE),

@@ -70,6 +70,7 @@ LAYERS = {
     "tabrelease.evaluation": PIPELINE,
     "tabrelease.disclosure": PIPELINE,
     "tabrelease.forecast": PIPELINE,
+    "tabrelease.error_model": PIPELINE,
     # 6 workflow
     "tabrelease.workflow": WORKFLOW,
     "tabrelease.ledger": WORKFLOW,

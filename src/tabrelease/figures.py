@@ -102,7 +102,8 @@ def released_against_true(panels: Sequence[tuple[str, np.ndarray, np.ndarray, fl
 
 
 def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], expected: Mapping[str, float] | None,
-                        quantile: Mapping[str, float] | None, quantile_label: str) -> str:
+                        quantile: Mapping[str, float] | None, quantile_label: str,
+                        band_from: Mapping[str, float] | None = None) -> str:
     """Every margin's realised L1 error beside the plan's expected L1 error and its upper quantile. A PNG data URI.
 
     Parameters
@@ -114,10 +115,12 @@ def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], ex
     expected : mapping of str to float, or None
         The plan's expected L1 error of each margin (None: not drawn).
     quantile : mapping of str to float, or None
-        The plan's upper quantile of each margin's L1 error, drawn as a band from the expected error (needs
-        `expected`; None: not drawn).
+        An upper quantile of each margin's L1 error, drawn as a band from `band_from` (by default the expected error;
+        from 0 without either; None: not drawn).
     quantile_label : str
         The band's legend entry.
+    band_from : mapping of str to float, or None
+        Where each margin's band starts (e.g. the simulated mean error).
 
     Returns
     -------
@@ -131,8 +134,9 @@ def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], ex
     fig, ax = _figure(7.2, height, {"left": left, "right": 0.98, "bottom": 0.55 / height, "top": 1 - 0.4 / height})
     y = np.arange(len(labels))[::-1]
     if quantile:
+        start = band_from or expected or {}
         for yi, g in zip(y, labels):
-            ax.plot([expected[g], quantile[g]], [yi, yi], color="#9ecae1", lw=5, solid_capstyle="butt",
+            ax.plot([start.get(g, 0.0), quantile[g]], [yi, yi], color="#9ecae1", lw=5, solid_capstyle="butt",
                     label=quantile_label if yi == y[0] else None)
     if expected:
         ax.scatter([expected[g] for g in labels], y, marker="|", s=160, color="#2166ac", zorder=3,

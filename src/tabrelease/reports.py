@@ -228,10 +228,13 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
     labels = [margin_label(g, table.letters) for g in release.margins]
     expected = evaluation.expected_l1_by_margin
     quantile, quantile_name = evaluation.expected_l1_quantile_by_margin, "planned {:g}% quantile (union bound)"
+    band_from = None
     if evaluation.simulated_errors:  # a true quantile, simulated on the released table, where there is one
-        quantile, quantile_name = evaluation.simulated_errors["quantile_l1_by_margin"], "simulated {:g}% quantile"
+        simulated = evaluation.simulated_errors
+        quantile, band_from = simulated["quantile_l1_by_margin"], simulated["mean_l1_by_margin"]
+        quantile_name = "simulated mean to {:g}% quantile"
     out = {"errors": figures.errors_against_plan(
-        labels, realised, expected, quantile, quantile_name.format(100 * (1 - evaluation.bound_delta))),
+        labels, realised, expected, quantile, quantile_name.format(100 * (1 - evaluation.bound_delta)), band_from),
         "margins": None, "margins_shown": 0, "margins_left_out": 0}
     ranked = sorted(range(len(labels)), key=lambda i: -realised[labels[i]] / max(
         (expected or {}).get(labels[i], 1.0), 1e-12))
