@@ -148,6 +148,13 @@ def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, ca
         # normal approximation: cells * sd * sqrt(2 / pi)
         assert row["expected_l1"] == pytest.approx(row["cells"] * row["cell_sd"] * np.sqrt(2 / np.pi))
         assert row["paper_expected_l1"] > row["expected_l1"]
+        # Noise on every cell, by hand: Laplace(1 / epsilon) on each of the 256 cells, a margin cell sums
+        # 256 / cells of them (variance 2 each), the L1 error of `cells` such normals.
+        k_out = table.cells // row["cells"]
+        assert row["cells_expected_l1"] == pytest.approx(row["cells"] * np.sqrt(2.0 * k_out) * np.sqrt(2 / np.pi))
+    # The planner has the full table as a candidate: its total squared error is no more than every cell's.
+    every_cell = sum(r["cells"] * 2.0 * table.cells // r["cells"] for r in at_one.values())
+    assert sum(r["expected_squared_error"] for r in at_one.values()) <= every_cell * (1 + 1e-9)
     assert main(["release", "rochdale", "--epsilon", "1", "--simulate", "--seed", "2", "--out", str(tmp_path / "r")]) == 0
     capsys.readouterr()
     public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())

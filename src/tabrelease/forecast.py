@@ -21,8 +21,9 @@ def _plan(shape, margins, spec: ReleaseSpec, epsilon: float, mechanism: str | No
 
 def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float],
                           spec: ReleaseSpec) -> list[dict]:
-    """Per margin and epsilon: the spec's mechanism's expected error and the paper mechanism's (the unbiased linear
-    reconstruction of each one's measurements), from the shape and margins alone (no counts).
+    """Per margin and epsilon: the spec's mechanism's expected error, noise on every cell's (Laplace only) and the
+    paper mechanism's (the unbiased linear reconstruction of each one's measurements), from the shape and margins
+    alone (no counts).
 
     Parameters
     ----------
@@ -35,22 +36,36 @@ def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsil
     Returns
     -------
     list of dict
-        One row per margin and epsilon.
+        One row per margin and epsilon; ``cells_expected_l1`` is None under (epsilon, delta) (noise on every cell
+        is a Laplace mechanism here).
     """
     from .mechanisms import AUTO, with_epsilon
 
     planned = _plan(shape, margins, spec, epsilons[0])
     paper = _plan(shape, margins, spec, epsilons[0], mechanism=AUTO if spec.delta is None else "gaussian")
+    cells = None if spec.delta is not None else _plan(shape, margins, spec, epsilons[0], mechanism="cells")
     rows = []
     for epsilon in epsilons:
         ours = planned.implementation.expected_errors(with_epsilon(planned, epsilon))
         theirs = paper.implementation.expected_errors(with_epsilon(paper, epsilon))
+        every_cell = None if cells is None else _cells_errors(with_epsilon(cells, epsilon))
         for g in planned.margins:
             rows.append({"axes": g, "cells": ours[g].cells, "epsilon": float(epsilon),
                          "expected_l1": ours[g].expected_l1, "cell_sd": ours[g].cell_sd,
                          "expected_squared_error": ours[g].total_variance,
+                         "cells_expected_l1": None if every_cell is None else every_cell[g].expected_l1,
                          "paper_mechanism": paper.mechanism, "paper_expected_l1": theirs[g].expected_l1})
     return rows
+
+
+def _cells_errors(plan) -> dict:
+    """The unbiased expected error of each margin from Laplace noise on every cell (the cells mechanism's plan)."""
+    from .measurements import MARGIN_CELLS
+    from .planning import expected_margin_errors
+
+    full = tuple(range(len(plan.shape)))
+    variance = 2.0 * plan.calibration.scale**2
+    return expected_margin_errors(plan.shape, plan.margins, [(MARGIN_CELLS, full, "efron-stein", variance)])
 
 
 def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l1: float,
