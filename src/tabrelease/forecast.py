@@ -69,10 +69,16 @@ def _cells_errors(plan) -> dict:
 
 
 def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l1: float,
-                       spec: ReleaseSpec) -> dict:
+                       spec: ReleaseSpec, reference=None, runs: int = 40) -> dict:
     """Per margin, the smallest epsilon at which the planned mechanism's expected L1 error of that margin is at most
-    `target_l1` (bisection on log epsilon; the expected error falls as epsilon grows), from the shape and margins
-    alone. None where even epsilon = 10^4 does not reach it.
+    `target_l1` (bisection on log epsilon; the expected error falls as epsilon grows). None where even
+    epsilon = 10^4 does not reach it.
+
+    Without a reference, the error is the plan's (the unbiased linear reconstruction's, from the shape and margins
+    alone): an upper figure, as non-negative fitting only lowers it. With a reference table (public, e.g. a table
+    released before, or one of a published total), it is the fitted release's mean error simulated on that table
+    (`error_model.simulate_errors`, rounded as released, the same seed at every epsilon, so the search follows one
+    smooth curve): non-negativity in view, for a table like the reference.
 
     Parameters
     ----------
@@ -84,6 +90,10 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
         The expected L1 error wanted per margin, in counts (positive).
     spec : ReleaseSpec
         The release planned (its mechanism, unit, delta and options; its epsilon is not used).
+    reference : numpy.ndarray, optional
+        Counts of the table's shape the error is simulated on (never the confidential table in a release).
+    runs : int, default 40
+        Simulated releases per epsilon tried (with a reference).
 
     Returns
     -------
@@ -102,18 +112,62 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
     plan = _plan(shape, margins, spec, 1.0)
     mechanism = plan.implementation
 
-    def error(epsilon, g):
+    def unbiased(epsilon, g):
         return mechanism.expected_errors(with_epsilon(plan, epsilon))[g].expected_l1
 
     out = {}
     for g in plan.margins:
         low, high = np.log(1e-4), np.log(1e4)
-        if error(np.exp(high), g) > target_l1:
+        if unbiased(np.exp(high), g) > target_l1:
             out[g] = None
             continue
         for _ in range(60):  # to a relative precision of about 1e-7 in epsilon
             middle = (low + high) / 2
-            low, high = (middle, high) if error(np.exp(middle), g) > target_l1 else (low, middle)
+            low, high = (middle, high) if unbiased(np.exp(middle), g) > target_l1 else (low, middle)
+        out[g] = float(np.exp(high))
+    if reference is None:
+        return out
+    from functools import lru_cache
+
+    from .error_model import simulate_errors
+
+    @lru_cache(maxsize=None)
+    def simulated(log_epsilon):
+        return simulate_errors(with_epsilon(plan, float(np.exp(log_epsilon))), reference, runs=runs,
+                               described="the reference", rounded=True).mean_l1
+
+    def gap(log_epsilon, g):  # log(simulated error / target): falls as epsilon grows
+        return float(np.log(max(simulated(log_epsilon)[g], 1e-12) / target_l1))
+
+    for g, found in out.items():
+        if found is None:
+            continue
+        # The fitted error is near the unbiased one or below it: bracket the root from the unbiased epsilon down
+        # (and up, for safety), then the Illinois variant of regula falsi on log error against log epsilon (the
+        # curve is smooth: the same seed at every epsilon), to 0.1% in epsilon.
+        high = np.log(found)
+        while gap(high, g) > 0 and high < np.log(1e4):
+            high += np.log(2.0)
+        low = high - np.log(2.0)
+        while gap(low, g) <= 0 and low > np.log(1e-4):
+            low -= np.log(2.0)
+        f_low, f_high, side = gap(low, g), gap(high, g), 0
+        if f_high > 0 or f_low <= 0:
+            out[g] = None if f_high > 0 else float(np.exp(low))
+            continue
+        for _ in range(40):
+            if high - low < 1e-3 or -f_high < 2e-3:  # epsilon within 0.1%, or its error within 0.2% of the target
+                break
+            middle = high - f_high * (high - low) / (f_high - f_low)
+            f_middle = gap(middle, g)
+            if f_middle > 0:
+                low, f_low = middle, f_middle
+                f_high = f_high / 2 if side == -1 else f_high
+                side = -1
+            else:
+                high, f_high = middle, f_middle
+                f_low = f_low / 2 if side == 1 else f_low
+                side = 1
         out[g] = float(np.exp(high))
     return out
 

@@ -28,6 +28,10 @@ def register(subparsers) -> None:
     parser.add_argument("--target-l1", type=positive_float, metavar="ERROR",
                         help="instead of --epsilon: the epsilon each margin needs for an expected L1 error of at most "
                         "ERROR counts")
+    parser.add_argument("--reference", metavar="TABLE",
+                        help="with --target-l1: a public table of the same variables and levels (one released "
+                        "before, or one of a published total), read as the table is; the error is then the fitted "
+                        "release's, simulated on it (non-negativity in view), not the unbiased figure")
     add_spec_arguments(parser, omit=tuple(n for n in SETTING_NAMES if n not in PLAN_SETTINGS))
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(run=run)
@@ -46,19 +50,26 @@ def run(args: argparse.Namespace) -> int:
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
     report_dropped(model, table)
+    if args.reference is not None and args.target_l1 is None:
+        raise TabreleaseError("--reference applies to --target-l1 (the epsilon a target error needs)")
     if args.target_l1 is not None:
         from ..forecast import epsilon_for_target
 
-        needed = epsilon_for_target(table.shape, model.generators, args.target_l1, spec)
+        reference = None if args.reference is None else _reference_counts(args, table)
+        needed = epsilon_for_target(table.shape, model.generators, args.target_l1, spec, reference=reference)
         rows = [{"margin": margin_label(g, table.letters), "target_l1": args.target_l1, "epsilon_needed": e}
                 for g, e in needed.items()]
         reachable = [e for e in needed.values() if e is not None]
         overall = max(reachable) if len(reachable) == len(needed) else None
         if args.json:
-            print(json.dumps({"margins": rows, "epsilon_needed_for_all": overall}, indent=1))
+            print(json.dumps({"margins": rows, "epsilon_needed_for_all": overall,
+                              "error_model": "unbiased" if reference is None else "simulated on the reference"},
+                             indent=1))
             return 0
+        how = ("computed from the shape and margins only: the unbiased figure, an upper one" if reference is None else
+               f"the fitted release's mean error, simulated on the reference {args.reference}")
         print(f"{table.name}: the epsilon each margin needs for an expected L1 error of at most {args.target_l1:g} "
-              "(planned mechanism; computed from the shape and margins only)")
+              f"({spec.mechanism_name} mechanism; {how})")
         for r in rows:
             shown = "beyond 1e4" if r["epsilon_needed"] is None else f"{r['epsilon_needed']:.4g}"
             print(f"{r['margin']:<12} {shown:>12}")
@@ -89,3 +100,18 @@ def run(args: argparse.Namespace) -> int:
     print("*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
           "(see `tabrelease frontier` for measured errors)")
     return 0
+
+
+def _reference_counts(args, table):
+    """The --reference table's counts, read with the table's own input settings; its variables and levels must be
+    the table's."""
+    from ..spec import INPUT_SETTINGS, source_from_settings
+    from ..workflow import read_source
+
+    reference = read_source(source_from_settings(args.reference, {s.name: getattr(args, s.name)
+                                                                  for s in INPUT_SETTINGS}))
+    if list(reference.variables) != list(table.variables) or [list(v) for v in reference.levels] != [
+            list(v) for v in table.levels]:
+        raise TabreleaseError(f"the reference {args.reference} does not have the variables and levels of "
+                              f"{table.name}: a reference is a table of the same variables and levels")
+    return reference.counts
