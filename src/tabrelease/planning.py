@@ -372,7 +372,14 @@ def superset_candidates(shape: Sequence[int], generators: Sequence[Margin], max_
             rest = [j for j in range(d) if j not in g]
             for r in range(1, SUPERSET_EXTRA_VARIABLES + 1):
                 pool.update(tuple(sorted(set(g) | set(c))) for c in combinations(rest, r))
-    out = [s for s in pool if s not in closure and prod(shape[j] for j in s) <= max_cells]
+    # A margin informs the residuals of the closure inside it; of two sets that inform the same ones, the smaller
+    # informs each more (K_out is larger) at the same cost (one record, one cell): only the union of the residuals a
+    # set informs is worth measuring. Every candidate is kept at that union (the pool's sets are replaced by it).
+    informed = {}
+    for s in pool:
+        union = tuple(sorted({j for t in closure if set(t) <= set(s) for j in t}))
+        informed[union] = True
+    out = [s for s in informed if s and s not in closure and prod(shape[j] for j in s) <= max_cells]
     return tuple(sorted(out, key=lambda s: (len(s), s)))
 
 
@@ -500,16 +507,18 @@ def _plan_laplace(cost, lam, weights, levels=None) -> np.ndarray:
         margins_only = np.zeros(n_blocks)
         margins_only[n_res:] = 1.0 / (n_blocks - n_res)
         starts.append(margins_only)
-    if levels is not None:
+    rng = np.random.default_rng(20261122)  # fixed: a plan is a function of the shape and margins alone
+    starts += [rng.dirichlet(np.full(n_blocks, 0.5)) for _ in range(4)]
+    blends = [(0.0, 0.3)] * len(starts)
+    if levels is not None:  # each size of margin alone: a start of its own (the full table alone is one)
         levels = np.asarray(levels)
         for r in sorted(set(levels[levels > 0].tolist())):
             level = (levels == r).astype(float)
             starts.append(level / level.sum())
-    rng = np.random.default_rng(20261122)  # fixed: a plan is a function of the shape and margins alone
-    starts += [rng.dirichlet(np.full(n_blocks, 0.5)) for _ in range(4)]
+            blends.append((0.0,))
     best_p, best_f = None, np.inf
-    for p0 in starts:
-        for blend in (0.0, 0.3):
+    for p0, start_blends in zip(starts, blends):
+        for blend in start_blends:
             start = (1 - blend) * p0 + blend * even
             theta0 = np.log(np.maximum(start, 1e-12))
             result = minimize(value_and_gradient, theta0, jac=True, method="L-BFGS-B", options={"maxiter": 3000})
