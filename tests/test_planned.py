@@ -229,3 +229,21 @@ def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
     assert printed["epsilon_needed_for_all"] == pytest.approx(max(needed.values()))
     assert main(["plan", "czech"]) == 2
     assert "give --epsilon (the errors it gives) or --target-l1" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_the_plan_says_which_candidates_it_did_not_consider():
+    from itertools import combinations
+
+    from tabrelease.mechanisms.planned import CANDIDATES_NOT_ABOVE_NOTE
+
+    small = plan_at((2,) * 6, list(combinations(range(6), 2)), 1.0)
+    assert not [n for n in small.notes if "candidate" in n]  # every subset's margin was one
+    wide = plan_at((2,) * 10, list(combinations(range(10), 2)), 1.0)
+    assert any("with more than 8 variables not every set's margin was a candidate" in n for n in wide.notes)
+    large = plan_at((3,) * 8, list(combinations(range(8), 2)), 1.0)  # 6561 cells: the fit is not over the cells
+    assert CANDIDATES_NOT_ABOVE_NOTE in large.notes
+    assert all(len(b.variables) <= 2 for b in large.design.blocks)
+    closure = plan_at((2,) * 6, list(combinations(range(6), 2)), 1.0, options={"plan_candidates": "closure"})
+    assert all(len(b.variables) <= 2 for b in closure.design.blocks) and not [n for n in closure.notes
+                                                                            if "candidate" in n]

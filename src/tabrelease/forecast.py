@@ -14,6 +14,7 @@ from .models import Margin
 from .spec import ReleaseSpec
 
 def _plan(shape, margins, spec: ReleaseSpec, epsilon: float, mechanism: str | None = None):
+    """The spec's plan at epsilon (or another mechanism's, without the spec's options)."""
     if mechanism is not None:  # the paper's mechanism beside it: its own, without the spec's options
         spec = replace(spec, mechanism=mechanism, options=())
     return plan_release(shape, margins, spec.with_epsilon(epsilon))

@@ -97,6 +97,11 @@ def run(args: argparse.Namespace) -> int:
           " non-negativity and rounding reduce it, the more the sparser the table is against the noise (the audit "
           "states the error simulated on the released table). Every cell: Laplace noise on each cell of the full "
           "table (Laplace only).")
+    from ..forecast import _plan
+
+    for note in _plan(table.shape, model.generators, spec, args.epsilon[0]).notes:
+        if "candidate" in note or "measured only" in note:  # what the plan did not consider, in its own words
+            print(f"note: {note}")
     print("*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
           "(see `tabrelease frontier` for measured errors)")
     return 0
