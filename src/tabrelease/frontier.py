@@ -42,7 +42,10 @@ class Strategy:
     """One way to release: a spec (a mechanism of the registry with its options, its privacy unit and delta, and how
     it is post-processed), run at each point's epsilon.
 
-    `stream` fixes the strategy's noise seeds (so adding a strategy leaves the others' draws unchanged); a spec's
+    `stream` fixes the strategy's noise seeds (so adding a strategy leaves the others' draws unchanged). Strategies
+    that may measure the same thing share a stream (common random numbers): planned, cells and hdmm-marginals all
+    measure the full table at some points, and there they draw the very same noise, so that their difference is
+    that of their designs, not of their draws (planned and cells-least-squares are then the same release); a spec's
     delta is given to (epsilon, delta)-DP mechanisms, which are compared at the same epsilon; `from_strategy`
     re-estimates another strategy's very measurements with this one's estimator and rounding (no new noise);
     `sensitive` gives the spec the table's sensitive attribute (FRONTIER_SENSITIVE) as its privacy unit."""
@@ -65,7 +68,7 @@ def _spec(mechanism: str, delta: float | None = None, **settings) -> ReleaseSpec
 # The delta of the (epsilon, delta)-DP strategies: each is compared with the pure-epsilon ones at the same epsilon.
 FRONTIER_DELTA = 1e-6
 STRATEGY_LIST = (
-    Strategy("planned", _spec("planned"), 0, why="measures what the released margins need (margins or their residuals) at "
+    Strategy("planned", _spec("planned"), 2, why="measures what the released margins need (margins or their residuals) at "
              "scales planned to minimise their total expected error, then fits one consistent non-negative table "
              "by least squares and rounds it to integers under control"),
     Strategy("paper-lp", _spec("auto"), 1, why="the paper's mechanism: every Fourier or Efron-Stein coefficient of the "
@@ -100,7 +103,7 @@ STRATEGY_LIST = (
              guarantee="(epsilon, delta)-DP, delta = 1e-6",
              why="relaxed adaptive projection over two rounds: report-noisy-max picks the margins the current "
              "synthetic data answers worst, each measured with Gaussian noise, the data refitted after each"),
-    Strategy("hdmm-marginals", _spec("hdmm-marginals"), 11, why="HDMM's marginals strategy (McKenna et al., VLDB 2018, "
+    Strategy("hdmm-marginals", _spec("hdmm-marginals"), 2, why="HDMM's marginals strategy (McKenna et al., VLDB 2018, "
              "OPT_M): Laplace noise on weighted marginals of every subset of the variables (the full table and "
              "marginals above the released ones included), the weights minimising the released margins' expected "
              "squared error, then non-negative least squares with the total pinned and controlled rounding"),
@@ -609,7 +612,10 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
         f"Made by `{command}` in {seconds:.0f} s; simulation-mode noise (seeded, master seed "
         f"{int(runs.attrs.get('master_seed', MASTER_SEED))}), exact calibration, add-remove neighbours, each "
         "table's paper model (workload `model`) and every two-way margin (`all-2-way`). Every number below is "
-        "computed from `runs.csv`.",
+        "computed from `runs.csv`."
+        + (f" The rows of {', '.join(runs.attrs['kept'])} were kept from the run before in the same folder (the same "
+           "seeds: a strategy's draws do not depend on which others run); the others were run by this command."
+           if runs.attrs.get("kept") else ""),
         "",
         "## Checks",
         "",

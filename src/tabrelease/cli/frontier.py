@@ -23,6 +23,12 @@ def register(subparsers) -> None:
     parser.add_argument("--workloads", type=name_list, default=None,
                         help="which margins each table releases: model (its default model's), all-2-way (every "
                         "two-way margin); default both")
+    parser.add_argument("--strategies", type=name_list, default=None,
+                        help="run only these strategies (default: every one)")
+    parser.add_argument("--keep-others", action="store_true",
+                        help="with --strategies and --force: keep the other strategies' rows of the runs.csv already "
+                        "in --out (the same tables, workloads, epsilons and repetitions; their seeds do not depend "
+                        "on which strategies run) and rewrite the report from all of them")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--force", action="store_true", help="replace the frontier files in an existing --out")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (releases, seconds, files)")
@@ -32,7 +38,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..errors import TabreleaseError
-    from ..frontier import EPSILONS, FRONTIER_TABLES, REPETITIONS, WORKLOADS, run_frontier, write_frontier
+    from ..frontier import (EPSILONS, FRONTIER_TABLES, REPETITIONS, STRATEGIES, WORKLOADS, run_frontier, strategy,
+                            write_frontier)
     from ..sweeps.driver import local_executor
     from ..tables import BUILTIN_TABLES
 
@@ -64,13 +71,24 @@ def run(args) -> int:
     if points * repetitions > MAX_RUNS:
         raise TabreleaseError(f"{points} points x {repetitions:,} repetitions are more than {MAX_RUNS:,} runs of each "
                               "strategy, the most one frontier runs: fewer epsilons, tables, workloads or repetitions")
+    chosen = tuple(strategy(n).name for n in (args.strategies or STRATEGIES))
+    kept = None
+    if args.keep_others:
+        kept = _kept_rows(args, chosen, tables, workloads, args.epsilon or EPSILONS, repetitions)
     start = time.perf_counter()
     executor = local_executor(args.jobs)
     try:
         runs = run_frontier(tables, args.epsilon or EPSILONS, repetitions, executor=executor,
-                            progress=None if not args.quiet else False, workloads=workloads)
+                            progress=None if not args.quiet else False, workloads=workloads,
+                            strategies=chosen + tuple(n for n in _sources(chosen) if n not in chosen))
     finally:
         executor.shutdown()
+    runs = runs[runs["strategy"].isin(chosen)]
+    if kept is not None:
+        import pandas as pd
+
+        runs = pd.concat([kept, runs], ignore_index=True)
+        runs.attrs["kept"] = sorted(set(kept["strategy"]))
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
     out = write_frontier(args.out, runs, seconds=time.perf_counter() - start, command=command)
     if args.json:
@@ -82,3 +100,33 @@ def run(args) -> int:
     print(f"{len(runs)} releases in {time.perf_counter() - start:.1f} s (simulation-mode noise); "
           f"report: {out / 'report.md'}")
     return 0
+
+
+def _sources(chosen):
+    """The strategies whose measurements a chosen one re-estimates (run, not reported, when not chosen)."""
+    from ..frontier import strategy
+
+    return [strategy(n).from_strategy for n in chosen if strategy(n).from_strategy is not None]
+
+
+def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
+    """The rows of the strategies not rerun, from the runs.csv in --out; refused unless that run is of the same
+    points and repetitions."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from ..errors import TabreleaseError
+
+    if args.strategies is None or not args.force:
+        raise TabreleaseError("--keep-others keeps the rows of the strategies not in --strategies: give both "
+                              "--strategies and --force")
+    path = Path(args.out) / "runs.csv"
+    if not path.is_file():
+        raise TabreleaseError(f"--keep-others needs a previous frontier in {args.out} (no runs.csv there)")
+    old = pd.read_csv(path)
+    points = {(t, w, float(e)) for t in tables for w in workloads for e in epsilons}
+    have = set(zip(old["table"], old["workload"], old["epsilon"].astype(float)))
+    if have != points or int(old["repetition"].max()) + 1 != repetitions:
+        raise TabreleaseError(f"the frontier in {args.out} is of other points or repetitions: run every strategy")
+    return old[~old["strategy"].isin(chosen)]
