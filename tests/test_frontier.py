@@ -123,3 +123,23 @@ def test_comparison_is_counted_from_the_summary(runs):
     # The margins strategy's outputs disagree with each other, and the comparison says so with its share.
     share = runs[runs.strategy == "margins"].consistent.mean()
     assert f"the output of margins was mutually consistent in {share:.0%}" in text
+
+
+def test_rerunning_some_strategies_keeps_the_others_rows_and_reproduces_its_own(tmp_path, capsys):
+    """--strategies planned --keep-others: the other strategies' rows are those of the run in --out, and the planned
+    rows drawn again are the same numbers (a strategy's seeds do not depend on which others run)."""
+    out = tmp_path / "f"
+    common = ["frontier", "--out", str(out), "--tables", "titanic", "--epsilon", "0.5", "--repetitions", "2",
+              "--workloads", "model", "--quiet"]
+    assert main(common) == 0
+    before = pd.read_csv(out / "runs.csv")
+    assert main(common + ["--force", "--keep-others", "--strategies", "planned"]) == 0
+    after = pd.read_csv(out / "runs.csv")
+    key = ["strategy", "repetition"]
+    columns = [c for c in before.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(before.sort_values(key)[columns].reset_index(drop=True),
+                                  after.sort_values(key)[columns].reset_index(drop=True))
+    assert "were kept from the run before" in (out / "report.md").read_text()
+    # The last --repetitions wins: a rerun of other repetitions than the kept rows' is refused.
+    assert main(common + ["--force", "--keep-others", "--strategies", "planned", "--repetitions", "3"]) == 2
+    assert "other points or repetitions" in capsys.readouterr().err
