@@ -115,10 +115,11 @@ def test_comparison_is_counted_from_the_summary(runs):
     central = summary[summary.strategy.isin(frontier.STRATEGIES)]
     small = central[central.epsilon <= 0.1]
     large = central[central.epsilon >= 1]
-    winners = large.loc[large.groupby(["table", "workload", "epsilon"]).max_l1_mean.idxmin(),
-                        "strategy"].value_counts()
+    best = large.groupby(["table", "workload", "epsilon"]).max_l1_mean.transform("min")
+    winners = large.loc[large.max_l1_mean <= best * (1 + 1e-9), "strategy"].value_counts()
     assert small.empty and "small epsilon" not in text
-    said = ", ".join(f"{name} at {n} of {winners.sum()}" for name, n in winners.items())
+    points = large.groupby(["table", "workload", "epsilon"]).ngroups
+    said = ", ".join(f"{name} at {n} of {points}" for name, n in winners.items())
     assert f"large epsilon (>= 1): the lowest mean max-L1 error was {said}" in text
     # The margins strategy's outputs disagree with each other, and the comparison says so with its share.
     share = runs[runs.strategy == "margins"].consistent.mean()
