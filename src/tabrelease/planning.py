@@ -28,9 +28,14 @@ expected squared error of the released margins at a fixed privacy cost:
   (Xiao, Kifer et al., NeurIPS 2023): 1 / sigma_T^2 proportional to sqrt(W_T / (lambda_T c_T)),
   total error (sum_T sqrt(W_T c_T / lambda_T))^2 / (sensitivity budget).
 * Laplace: residual blocks and margin blocks together (for a non-binary axis a margin is cheaper per
-  unit of information than its Efron-Stein block, and it informs every lower residual at once);
-  the cube-root closed form for residual blocks alone is the starting point of a numerical
-  optimisation over the shares of epsilon (the problem is small: one variable per candidate block).
+  unit of information than its Efron-Stein block, and it informs every lower residual at once), and
+  with `superset_cells` the margins of sets above the released ones, the full table included
+  (`superset_candidates`); the cube-root closed form for residual blocks alone is one starting point of
+  a numerical optimisation over the shares of epsilon (one variable per candidate block). The search is
+  not convex: HDMM's OPT_M over every subset (`plan_marginals`) is compared, and the better design kept.
+
+Every margin asked for weighs in the objective (`workload`), nested ones too: [A][B][AB] releases AB, and
+the errors of A and B summed from it count beside AB's.
 
 For the replace neighbour relation n is the same in every neighbouring table (sensitivity 0): the total
 is released exactly, as with a public total. The shape is planned with each block's largest change and the

@@ -5,8 +5,8 @@ over non-negative tables with the total pinned and controlled rounding, as the p
 
 A comparison preset: the frontier runs it beside `planned`, whose candidates include this family. The weights are
 found by HDMM's own parametrisation (theta_a >= 0 on every marginal, L1 sensitivity sum_a theta_a c_a;
-`planning.marginal_weights`), which the planner also runs as one start of its wider search; a test checks both
-against an OPT_M optimiser over dense matrices.
+`planning.plan_marginals`), whose design the planner compares with its own wider search, keeping the better; a
+test checks both against an OPT_M optimiser over dense matrices.
 
 With strategy A = [theta_a M_a] and Laplace noise of scale 1 / epsilon per row (sensitivity folded into the
 weights), the Gram matrix A'A = sum_a theta_a^2 M_a'M_a is diagonal in the residual (Efron-Stein) basis with
