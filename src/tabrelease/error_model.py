@@ -19,7 +19,7 @@ from math import ceil
 import numpy as np
 
 from .errors import TabreleaseError
-from .models import Margin
+from .tables import margin_counts
 
 # Runs and seed of the audit's simulation: fixed, so the figures are a function of public outputs alone.
 AUDIT_RUNS = 60
@@ -109,7 +109,7 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
     counts = np.rint(counts).astype(np.int64)
     if not rounded:
         plan = with_post_processing(plan, rounding="none")
-    truth = [_margin(counts, g) for g in plan.margins]
+    truth = [margin_counts(counts, g).astype(float) for g in plan.margins]
     noise = SimulationNoise(seed=seed)
     errors = np.empty((runs, len(plan.margins)))
     for r in range(runs):
@@ -124,16 +124,12 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
                            mean_max_l1=float(errors.max(axis=1).mean()))
 
 
-def _margin(counts: np.ndarray, g: Margin) -> np.ndarray:
-    return counts.sum(axis=tuple(j for j in range(counts.ndim) if j not in g)).astype(float)
-
-
 RELEASED_TABLE = "the released table"
 
 
 def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUNS):
-    """The release's error simulated on its own released table: public figures (nothing confidential is read, the
-    seed is fixed), or None with the reason.
+    """The release's error simulated on its own released table (post-processing: nothing confidential is read, and
+    the seed is fixed), or None with the reason.
 
     Parameters
     ----------
