@@ -6,12 +6,14 @@ import itertools
 import numpy as np
 import pytest
 from scipy.optimize import minimize
+import scipy.sparse as sp
 
 import tabrelease as tr
 from tabrelease.testing import plan_at
 from tabrelease.noise import SimulationNoise
 from tabrelease.bases import EFRON_STEIN, coefficient_basis, coefficients, margin_from_coefficients
 from tabrelease.consistency import LeastSquaresProblem
+from tabrelease.loglinear.design import margin_design
 from tabrelease.measurements import COEFFICIENTS
 from tabrelease.noise import NoNoise
 from tabrelease.rounding import controlled_round
@@ -64,6 +66,62 @@ def test_controlled_rounding_is_the_closest_integer_table_by_brute_force():
 
     best = min(cost(np.array(c).reshape(2, 2)) for c in itertools.product(range(total + 1), repeat=4) if sum(c) == total)
     assert cost(table) == pytest.approx(best)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_controlled_rounding_of_three_way_tables_is_closest_by_brute_force(seed):
+    # All two-way margins of a 2 x 3 x 2 table: not totally unimodular, so the MILP (not only the local search)
+    # decides; every table of adjacent integers with the total is tried.
+    rng = np.random.default_rng(seed)
+    estimate = rng.gamma(1.5, 2.0, size=(2, 3, 2))
+    margins = [(0, 1), (0, 2), (1, 2)]
+    total = int(np.rint(estimate.sum()))
+    table, gap = controlled_round(estimate, margins, total)
+    assert gap == 0.0 and table.sum() == total and table.min() >= 0
+
+    def cost(t):
+        return sum(np.abs(margin_counts(t, g) - margin_counts(estimate, g)).sum() for g in margins)
+
+    low = np.floor(estimate).ravel()
+    best = min(cost((low + np.array(up)).reshape(estimate.shape))
+               for up in itertools.product((0, 1), repeat=estimate.size) if low.sum() + sum(up) == total)
+    assert np.all(np.abs(table - estimate) < 1)
+    assert cost(table) == pytest.approx(best, abs=1e-9)
+
+
+def test_controlled_rounding_matches_a_plain_l1_milp_and_states_a_true_gap_when_stopped_early():
+    # The rounding MILP writes each margin cell's distance as the convex hull of its integer values; scipy's milp
+    # on the plain formulation (over - under, no hull) is the independent optimum. All two-way margins of
+    # 2^4 x 3 cells: seed 7 is not closed at the root, so the one-node stop must state a gap against a true bound.
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    shape, margins = (2, 2, 2, 2, 3), list(itertools.combinations(range(5), 2))
+    gaps = []
+    for seed in range(8):
+        estimate = np.random.default_rng(seed).gamma(1.2, 1.5, size=shape)
+        total = int(np.rint(estimate.sum()))
+        design = margin_design(shape, margins)
+        targets = design @ estimate.ravel()
+        rows, cells = design.shape
+        plain = sp.vstack([sp.hstack([design, -sp.identity(rows), sp.identity(rows)]),
+                           sp.hstack([sp.csr_matrix(np.ones((1, cells))), sp.csr_matrix((1, 2 * rows))])])
+        rhs = np.concatenate([targets, [total]])
+        optimum = milp(np.concatenate([np.zeros(cells), np.ones(2 * rows)]),
+                       constraints=LinearConstraint(plain, rhs, rhs),
+                       integrality=np.concatenate([np.ones(cells), np.zeros(2 * rows)]),
+                       bounds=Bounds(np.concatenate([np.floor(estimate.ravel()), np.zeros(2 * rows)]),
+                                     np.concatenate([np.ceil(estimate.ravel()), np.full(2 * rows, np.inf)]))).fun
+
+        def cost(t):
+            return sum(np.abs(margin_counts(t, g) - margin_counts(estimate, g)).sum() for g in margins)
+
+        table, gap = controlled_round(estimate, margins, total)
+        assert gap == 0.0 and table.sum() == total and cost(table) == pytest.approx(optimum, abs=1e-6)
+        early, early_gap = controlled_round(estimate, margins, total, max_nodes=1)
+        assert cost(early) >= optimum - 1e-6
+        assert (1 - early_gap) * cost(early) <= optimum + 1e-6  # the stated bound is a lower bound
+        gaps.append(early_gap)
+    assert max(gaps) > 0  # the early stop was exercised
 
 
 @pytest.mark.parametrize("name", ["edwards", "czech", "rochdale", "journey_to_work"])

@@ -162,7 +162,6 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
     import scipy.sparse as sp
 
     from ._highs import highs_model
-    from .loglinear.design import margin_design
 
     table = np.asarray(table, float)
     shape = table.shape
@@ -175,7 +174,7 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
     else:
         base = np.asarray(base, np.int64).ravel()
     # From here on every count is a change from `base` (of the size of the noise): `base` is added back at the end.
-    design = margin_design(shape, margins).tocsc()  # stacked margins x cells
+    design, milp_rows = _rounding_operators(tuple(shape), tuple(tuple(m) for m in margins))
     targets = design @ flat
     near = np.rint(flat)
     # The estimate is a solver's: within 1e-6 of an integer counts as that integer (an exact fit is exact).
@@ -205,23 +204,31 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
     if max_nodes is None:
         max_nodes = CONTROLLED_EXACT_MAX_NODES if integer_margins else CONTROLLED_MAX_NODES
     rows = design.shape[0]
-    # columns: w (integer, cells), over (rows), under (rows);  design w - over + under = targets
-    blocks = [sp.hstack([design, -sp.identity(rows), sp.identity(rows)]),
-              sp.hstack([sp.csr_matrix(np.ones((1, cells))), sp.csr_matrix((1, 2 * rows))])]
-    bounds = [targets, [float(change_total)]]
+    # Each margin cell's distance |design w - target| is written as the convex hull of its values at the integers
+    # (design w is an integer): with target = floor + frac, y = design w - floor costs frac - y below 0,
+    # frac + (1 - 2 frac) y on [0, 1] and y - frac above 1. Columns c in [0, 1] (the unit from floor to ceil),
+    # a >= 0 (above the ceiling) and b >= 0 (below the floor): design w - c - a + b = floor, cost
+    # (1 - 2 frac) c + a + b, plus the constant sum of frac. The integer optimum is the same as with |.|, but the
+    # relaxation's bound is no longer 0 (the estimate itself is in the box): the search proves a rounding
+    # closest in a fraction of the nodes.
+    floors = np.floor(targets)
+    frac = targets - floors
+    bounds = [floors, [float(change_total)]]
+    matrix = milp_rows
     if pin_rows is not None:
-        blocks.append(sp.hstack([pin_rows, sp.csr_matrix((pin_rows.shape[0], 2 * rows))]))
+        matrix = sp.vstack([milp_rows, sp.hstack([pin_rows, sp.csr_matrix((pin_rows.shape[0], 3 * rows))])]).tocsc()
         bounds.append(pin_values)
-    matrix = sp.vstack(blocks).tocsc()
-    cost = np.concatenate([np.zeros(cells), np.ones(2 * rows)])
+    cost = np.concatenate([np.zeros(cells), 1.0 - 2.0 * frac, np.ones(2 * rows)])
+    constant = float(frac.sum())
     # The MILP solves for the change from the local search's table, not for w: with counts of 1e11 and more,
     # integer variables of that size sit beyond HiGHS's integrality tolerance (a 4 x 3 x 2 table of 1e12 per
     # cell ran for hours). Every quantity it sees is then of the size of the noise.
     offset = start.astype(float)
     shift = np.concatenate([design @ offset, [offset.sum()]] + ([pin_rows @ offset] if pin_rows is not None else []))
     rhs = np.concatenate([np.asarray(v, float) for v in bounds]) - shift
-    h, _ = highs_model(matrix, cost, np.concatenate([lower - offset, np.zeros(2 * rows)]),
-                       np.concatenate([upper - offset, np.full(2 * rows, np.inf)]), rhs, rhs)
+    h, _ = highs_model(matrix, cost,
+                       np.concatenate([lower - offset, np.zeros(3 * rows)]),
+                       np.concatenate([upper - offset, np.ones(rows), np.full(2 * rows, np.inf)]), rhs, rhs)
     if pins_hold and not integer_margins and design.nnz > MILP_MAX_DESIGN_NONZEROS:
         # Too large for the MILP to add much (on all 2-way margins of 2^10 cells its root alone took 3 s and
         # closed no gap): the local search's table, its gap measured against the LP relaxation's bound.
@@ -230,16 +237,17 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
             raise TabreleaseError(f"controlled rounding's relaxation did not solve: HiGHS says "
                                   f"{h.modelStatusToString(h.getModelStatus())}")
         distance = float(np.abs(design @ start - targets).sum())
-        bound = max(float(h.getInfo().objective_function_value), 0.0)
+        bound = max(float(h.getInfo().objective_function_value) + constant, 0.0)
         gap = 0.0 if distance - bound <= exact_enough else (distance - bound) / distance
         return (base + start.astype(np.int64)).reshape(shape), gap
     h.changeColsIntegrality(cells, np.arange(cells, dtype=np.int32),
                             np.full(cells, highspy.HighsVarType.kInteger))
     _milp_limits(h, max_nodes)
     if pins_hold:
-        residual = design @ offset - targets  # the warm start is a change of 0
+        y = np.rint(design @ offset - floors)  # the warm start is a change of 0; y is an integer
         warm = highspy.HighsSolution()
-        warm.col_value = list(np.concatenate([np.zeros(cells), np.maximum(residual, 0), np.maximum(-residual, 0)]))
+        warm.col_value = list(np.concatenate([np.zeros(cells), np.clip(y, 0, 1), np.maximum(y - 1, 0),
+                                              np.maximum(-y, 0)]))
         h.setSolution(warm)
     h.run()
     solution = np.asarray(h.getSolution().col_value)
@@ -255,9 +263,26 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
     if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
         bound = distance
     else:
-        bound = max(float(h.getInfo().mip_dual_bound), 0.0)
+        bound = max(float(h.getInfo().mip_dual_bound) + constant, 0.0)
     gap = 0.0 if distance - bound <= exact_enough else (distance - bound) / distance
     return (base + found.astype(np.int64)).reshape(shape), gap
+
+
+@lru_cache(maxsize=32)
+def _rounding_operators(shape: tuple[int, ...], margins: tuple[Margin, ...]):
+    """The stacked margin design (CSC, margin cells x cells) and the L1 rounding MILP's rows over the columns
+    (w: cells; c, a, b: margin cells each): design w - c - a + b = floor(targets), then sum w = total.
+    They depend on the shape and margins alone, so a sweep's releases build them once (scipy's sparse stacking
+    was a fifth of a small table's release). Callers never modify them."""
+    import scipy.sparse as sp
+
+    from .loglinear.design import margin_design
+
+    design = margin_design(shape, margins).tocsc()
+    rows, cells = design.shape
+    matrix = sp.vstack([sp.hstack([design, -sp.identity(rows), -sp.identity(rows), sp.identity(rows)]),
+                        sp.hstack([sp.csr_matrix(np.ones((1, cells))), sp.csr_matrix((1, 3 * rows))])]).tocsc()
+    return design, matrix
 
 
 def _exact_table(design, targets, total, pin_rows, pin_values, floor, max_nodes):
