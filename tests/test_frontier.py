@@ -141,6 +141,12 @@ def test_rerunning_some_strategies_keeps_the_others_rows_and_reproduces_its_own(
     pd.testing.assert_frame_equal(before.sort_values(key)[columns].reset_index(drop=True),
                                   after.sort_values(key)[columns].reset_index(drop=True))
     assert "were kept from the run before" in (out / "report.md").read_text()
+    # A strategy that re-estimates another's measurements, rerun alone: its source is drawn again first (not
+    # reported), and its rows are the same numbers.
+    assert main(common + ["--force", "--keep-others", "--strategies", "cells-least-squares,planned"]) == 0
+    again = pd.read_csv(out / "runs.csv")
+    pd.testing.assert_frame_equal(before.sort_values(key)[columns].reset_index(drop=True),
+                                  again.sort_values(key)[columns].reset_index(drop=True))
     # The last --repetitions wins: a rerun of other repetitions than the kept rows' is refused.
     assert main(common + ["--force", "--keep-others", "--strategies", "planned", "--repetitions", "3"]) == 2
     assert "other points or repetitions" in capsys.readouterr().err

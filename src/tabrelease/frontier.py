@@ -335,6 +335,8 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     truth = [margin_counts(table.counts, g) for g in margins]
     chosen = [strategy(name) for name in task.strategies
               if not strategy(name).sensitive or task.table in FRONTIER_SENSITIVE]
+    # A strategy that re-estimates another's measurements runs after it, in whatever order they were named.
+    chosen.sort(key=lambda s: s.from_strategy is not None)
     plans = {s.name: plan_strategy(s, table, margins, task.epsilon) for s in chosen}
     rows = []
     for rep in range(task.repetitions):
