@@ -248,6 +248,10 @@ def test_an_edited_deleted_or_reordered_record_is_found_and_stops_spending(tmp_p
     assert problems and expected in problems[0], problems
     assert main(["ledger", "verify", str(ledger)]) == 1
     assert expected in capsys.readouterr().out
+    # --json: one document on stdout, nothing else, with the same verdict and exit status.
+    assert main(["ledger", "verify", str(ledger), "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["intact"] is False and expected in document["problems"][0]
     code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),
                  "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
@@ -255,6 +259,18 @@ def test_an_edited_deleted_or_reordered_record_is_found_and_stops_spending(tmp_p
     assert err.count("\n") == 1 and "fails verification" in err and not (tmp_path / "r").exists()
     with pytest.raises(LedgerIntegrityError):
         set_budget(ledger, "edwards", 5.0)
+
+
+def test_verify_json_of_an_intact_ledger_is_one_document(tmp_path, capsys):
+    ledger = new_ledger(tmp_path)
+    set_budget(ledger, "edwards", 1.0)
+    release_charge(ledger, builtin_table("edwards"), epsilon=0.2)
+    capsys.readouterr()
+    assert main(["ledger", "verify", str(ledger), "--json"]) == 0
+    out = capsys.readouterr().out
+    document = json.loads(out)
+    assert document["intact"] is True and document["chain_intact"] is True and document["problems"] == []
+    assert document["ledger"] == str(ledger) and document["bundles_checked"] is None
 
 
 # A file that is not a ledger at all (not JSON, or of no version this reads) is bad input (2); a ledger whose own

@@ -67,14 +67,22 @@ def run(args) -> int:
         chain_intact = not problems
         if chain_intact and args.bundles is not None:
             problems = verify_bundles(path, args.bundles)
-        for problem in problems:
-            print(f"FAILED: {problem}")
-        if not problems:
-            for dataset, others in ledger_aliases(path).items():
-                print(f"NOTE: {dataset} released a table also released under {', '.join(others)} (allowed as "
-                      "distinct datasets by the operator)")
+        notes = [] if problems else [
+            f"{dataset} released a table also released under {', '.join(others)} (allowed as distinct datasets by "
+            "the operator)" for dataset, others in ledger_aliases(path).items()]
         checked = "every record's MAC, the head and the anchor check out" + (
             f", and each of the {len(args.bundles)} bundles has its charge" if args.bundles else "")
+        if args.json:
+            # The same verdict and exit status as the text, as one document (an auditor's script reads this).
+            print_json({"ledger": path, "intact": not problems, "chain_intact": chain_intact,
+                        "bundles_checked": None if args.bundles is None else len(args.bundles),
+                        "problems": list(problems), "notes": notes,
+                        "checked": checked if not problems else None})
+            return 0 if not problems else 1
+        for problem in problems:
+            print(f"FAILED: {problem}")
+        for note in notes:
+            print(f"NOTE: {note}")
         if not problems:
             print(f"intact: {checked}")
         elif chain_intact:
