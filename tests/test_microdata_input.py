@@ -97,3 +97,38 @@ def test_levels_read_from_the_data_are_named_in_release_json_too(people, capsys)
     public = json.loads((path / "r" / "public" / "release.json").read_text())
     assert any("the levels were read from the data" in w for w in public["warnings"])
     assert out.count("the levels were read from the data") == 1
+
+
+@pytest.mark.parametrize("levels, written", [(3, True), (5, False)])
+def test_a_microdata_release_writes_its_released_table_or_says_why_not(tmp_path, capsys, levels, written):
+    # Six declared variables: 3^6 = 729 cells are fitted over every cell (a released table is written); 5^6 =
+    # 15,625 are past the fit over cells, so the margins are fitted alone and the audit says there is no table.
+    rng = np.random.default_rng(5)
+    names = list("UVWXYZ")
+    values = [chr(ord("a") + i) for i in range(levels)]
+    pd.DataFrame({c: rng.choice(values, 800) for c in names}).to_csv(tmp_path / "people.csv", index=False)
+    (tmp_path / "levels.json").write_text(json.dumps({c: values for c in names}))
+    out = tmp_path / "out"
+    assert main(["release", str(tmp_path / "people.csv"), "--microdata", "--levels", str(tmp_path / "levels.json"),
+                 "--margins", "[UV][VW][WX][XY][YZ]", "--epsilon", "1", "--simulate", "--seed", "2",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    table_file = out / "internal" / "released_table.csv"
+    assert table_file.exists() is written
+    html = (out / "internal" / "audit.html").read_text()
+    if written:
+        assert audit["released_table"] == {"file": "released_table.csv", "note": None}
+        released = pd.read_csv(table_file, dtype={c: str for c in names})
+        assert len(released) == levels ** 6 and released["count"].min() >= 0
+        # It is the table whose margins were published: its [UV] margin is public/U__V.csv.
+        published = pd.read_csv(out / "public" / "U__V.csv", dtype={"U": str, "V": str})
+        summed = released.groupby(["U", "V"], as_index=False)["count"].sum()
+        merged = published.merge(summed, on=["U", "V"], suffixes=("_published", "_table"))
+        assert len(merged) == levels ** 2 and (merged.count_published == merged.count_table).all()
+        assert "internal/released_table.csv" in html
+    else:
+        assert audit["released_table"]["file"] is None
+        note = audit["released_table"]["note"]
+        assert "no released table" in note and f"{levels ** 6:,} cells" in note
+        assert note in html

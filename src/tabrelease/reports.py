@@ -288,9 +288,35 @@ def audit_record(
             "noise_seed": release.noise_seed,
             "timings_seconds": dict(release.timings),
             "rounding_gap": release.rounding_gap,
+            "released_table": released_table_record(table, release),
             "notes": list(release.notes) + evaluation_warnings(evaluation),
         }
     )
+
+
+RELEASED_TABLE_FILE = "released_table.csv"
+
+
+def released_table_record(table, release) -> dict:
+    """Where the released table is (internal/released_table.csv), or why there is none.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The table released (its shape and cell count are read, not its counts).
+    release : Release
+
+    Returns
+    -------
+    dict
+        ``file`` (the file's name in internal/, or None) and ``note`` (why there is no file, or None).
+    """
+    if release.table is not None:
+        return {"file": RELEASED_TABLE_FILE, "note": None}
+    estimator = release.estimator or "the mechanism's estimator"
+    return {"file": None, "note": f"no released table: the estimate ({estimator}) is of the released margins only, "
+                                  f"without the {table.cells:,} cells of the full table, so no table of cells was "
+                                  "released (the margins agree where they overlap)"}
 
 
 def margin_files(table, margins) -> list[str]:
@@ -385,7 +411,7 @@ def write_release_contents(
     (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
     if release.table is not None:
         # w', the rounded table whose margins were released (itself a post-processed DP output).
-        table.with_counts(release.table).write_csv(internal_dir / "released_table.csv")
+        table.with_counts(release.table).write_csv(internal_dir / RELEASED_TABLE_FILE)
     (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
 
 
@@ -456,6 +482,7 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <table>
 <tr><th>sample size n → n'</th><td>{{ e.n }} → {{ "%.6g"|format(e.n_released) }}: the released margins sum to {{ "%.6g"|format(e.n_released) }} people where the table has {{ e.n }}, so the release states the population's size {% if e.n_released >= e.n %}over{% else %}under{% endif %} by {{ "%.6g"|format((e.n_released - e.n)|abs) }} ({{ "%.1f"|format(100 * (e.n_released - e.n)|abs / [e.n, 1]|max) }}%).</td></tr>
 {% if a.lp %}<tr><th>LP b*</th><td>{{ "%.6g"|format(a.lp.b_star) }} {% if a.lp.infeasible %}(no non-negative table has the noisy coefficients){% else %}(feasible){% endif %}; {{ "%.1f"|format(1000 * a.lp.seconds) }} ms. The consistency LP found the non-negative table whose coefficients are closest to the noisy ones in the largest single difference; b* is that difference: 0 would mean the noisy coefficients were already those of a non-negative table, and the larger it is, the more the noise had to be corrected before any table could be released.</td></tr>{% endif %}
+<tr><th>released table</th><td>{% if a.released_table and a.released_table.file %}<code>internal/{{ a.released_table.file }}</code>: the rounded table whose margins were released{% elif a.released_table %}{{ a.released_table.note }}{% endif %}</td></tr>
 <tr><th>max L1 error of a released margin</th><td>{{ "%.6g"|format(e.max_l1_error) }}</td></tr>
 <tr><th>model refitted</th><td><code>{{ a.model_refitted }}</code></td></tr>
 {% if e.refit_note %}<tr><th>refit</th><td>{{ e.refit_note }}</td></tr>{% else %}<tr><th>G² original</th><td>{{ "%.4f"|format(e.g2_original) }} (df {{ e.df_original }} nominal, {{ e.df_adjusted_original }} adjusted)</td></tr>{% endif %}
