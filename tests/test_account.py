@@ -412,15 +412,26 @@ def test_counts_just_beyond_the_sampler_domain_are_refused_before_the_charge(tmp
 
 
 @pytest.mark.e2e
-def test_json_output_is_one_json_document_on_stdout(tmp_path):
-    """A solver that prints a banner when first made (HiGHS 1.16) must not reach stdout."""
+@pytest.mark.parametrize("command", ["release", "plan", "fit"])
+def test_json_output_is_one_json_document_on_stdout(tmp_path, command):
+    """A solver that prints a banner when first made (HiGHS 1.16) must not reach stdout: each command that solves
+    (release: the rounding MILP; plan: the paper's LP column; fit: the facial-set LP) in a fresh process."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "tabrelease", "release", "czech", "--epsilon", "1", "--simulate",
-                           "--seed", "3", "--out", str(tmp_path / "r"), "--json"], capture_output=True, text=True)
+    arguments = {"release": ["release", "czech", "--epsilon", "1", "--simulate", "--seed", "3",
+                             "--out", str(tmp_path / "r")],
+                 "plan": ["plan", "czech", "--epsilon", "1"],
+                 "fit": ["fit", "journey_to_work"]}[command]
+    done = subprocess.run([sys.executable, "-m", "tabrelease", *arguments, "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["release"]["guarantee"]["loss"]["epsilon"] == 1.0
+    document = json.loads(done.stdout)  # the whole of stdout is one document
+    if command == "release":
+        assert document["release"]["guarantee"]["loss"]["epsilon"] == 1.0
+    elif command == "plan":
+        assert {row["epsilon"] for row in document} == {1.0}
+    else:
+        assert document["table"] == "journey_to_work"
 
 
 @pytest.mark.e2e
