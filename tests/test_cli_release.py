@@ -167,15 +167,16 @@ def test_a_margin_inside_another_is_reported_not_dropped_silently(tmp_path, caps
 
 
 @pytest.mark.unit
-def test_published_files_are_named_for_people_and_fall_back_to_letters_on_a_clash():
+def test_published_files_are_named_for_people_and_told_apart_on_a_clash():
     from tabrelease.reports import margin_files
     from tabrelease.tables import ContingencyTable
 
     counts = np.ones((2, 2, 2), int)
     table = ContingencyTable(("hs", "phs", "sex / gender"), (("0", "1"),) * 3, counts)
-    assert margin_files(table, [(0, 1), (1, 2)]) == ["hs__phs.csv", "phs__sex_gender.csv"]
-    clash = ContingencyTable(("a b", "a_b", "c"), (("0", "1"),) * 3, counts)  # both read a_b on disk
-    assert margin_files(clash, [(0, 2), (1, 2)]) == ["margin_AC.csv", "margin_BC.csv"]
+    # Only "/" is forbidden in a file name: the spaces stay.
+    assert margin_files(table, [(0, 1), (1, 2)]) == ["hs__phs.csv", "phs__sex _ gender.csv"]
+    clash = ContingencyTable(("a:b", "a?b", "c"), (("0", "1"),) * 3, counts)  # both read a_b on disk
+    assert margin_files(clash, [(0, 2), (1, 2)]) == ["a_b__c.csv", "a_b__c~2.csv"]
 
 
 def test_release_json_output_is_what_was_written(capsys, tmp_path):

@@ -294,31 +294,26 @@ def audit_record(
 
 
 def margin_files(table, margins) -> list[str]:
-    """Published file names people can read: the variables' names for people joined by "__" (hs__phs.csv), made
-    safe for any file system; the letters (margin_AB.csv) where names would collide or run long.
+    """Published file names people can read: the variables' names for people joined by "__"
+    (``Région de résidence__Sexe.csv``), kept as they are but for what a file system forbids, and distinct
+    (`_files.published_file_names`).
 
     Parameters
     ----------
     table : ContingencyTable
-        Its variables' names (or labels for people) and letters are read.
+        Its variables' names (or labels for people) are read.
     margins : sequence of tuple of int
         The released margins, as axis tuples.
 
     Returns
     -------
     list of str
-        One file name per margin, in order; all by names or all by letters.
+        One file name per margin, in order.
     """
-    import re
+    from ._files import published_file_names
 
     names, _ = people_names(table)
-    safe = [re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") for name in names]
-    files = ["__".join(safe[j] for j in g) + ".csv" for g in margins]
-    letters = [f"margin_{''.join(table.letters[j] for j in g)}.csv" for g in margins]
-    if (len(set(files)) < len(files) or any(not safe[j] for g in margins for j in g)
-            or any(len(f) > 150 for f in files) or "release.json" in files):
-        return letters
-    return files
+    return published_file_names([[names[j] for j in g] for g in margins])
 
 
 def write_release_contents(

@@ -1,0 +1,112 @@
+"""Names for people everywhere: published file and sheet names keep the variables' own names (accents and all) but
+for what a file system or Excel forbids; margins are shown by their variables' names, not by letters that depend on
+which variables were read; and a margin list that reads two ways is refused.
+
+The expected names are written out by hand from the rules (Windows' forbidden characters and device names, Excel's
+sheet-name rules), not taken from the code's output."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+import numpy as np
+import pytest
+
+from tabrelease.cli import main
+
+FRENCH = ("Région de résidence", "Sexe de la personne", "Âge")
+
+
+def _french_table():
+    from tabrelease.tables import ContingencyTable
+
+    counts = np.arange(1, 13).reshape(2, 2, 3)
+    return ContingencyTable(FRENCH, (("Île-de-France", "Bretagne"), ("femme", "homme"), ("<30", "30-59", "60+")),
+                            counts, name="recensement")
+
+
+# --- 1. file names and sheet names ---------------------------------------------------------------------------
+@pytest.mark.unit
+def test_file_names_keep_accents_and_replace_only_what_a_file_system_forbids():
+    from tabrelease._files import published_file_names
+
+    got = published_file_names([["Région de résidence", "Sexe"], ["a<b>c:d\"e/f\\g|h?i*j", "k"], ["tab\there", "x"],
+                                ["NUL"], ["con.x", "y"], ["lpt1 "], ["trailing.. ", "lead"], [".hidden", "z"]])
+    assert got == ["Région de résidence__Sexe.csv", "a_b_c_d_e_f_g_h_i_j__k.csv", "tab_here__x.csv", "NUL_.csv",
+                   "con_.x__y.csv", "lpt1_.csv", "trailing__lead.csv", "hidden__z.csv"]
+
+
+@pytest.mark.unit
+def test_file_names_are_nfc_and_distinct_without_regard_to_case():
+    from tabrelease._files import published_file_names
+
+    decomposed = unicodedata.normalize("NFD", "Région")
+    assert decomposed != "Région"
+    got = published_file_names([[decomposed], ["Région"], ["RÉGION"], ["région~2"], ["Sexe"]])
+    # NFC: "Région" once composed is the name the first one already took; case differs only: Windows and macOS see
+    # one file, so each later one gets the next suffix free.
+    assert got == ["Région.csv", "Région~2.csv", "RÉGION~3.csv", "région~2~2.csv", "Sexe.csv"]
+    assert all(unicodedata.is_normalized("NFC", f) for f in got)
+
+
+@pytest.mark.unit
+def test_long_file_names_are_cut_to_the_byte_limit_between_characters():
+    from tabrelease._files import FILE_NAME_MAX_BYTES, published_file_names
+
+    # "é" is two bytes in UTF-8 (one code point in NFC): 300 of them are 600 bytes.
+    long = "é" * 300
+    got = published_file_names([[long], [long], ["e\u0301" * 300]])
+    assert FILE_NAME_MAX_BYTES <= 255
+    room = FILE_NAME_MAX_BYTES - len(".csv")
+    assert got[0] == "é" * (room // 2) + ".csv"
+    assert got[1] == "é" * ((room - len("~2")) // 2) + "~2.csv"
+    assert got[2] == "é" * ((room - len("~3")) // 2) + "~3.csv"  # NFC makes e + accent the same é
+    assert all(len(f.encode()) <= FILE_NAME_MAX_BYTES for f in got)
+    # A cut never leaves a base letter without the accents that follow it (here there is no composed form).
+    combining = published_file_names([["q\u0301\u0302" * 100]])[0]
+    assert combining == "q\u0301\u0302" * ((FILE_NAME_MAX_BYTES - 4) // 5) + ".csv"
+
+
+@pytest.mark.unit
+def test_margin_files_of_a_french_table_by_its_names():
+    from tabrelease.reports import margin_files
+    from tabrelease.tables import ContingencyTable
+
+    assert margin_files(_french_table(), [(0, 1), (2,)]) == ["Région de résidence__Sexe de la personne.csv",
+                                                             "Âge.csv"]
+    counts = np.ones((2, 2, 2), int)
+    clash = ContingencyTable(("Sexe", "sexe", "c"), (("0", "1"),) * 3, counts)  # one file on Windows or macOS
+    assert margin_files(clash, [(0, 2), (1, 2)]) == ["Sexe__c.csv", "sexe__c~2.csv"]
+
+
+@pytest.mark.unit
+def test_sheet_names_keep_accents_and_keep_excels_rules():
+    from tabrelease.workbook import SHEET_MAX, sheet_names
+
+    files = ["Région de résidence__Sexe de la personne.csv", "Région de résidence__Sexe de la personne~2.csv",
+             "x[1]:y*z?\\w/.csv", "'quoted'.csv", "History.csv", "RELEASE.csv", "\U0001F600" * 20 + ".csv",
+             unicodedata.normalize("NFD", "Âge") + ".csv", "âge.csv", "'.csv"]
+    got = sheet_names(files)
+    # Excel counts UTF-16 units: an emoji is two, so 15 fit in 31; "Région ... de la" is exactly 31 characters.
+    assert got == ["Région de résidence__Sexe de la", "Région de résidence__Sexe de~2", "x_1__y_z__w_", "quoted",
+                   "History~2", "RELEASE~2", "\U0001F600" * 15, "Âge", "âge~2", "margin"]
+    assert all(len(n.encode("utf-16-le")) // 2 <= SHEET_MAX for n in got)
+
+
+def test_a_french_release_publishes_files_and_sheets_named_as_its_variables(tmp_path):
+    openpyxl = pytest.importorskip("openpyxl")
+    source = tmp_path / "recensement.csv"
+    rows = ["Région de résidence;Sexe de la personne;Âge;count"]
+    rows += [f"{r};{s};{a};{3 + i}" for i, (r, s, a) in enumerate(
+        (r, s, a) for r in ("Île-de-France", "Bretagne") for s in ("femme", "homme") for a in ("jeune", "vieux"))]
+    source.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "r"
+    assert main(["release", str(source), "--epsilon", "1", "--simulate", "--seed", "1", "--margins",
+                 "[Région de résidence,Sexe de la personne][Âge]", "--xlsx", "--out", str(out)]) == 0
+    public = json.loads((out / "public" / "release.json").read_text(encoding="utf-8"))
+    files = sorted(p.name for p in (out / "public").iterdir())
+    assert files == ["Région de résidence__Sexe de la personne.csv", "margins.xlsx", "release.json", "Âge.csv"]
+    assert [m["file"] for m in public["margins"]] == ["Région de résidence__Sexe de la personne.csv", "Âge.csv"]
+    book = openpyxl.load_workbook(out / "public" / "margins.xlsx")
+    assert book.sheetnames == ["release", "Région de résidence__Sexe de la", "Âge"]
