@@ -110,3 +110,40 @@ def test_a_french_release_publishes_files_and_sheets_named_as_its_variables(tmp_
     assert [m["file"] for m in public["margins"]] == ["Région de résidence__Sexe de la personne.csv", "Âge.csv"]
     book = openpyxl.load_workbook(out / "public" / "margins.xlsx")
     assert book.sheetnames == ["release", "Région de résidence__Sexe de la", "Âge"]
+
+
+# --- 3. an ambiguous margin list is refused ---------------------------------------------------------------------
+@pytest.mark.unit
+def test_a_flat_list_of_names_is_refused_naming_both_readings():
+    import tabrelease as tr
+    from tabrelease.errors import TabreleaseError
+
+    with pytest.raises(TabreleaseError) as caught:
+        tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=["région", "sexe"])
+    assert str(caught.value) == ("margins=['région', 'sexe'] is ambiguous: one two-way margin [['région', 'sexe']] "
+                                 "or two one-way margins [['région'], ['sexe']]? give a list of lists")
+    with pytest.raises(TabreleaseError, match=r"one three-way margin \[\['a', 'b', 'c'\]\] or three one-way margins"):
+        tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=("a", "b", "c"))
+
+
+@pytest.mark.unit
+def test_lists_of_lists_and_single_names_are_not_ambiguous():
+    import tabrelease as tr
+    from tabrelease.workflow import resolve_margins
+
+    table = _french_table()
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[["Région de résidence", "Sexe de la personne"]])
+    assert resolve_margins(table, spec.margins) == [(0, 1)]
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[["Région de résidence"], ["Âge"]])
+    assert resolve_margins(table, spec.margins) == [(0,), (2,)]
+    assert resolve_margins(table, ["Âge"]) == [(2,)]  # one name: both readings are the one one-way margin
+    assert resolve_margins(table, ["Âge", ("Région de résidence", "Sexe de la personne")]) == [(2,), (0, 1)]
+
+
+@pytest.mark.unit
+def test_resolve_margins_refuses_the_flat_list_too():
+    from tabrelease.errors import TabreleaseError
+    from tabrelease.workflow import resolve_margins
+
+    with pytest.raises(TabreleaseError, match="is ambiguous: one two-way margin"):
+        resolve_margins(_french_table(), ["Âge", "Sexe de la personne"])
