@@ -147,3 +147,133 @@ def test_resolve_margins_refuses_the_flat_list_too():
 
     with pytest.raises(TabreleaseError, match="is ambiguous: one two-way margin"):
         resolve_margins(_french_table(), ["Âge", "Sexe de la personne"])
+
+
+# --- 2. margins shown by their variables' names --------------------------------------------------------------------
+def _french_csv(path, columns):
+    """A long CSV of the same counts with its columns in the given order (letters follow the order)."""
+    cells = {(r, s, a): 3 + i for i, (r, s, a) in enumerate(
+        (r, s, a) for r in ("Île-de-France", "Bretagne") for s in ("femme", "homme") for a in ("jeune", "vieux"))}
+    order = {"Région de résidence": 0, "Sexe": 1, "Âge": 2}
+    rows = [";".join(columns) + ";count"]
+    rows += [";".join(key[order[c]] for c in columns) + f";{n}" for key, n in cells.items()]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_the_ledger_names_margins_by_variables_and_reads_records_without_names(tmp_path, capsys, monkeypatch):
+    from tabrelease import builtin_table
+    from tabrelease.ledger import charge, guarantee_from_parameters, init_ledger, ledger_entries, verify_ledger
+    from tabrelease.spec import LedgerAccount
+
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    # A record as every release wrote it before names were recorded: margins in letters only.
+    charge(LedgerAccount(ledger=ledger), builtin_table("czech"), guarantee_from_parameters(0.1), mechanism="planned",
+           margins=["[AB]"], output=None, noise_mode="simulation")
+    # One dataset read twice with its columns in another order: [AB] is Région x Sexe in the first, Âge x Région in
+    # the second; the margin released both times is Région x Sexe.
+    first = _french_csv(tmp_path / "a.csv", ["Région de résidence", "Sexe", "Âge"])
+    second = _french_csv(tmp_path / "b.csv", ["Âge", "Région de résidence", "Sexe"])
+    for n, source in enumerate((first, second)):
+        assert main(["release", str(source), "--dataset", "recensement", "--epsilon", "0.5", "--simulate",
+                     "--margins", "[Région de résidence,Sexe]", "--ledger", str(ledger),
+                     "--out", str(tmp_path / f"r{n}")]) == 0
+    assert verify_ledger(ledger) == []
+    entries = ledger_entries(ledger)
+    assert "margin_names" not in entries[0]
+    assert [e["margins"] for e in entries[1:]] == [["[AB]"], ["[BC]"]]  # the letters differ ...
+    assert [e["margin_names"] for e in entries[1:]] == [[["Région de résidence", "Sexe"]]] * 2  # ... the names do not
+    capsys.readouterr()
+    assert main(["ledger", str(ledger), "--releases"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert " [AB] -> None" in lines[1]  # the old record, as it was written
+    assert all(" [Région de résidence, Sexe] -> " in line for line in lines[2:4])
+    assert main(["ledger", str(ledger), "--releases", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["releases"]
+    assert [r["margin_names"] for r in listed] == [None, [["Région de résidence", "Sexe"]],
+                                                   [["Région de résidence", "Sexe"]]]
+
+
+@pytest.mark.unit
+def test_a_record_without_names_still_verifies_after_one_with_them(tmp_path, monkeypatch):
+    from tabrelease import builtin_table
+    from tabrelease.ledger import (charge, entry_margins, guarantee_from_parameters, init_ledger, ledger_entries,
+                                   verify_ledger)
+    from tabrelease.spec import LedgerAccount
+
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY", raising=False)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    table = builtin_table("czech")
+    for names in (None, [["smoking", "mental"]], None):
+        charge(LedgerAccount(ledger=ledger), table, guarantee_from_parameters(0.1), mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation", margin_names=names)
+    assert verify_ledger(ledger) == []
+    assert [entry_margins(e) for e in ledger_entries(ledger)] == [["[AB]"], ["[smoking, mental]"], ["[AB]"]]
+    # The names are under the record's MAC like every other field: changing one is found.
+    data = json.loads(ledger.read_text())
+    data["records"][1]["margin_names"] = [["smoking", "pressure"]]
+    ledger.write_text(json.dumps(data))
+    assert any("record 2 was edited" in p for p in verify_ledger(ledger))
+
+
+def test_plan_shows_margins_by_names_with_letters_beside_them_in_json(tmp_path, capsys):
+    source = _french_csv(tmp_path / "b.csv", ["Âge", "Région de résidence", "Sexe"])
+    assert main(["plan", str(source), "--epsilon", "1", "--margins", "[Région de résidence,Sexe][Âge]"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split("  ")[0] for line in out.splitlines()[2:4]]
+    assert rows == ["[Région de résidence, Sexe]", "[Âge]"] and "[BC]" not in out
+    assert main(["plan", str(source), "--epsilon", "1", "--margins", "[Région de résidence,Sexe][Âge]",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["margin"], r["letters"]) for r in rows] == [("[Région de résidence, Sexe]", "[BC]"), ("[Âge]", "[A]")]
+    assert main(["plan", str(source), "--target-l1", "40", "--margins", "[Région de résidence,Sexe]"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("[Région de résidence, Sexe] ")
+
+
+def test_batch_summary_names_margins_by_variables(tmp_path, capsys):
+    from tabrelease.ledger import init_ledger
+
+    _french_csv(tmp_path / "b.csv", ["Âge", "Région de résidence", "Sexe"])
+    init_ledger(tmp_path / "ledger.json")
+    (tmp_path / "season.toml").write_text(
+        'ledger = "ledger.json"\n[datasets.recensement]\nfile = "b.csv"\n[[releases]]\ndataset = "recensement"\n'
+        'margins = "[Région de résidence,Sexe][Âge]"\nepsilon = 0.5\nout = "r"\nsimulate = true\n', encoding="utf-8")
+    assert main(["batch", str(tmp_path / "season.toml"), "--dry-run", "--json"]) == 0
+    step = json.loads(capsys.readouterr().out)["releases"][0]
+    assert step["margins"] == ["[Région de résidence, Sexe]", "[Âge]"]
+    assert set(step["expected_l1"]) == {"[Région de résidence, Sexe]", "[Âge]"}
+    assert main(["batch", str(tmp_path / "season.toml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "recensement [Région de résidence, Sexe] [Âge] at epsilon" in out and "[BC]" not in out
+
+
+def test_the_audit_page_names_margins_by_their_variables(tmp_path):
+    source = _french_csv(tmp_path / "b.csv", ["Âge", "Région de résidence", "Sexe"])
+    assert main(["release", str(source), "--epsilon", "1", "--simulate", "--seed", "4",
+                 "--margins", "[Région de résidence,Sexe][Âge]", "--out", str(tmp_path / "r")]) == 0
+    page = (tmp_path / "r" / "internal" / "audit.html").read_text(encoding="utf-8")
+    # The release's margins, each per-margin table's rows, and the model refitted.
+    assert page.count("<code>[Région de résidence, Sexe]</code>") == 3
+    assert page.count("<code>[Âge]</code>") == 3
+    assert "<code>[Région de résidence, Sexe][Âge]</code>" in page
+    assert "<code>[BC]</code>" not in page and "<code>[A]</code>" not in page
+    assert "on [Région de résidence, Sexe]:" in page or "on [Âge]:" in page  # the worst margin, at a glance
+    audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text(encoding="utf-8"))
+    assert set(audit["evaluation"]["l1_error_by_margin"]) == {"[BC]", "[A]"}  # audit.json keeps its keys
+
+
+@pytest.mark.unit
+def test_notebook_boxes_name_margins_by_variables_where_the_plan_knows_them():
+    import tabrelease as tr
+    from tabrelease.notebook import plan_html, release_html
+
+    table = _french_table()
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[["Région de résidence", "Sexe de la personne"], ["Âge"]],
+                          mode="simulation", seed=3)
+    release = tr.release_margins(table, spec)
+    for html in (release_html(release), plan_html(release.plan)):
+        assert "[Région de résidence, Sexe de la personne] [Âge]" in html and "[AB]" not in html
+    # A plan made from a shape alone has no names: letters are all it can show.
+    bare = tr.plan_release(table.shape, [(0, 1), (2,)], spec)
+    assert "[AB] [C]" in plan_html(bare)

@@ -101,6 +101,9 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                                                  "which values occur (declare them with --levels FILE before a "
                                                  "release for publication)",))
     check_before_charge(plan, table, spec.mode)
+    from .tables import people_names
+
+    plan = replace(plan, variable_names=people_names(table)[0])
     return PreparedRelease(spec=spec, plan=plan, noise=noise)
 
 
@@ -290,10 +293,12 @@ def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode
     """
     from .ledger import charge
     from .models import margin_label
+    from .tables import people_names
 
+    names, _ = people_names(table)
     return charge(account, table, plan.implementation.guarantee(plan, table.variables), mechanism=plan.mechanism,
                   margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
-                  noise_mode=mode)
+                  noise_mode=mode, margin_names=[[names[a] for a in g] for g in plan.margins])
 
 
 def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleaseFailed:
