@@ -62,6 +62,7 @@ FILE_TIERS = {
     "test_mechanisms.py": "unit",
     "test_microdata_input.py": "e2e",
     "test_models.py": "unit",
+    "test_names.py": "e2e",
     "test_notebook.py": "unit",
     "test_outside_tables.py": "unit",
     "test_planned.py": "unit",

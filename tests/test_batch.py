@@ -108,8 +108,9 @@ def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys
     assert statuses == ["would be made"] * 3 + ["would be refused", "not attempted"]
     assert "budget of households exceeded" in predicted["releases"][3]["reason"]
     assert [r["epsilon_spent_after"] for r in predicted["releases"][:3]] == [1.0, 0.5, 1.0]
-    # The plan's expected errors are shown for each margin of the planned releases.
-    assert set(predicted["releases"][0]["expected_l1"]) == {"[AB]", "[AC]"}
+    # The plan's expected errors are shown for each margin of the planned releases, by the variables' names.
+    assert set(predicted["releases"][0]["expected_l1"]) == {"[wife_active, husband_unemployed]",
+                                                            "[wife_active, child_under_4]"}
 
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--json")
     done = json.loads(out)
@@ -159,7 +160,8 @@ def test_an_existing_output_is_refused_before_anything(folder, capsys):
 def test_the_text_summary(folder, capsys):
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run")
     assert code == BudgetRefused.exit_status and "dry run: nothing was charged or written" in out
-    assert "4. would be refused" in out and "5. not attempted" in out and "expected L1: [AB]" in out
+    assert "4. would be refused" in out and "5. not attempted" in out
+    assert "expected L1: [wife_active, husband_unemployed]" in out
 
 
 def test_a_release_that_fails_after_its_charge_stops_the_run_and_says_so(folder, capsys, monkeypatch):

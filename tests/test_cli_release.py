@@ -167,15 +167,16 @@ def test_a_margin_inside_another_is_reported_not_dropped_silently(tmp_path, caps
 
 
 @pytest.mark.unit
-def test_published_files_are_named_for_people_and_fall_back_to_letters_on_a_clash():
+def test_published_files_are_named_for_people_and_told_apart_on_a_clash():
     from tabrelease.reports import margin_files
     from tabrelease.tables import ContingencyTable
 
     counts = np.ones((2, 2, 2), int)
     table = ContingencyTable(("hs", "phs", "sex / gender"), (("0", "1"),) * 3, counts)
-    assert margin_files(table, [(0, 1), (1, 2)]) == ["hs__phs.csv", "phs__sex_gender.csv"]
-    clash = ContingencyTable(("a b", "a_b", "c"), (("0", "1"),) * 3, counts)  # both read a_b on disk
-    assert margin_files(clash, [(0, 2), (1, 2)]) == ["margin_AC.csv", "margin_BC.csv"]
+    # Only "/" is forbidden in a file name: the spaces stay.
+    assert margin_files(table, [(0, 1), (1, 2)]) == ["hs__phs.csv", "phs__sex _ gender.csv"]
+    clash = ContingencyTable(("a:b", "a?b", "c"), (("0", "1"),) * 3, counts)  # both read a_b on disk
+    assert margin_files(clash, [(0, 2), (1, 2)]) == ["a_b__c.csv", "a_b__c~2.csv"]
 
 
 def test_release_json_output_is_what_was_written(capsys, tmp_path):
@@ -198,7 +199,9 @@ def test_plan_and_sweep_report_a_margin_inside_another(tmp_path, capsys):
 
     assert main(["plan", "czech", "--margins", "[AB][A][BC]", "--epsilon", "1", "--json"]) == 0
     out, err = capsys.readouterr()
-    assert [r["margin"] for r in json.loads(out)] == ["[AB]", "[BC]"] and "[A]" in err and "inside another" in err
+    rows = json.loads(out)
+    assert [r["margin"] for r in rows] == ["[smoking, mental]", "[mental, physical]"]  # czech's labels
+    assert [r["letters"] for r in rows] == ["[AB]", "[BC]"] and "[A]" in err and "inside another" in err
     assert main(["sweep", "czech", "--margins", "[AB][A][BC]", "--epsilons", "1", "--repetitions", "2", "--out",
                  str(tmp_path / "s"), "--jobs", "1", "--quiet"]) == 0
     assert "inside another margin (sum that one to get it): [A]" in capsys.readouterr().err

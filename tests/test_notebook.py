@@ -19,13 +19,13 @@ def test_release_and_plan_summaries():
     table = tr.builtin_table("journey_to_work")
     release = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=3))
     shown = cells(release._repr_html_())
-    assert shown["margins"] == "[AB] [AC] [BC]"
+    assert shown["margins"] == "[home_zone, work_zone] [home_zone, income] [work_zone, income]"
     assert "NOT for publication" in shown["noise"] and shown["privacy"] == release.privacy
     # A release in memory has not been compared with the truth: no error against it is shown.
     assert "worst margin error" not in shown and shown["released total"] == f"n&#39; = {release.n_released:.6g}"
     plan = cells(release.plan._repr_html_())
     assert plan["table shape"] == "4 x 4 x 16" and set(k for k in plan if k.startswith("expected L1")) == {
-        "expected L1 [AB]", "expected L1 [AC]", "expected L1 [BC]"}
+        "expected L1 [home_zone, work_zone]", "expected L1 [home_zone, income]", "expected L1 [work_zone, income]"}
 
 
 def test_fit_summary():

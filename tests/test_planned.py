@@ -141,7 +141,7 @@ def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, ca
     table = tr.builtin_table("rochdale")
     planned = plan_at(table.shape, tr.default_model(table).generators, 1.0)
     expected = get_mechanism("planned").expected_errors(planned)
-    at_one = {r["margin"]: r for r in rows if r["epsilon"] == 1.0}
+    at_one = {r["letters"]: r for r in rows if r["epsilon"] == 1.0}
     for g, e in expected.items():
         row = at_one[tr.models.margin_label(g, table.letters)]
         assert row["expected_l1"] == pytest.approx(e.expected_l1)

@@ -311,3 +311,97 @@ def csv_label_from_field(field: str) -> str:
         The label; a field that was not protected is returned as it is.
     """
     return field[1:] if field.startswith("'") and _formula_like(field) else field
+
+
+# --- names of published files ---------------------------------------------------------------------------------
+# What a file name may not hold somewhere a bundle is copied to: "/" anywhere, <>:"\|?* on Windows, and control
+# characters (Windows refuses 0-31; none is readable anyway). Everything else, accents and any script included, is
+# kept: a name is for people.
+_FILE_FORBIDDEN = frozenset('<>:"/\\|?*')
+# Names Windows reserves for devices, whatever the extension (NUL.csv and nul.tar.gz are the device NUL).
+_WINDOWS_RESERVED = frozenset(
+    ["CON", "PRN", "AUX", "NUL"] + [f"{d}{n}" for d in ("COM", "LPT") for n in "0123456789\u00b9\u00b2\u00b3"])
+# The longest published file name in UTF-8 bytes: file systems allow 255, and headroom is left for the temporary
+# name a copying tool (or `temporary_path`, ".tmp-<process>-<thread>-") puts in front of it.
+FILE_NAME_MAX_BYTES = 200
+
+
+def _cut(text: str, fits: Callable[[str], bool], longest: int) -> str:
+    """The longest start of `text`, of at most `longest` characters, that `fits`, never cutting a character from the
+    combining marks after it."""
+    import unicodedata
+
+    end = min(len(text), longest)
+    while end and not fits(text[:end]):
+        end -= 1
+    while 0 < end < len(text) and unicodedata.combining(text[end]):
+        end -= 1  # the mark belongs to the character before the cut: leave both out
+    return text[:end]
+
+
+def _file_part(name: str) -> str:
+    """One variable's name as part of a file name: NFC, forbidden characters as "_", no dot or space at either end
+    (Windows drops trailing ones; a leading dot hides a file on Unix)."""
+    import unicodedata
+
+    name = unicodedata.normalize("NFC", name)
+    name = "".join("_" if c in _FILE_FORBIDDEN or unicodedata.category(c) == "Cc" else c for c in name)
+    return name.strip(" .") or "_"
+
+
+def _not_reserved(stem: str) -> str:
+    """`stem`, with "_" after its part before the first dot when Windows reserves that part for a device."""
+    head, dot, rest = stem.partition(".")
+    if head.rstrip(" ").upper() in _WINDOWS_RESERVED:
+        return head + "_" + dot + rest
+    return stem
+
+
+def _file_key(name: str) -> str:
+    # Windows and macOS compare names without regard to case (and macOS to normalisation): so does the check.
+    import unicodedata
+
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+
+
+def published_file_names(parts: Iterable[Iterable[str]], extension: str = ".csv", *,
+                         max_bytes: int = FILE_NAME_MAX_BYTES) -> list[str]:
+    """Distinct file names, for people, from the names they are made of: ``["Région de résidence", "Sexe"]`` gives
+    ``Région de résidence__Sexe.csv``.
+
+    The names are kept as they are (NFC-normalised) but for what a file system forbids: the characters ``<>:"/\\|?*``
+    and control characters become "_"; dots and spaces at either end of a part are dropped; a name Windows reserves
+    (CON, NUL, COM1, ...) gets "_" after it. A name longer than `max_bytes` bytes in UTF-8 is shortened (never inside
+    a character or before its accents). Names equal without regard to case or normalisation (as Windows and macOS
+    compare them) are told apart by a suffix ~2, ~3, ... in order.
+
+    Parameters
+    ----------
+    parts : iterable of iterable of str
+        Per file, the names it is made of (joined by "__").
+    extension : str
+        Appended to each name.
+    max_bytes : int
+        The longest name, extension and suffix included, in UTF-8 bytes.
+
+    Returns
+    -------
+    list of str
+        One file name per entry of `parts`, in order, all distinct without regard to case.
+    """
+    files: list[str] = []
+    seen: set[str] = set()
+    room = max_bytes - len(extension.encode())
+    for names in parts:
+        stem = "__".join(_file_part(name) for name in names) or "_"
+        number, suffix = 1, ""
+        while True:
+            cut = _cut(stem, lambda s: len(s.encode()) + len(suffix.encode()) <= room, room).rstrip(" .") or "_"
+            name = _not_reserved(cut + suffix) + extension
+            if _file_key(name) not in seen:
+                break
+            number += 1
+            suffix = f"~{number}"
+        seen.add(_file_key(name))
+        files.append(name)
+    return files

@@ -337,7 +337,7 @@ def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]
     """Every release's table and plan, through `prepare_release` (the very checks `publish_release` makes before its
     charge), before anything is charged: a release that would be refused stops the batch before its first release,
     naming it."""
-    from .models import margin_label
+    from .tables import margin_title, people_names
     from .workflow import prepare_release, read_source
 
     tables = {}
@@ -354,9 +354,10 @@ def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]
         except TabreleaseError as exc:
             raise TabreleaseError(f"{r.where()}: {exc}") from None
         expected = plan.implementation.expected_errors(plan) or {}
-        labels = [margin_label(g, table.letters) for g in plan.margins]
-        prepared.append((r, table, plan, labels, {margin_label(g, table.letters): e.expected_l1
-                                                   for g, e in expected.items()}))
+        # Shown by the variables' names for people: letters depend on the variables a dataset was read with.
+        names, _ = people_names(table)
+        labels = [margin_title(names, g) for g in plan.margins]
+        prepared.append((r, table, plan, labels, {margin_title(names, g): e.expected_l1 for g, e in expected.items()}))
     return prepared
 
 

@@ -901,7 +901,7 @@ def guarantee_from_parameters(epsilon: float, delta: float | None = None, neighb
 
 
 def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mechanism: str, margins: list[str],
-           output: str | None, noise_mode: str) -> dict:
+           output: str | None, noise_mode: str, margin_names: list[list[str]] | None = None) -> dict:
     """Record a release before its noise is drawn, or refuse it.
 
     Parameters
@@ -915,7 +915,12 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     guarantee : PrivacyGuarantee
         The release's guarantee (`guarantee_from_parameters` makes one from epsilon, delta and neighbours).
     mechanism, margins, output, noise_mode : str
-        What the record says of the release.
+        What the record says of the release (`margins` in letters, as every record since the first has them).
+    margin_names : list of list of str, optional
+        Each margin's variables by their names for people, recorded beside the letters as ``margin_names`` (letters
+        depend on the variables a table was read with: two releases of one dataset may give one letter to different
+        variables). Records written before it was added have none and still verify (a record's MAC covers the
+        fields it has).
 
     Returns
     -------
@@ -967,6 +972,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
             "neighbours": guarantee.unit.kind, "total_public": guarantee.unit.n_public,
             "mechanism": mechanism, "margins": list(margins), "output": output, "noise_mode": noise_mode,
             "release_id": secrets.token_hex(16), "aliases": aliases,
+            **({} if margin_names is None else {"margin_names": [[str(v) for v in g] for g in margin_names]}),
         })
         sequence = len(data["records"])
         _write(path, data, key)
@@ -1299,6 +1305,28 @@ def ledger_entries(path) -> list[dict]:
     failures = {r["release_mac"]: r.get("reason") for r in records if r["kind"] == "failure"}
     return [{**r, "sequence": i, "failed": failures.get(r["mac"])}
             for i, r in enumerate(records, 1) if r["kind"] == "release"]
+
+
+def entry_margins(entry: dict) -> list[str]:
+    """A release record's margins as a person reads them: by their variables' names (``[Région, Sexe]``) where the
+    record has them (`margin_names`), else by the letters older records hold.
+
+    Parameters
+    ----------
+    entry : dict
+        A release record (`ledger_entries`).
+
+    Returns
+    -------
+    list of str
+        One per margin, in the record's order.
+    """
+    from .tables import margin_title
+
+    names = entry.get("margin_names")
+    if isinstance(names, list) and all(isinstance(g, list) for g in names):
+        return [margin_title(g, range(len(g))) for g in names]
+    return [str(m) for m in entry.get("margins", [])]
 
 
 def _now() -> str:

@@ -60,7 +60,8 @@ def release_html(release, evaluation=None) -> str:
     from .reports import at_a_glance
 
     rows = at_a_glance(release, evaluation)
-    rows.insert(2, {"item": "margins", "value": " ".join(_labels(release.margins)), "flag": ""})
+    rows.insert(2, {"item": "margins", "value": " ".join(_labels(release.margins, _names(release.plan))),
+                    "flag": ""})
     title = "tabrelease release" + (" (audited against the confidential table: internal)" if evaluation else "")
     return glance_html(title, rows)
 
@@ -82,11 +83,11 @@ def plan_html(plan) -> str:
     mechanism = plan.implementation
     rows = [{"item": "mechanism", "value": plan.mechanism, "flag": ""},
             {"item": "privacy", "value": mechanism.privacy_statement(plan), "flag": ""},
-            {"item": "margins", "value": " ".join(_labels(plan.margins)), "flag": ""},
+            {"item": "margins", "value": " ".join(_labels(plan.margins, _names(plan))), "flag": ""},
             {"item": "table shape", "value": " x ".join(str(k) for k in plan.shape), "flag": ""}]
     expected = mechanism.expected_errors(plan) or {}
     for g, error in expected.items():
-        rows.append({"item": f"expected L1 {_labels([g])[0]}",
+        rows.append({"item": f"expected L1 {_labels([g], _names(plan))[0]}",
                      "value": f"{error.expected_l1:.4g} (cell sd {error.cell_sd:.3g}, {error.cells} cells)", "flag": ""})
     return glance_html("tabrelease plan (before any data is read)", rows)
 
@@ -114,10 +115,18 @@ def fit_html(fit) -> str:
     return glance_html("log-linear fit", rows)
 
 
-def _labels(margins) -> list[str]:
-    from .models import margin_label
-    from .tables import LETTERS
+def _names(plan) -> tuple[str, ...] | None:
+    return getattr(plan, "variable_names", None)
 
+
+def _labels(margins, names=None) -> list[str]:
+    """Margins by their variables' names for people where the plan knows them (`tables.margin_title`); by letters
+    only for a plan made without a table (`plan_release` on a shape), which has no names to show."""
+    from .models import margin_label
+    from .tables import LETTERS, margin_title
+
+    if names is not None:
+        return [margin_title(names, g) for g in margins]
     return [margin_label(g, LETTERS) for g in margins]
 
 

@@ -194,11 +194,26 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -
                      "bad" if off > N_OFF_SHARE else "ok"))
         worst = max(evaluation.l1_error_by_margin, key=evaluation.l1_error_by_margin.get)
         share = evaluation.max_l1_error / n if n else float("nan")
+        worst = _titles_by_label(release).get(worst, worst)
         rows.append(("worst margin error", f"L1 {evaluation.max_l1_error:.6g} on {worst}: {100 * share:.1f}% of n",
                      "bad" if share > UNFIT_ERROR_SHARE else ""))
         warnings = len(release_warnings(release)) + len(evaluation_warnings(evaluation))
         rows.append(("warnings", f"{warnings} (listed below)" if warnings else "none", "bad" if warnings else "ok"))
     return [{"item": item, "value": value, "flag": flag} for item, value, flag in rows]
+
+
+def _titles_by_label(release: Release) -> dict[str, str]:
+    """Each released margin's letter label (the key of an evaluation's dicts and of audit.json) to its title by the
+    variables' names for people; empty for a release whose plan has no names (made without a table)."""
+    from .models import margin_label
+    from .planner import _letters
+    from .tables import margin_title
+
+    names = getattr(release.plan, "variable_names", None)
+    if names is None:
+        return {}
+    letters = _letters(len(names))
+    return {margin_label(g, letters): margin_title(names, g) for g in release.margins}
 
 
 def audit_figures(table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation) -> dict:
@@ -222,7 +237,7 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
     """
     from . import figures
     from .models import margin_label
-    from .tables import margin_of
+    from .tables import margin_of, margin_titles
 
     realised = evaluation.l1_error_by_margin
     labels = [margin_label(g, table.letters) for g in release.margins]
@@ -233,14 +248,21 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
         simulated = evaluation.simulated_errors
         quantile, band_from = simulated["quantile_l1_by_margin"], simulated["mean_l1_by_margin"]
         quantile_name = "simulated mean to {:g}% quantile"
+    titles = dict(zip(labels, margin_titles(table, release.margins)))
+
+    def by_title(values):  # the figure names each margin by its variables, not by its letters
+        return None if values is None else {titles[k]: v for k, v in values.items() if k in titles}
+
     out = {"errors": figures.errors_against_plan(
-        labels, realised, expected, quantile, quantile_name.format(100 * (1 - evaluation.bound_delta)), band_from),
+        [titles[label] for label in labels], by_title(realised), by_title(expected), by_title(quantile),
+        quantile_name.format(100 * (1 - evaluation.bound_delta)), by_title(band_from)),
         "margins": None, "margins_shown": 0, "margins_left_out": 0}
     ranked = sorted(range(len(labels)), key=lambda i: -realised[labels[i]] / max(
         (expected or {}).get(labels[i], 1.0), 1e-12))
     shown = sorted(ranked[:figures.MAX_MARGIN_FIGURES])
     sds = evaluation.expected_cell_sd_by_margin or {}
-    panels = [(f"{labels[i]}: {' x '.join(table.variables[j] for j in release.margins[i])}",
+    names, _ = people_names(table)
+    panels = [(" x ".join(names[j] for j in release.margins[i]),
                margin_of(table, release.margins[i]), release.released_margins[i], sds.get(labels[i])) for i in shown]
     out["margins"] = figures.released_against_true(panels) if panels else None
     out["margins_shown"] = len(panels)
@@ -320,31 +342,26 @@ def released_table_record(table, release) -> dict:
 
 
 def margin_files(table, margins) -> list[str]:
-    """Published file names people can read: the variables' names for people joined by "__" (hs__phs.csv), made
-    safe for any file system; the letters (margin_AB.csv) where names would collide or run long.
+    """Published file names people can read: the variables' names for people joined by "__"
+    (``Région de résidence__Sexe.csv``), kept as they are but for what a file system forbids, and distinct
+    (`_files.published_file_names`).
 
     Parameters
     ----------
     table : ContingencyTable
-        Its variables' names (or labels for people) and letters are read.
+        Its variables' names (or labels for people) are read.
     margins : sequence of tuple of int
         The released margins, as axis tuples.
 
     Returns
     -------
     list of str
-        One file name per margin, in order; all by names or all by letters.
+        One file name per margin, in order.
     """
-    import re
+    from ._files import published_file_names
 
     names, _ = people_names(table)
-    safe = [re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") for name in names]
-    files = ["__".join(safe[j] for j in g) + ".csv" for g in margins]
-    letters = [f"margin_{''.join(table.letters[j] for j in g)}.csv" for g in margins]
-    if (len(set(files)) < len(files) or any(not safe[j] for g in margins for j in g)
-            or any(len(f) > 150 for f in files) or "release.json" in files):
-        return letters
-    return files
+    return published_file_names([[names[j] for j in g] for g in margins])
 
 
 def write_release_contents(
@@ -405,7 +422,11 @@ def write_release_contents(
         write_workbook(public_dir / public["workbook"], public, sheets)
     from .models import HierarchicalModel
 
-    model_label = HierarchicalModel(release.margins, table.k).names(table.variables)  # the model refitted
+    from .tables import margin_title
+
+    names, _ = people_names(table)
+    # The model refitted, by the variables' names for people (not letters, which depend on the variables read).
+    model_label = "".join(margin_title(names, g) for g in HierarchicalModel(release.margins, table.k).generators)
     audit = audit_record(table, release, evaluation, public, model_label)
     validate(audit, schemas.AUDIT)
     (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
@@ -461,14 +482,14 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <table>
 <tr><th>mechanism</th><td>{{ a.release.mechanism }}{% if a.release.basis %} ({{ a.release.basis }} basis){% endif %}</td></tr>
 <tr><th>privacy</th><td>{{ a.release.privacy }}</td></tr>
-<tr><th>margins</th><td>{% for m in a.release.margins %}<code>{{ m.label }}</code> {% endfor %}</td></tr>
+<tr><th>margins</th><td>{% for m in a.release.margins %}<code>{{ titles[m.label] }}</code> {% endfor %}</td></tr>
 <tr><th>noise</th><td>{% if a.release.plan %}{{ a.release.noise.distribution }}, planned per block (below); {% else %}{{ a.release.noise.distribution }}, scale {{ "%.6g"|format(a.release.noise.scale) }}, {% endif %}{{ a.release.noise.sampler }}</td></tr>
 <tr><th>made</th><td>{{ a.release.created }} by tabrelease {{ a.release.tool_version }}</td></tr>
 </table>
 {% if a.release.plan %}<h2>What was measured (the plan)</h2>
 <p>Total: {{ a.release.plan.total }}. Margin blocks have their scale in counts; residual blocks (Fourier or Efron–Stein coefficients) in coefficient units.</p>
 <table><tr><th>block</th><th>variables</th><th>noise scale</th></tr>
-{% for b in a.release.plan.blocks %}<tr><td>{{ b.query }}</td><td>{{ b.variables|join(", ") }}</td><td>{{ "%.6g"|format(b.scale) }}</td></tr>
+{% for b in a.release.plan.blocks %}<tr><td>{{ b.query }}</td><td>{% for v in b.variables %}{{ people.get(v, v) }}{% if not loop.last %}, {% endif %}{% endfor %}</td><td>{{ "%.6g"|format(b.scale) }}</td></tr>
 {% endfor %}</table>{% endif %}
 <h2>Calibration check</h2>
 <table>
@@ -493,7 +514,7 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 {% if figures.errors %}<p><img class="wide" src="{{ figures.errors }}" alt="realised L1 error of each margin against the plan"></p>{% endif %}
 {% set sim = e.simulated_errors %}<table><tr><th>margin</th><th>L1 error</th>{% if sim %}<th>simulated mean L1</th><th>simulated {{ "%g"|format(100 * sim.level) }}% quantile</th>{% endif %}<th>planned expected L1 (unbiased)</th><th>planned {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile (union bound)</th>{% if e.paper_bound_by_margin %}<th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th>{% endif %}</tr>
 {% for label, err in e.l1_error_by_margin.items() %}
-<tr><td><code>{{ label }}</code></td><td>{{ "%.6g"|format(err) }}</td>{% if sim %}<td>{{ "%.4g"|format(sim.mean_l1_by_margin[label]) }}</td><td>{{ "%.4g"|format(sim.quantile_l1_by_margin[label]) }}{% if err > sim.quantile_l1_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}</td>{% endif %}<td>{% if e.expected_l1_by_margin %}{{ "%.4g"|format(e.expected_l1_by_margin[label]) }}{% else %}—{% endif %}</td><td>{% if e.expected_l1_quantile_by_margin %}{{ "%.4g"|format(e.expected_l1_quantile_by_margin[label]) }}{% if err > e.expected_l1_quantile_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}{% else %}—{% endif %}</td>
+<tr><td><code>{{ titles.get(label, label) }}</code></td><td>{{ "%.6g"|format(err) }}</td>{% if sim %}<td>{{ "%.4g"|format(sim.mean_l1_by_margin[label]) }}</td><td>{{ "%.4g"|format(sim.quantile_l1_by_margin[label]) }}{% if err > sim.quantile_l1_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}</td>{% endif %}<td>{% if e.expected_l1_by_margin %}{{ "%.4g"|format(e.expected_l1_by_margin[label]) }}{% else %}—{% endif %}</td><td>{% if e.expected_l1_quantile_by_margin %}{{ "%.4g"|format(e.expected_l1_quantile_by_margin[label]) }}{% if err > e.expected_l1_quantile_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}{% else %}—{% endif %}</td>
 {% if e.paper_bound_by_margin %}<td>{{ "%.6g"|format(e.paper_bound_by_margin[label]) }}</td>{% endif %}</tr>
 {% endfor %}</table>
 <p>{% if sim %}The simulated figures are those of {{ sim.runs }} releases of {{ sim.reference }} by the same plan (the same noise scales and estimator, a fixed seed; rounding, which keeps each cell within 1 of the fit, not simulated): the mean and the empirical {{ "%g"|format(100 * sim.level) }}% quantile (an order statistic, not a bound) of each margin's L1 error. They take non-negativity into account, and read nothing confidential (post-processing of the release: the released table, <code>internal/released_table.csv</code>, with the plan in <code>public/release.json</code>). They describe a table like the released one, which is smoother than the truth where the noise is large. {% elif e.simulation_note %}{{ e.simulation_note }}. {% endif %}The planned expected L1 error is the plan's, computed before the noise was drawn: that of the unbiased linear reconstruction of the measurements (before non-negativity, the estimator and rounding, which usually reduce it), under a normal approximation. The quantile is an upper {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile of that error (each cell within its z-score, a union over the margin's cells). {% if e.paper_bound_by_margin %}The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.{% endif %}{% if e.l1_bound_by_margin %} A looser bound derived here for the LP (a union bound over every coefficient) is kept in audit.json.{% endif %}</p>
@@ -505,7 +526,7 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to {{ d.small_count }}).</p>
 <table><tr><th>margin</th><th>cells</th><th>true 1s</th><th>true 2s</th><th>smallest non-zero</th><th>released small</th><th>… true 0</th><th>… true 1–{{ d.small_count }}</th><th>… equal to truth</th><th>true small released as 0</th></tr>
 {% for label, r in d.margins.items() %}
-<tr><td><code>{{ label }}</code></td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
+<tr><td><code>{{ titles.get(label, label) }}</code></td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
 <td>{{ r.released_small }}</td><td>{{ r.released_small_true_zero }}</td><td>{{ r.released_small_true_small }}</td><td>{{ r.released_small_true_exact }}</td><td>{{ r.true_small_released_zero }}</td></tr>
 {% endfor %}
 {% set r = d.full_table %}<tr><td>full table</td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
@@ -533,6 +554,13 @@ def render_audit_html(audit: Mapping, figures: Mapping | None = None) -> str:
     """
     import jinja2
 
+    from .tables import margin_title
+
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     figures = figures or {"errors": None, "margins": None, "margins_shown": 0, "margins_left_out": 0}
-    return env.from_string(_AUDIT_TEMPLATE).render(a=audit, figures=figures)
+    # A person reads margins by their variables' names for people (audit.json keys them by letters, which depend on
+    # the variables a table was read with).
+    people = {v["name"]: v.get("label") or v["name"] for v in audit["release"].get("variables", [])}
+    titles = {m["label"]: margin_title([people.get(v, v) for v in m["variables"]], range(len(m["variables"])))
+              for m in audit["release"]["margins"]}
+    return env.from_string(_AUDIT_TEMPLATE).render(a=audit, figures=figures, people=people, titles=titles)

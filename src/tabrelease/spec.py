@@ -105,7 +105,8 @@ class ReleaseSpec:
         (`unit_of("replace", sensitive=...)`), which only the sensitive-attributes mechanism measures.
     margins : str, sequence of margins, or None
         Bracket notation ("[sex,age][age,region]" or "[AB][BC]"), or margins as tuples of axis numbers, variable
-        names or letters; None: the table's paper model.
+        names or letters (a list of lists: a flat list of two or more names, ["sex", "age"], is refused as
+        ambiguous); None: the table's paper model.
     mechanism : str or Mechanism
         A registered mechanism's name, "auto" (the paper's choice), or a `Mechanism` object (which travels with the
         plan to a sweep's workers without being registered there). Default "planned".
@@ -709,12 +710,46 @@ def _hashable(value):
     return value
 
 
+_COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _count_word(n: int) -> str:
+    return _COUNT_WORDS[n] if n < len(_COUNT_WORDS) else str(n)
+
+
+def refuse_ambiguous_margins(margins) -> None:
+    """Refuse a flat list of two or more variable names as margins: it reads as one margin of those variables, or as
+    one one-way margin per variable, and the two releases differ.
+
+    A list of lists (or tuples), a list mixing names and lists, a single name in a list, bracket notation and axis
+    numbers are not ambiguous and pass.
+
+    Parameters
+    ----------
+    margins : object
+        The margins as given (`ReleaseSpec.margins` before it is frozen).
+
+    Raises
+    ------
+    TabreleaseError
+        One line naming both readings, asking for a list of lists.
+    """
+    if (isinstance(margins, Sequence) and not isinstance(margins, (str, bytes)) and len(margins) >= 2
+            and all(isinstance(g, str) for g in margins)):
+        names = list(margins)
+        k = len(names)
+        raise TabreleaseError(
+            f"margins={names!r} is ambiguous: one {_count_word(k)}-way margin {[names]!r} or {_count_word(k)} one-way "
+            f"margins {[[n] for n in names]!r}? give a list of lists")
+
+
 def _frozen_margins(margins):
     if margins is None or isinstance(margins, str):
         return margins
     if not isinstance(margins, Sequence):
         raise TabreleaseError(f"give the margins as a list, e.g. [('sex', 'age'), (1, 2)], or in bracket notation, "
                               f"not {margins!r}")
+    refuse_ambiguous_margins(margins)
     out = []
     for g in margins:
         items = (g,) if isinstance(g, str) else g
@@ -732,4 +767,5 @@ def _margins_data(margins):
 
 
 __all__ = ["DEFAULT_MECHANISM", "LedgerAccount", "RELEASE", "ReleaseSpec", "SETTINGS", "SETTING_NAMES",
-           "SIMULATION", "Setting", "TableSource", "loss_of", "source_from_settings", "spec_from_settings", "unit_of"]
+           "SIMULATION", "Setting", "TableSource", "loss_of", "refuse_ambiguous_margins", "source_from_settings",
+           "spec_from_settings", "unit_of"]

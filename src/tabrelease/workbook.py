@@ -4,16 +4,17 @@ nothing else. Written with openpyxl (the `excel` extra)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .errors import TabreleaseError
 
 WORKBOOK_FILE = "margins.xlsx"
-# Excel's limits on a sheet name: at most 31 characters, none of []:*?/\ and not blank.
-_SHEET_FORBIDDEN = re.compile(r"[\[\]:*?/\\]")
+# Excel's limits on a sheet name: at most 31 characters (UTF-16 units), none of []:*?/\, not blank, no apostrophe at
+# either end; control characters cannot be written in its XML. "History" is Excel's own.
+_SHEET_FORBIDDEN = frozenset("[]:*?/\\")
 SHEET_MAX = 31
+_SHEET_RESERVED = ("release", "history")  # the first sheet's name, and Excel's
 
 
 def check_workbook_support() -> None:
@@ -26,7 +27,8 @@ def check_workbook_support() -> None:
 
 
 def sheet_names(files: Sequence[str]) -> list[str]:
-    """A valid, distinct sheet name for each margin file (its name without .csv, shortened where needed).
+    """A valid, distinct sheet name for each margin file: its name without .csv, NFC-normalised, as it is but for
+    what Excel forbids, shortened where needed.
 
     Parameters
     ----------
@@ -36,20 +38,53 @@ def sheet_names(files: Sequence[str]) -> list[str]:
     Returns
     -------
     list of str
-        One per file: at most 31 characters, none of []:*?/\\, distinct without regard to case and never "release"
-        (the first sheet's); a clash gets a suffix ~2, ~3, ...
+        One per file: at most 31 characters (UTF-16 units, as Excel counts them; never inside a character or before
+        its accents), any of []:*?/\\ and control characters as "_", no apostrophe at either end, distinct without
+        regard to case and never "release" (the first sheet's) or "History" (Excel's); a clash gets a suffix ~2, ~3,
+        ... in order.
     """
     names: list[str] = []
+    taken = set(_SHEET_RESERVED)
     for file in files:
-        base = _SHEET_FORBIDDEN.sub("_", Path(file).stem).strip("'") or "margin"
-        name = base[:SHEET_MAX]
-        number = 2
-        while name.lower() in {n.lower() for n in names} or name.lower() == "release":
-            suffix = f"~{number}"
-            name = base[: SHEET_MAX - len(suffix)] + suffix
+        base = _sheet_base(file)
+        name, number = _sheet_cut(base, ""), 1
+        while _sheet_key(name) in taken:
             number += 1
+            name = _sheet_cut(base, f"~{number}")
+        taken.add(_sheet_key(name))
         names.append(name)
     return names
+
+
+def _sheet_base(file: str) -> str:
+    import unicodedata
+
+    stem = unicodedata.normalize("NFC", file[:-4] if file.lower().endswith(".csv") else file)
+    stem = "".join("_" if c in _SHEET_FORBIDDEN or unicodedata.category(c) == "Cc" else c for c in stem)
+    return stem.strip("'").strip() or "margin"
+
+
+def _sheet_cut(base: str, suffix: str) -> str:
+    """`base` shortened so that it and `suffix` fit in a sheet name (never inside a character or before its
+    accents), without an apostrophe or a space left at its end."""
+    import unicodedata
+
+    def units(text: str) -> int:
+        return len(text.encode("utf-16-le")) // 2
+
+    end = min(len(base), SHEET_MAX)
+    while end and units(base[:end]) + units(suffix) > SHEET_MAX:
+        end -= 1
+    while 0 < end < len(base) and unicodedata.combining(base[end]):
+        end -= 1
+    return (base[:end].rstrip("' ") or "margin"[: SHEET_MAX - units(suffix)]) + suffix
+
+
+def _sheet_key(name: str) -> str:
+    # Excel tells sheet names apart without regard to case.
+    import unicodedata
+
+    return unicodedata.normalize("NFC", name.casefold())
 
 
 def write_workbook(path: Path, public: Mapping, margin_rows: Sequence[tuple[list[str], list[list]]]) -> None:

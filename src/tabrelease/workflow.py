@@ -19,7 +19,7 @@ from .planner import plan_release
 from .models import default_model
 from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
-from .spec import RELEASE, LedgerAccount, ReleaseSpec, TableSource
+from .spec import RELEASE, LedgerAccount, ReleaseSpec, TableSource, refuse_ambiguous_margins
 from .tables import ContingencyTable
 
 
@@ -101,6 +101,9 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                                                  "which values occur (declare them with --levels FILE before a "
                                                  "release for publication)",))
     check_before_charge(plan, table, spec.mode)
+    from .tables import people_names
+
+    plan = replace(plan, variable_names=people_names(table)[0])
     return PreparedRelease(spec=spec, plan=plan, noise=noise)
 
 
@@ -144,7 +147,8 @@ def read_source(source: TableSource):
 def resolve_margins(table, margins) -> list:
     """Margins as axis tuples, from what a person writes: None (the table's paper model), bracket notation
     ("[sex,age][age,region]" or "[AB][BC]"), or a list whose margins are axis numbers, variable names or letters
-    (("sex", "age"), or "sex" for a one-way margin).
+    (("sex", "age"), or "sex" for a one-way margin). A flat list of two or more names, ["sex", "age"], is refused as
+    ambiguous (one two-way margin, or two one-way ones?).
 
     Parameters
     ----------
@@ -162,7 +166,8 @@ def resolve_margins(table, margins) -> list:
     Raises
     ------
     TabreleaseError
-        Unreadable notation, an unknown variable, or a margin that is neither names nor axis numbers.
+        Unreadable notation, an unknown variable, a margin that is neither names nor axis numbers, or an ambiguous
+        flat list of names.
     """
     from .models import parse_model
 
@@ -174,6 +179,7 @@ def resolve_margins(table, margins) -> list:
     if not isinstance(margins, Sequence):
         raise TabreleaseError(f"give the margins as a list, e.g. [('sex', 'age'), (1, 2)], or in bracket notation, "
                               f"not {margins!r}")
+    refuse_ambiguous_margins(margins)
     resolved = []
     for g in margins:
         items = [g] if isinstance(g, str) else g
@@ -287,10 +293,12 @@ def charge_release(account: LedgerAccount, table, plan: MechanismPlan, out, mode
     """
     from .ledger import charge
     from .models import margin_label
+    from .tables import people_names
 
+    names, _ = people_names(table)
     return charge(account, table, plan.implementation.guarantee(plan, table.variables), mechanism=plan.mechanism,
                   margins=[margin_label(g, table.letters) for g in plan.margins], output=str(Path(out).resolve()),
-                  noise_mode=mode)
+                  noise_mode=mode, margin_names=[[names[a] for a in g] for g in plan.margins])
 
 
 def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleaseFailed:

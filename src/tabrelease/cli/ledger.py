@@ -104,11 +104,11 @@ def run(args) -> int:
         raise TabreleaseError("--epsilon, --delta, --rho, --accounting and --budget-attributes set a budget: give "
                               "--set-budget DATASET too")
     if args.releases:
-        from ..ledger import ledger_entries
+        from ..ledger import entry_margins, ledger_entries
 
         entries = ledger_entries(path)
         fields = ("time", "dataset", "mechanism", "epsilon", "delta", "neighbours", "total_public", "margins",
-                  "noise_mode", "output", "failed")
+                  "margin_names", "noise_mode", "output", "failed")
         if args.json:
             print_json({"ledger": path, "releases": [{f: e.get(f) for f in fields} for e in entries]})
             return 0
@@ -116,7 +116,7 @@ def run(args) -> int:
         for e in entries:
             failed = f"  FAILED ({e['failed']})" if e["failed"] else ""
             print(f"{e['time']:<25} {e['dataset']:<16} {e['mechanism']:<14} {e['epsilon']:>8.4g} {e['delta']:>7.2g} "
-                  f"{e['noise_mode']:<10} {''.join(e['margins'])} -> {e['output']}{failed}")
+                  f"{e['noise_mode']:<10} {' '.join(entry_margins(e))} -> {e['output']}{failed}")
         print(f"{len(entries)} release(s)")
         return 0
     rows = ledger_summary(path)

@@ -40,6 +40,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..models import default_model, margin_label, parse_model
     from ..forecast import expected_errors_table
+    from ..tables import margin_title, people_names
 
     from ..spec import spec_from_settings
 
@@ -50,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
     report_dropped(model, table)
+    # Margins are shown by their variables' names for people; the letters (which depend on the variables read) only
+    # beside them in --json, as a compact alias.
+    names, _ = people_names(table)
     if args.reference is not None and args.target_l1 is None:
         raise TabreleaseError("--reference applies to --target-l1 (the epsilon a target error needs)")
     if args.target_l1 is not None:
@@ -57,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
         reference = None if args.reference is None else _reference_counts(args, table)
         needed = epsilon_for_target(table.shape, model.generators, args.target_l1, spec, reference=reference)
-        rows = [{"margin": margin_label(g, table.letters), "target_l1": args.target_l1, "epsilon_needed": e}
-                for g, e in needed.items()]
+        rows = [{"margin": margin_title(names, g), "letters": margin_label(g, table.letters),
+                 "target_l1": args.target_l1, "epsilon_needed": e} for g, e in needed.items()]
         reachable = [e for e in needed.values() if e is not None]
         overall = max(reachable) if len(reachable) == len(needed) else None
         if args.json:
@@ -70,15 +74,17 @@ def run(args: argparse.Namespace) -> int:
                f"the fitted release's mean error, simulated on the reference {args.reference}")
         print(f"{table.name}: the epsilon each margin needs for an expected L1 error of at most {args.target_l1:g} "
               f"({spec.mechanism_name} mechanism; {how})")
+        width = max(12, *(len(r["margin"]) for r in rows))
         for r in rows:
             shown = "beyond 1e4" if r["epsilon_needed"] is None else f"{r['epsilon_needed']:.4g}"
-            print(f"{r['margin']:<12} {shown:>12}")
+            print(f"{r['margin']:<{width}} {shown:>12}")
         print(f"all margins at once: epsilon {'beyond 1e4' if overall is None else f'{overall:.4g}'} (the plan is "
               "made for all of them together)")
         return 0
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, spec)
     for row in rows:
-        row["margin"] = margin_label(row.pop("axes"), table.letters)
+        axes = row.pop("axes")
+        row["margin"], row["letters"] = margin_title(names, axes), margin_label(axes, table.letters)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -86,12 +92,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{table.name}: expected error of each released margin ({spec.mechanism}, {noise}, {spec.neighbours} "
           f"neighbours{', public total' if spec.option('public_total') else ''}); computed from the shape and margins "
           "only")
-    print(f"{'margin':<12} {'cells':>5} {'epsilon':>8} {'E L1 ' + spec.mechanism_name:>15} {'cell sd':>9} "
+    width = max(12, *(len(r["margin"]) for r in rows))
+    print(f"{'margin':<{width}} {'cells':>5} {'epsilon':>8} {'E L1 ' + spec.mechanism_name:>15} {'cell sd':>9} "
           f"{'E L1 every cell':>16} {'E L1 ' + rows[0]['paper_mechanism'] + '*':>18} {'ratio':>6}")
     for r in rows:
         paper, every_cell = r["paper_expected_l1"], r["cells_expected_l1"]
         shown = "-" if every_cell is None else f"{every_cell:.4g}"
-        print(f"{r['margin']:<12} {r['cells']:>5} {r['epsilon']:>8g} {r['expected_l1']:>15.4g} {r['cell_sd']:>9.4g} "
+        print(f"{r['margin']:<{width}} {r['cells']:>5} {r['epsilon']:>8g} {r['expected_l1']:>15.4g} {r['cell_sd']:>9.4g} "
               f"{shown:>16} {paper:>18.4g} {r['expected_l1'] / paper:>6.2f}")
     print("E L1: expected L1 error of the unbiased linear reconstruction of the measurements (normal approximation);"
           " non-negativity and rounding reduce it, the more the sparser the table is against the noise (the audit "

@@ -61,6 +61,9 @@ class MechanismPlan:
     implementation: Any = field(default=None, repr=False, compare=False)
     # Keyword arguments the planned default estimator is built with (the planned release's junction-tree cliques).
     estimator_options: Mapping[str, Any] = field(default_factory=dict)
+    # The variables' names for people, in axis order, where the plan was made for a table (`prepare_release`): what
+    # names the margins wherever a plan or its release is shown (a notebook's box). None: shown by letters.
+    variable_names: tuple[str, ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # A plan made by a registered mechanism carries it from the start (`plan_release` sets it for any other), so

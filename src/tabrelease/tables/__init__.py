@@ -13,7 +13,8 @@ built-in tables). The names other modules use are re-exported here, so `from .ta
 # here apply it (FORMULA_TRIGGERS and the two functions are also reached from here).
 from .._files import FORMULA_TRIGGERS, csv_field_for_label, csv_label_from_field, read_side_file  # noqa: F401
 from .model import (check_cells, ContingencyTable, describe_variables, LETTERS, long_rows, margin_counts, margin_of,
-    MAX_MARGIN_CELLS, MAX_TABLE_CELLS, MicrodataTable, people_names, total_of, write_long_csv)
+    MAX_MARGIN_CELLS, MAX_TABLE_CELLS, MicrodataTable, margin_title, margin_titles, people_names, total_of,
+    write_long_csv)
 from .metadata import (DeclaredMetadata, read_levels_file, read_metadata, with_declared_metadata)
 from .readers import (CsvOptions, LEVELS_FROM_DATA, load_input, load_table, MAX_COUNT, read_csv_frame,
     read_microdata, read_table_csv, read_table_parquet, read_xlsx_frame, SEPARATORS, table_from_frame,
@@ -26,7 +27,8 @@ __all__ = [
     "csv_label_from_field", "CsvOptions", "DeclaredMetadata", "describe_builtin_tables", "describe_variables",
     "FORMULA_TRIGGERS", "LETTERS", "LEVELS_FROM_DATA", "load_input", "load_table", "long_rows", "margin_counts",
     "margin_of", "MAX_COUNT", "MAX_MARGIN_CELLS", "MAX_TABLE_CELLS", "MicrodataTable", "OUTSIDE_TABLES",
-    "PAPER_TABLES", "people_names", "read_csv_frame", "read_levels_file", "read_metadata", "read_microdata",
+    "PAPER_TABLES", "margin_title", "margin_titles", "people_names", "read_csv_frame", "read_levels_file",
+    "read_metadata", "read_microdata",
     "read_side_file", "read_table_csv", "read_table_parquet", "read_xlsx_frame", "SEPARATORS", "table_from_frame",
     "table_from_microdata", "total_of", "with_declared_metadata", "write_long_csv",
 ]

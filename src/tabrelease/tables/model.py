@@ -612,6 +612,46 @@ def people_names(table) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     return tuple(names), tuple(levels)
 
 
+def margin_title(names, margin) -> str:
+    """A margin as people read it: its variables' names in brackets, ``[Région de résidence, Sexe]``.
+
+    Letters (``[AB]``) depend on which variables a table was read with, so that one letter names different variables
+    in two releases of one dataset; a margin shown to a person is named by its variables.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Each variable's name for people, in axis order (`people_names`).
+    margin : tuple of int
+        The margin's axes.
+
+    Returns
+    -------
+    str
+        The names, in the margin's order, joined by ", " in brackets.
+    """
+    return "[" + ", ".join(str(names[a]) for a in margin) + "]"
+
+
+def margin_titles(table, margins) -> list[str]:
+    """Each margin of `table` as people read it (`margin_title` with the table's names for people).
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+        Its variables' names for people are read (metadata labels where present).
+    margins : iterable of tuple of int
+        The margins' axes.
+
+    Returns
+    -------
+    list of str
+        One title per margin, in order.
+    """
+    names, _ = people_names(table)
+    return [margin_title(names, g) for g in margins]
+
+
 def describe_variables(table: ContingencyTable) -> str:
     """The table's variables for a message: their names, each with its letter where the two differ.
 
