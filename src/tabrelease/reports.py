@@ -331,6 +331,8 @@ def write_release_contents(
     version: str,
     workbook: bool = False,
     charge: Mapping | None = None,
+    out_sep: str = ",",
+    out_bom: bool = False,
 ) -> None:
     """The report content of a bundle, into its staged `public/` and `internal/` folders (`bundle.write_bundle`
     makes them, and publishes them atomically). With `workbook`, public/ also holds the margins as one .xlsx
@@ -352,6 +354,10 @@ def write_release_contents(
         Also write public/margins.xlsx (needs openpyxl: `check_report_support` checks it before the charge).
     charge : mapping or None
         The ledger's record of the charge (its `release_id` is published); None: made without a ledger.
+    out_sep : str
+        The public CSV files' field separator: one of ``, ; |`` or a tab.
+    out_bom : bool
+        Start the public CSV files with a UTF-8 byte-order mark.
 
     Raises
     ------
@@ -363,10 +369,13 @@ def write_release_contents(
         from .workbook import WORKBOOK_FILE
 
         public["workbook"] = WORKBOOK_FILE
+    if (out_sep, out_bom) != (",", False):
+        # Said in release.json only when it differs from the default, so that a default release is unchanged.
+        public["csv"] = {"separator": out_sep, "bom": out_bom}
     # The schema is the allow-list of public/: nothing it does not name is written.
     validate(public, schemas.RELEASE)
     for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
-        write_long_csv(public_dir / spec["file"], *people_names(table), g, values)
+        write_long_csv(public_dir / spec["file"], *people_names(table), g, values, sep=out_sep, bom=out_bom)
     (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
     if workbook:
         from .workbook import write_workbook
