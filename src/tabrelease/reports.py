@@ -30,7 +30,7 @@ from .evaluation import (N_OFF_SHARE, ReleaseEvaluation, evaluation_warnings,  #
                          release_warnings)
 from .models import margin_label
 from .pipeline import UNFIT_ERROR_SHARE, Release
-from .tables import ContingencyTable, long_rows, people_names, write_long_csv
+from .tables import ContingencyTable, people_names, write_long_csv
 
 
 def _clean(value: Any) -> Any:
@@ -380,12 +380,13 @@ def write_release_contents(
     if workbook:
         from .workbook import write_workbook
 
-        # The rows of the CSV files just written, from the same values; labels as they are (a workbook cell
-        # is written as text, so it needs no protective quote against formulas).
-        names, levels = people_names(table)
-        sheets = [([names[a] for a in g] + ["count"], list(long_rows(levels, g, values)))
-                  for g, values in zip(release.margins, release.released_margins)]
-        write_workbook(public_dir / public["workbook"], public, sheets)
+        # The values of the CSV files just written, labelled from release.json (a workbook cell is written as
+        # text, so labels need no protective quote against formulas); the margins of error are the plan's, from
+        # the noise scales and the estimator's linear error model alone (publishable: no count is read).
+        plan = release.plan
+        planned = (plan.implementation.expected_errors(plan) if plan is not None else None) or {}
+        write_workbook(public_dir / public["workbook"], public, list(release.released_margins),
+                       [planned.get(g) for g in release.margins])
     from .models import HierarchicalModel
 
     model_label = HierarchicalModel(release.margins, table.k).names(table.variables)  # the model refitted
