@@ -248,7 +248,7 @@ def write_release_bundle(
     out_bom: bool = False,
 ) -> Path:
     """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`. With `workbook`, public/ also holds
-    the margins as one .xlsx workbook (the same content as its CSV files and release.json). `charge`, the ledger's
+    the margins as one .xlsx workbook (its CSV files' values as cross-tabs with totals, release.json's description, and the plan's margins of error). `charge`, the ledger's
     record of the release's charge, is kept in internal/charge.json (ledger id, record number and MAC) and its
     random release id in public/release.json, so that `ledger verify --bundles` can hold bundles and charges
     together.

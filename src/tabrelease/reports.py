@@ -336,7 +336,7 @@ def write_release_contents(
 ) -> None:
     """The report content of a bundle, into its staged `public/` and `internal/` folders (`bundle.write_bundle`
     makes them, and publishes them atomically). With `workbook`, public/ also holds the margins as one .xlsx
-    workbook (the same content as its CSV files and release.json); the charge's random release id goes into
+    workbook (its CSV files' values as cross-tabs with totals, release.json's description, and the plan's margins of error); the charge's random release id goes into
     public/release.json.
 
     Parameters

@@ -520,7 +520,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bound_delta", "the audit's L1 error bounds hold with probability 1 - this (default 0.05)", fraction,
             default=0.05),
     Setting("xlsx", "also write the public margins as one Excel workbook, public/margins.xlsx (a sheet describing the "
-            "release, one per margin); needs tabrelease[excel]", flag=True),
+            "release, a notes sheet with the guarantee and each margin's margin of error, a cross-tab per margin); "
+            "needs tabrelease[excel]", flag=True),
     # Excel in a French or German locale splits CSV files at semicolons, and reads a file without a byte-order
     # mark in the system's code page: these two make the public files open as columns of the right characters.
     Setting("out_sep", "the field separator of the public CSV files: comma (default), semicolon, tab or pipe (by "

@@ -1,6 +1,8 @@
-"""The public margins as one Excel workbook (`release --xlsx`): a sheet describing the release, then a sheet per
-released margin. It holds exactly what `public/` holds already (release.json's description and the margin CSVs),
-nothing else. Written with openpyxl (the `excel` extra)."""
+"""The public margins as one Excel workbook (`release --xlsx`): a sheet describing the release, a notes sheet (the
+guarantee in words and each margin's margin of error), then a cross-tab sheet per released margin. It holds what
+`public/` holds already (release.json's description and the margin CSVs' values, with their sums as totals) and the
+plan's margins of error, which depend on the noise scales and the estimator alone: nothing read from the counts.
+Written with openpyxl (the `excel` extra)."""
 
 from __future__ import annotations
 
