@@ -85,17 +85,23 @@ def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsy
         true_differs |= not np.array_equal(frame["count"].to_numpy(), true)
     assert true_differs
     if release.get("workbook"):
-        # The workbook repeats the CSV files, sheet by sheet, and release.json's description: nothing more.
+        # The workbook repeats the CSV files, sheet by sheet (as cross-tabs, with their sums), release.json's
+        # description and the plan's margins of error: nothing more.
         from openpyxl import load_workbook
 
         from tabrelease.workbook import sheet_names
 
+        from .helpers import read_crosstab
+
         book = load_workbook(out / "public" / release["workbook"])
         files = [m["file"] for m in release["margins"]]
-        assert book.sheetnames == ["release"] + sheet_names(files)
-        for sheet, file in zip(book.sheetnames[1:], files):
-            rows = [[str(v) for v in row] for row in book[sheet].iter_rows(values_only=True)]
-            assert rows == [line.split(",") for line in (out / "public" / file).read_text().splitlines()]
+        assert book.sheetnames == ["release"] + sheet_names(["notes.csv", *files])
+        for sheet, file in zip(book.sheetnames[2:], files):
+            _, *body = [line.split(",") for line in (out / "public" / file).read_text().splitlines()]
+            assert read_crosstab(book[sheet])[0] == {tuple(row[:-1]): int(row[-1]) for row in body}
+        planned = {e["margin"]: e["cell_sd"] for e in release["plan"]["expected_error"]}
+        notes = {r[0]: r[2] for r in book["notes"].iter_rows(values_only=True) if r[0] in planned}
+        assert notes == pytest.approx(planned)
         about = dict(book["release"].iter_rows(min_row=2, max_col=2, values_only=True))
         assert about["privacy"] == release["privacy"] and about["epsilon"] == release["epsilon"]
     # What only the confidential table knows stays in internal/.

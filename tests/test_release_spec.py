@@ -75,7 +75,7 @@ ALL_SETTINGS = {
     "epsilon": 0.7, "delta": 1e-6, "neighbours": "replace", "sensitive": ["A", "C"], "margins": "[AB][BC]",
     "mechanism": "sensitive-attributes", "public_total": True, "plan_objective": "max-cell-variance",
     "plan_candidates": "closure", "nonneg_t": 3.0, "calibration": "paper", "estimator": "least-squares", "rounding": "nearest", "simulate": True, "seed": 5,
-    "bound_delta": 0.01, "xlsx": True,
+    "bound_delta": 0.01, "xlsx": True, "out_sep": "semicolon", "out_bom": True,
 }
 
 
@@ -92,6 +92,7 @@ def test_every_setting_lands_in_its_field():
                                   "plan_candidates": "closure", "nonneg_t": 3.0}
     assert (spec.calibration, spec.estimator, spec.rounding) == ("paper", "least-squares", "nearest")
     assert (spec.mode, spec.seed, spec.bound_delta, spec.workbook) == ("simulation", 5, 0.01, True)
+    assert (spec.out_sep, spec.out_bom) == ("semicolon", True)
     # Text, as the command line gives it, makes the same spec.
     text = {k: (v if isinstance(v, bool) else ",".join(v) if isinstance(v, list) else str(v))
             for k, v in ALL_SETTINGS.items()}
@@ -201,6 +202,8 @@ BATCH_CASES = {
     "seed": {"seed": 5, "simulate": True},
     "bound_delta": {"bound_delta": 0.01},
     "xlsx": {"xlsx": True},
+    "out_sep": {"out_sep": ";"},
+    "out_bom": {"out_bom": True},
 }
 
 

@@ -19,7 +19,8 @@ The spec names the ledger, the datasets (their files, declared levels and budget
     epsilon = 0.5
     out = "spring/households-1"
     # every setting of `tabrelease release` by its flag's name (mechanism, delta, neighbours, sensitive,
-    # public_total, plan_objective, nonneg_t, calibration, estimator, rounding, simulate, seed, bound_delta, xlsx),
+    # public_total, plan_objective, nonneg_t, calibration, estimator, rounding, simulate, seed, bound_delta, xlsx,
+    # out_sep, out_bom),
     # and allow_alias, allow_unbudgeted; release mode unless simulate = true
 
 Everything is checked before anything happens (`read_spec`). `dry_run` reads the data, plans every release and

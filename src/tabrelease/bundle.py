@@ -28,7 +28,7 @@ from .errors import TabreleaseError
 @dataclass(frozen=True)
 class ReportWriter:
     """The report content of a bundle: `write(public_dir, internal_dir, table, release, evaluation, *,
-    version, workbook, charge)` fills the staged folders; `check(workbook)` refuses, before the charge, what it
+    version, workbook, charge, out_sep, out_bom)` fills the staged folders; `check(workbook)` refuses, before the charge, what it
     cannot write."""
 
     write: Callable[..., None]
@@ -244,9 +244,11 @@ def write_release_bundle(
     force: bool = False,
     workbook: bool = False,
     charge: Mapping | None = None,
+    out_sep: str = ",",
+    out_bom: bool = False,
 ) -> Path:
     """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`. With `workbook`, public/ also holds
-    the margins as one .xlsx workbook (the same content as its CSV files and release.json). `charge`, the ledger's
+    the margins as one .xlsx workbook (its CSV files' values as cross-tabs with totals, release.json's description, and the plan's margins of error). `charge`, the ledger's
     record of the release's charge, is kept in internal/charge.json (ledger id, record number and MAC) and its
     random release id in public/release.json, so that `ledger verify --bundles` can hold bundles and charges
     together.
@@ -268,6 +270,10 @@ def write_release_bundle(
         Also write public/margins.xlsx.
     charge : mapping or None
         The ledger's record of the charge (`ledger.charge`); None: a release made without a ledger.
+    out_sep : str
+        The public CSV files' field separator (the character).
+    out_bom : bool
+        Start the public CSV files with a UTF-8 byte-order mark.
 
     Returns
     -------
@@ -283,7 +289,7 @@ def write_release_bundle(
 
     def write(public_dir: Path, internal_dir: Path) -> None:
         writer.write(public_dir, internal_dir, table, release, evaluation, version=version,
-                     workbook=workbook, charge=charge)
+                     workbook=workbook, charge=charge, out_sep=out_sep, out_bom=out_bom)
         if charge is not None:
             from .ledger import CHARGE_FILE
 

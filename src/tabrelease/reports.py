@@ -30,7 +30,7 @@ from .evaluation import (N_OFF_SHARE, ReleaseEvaluation, evaluation_warnings,  #
                          release_warnings)
 from .models import margin_label
 from .pipeline import UNFIT_ERROR_SHARE, Release
-from .tables import ContingencyTable, long_rows, people_names, write_long_csv
+from .tables import ContingencyTable, people_names, write_long_csv
 
 
 def _clean(value: Any) -> Any:
@@ -374,10 +374,12 @@ def write_release_contents(
     version: str,
     workbook: bool = False,
     charge: Mapping | None = None,
+    out_sep: str = ",",
+    out_bom: bool = False,
 ) -> None:
     """The report content of a bundle, into its staged `public/` and `internal/` folders (`bundle.write_bundle`
     makes them, and publishes them atomically). With `workbook`, public/ also holds the margins as one .xlsx
-    workbook (the same content as its CSV files and release.json); the charge's random release id goes into
+    workbook (its CSV files' values as cross-tabs with totals, release.json's description, and the plan's margins of error); the charge's random release id goes into
     public/release.json.
 
     Parameters
@@ -395,6 +397,10 @@ def write_release_contents(
         Also write public/margins.xlsx (needs openpyxl: `check_report_support` checks it before the charge).
     charge : mapping or None
         The ledger's record of the charge (its `release_id` is published); None: made without a ledger.
+    out_sep : str
+        The public CSV files' field separator: one of ``, ; |`` or a tab.
+    out_bom : bool
+        Start the public CSV files with a UTF-8 byte-order mark.
 
     Raises
     ------
@@ -406,20 +412,24 @@ def write_release_contents(
         from .workbook import WORKBOOK_FILE
 
         public["workbook"] = WORKBOOK_FILE
+    if (out_sep, out_bom) != (",", False):
+        # Said in release.json only when it differs from the default, so that a default release is unchanged.
+        public["csv"] = {"separator": out_sep, "bom": out_bom}
     # The schema is the allow-list of public/: nothing it does not name is written.
     validate(public, schemas.RELEASE)
     for spec, g, values in zip(public["margins"], release.margins, release.released_margins):
-        write_long_csv(public_dir / spec["file"], *people_names(table), g, values)
+        write_long_csv(public_dir / spec["file"], *people_names(table), g, values, sep=out_sep, bom=out_bom)
     (public_dir / "release.json").write_text(json.dumps(public, indent=2) + "\n")
     if workbook:
         from .workbook import write_workbook
 
-        # The rows of the CSV files just written, from the same values; labels as they are (a workbook cell
-        # is written as text, so it needs no protective quote against formulas).
-        names, levels = people_names(table)
-        sheets = [([names[a] for a in g] + ["count"], list(long_rows(levels, g, values)))
-                  for g, values in zip(release.margins, release.released_margins)]
-        write_workbook(public_dir / public["workbook"], public, sheets)
+        # The values of the CSV files just written, labelled from release.json (a workbook cell is written as
+        # text, so labels need no protective quote against formulas); the margins of error are the plan's, from
+        # the noise scales and the estimator's linear error model alone (publishable: no count is read).
+        plan = release.plan
+        planned = (plan.implementation.expected_errors(plan) if plan is not None else None) or {}
+        write_workbook(public_dir / public["workbook"], public, list(release.released_margins),
+                       [planned.get(g) for g in release.margins])
     from .models import HierarchicalModel
 
     from .tables import margin_title

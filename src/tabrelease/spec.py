@@ -39,6 +39,8 @@ PLAN_OBJECTIVES = ("total-squared-error", "max-cell-variance")
 PLAN_CANDIDATES = ("all", "closure")
 # The units a release can be calibrated for (local DP is what a mechanism states of itself, not a request).
 RELEASE_UNITS = (ADD_REMOVE, REPLACE, SENSITIVE)
+# A CSV's field separators, by the names the command line and batch files give them (read and written).
+SEPARATORS = {"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}
 
 
 def loss_of(epsilon: float, delta: float | None = None) -> PrivacyLoss:
@@ -125,6 +127,10 @@ class ReleaseSpec:
         The audit's L1 error bounds hold with probability 1 - bound_delta.
     workbook : bool
         Also write the public margins as one Excel workbook (needs the excel extra).
+    out_sep : {"comma", "semicolon", "tab", "pipe"}
+        The field separator of the public CSV files (default comma).
+    out_bom : bool
+        Start the public CSV files with a UTF-8 byte-order mark.
     """
 
     loss: PrivacyLoss
@@ -139,6 +145,8 @@ class ReleaseSpec:
     seed: int | None = None
     bound_delta: float = 0.05
     workbook: bool = False
+    out_sep: str = "comma"
+    out_bom: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.loss, PrivacyLoss) or self.loss.kind not in (PURE, APPROXIMATE):
@@ -173,6 +181,9 @@ class ReleaseSpec:
             raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {self.bound_delta!r}")
         if not isinstance(self.workbook, bool):
             raise TabreleaseError(f"workbook is true or false, not {self.workbook!r}")
+        _check_choice("out_sep", self.out_sep, tuple(SEPARATORS))
+        if not isinstance(self.out_bom, bool):
+            raise TabreleaseError(f"out_bom is true or false, not {self.out_bom!r}")
 
     @property
     def mechanism_name(self) -> str:
@@ -267,7 +278,8 @@ class ReleaseSpec:
         return {"loss": self.loss.as_dict(), "unit": self.unit.as_dict(), "margins": _margins_data(self.margins),
                 "mechanism": self.mechanism_name, "options": {k: v for k, v in self.options},
                 "calibration": self.calibration, "estimator": self.estimator, "rounding": self.rounding,
-                "mode": self.mode, "seed": self.seed, "bound_delta": self.bound_delta, "workbook": self.workbook}
+                "mode": self.mode, "seed": self.seed, "bound_delta": self.bound_delta, "workbook": self.workbook,
+                "out_sep": self.out_sep, "out_bom": self.out_bom}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -440,6 +452,31 @@ def name_list(value) -> tuple[str, ...]:
     return names
 
 
+def separator_name(value) -> str:
+    """A CSV field separator's name (`SEPARATORS`) from its name or the character itself.
+
+    Parameters
+    ----------
+    value : str
+        "comma", "semicolon", "tab", "pipe", or one of ``, ; | `` and a tab (also typed as the two characters
+        ``\\t``, as a shell passes ``'\\t'``).
+
+    Returns
+    -------
+    str
+        The name; any other text is returned as it is, for the choice check to refuse in words.
+
+    Raises
+    ------
+    TabreleaseError
+        Not text.
+    """
+    value = _text(value)
+    by_character = {character: name for name, character in SEPARATORS.items()}
+    by_character["\\t"] = "tab"
+    return by_character.get(value, value.strip().lower() if value.strip() else value)
+
+
 def _text(value) -> str:
     if not isinstance(value, str):
         raise TabreleaseError(f"{value!r} is not text")
@@ -484,7 +521,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bound_delta", "the audit's L1 error bounds hold with probability 1 - this (default 0.05)", fraction,
             default=0.05),
     Setting("xlsx", "also write the public margins as one Excel workbook, public/margins.xlsx (a sheet describing the "
-            "release, one per margin); needs tabrelease[excel]", flag=True),
+            "release, a notes sheet with the guarantee and each margin's margin of error, a cross-tab per margin); "
+            "needs tabrelease[excel]", flag=True),
+    # Excel in a French or German locale splits CSV files at semicolons, and reads a file without a byte-order
+    # mark in the system's code page: these two make the public files open as columns of the right characters.
+    Setting("out_sep", "the field separator of the public CSV files: comma (default), semicolon, tab or pipe (by "
+            "name, or the character itself)", separator_name, choices=tuple(SEPARATORS),
+            default="comma", metavar="SEP"),
+    Setting("out_bom", "start the public CSV files with a UTF-8 byte-order mark (Excel then reads them as UTF-8)",
+            flag=True),
 )
 SETTING_NAMES = tuple(s.name for s in SETTINGS)
 
@@ -533,9 +578,6 @@ class TableSource:
         if self.variables is not None:
             object.__setattr__(self, "variables", name_list(self.variables))
 
-
-# A CSV's field separators, by the names the command line and batch files give them.
-SEPARATORS = {"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}
 
 # How a table is read: the command line's table arguments and a batch dataset's keys (besides file/builtin).
 INPUT_SETTINGS: tuple[Setting, ...] = (
@@ -685,7 +727,7 @@ def spec_from_settings(settings: Mapping[str, Any], *, epsilon: float | None = N
         margins=values["margins"], mechanism=values["mechanism"], options=options,
         calibration=values["calibration"], estimator=values["estimator"], rounding=values["rounding"],
         mode=SIMULATION if simulate else RELEASE, seed=values["seed"], bound_delta=values["bound_delta"],
-        workbook=bool(values["xlsx"]),
+        workbook=bool(values["xlsx"]), out_sep=values["out_sep"], out_bom=bool(values["out_bom"]),
     )
 
 

@@ -1,6 +1,8 @@
-"""The public margins as one Excel workbook (`release --xlsx`): a sheet describing the release, then a sheet per
-released margin. It holds exactly what `public/` holds already (release.json's description and the margin CSVs),
-nothing else. Written with openpyxl (the `excel` extra)."""
+"""The public margins as one Excel workbook (`release --xlsx`): a sheet describing the release, a notes sheet (the
+guarantee in words and each margin's margin of error), then a cross-tab sheet per released margin. It holds what
+`public/` holds already (release.json's description and the margin CSVs' values, with their sums as totals) and the
+plan's margins of error, which depend on the noise scales and the estimator alone: nothing read from the counts.
+Written with openpyxl (the `excel` extra)."""
 
 from __future__ import annotations
 
@@ -87,18 +89,34 @@ def _sheet_key(name: str) -> str:
     return unicodedata.normalize("NFC", name.casefold())
 
 
-def write_workbook(path: Path, public: Mapping, margin_rows: Sequence[tuple[list[str], list[list]]]) -> None:
-    """`public` is release.json's document; `margin_rows` gives, per released margin (in its order), the header and
-    the rows of its CSV file.
+NOTES_SHEET = "notes"
+# The two-sided 90% interval of a normal error: +- this many standard deviations.
+INTERVAL_LEVEL = 0.90
+TOTAL = "Total"
+
+
+def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_errors: Sequence | None = None) -> None:
+    """The public margins as one workbook people can publish: a sheet describing the release, a notes sheet (the
+    guarantee in words and each margin's planned margin of error), then one cross-tab sheet per margin.
+
+    A one-way margin is a column with its total; a two-way margin a cross-tab (the first variable down, the second
+    across) with row and column totals; a higher margin stacked cross-tabs of its last two variables, one titled
+    block per combination of the levels of the others. Variables and levels carry their labels for people
+    (release.json's, from a metadata file where one gave them; the codes otherwise). Every value is the released
+    margin's, or a sum of them: nothing else is read.
 
     Parameters
     ----------
     path : Path
         The .xlsx file written (replaced if it exists).
     public : mapping
-        release.json's document (its margins, variables, warnings and description are read).
-    margin_rows : sequence of (list of str, list of list)
-        Per margin, in the order of ``public["margins"]``: the header and the rows.
+        release.json's document (its margins, variables, guarantee, noise, warnings and description are read).
+    margin_values : sequence of numpy.ndarray
+        Per margin, in the order of ``public["margins"]``: its released values, one axis per variable of the
+        margin in its order.
+    margin_errors : sequence or None
+        Per margin, its planned error (an object with ``cell_sd``, as `planning.MarginError`) or None where the
+        mechanism has none; computed from the plan alone. None: no margin has one.
 
     Raises
     ------
@@ -124,8 +142,10 @@ def write_workbook(path: Path, public: Mapping, margin_rows: Sequence[tuple[list
             ("sampler", public.get("noise", {}).get("sampler")),
             ("consistency", public.get("consistency"))]
     files = [m["file"] for m in public["margins"]]
-    names = sheet_names(files)
+    # The notes sheet named first, so that sheet_names keeps every margin's sheet from taking its name.
+    notes_name, *names = sheet_names([f"{NOTES_SHEET}.csv", *files])
     people = {v["name"]: v.get("label") or v["name"] for v in public.get("variables", [])}
+    rows.append((f"sheet {notes_name}", "the privacy guarantee in words and each margin's margin of error"))
     for name, margin in zip(names, public["margins"]):
         rows.append((f"sheet {name}", f"margin {margin['label']}: "
                      f"{', '.join(people.get(v, v) for v in margin['variables'])} ({margin['file']})"))
@@ -134,12 +154,182 @@ def write_workbook(path: Path, public: Mapping, margin_rows: Sequence[tuple[list
         append_row(about, ["" if v is None else v for v in row])
     about.column_dimensions["A"].width = 24
     about.column_dimensions["B"].width = 100
-    for name, (header, body) in zip(names, margin_rows):
-        sheet = book.create_sheet(name)
-        append_row(sheet, header)
-        for row in body:
-            append_row(sheet, row)
+    errors = list(margin_errors) if margin_errors is not None else [None] * len(files)
+    figures = [margin_of_error(e) for e in errors]
+    _write_notes(book.create_sheet(notes_name), public, figures)
+    variables = {v["name"]: v for v in public.get("variables", [])}
+    for name, margin, values, figure in zip(names, public["margins"], margin_values, figures):
+        described = [variables.get(v, {"name": v}) for v in margin["variables"]]
+        _write_margin(book.create_sheet(name), margin, described, values, figure, notes_name)
     book.save(path)
+
+
+def margin_of_error(error) -> dict | None:
+    """A margin's public margin of error from its planned error: the planned standard deviation of each cell and
+    the half-width of its two-sided 90% interval under a normal approximation (z = 1.645).
+
+    Parameters
+    ----------
+    error : planning.MarginError or None
+        The plan's expected error of the margin (from the noise scales and the estimator's linear error model,
+        never the counts), or None.
+
+    Returns
+    -------
+    dict or None
+        ``cell_sd`` and ``half_width`` (counts), or None when there is no planned error.
+    """
+    if error is None or error.cell_sd is None:
+        return None
+    return {"cell_sd": float(error.cell_sd), "half_width": float(_z() * error.cell_sd)}
+
+
+def _z() -> float:
+    """The normal quantile of the two-sided INTERVAL_LEVEL interval (1.645 for 90%)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + INTERVAL_LEVEL / 2)
+
+
+def _level_labels(variable: Mapping) -> list[str]:
+    return [str(x) for x in (variable.get("level_labels") or variable.get("levels") or [])]
+
+
+def _label(variable: Mapping) -> str:
+    return str(variable.get("label") or variable["name"])
+
+
+def _number(value):
+    """A released value as the CSV file holds it: an int, or a float rounded to 6 decimals."""
+    import numpy as np
+
+    return int(value) if isinstance(value, (int, np.integer)) else round(float(value), 6)
+
+
+def _write_margin(sheet, margin: Mapping, variables: Sequence[Mapping], values, figure: dict | None,
+                  notes_name: str) -> None:
+    """One margin's sheet: a column with a total (one variable) or titled cross-tabs with totals (two or more)."""
+    import numpy as np
+    from openpyxl.utils import get_column_letter
+
+    values = np.asarray(values)
+    if not np.issubdtype(values.dtype, np.integer):
+        values = values.astype(float)
+    labels = [_label(v) for v in variables]
+    _styled(sheet, [f"{margin['label']}: {' × '.join(labels)}"], bold=True)
+    if len(variables) == 1:
+        _styled(sheet, [labels[0], "count"], bold=True)
+        for level, value in zip(_level_labels(variables[0]), values):
+            _styled(sheet, [level, _number(value)])
+        _styled(sheet, [TOTAL, _number(values.sum())], bold=True)
+        sheet.freeze_panes = "A3"
+        columns = [[labels[0], TOTAL, *_level_labels(variables[0])], ["count", *map(_number, values.ravel()),
+                                                                       _number(values.sum())]]
+    else:
+        rows_of, across = variables[-2], variables[-1]
+        across_levels = _level_labels(across)
+        _styled(sheet, ["", labels[-1]], bold=True)
+        _styled(sheet, [labels[-2], *across_levels, TOTAL], bold=True)
+        sheet.freeze_panes = "B4"  # the row labels and the column headers stay in view
+        columns = [[labels[-2], TOTAL, *_level_labels(rows_of)]] + [[level] for level in across_levels] + [[TOTAL]]
+        outer = variables[:-2]
+        for index in np.ndindex(*values.shape[:-2]):
+            if outer:
+                # A block per combination of the other variables' levels, titled by them.
+                _styled(sheet, ["; ".join(f"{_label(v)}: {_level_labels(v)[i]}" for v, i in zip(outer, index))],
+                        bold=True)
+            block = values[index]
+            for level, row in zip(_level_labels(rows_of), block):
+                cells = [_number(v) for v in row] + [_number(row.sum())]
+                _styled(sheet, [level, *cells])
+                for column, cell in zip(columns[1:], cells):
+                    column.append(cell)
+            totals = [_number(v) for v in block.sum(axis=0)] + [_number(block.sum())]
+            _styled(sheet, [TOTAL, *totals], bold=True)
+            for column, cell in zip(columns[1:], totals):
+                column.append(cell)
+            append_row(sheet, [])  # a blank row after each block (and before the note)
+    if figure is not None:
+        note = (f"Margin of error: each cell (the totals excepted) within ±{figure['half_width']:.3g} of the count "
+                f"it estimates with {INTERVAL_LEVEL:.0%} probability (planned standard deviation "
+                f"{figure['cell_sd']:.3g}); see the sheet {notes_name}.")
+    else:
+        note = f"Margin of error: none planned for this mechanism; see the sheet {notes_name}."
+    if len(variables) == 1:
+        append_row(sheet, [])
+    _styled(sheet, [note])
+    for number, column in enumerate(columns, start=1):
+        widest = max(len(f"{v:,}") if isinstance(v, (int, float)) else len(str(v)) for v in column)
+        # Column A holds the row labels (the title and notes run on to the right); wide enough, never too wide.
+        sheet.column_dimensions[get_column_letter(number)].width = min(max(widest + 2, 8), 60)
+
+
+def _write_notes(sheet, public: Mapping, figures: Sequence[dict | None]) -> None:
+    """The notes sheet: the guarantee and how the noise was drawn, then each margin's margin of error. Everything
+    on it comes from release.json's description and the plan: nothing read from the counts."""
+    from .privacy import PrivacyGuarantee
+
+    guarantee = PrivacyGuarantee.from_dict(public["guarantee"])
+    noise = public.get("noise", {})
+    if noise.get("mode") == "release":
+        mode = "release: the noise was drawn by OpenDP's secure samplers"
+    else:
+        mode = (f"{noise.get('mode')}: seeded numpy noise, NOT secure; for trying the release out, not for "
+                "publication")
+    _styled(sheet, ["Notes"], bold=True)
+    rows = [("privacy guarantee", f"differential privacy, {guarantee.describe()}"),
+            ("neighbouring data sets", f"differ by {guarantee.unit.describe()}"),
+            ("privacy loss", guarantee.loss.describe()),
+            ("how", guarantee.how),
+            ("statement", public.get("privacy")),
+            ("mode", mode),
+            ("made by", f"{public.get('tool')} {public.get('tool_version')}, {public.get('created')}: the "
+                        f"{public.get('mechanism')} mechanism, then {public.get('estimator')} and "
+                        f"{public.get('rounding')} rounding")]
+    rows += [("warning", w) for w in public.get("warnings", [])]
+    for key, value in rows:
+        if value:
+            _styled(sheet, [key, str(value)])
+    append_row(sheet, [])
+    _styled(sheet, ["margin", "variables", "planned standard deviation of a cell",
+                    f"{INTERVAL_LEVEL:.0%} margin of error (±)", "note"], bold=True)
+    people = {v["name"]: _label(v) for v in public.get("variables", [])}
+    for margin, figure in zip(public["margins"], figures):
+        names = ", ".join(people.get(v, v) for v in margin["variables"])
+        if figure is None:
+            _styled(sheet, [margin["label"], names, "", "", f"the {public.get('mechanism')} mechanism has no planned "
+                            "error for this margin, so none is stated"])
+            continue
+        row = [margin["label"], names, figure["cell_sd"], figure["half_width"], ""]
+        if public.get("estimator") != "least-squares":
+            row[4] = (f"that of the unbiased linear reconstruction of the measurements; the {public.get('estimator')} "
+                      "estimator's own error is not derived")
+        _styled(sheet, row)
+        for cell in sheet[sheet.max_row][2:4]:
+            cell.number_format = "0.00"
+    append_row(sheet, [])
+    for text in ("The margin of error is computed from the plan alone (the noise scales and the estimator's linear "
+                 "error model), before any count was read, so it may be published with the margins.",
+                 f"Each released cell is within the {INTERVAL_LEVEL:.0%} margin of error of the count it estimates "
+                 f"with probability about {INTERVAL_LEVEL:.0%} (a normal approximation: ± {_z():.3f} standard "
+                 "deviations). Row and column totals, sums of several cells, have errors of their own.",
+                 "It is the error of the unbiased linear estimate: keeping counts non-negative usually makes the "
+                 "released cells closer, and rounding to whole numbers moves each by less than one."):
+        _styled(sheet, [text])
+    for column, width in zip("ABCDE", (24, 40, 20, 20, 60)):
+        sheet.column_dimensions[column].width = width
+
+
+def _styled(sheet, values: Sequence, bold: bool = False) -> None:
+    """`append_row`, then integers shown with thousands separators and, if `bold`, the row in bold."""
+    from openpyxl.styles import Font
+
+    append_row(sheet, values)
+    for cell in sheet[sheet.max_row]:
+        if bold and cell.value is not None:
+            cell.font = Font(bold=True)
+        if isinstance(cell.value, int):
+            cell.number_format = "#,##0"
 
 
 def append_row(sheet, values: Sequence) -> None:

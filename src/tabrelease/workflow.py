@@ -19,7 +19,7 @@ from .planner import plan_release
 from .models import default_model
 from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
-from .spec import RELEASE, LedgerAccount, ReleaseSpec, TableSource, refuse_ambiguous_margins
+from .spec import RELEASE, SEPARATORS, LedgerAccount, ReleaseSpec, TableSource, refuse_ambiguous_margins
 from .tables import ContingencyTable
 
 
@@ -134,7 +134,6 @@ def read_source(source: TableSource):
     -------
     ContingencyTable or MicrodataTable
     """
-    from .spec import SEPARATORS
     from .tables import CsvOptions, load_input
 
     csv = CsvOptions(sep=None if source.sep is None else SEPARATORS[source.sep], encoding=source.encoding,
@@ -447,7 +446,8 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
         said = release_warnings(release) + evaluation_warnings(evaluation)  # what the audit's reader is told too
         written = write_release_bundle(out, table, release, evaluation,
-                                       version=version or __version__, force=force, workbook=workbook, charge=entry)
+                                       version=version or __version__, force=force, workbook=workbook, charge=entry,
+                                       out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
     except BaseException as exc:
         if entry is None or _bundle_of(out, entry):
             # Not charged; or published, and the failure came after (a signal held over the bundle's rename is

@@ -8,8 +8,10 @@ from ._common import (add_spec_arguments, add_table_arguments_for_many, epsilon_
                       non_negative_int, positive_int, report_dropped, spec_settings_from_args)
 
 # What a sweep varies over its grid, or sets itself (simulation, the master seed), in place of `release`'s settings;
-# bound_delta and xlsx concern a published bundle's audit and workbook, which a sweep does not write.
-SWEEP_VARIES = ("epsilon", "mechanism", "calibration", "margins", "simulate", "seed", "bound_delta", "xlsx")
+# bound_delta, xlsx, out_sep and out_bom concern a published bundle's audit, workbook and CSV files, which a sweep
+# does not write.
+SWEEP_VARIES = ("epsilon", "mechanism", "calibration", "margins", "simulate", "seed", "bound_delta", "xlsx",
+                "out_sep", "out_bom")
 
 
 def register(subparsers) -> None:

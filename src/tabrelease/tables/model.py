@@ -532,7 +532,12 @@ def long_rows(levels, axes, values: np.ndarray):
         yield [lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else round(float(v), 6)]
 
 
-def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count") -> None:
+# The separators a CSV reader detects from a header (`readers.SEPARATORS`), and so the ones written.
+HEADER_SEPARATORS = (",", ";", "\t", "|")
+
+
+def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count", *,
+                   sep: str = ",", bom: bool = False) -> None:
     """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value. Labels and
     names that a spreadsheet would take for a formula are written behind a single quote (`csv_field_for_label`).
 
@@ -550,13 +555,23 @@ def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_colu
         One axis per entry of `axes`; integers are written as such, floats rounded to 6 decimals.
     count_column : str, default "count"
         Name of the value column.
+    sep : str, default ","
+        The field separator: one of ``, ; | `` or a tab (the separators a reader detects from the header).
+    bom : bool, default False
+        Start the file with a UTF-8 byte-order mark (Excel then reads it as UTF-8, not in its code page).
     """
+    if sep not in HEADER_SEPARATORS:
+        raise ValueError(f"a CSV file is written with one of the separators {HEADER_SEPARATORS!r}, not {sep!r}")
     values = np.asarray(values)
     integer = np.issubdtype(values.dtype, np.integer)
     labels = [[csv_field_for_label(x) for x in levels[a]] for a in axes]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        out = csv.writer(fh, lineterminator="\n")
-        out.writerow([csv_field_for_label(variables[a]) for a in axes] + [csv_field_for_label(count_column)])
+    header = [csv_field_for_label(variables[a]) for a in axes] + [csv_field_for_label(count_column)]
+    with open(path, "w", newline="", encoding="utf-8-sig" if bom else "utf-8") as fh:
+        # A reader finds the separator by counting candidates in the header outside quotes: a name holding one
+        # (a label "a;b" in a comma file) is quoted there so it cannot outvote the real separator.
+        quote = csv.QUOTE_ALL if any(c in name for name in header for c in HEADER_SEPARATORS) else csv.QUOTE_MINIMAL
+        csv.writer(fh, delimiter=sep, lineterminator="\n", quoting=quote).writerow(header)
+        out = csv.writer(fh, delimiter=sep, lineterminator="\n")
         for index in np.ndindex(*values.shape):
             v = values[index]
             out.writerow([lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else repr(round(float(v), 6))])

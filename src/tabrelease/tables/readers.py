@@ -384,8 +384,10 @@ def _decode(path: Path, encoding: str) -> str:
 
 
 def _detect_separator(header_line: str) -> str:
-    """The candidate separator the header uses most (a comma when none): headers are names, not data."""
-    counts = {sep: header_line.count(sep) for sep in SEPARATORS}
+    """The candidate separator the header uses most outside double quotes (a comma when none): headers are names,
+    not data, and a quoted name ("a;b" in a comma file) holds no separator."""
+    unquoted = re.sub(r'"[^"]*"', "", header_line)
+    counts = {sep: unquoted.count(sep) for sep in SEPARATORS}
     best = max(SEPARATORS, key=lambda sep: counts[sep])
     return best if counts[best] > 0 else ","
 
