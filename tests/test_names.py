@@ -109,7 +109,7 @@ def test_a_french_release_publishes_files_and_sheets_named_as_its_variables(tmp_
     assert files == ["Région de résidence__Sexe de la personne.csv", "margins.xlsx", "release.json", "Âge.csv"]
     assert [m["file"] for m in public["margins"]] == ["Région de résidence__Sexe de la personne.csv", "Âge.csv"]
     book = openpyxl.load_workbook(out / "public" / "margins.xlsx")
-    assert book.sheetnames == ["release", "Région de résidence__Sexe de la", "Âge"]
+    assert book.sheetnames == ["release", "notes", "Région de résidence__Sexe de la", "Âge"]
 
 
 # --- 3. an ambiguous margin list is refused ---------------------------------------------------------------------
