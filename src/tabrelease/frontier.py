@@ -505,7 +505,11 @@ def comparison(summary: pd.DataFrame) -> list[str]:
                 said = ", ".join(f"{name} at {n} of {points}" for name, n in winners.value_counts().items())
                 lines.append(f"- {label}: the lowest mean max-L1 error was {said} (table, workload, epsilon) points "
                              "(a tie counts for each).")
-            ranked = part.groupby("strategy", sort=False)["to_best"].agg(["median", "min", "max"]).sort_values("median")
+            # By the median ratio, then the worst: strategies tied at the best on most points are told apart by how
+            # far they fall behind elsewhere (the order of the summary's rows never decides).
+            ranked = (part.groupby("strategy", sort=False)["to_best"].agg(["median", "min", "max"])
+                      .rename_axis("strategy").reset_index()
+                      .sort_values(["median", "max", "strategy"]).set_index("strategy"))
             shown = "; ".join(f"{name} {row['median']:.2f} ({row['min']:.2f} to {row['max']:.2f})"
                               for name, row in ranked.iterrows())
             lines.append(f"- error as a multiple of the lowest at each point, median (range): {shown}.")
