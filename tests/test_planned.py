@@ -247,3 +247,33 @@ def test_the_plan_says_which_candidates_it_did_not_consider():
     closure = plan_at((2,) * 6, list(combinations(range(6), 2)), 1.0, options={"plan_candidates": "closure"})
     assert all(len(b.variables) <= 2 for b in closure.design.blocks) and not [n for n in closure.notes
                                                                             if "candidate" in n]
+
+
+def test_a_cell_level_estimator_past_its_size_is_refused_in_one_line_before_it_is_built():
+    # 2^23 binary cells: the paper's LP would be over every one of them; refused by name, not attempted.
+    shape = (2,) * 23
+    with pytest.raises(tr.TabreleaseError, match=r"solves over every cell of the table: 8\.39e\+06 cells, more than "
+                                                 r"the 4,194,304"):
+        plan_at(shape, [(0, 1), (1, 2)], 1.0, mechanism="auto")
+    # The planned mechanism fits the margins themselves at this size.
+    assert plan_at(shape, [(0, 1), (1, 2)], 1.0).margins == ((0, 1), (1, 2))
+
+
+def test_plan_of_a_wide_table_skips_the_paper_column_with_a_note(tmp_path, capsys):
+    import pandas as pd
+
+    names = [f"v{i:02d}" for i in range(23)]
+    rng = np.random.default_rng(0)
+    pd.DataFrame(rng.integers(0, 2, size=(40, 23)).astype(str), columns=names).to_csv(tmp_path / "wide.csv",
+                                                                                      index=False)
+    (tmp_path / "levels.json").write_text(json.dumps({n: ["0", "1"] for n in names}))
+    common = ["plan", str(tmp_path / "wide.csv"), "--microdata", "--levels", str(tmp_path / "levels.json"),
+              "--margins", "[v00,v01][v01,v02]", "--epsilon", "1"]
+    assert main(common) == 0
+    out = capsys.readouterr().out
+    assert "note: the paper's mechanism is not compared: the linf-lp estimator solves over every cell" in out
+    assert "nothing was charged" not in out
+    assert main(common + ["--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 and all(r["paper_expected_l1"] is None and "8.39e+06 cells" in r["paper_note"] for r in rows)
+    assert all(r["expected_l1"] > 0 for r in rows)

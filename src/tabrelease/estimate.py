@@ -132,6 +132,12 @@ class _ProblemEstimator(Estimator):
         """
 
     def for_plan(self, plan: MechanismPlan) -> _ProblemEstimator:
+        cells = int(np.prod(plan.basis.shape, dtype=object))
+        if cells > CELL_PROBLEM_MAX_CELLS:
+            # Refused before the problem's arrays are made (over 2^30 cells they alone were 8 GiB per margin).
+            raise TabreleaseError(f"the {self.name} estimator solves over every cell of the table: {cells:.3g} cells, "
+                                  f"more than the {CELL_PROBLEM_MAX_CELLS:,} (2^22) it handles; use the planned "
+                                  "mechanism, whose fit is over the margins at this size; nothing was charged")
         zeros = None if plan.encoding is None else plan.encoding.structural_zeros()
         return type(self)(self.build(plan.basis, zeros))
 
@@ -139,6 +145,11 @@ class _ProblemEstimator(Estimator):
         if self.problem is None:
             raise TabreleaseError(f"internal error: the {self.name} estimator was not prepared for this plan")
         return self.problem
+
+
+# The cell-level problems (the paper's LP, least squares over the cells) hold a few vectors and a sparse operator with
+# a non-zero per cell and measured set: past this many cells they are refused in one line, not attempted.
+CELL_PROBLEM_MAX_CELLS = 2**22
 
 
 class LInfinityLP(_ProblemEstimator):

@@ -98,8 +98,9 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         paper, every_cell = r["paper_expected_l1"], r["cells_expected_l1"]
         shown = "-" if every_cell is None else f"{every_cell:.4g}"
+        theirs, ratio = ("-", "-") if paper is None else (f"{paper:.4g}", f"{r['expected_l1'] / paper:.2f}")
         print(f"{r['margin']:<{width}} {r['cells']:>5} {r['epsilon']:>8g} {r['expected_l1']:>15.4g} {r['cell_sd']:>9.4g} "
-              f"{shown:>16} {paper:>18.4g} {r['expected_l1'] / paper:>6.2f}")
+              f"{shown:>16} {theirs:>18} {ratio:>6}")
     print("E L1: expected L1 error of the unbiased linear reconstruction of the measurements (normal approximation);"
           " non-negativity and rounding reduce it, the more the sparser the table is against the noise (the audit "
           "states the error simulated on the released table). Every cell: Laplace noise on each cell of the full "
@@ -111,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
     print("*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
           "(see `tabrelease frontier` for measured errors)")
+    if rows[0]["paper_note"]:
+        print(f"note: {rows[0]['paper_note']}")
     return 0
 
 
