@@ -44,3 +44,20 @@ def test_names_and_letters_give_the_same_model():
     assert parse_model("AB BC", table) == by_letters
 
 
+
+
+def test_maximal_margins_agree_with_every_pair_compared():
+    # The subset scan (small margins) and the pair comparison (margins past SUBSET_SCAN_MAX_SIZE) against the
+    # definition: a margin is dropped iff it is a strict subset of another.
+    import random
+
+    from tabrelease.models import SUBSET_SCAN_MAX_SIZE, maximal_margins
+
+    rng = random.Random(4)
+    for _ in range(200):
+        k = rng.choice([4, 8, SUBSET_SCAN_MAX_SIZE + 4])
+        margins = [tuple(sorted(rng.sample(range(k), rng.randint(0, k)))) for _ in range(rng.randint(1, 12))]
+        unique = list(dict.fromkeys(margins))
+        expected_dropped = [m for m in unique if any(set(m) < set(o) for o in unique)]
+        expected_kept = [m for m in unique if m not in expected_dropped]
+        assert maximal_margins(margins) == (tuple(expected_kept), tuple(expected_dropped))
