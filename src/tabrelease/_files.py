@@ -313,6 +313,10 @@ def csv_label_from_field(field: str) -> str:
     return field[1:] if field.startswith("'") and _formula_like(field) else field
 
 
+# The field separators a CSV reader detects from a header (`tables.readers`), and so the only ones written.
+CSV_SEPARATORS = (",", ";", "\t", "|")
+
+
 # --- names of published files ---------------------------------------------------------------------------------
 # What a file name may not hold somewhere a bundle is copied to: "/" anywhere, <>:"\|?* on Windows, and control
 # characters (Windows refuses 0-31; none is readable anyway). Everything else, accents and any script included, is

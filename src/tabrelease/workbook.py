@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ._files import _cut, _file_key
 from .errors import TabreleaseError
 
 WORKBOOK_FILE = "margins.xlsx"
@@ -50,10 +51,10 @@ def sheet_names(files: Sequence[str]) -> list[str]:
     for file in files:
         base = _sheet_base(file)
         name, number = _sheet_cut(base, ""), 1
-        while _sheet_key(name) in taken:
+        while _file_key(name) in taken:
             number += 1
             name = _sheet_cut(base, f"~{number}")
-        taken.add(_sheet_key(name))
+        taken.add(_file_key(name))
         names.append(name)
     return names
 
@@ -67,26 +68,14 @@ def _sheet_base(file: str) -> str:
 
 
 def _sheet_cut(base: str, suffix: str) -> str:
-    """`base` shortened so that it and `suffix` fit in a sheet name (never inside a character or before its
-    accents), without an apostrophe or a space left at its end."""
-    import unicodedata
+    """`base` shortened so that it and `suffix` fit in a sheet name (Excel counts UTF-16 units), without an
+    apostrophe or a space left at its end."""
 
     def units(text: str) -> int:
         return len(text.encode("utf-16-le")) // 2
 
-    end = min(len(base), SHEET_MAX)
-    while end and units(base[:end]) + units(suffix) > SHEET_MAX:
-        end -= 1
-    while 0 < end < len(base) and unicodedata.combining(base[end]):
-        end -= 1
-    return (base[:end].rstrip("' ") or "margin"[: SHEET_MAX - units(suffix)]) + suffix
-
-
-def _sheet_key(name: str) -> str:
-    # Excel tells sheet names apart without regard to case.
-    import unicodedata
-
-    return unicodedata.normalize("NFC", name.casefold())
+    cut = _cut(base, lambda start: units(start) + units(suffix) <= SHEET_MAX, SHEET_MAX)
+    return (cut.rstrip("' ") or "margin"[: SHEET_MAX - units(suffix)]) + suffix
 
 
 NOTES_SHEET = "notes"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 # The rule against formulas in CSV files (OWASP) is one of _files' rules of writing files; write_long_csv applies it.
-from .._files import csv_field_for_label
+from .._files import CSV_SEPARATORS, csv_field_for_label
 from ..errors import TabreleaseError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -532,10 +532,6 @@ def long_rows(levels, axes, values: np.ndarray):
         yield [lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else round(float(v), 6)]
 
 
-# The separators a CSV reader detects from a header (`readers.SEPARATORS`), and so the ones written.
-HEADER_SEPARATORS = (",", ";", "\t", "|")
-
-
 def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count", *,
                    sep: str = ",", bom: bool = False) -> None:
     """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value. Labels and
@@ -560,8 +556,8 @@ def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_colu
     bom : bool, default False
         Start the file with a UTF-8 byte-order mark (Excel then reads it as UTF-8, not in its code page).
     """
-    if sep not in HEADER_SEPARATORS:
-        raise ValueError(f"a CSV file is written with one of the separators {HEADER_SEPARATORS!r}, not {sep!r}")
+    if sep not in CSV_SEPARATORS:
+        raise ValueError(f"a CSV file is written with one of the separators {CSV_SEPARATORS!r}, not {sep!r}")
     values = np.asarray(values)
     integer = np.issubdtype(values.dtype, np.integer)
     labels = [[csv_field_for_label(x) for x in levels[a]] for a in axes]
@@ -569,7 +565,7 @@ def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_colu
     with open(path, "w", newline="", encoding="utf-8-sig" if bom else "utf-8") as fh:
         # A reader finds the separator by counting candidates in the header outside quotes: a name holding one
         # (a label "a;b" in a comma file) is quoted there so it cannot outvote the real separator.
-        quote = csv.QUOTE_ALL if any(c in name for name in header for c in HEADER_SEPARATORS) else csv.QUOTE_MINIMAL
+        quote = csv.QUOTE_ALL if any(c in name for name in header for c in CSV_SEPARATORS) else csv.QUOTE_MINIMAL
         csv.writer(fh, delimiter=sep, lineterminator="\n", quoting=quote).writerow(header)
         out = csv.writer(fh, delimiter=sep, lineterminator="\n")
         for index in np.ndindex(*values.shape):

@@ -15,7 +15,7 @@ import numpy as np
 
 # The rule against formulas in CSV files (OWASP) is one of _files' rules of writing files; the readers undo its
 # protective quote.
-from .._files import csv_field_for_label, csv_label_from_field
+from .._files import CSV_SEPARATORS, csv_field_for_label, csv_label_from_field
 from ..errors import TabreleaseError
 from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import _repeated, read_levels_file, read_metadata, with_declared_metadata
@@ -354,7 +354,7 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
 
 
 # --- CSV reading options ---------------------------------------------------------------------------
-SEPARATORS = (",", ";", "\t", "|")
+SEPARATORS = CSV_SEPARATORS
 
 
 @dataclass(frozen=True)
