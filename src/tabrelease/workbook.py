@@ -303,7 +303,8 @@ def _write_notes(sheet, public: Mapping, figures: Sequence[dict | None]) -> None
                  f"with probability about {INTERVAL_LEVEL:.0%} (a normal approximation: ± {_z():.3f} standard "
                  "deviations). Row and column totals, sums of several cells, have errors of their own.",
                  "It is the error of the unbiased linear estimate: keeping counts non-negative usually makes the "
-                 "released cells closer, and rounding to whole numbers moves each by less than one."):
+                 "released cells closer; rounding to whole numbers adds a small change of its own, not counted "
+                 "here."):
         _styled(sheet, [text])
     for column, width in zip("ABCDE", (24, 40, 20, 20, 60)):
         sheet.column_dimensions[column].width = width
