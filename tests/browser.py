@@ -2,7 +2,8 @@
 Selenium. `.ci/run` installs both where it can; where they are missing the browser tests are skipped and say why.
 
 `page_problems` loads a page at a laptop's width and returns what a reader would see wrong: horizontal
-overflow of the page, elements sticking out past the right edge, and figures that did not load.
+overflow of the page, elements sticking out past the right edge, figures that did not load, and figure text drawn
+smaller than 10 px on screen.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-c
 CHROMEDRIVER = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
 # A laptop's window: the audit's and the report's layouts must fit it without a horizontal scroll bar.
 WIDTH, HEIGHT = 1280, 900
+# The smallest text a figure may show on screen at that width (issue 25: tick labels were about 7 px).
+MIN_FIGURE_TEXT_PX = 10
 
 
 def _first(candidates, name):
@@ -68,6 +71,18 @@ for (const svg of document.querySelectorAll('svg')) {
   const r = svg.getBoundingClientRect();
   if (r.width === 0 || r.height === 0) out.broken.push('inline svg');
 }
+// Figure text as rendered: an inline SVG (or one opened on its own) is drawn scaled to its box, so a text's size on
+// screen is its font size times the figure's rendered width over its own. The smallest one, and what it says.
+out.smallest_figure_text = null;
+for (const svg of document.querySelectorAll('svg')) {
+  const box = svg.viewBox && svg.viewBox.baseVal && svg.viewBox.baseVal.width ? svg.viewBox.baseVal.width : null;
+  const scale = box ? svg.getBoundingClientRect().width / box : 1;
+  for (const t of svg.querySelectorAll('text')) {
+    const px = parseFloat(getComputedStyle(t).fontSize) * scale;
+    if (out.smallest_figure_text === null || px < out.smallest_figure_text.px)
+      out.smallest_figure_text = {px: px, text: t.textContent.slice(0, 40)};
+  }
+}
 out.overflowing = out.overflowing.map(o => `${o.tag} "${o.text}" ends at ${o.right}px`);
 return out;
 """
@@ -90,5 +105,8 @@ def page_problems(browser, path: Path) -> dict:
         problems.append(f"the page is {found['page_width']}px wide in a {found['viewport']}px window")
     problems += [f"overflows: {o}" for o in found["overflowing"]]
     problems += [f"figure did not load: {b}" for b in found["broken"]]
+    small = found["smallest_figure_text"]
+    if small is not None and small["px"] < MIN_FIGURE_TEXT_PX:
+        problems.append(f"figure text {small['text']!r} is {small['px']:.1f}px (at least {MIN_FIGURE_TEXT_PX}px)")
     found["problems"] = problems
     return found

@@ -54,7 +54,7 @@ def test_at_a_glance_box(tmp_path, capsys):
     assert glance["worst margin error"]["value"] == f"L1 {ev['max_l1_error']:.6g} on {worst}: {share:.1f}% of n"
     assert glance["released total"]["value"].startswith(f"n = 2291 -> n' = {ev['n_released']:.6g}")
     assert glance["privacy"]["value"] == audit["release"]["privacy"]
-    assert "At a glance" in html and html.count("<img") == 2
+    assert "At a glance" in html and html.count("<svg") == 2
     # The paper's mechanism has planned expected errors too (of the unbiased reconstruction), and their quantile.
     assert set(ev["expected_l1_quantile_by_margin"]) == {"[AB]", "[AC]", "[BC]"}
     assert all(ev["expected_l1_quantile_by_margin"][g] > ev["expected_l1_by_margin"][g] for g in ev["expected_l1_by_margin"])

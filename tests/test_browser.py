@@ -39,6 +39,20 @@ def test_the_check_sees_overflow_and_broken_figures(browser, tmp_path):
     assert page_problems(browser, good)["problems"] == []
 
 
+def test_the_check_reads_figure_text_as_rendered(browser, tmp_path):
+    # 12 px text in an SVG drawn at its own width is 12 px; the same figure squeezed to half its width is 6 px.
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="800" height="100" viewBox="0 0 800 100" '
+           'style="{style}"><text x="10" y="50" font-size="12">tick</text></svg>')
+    page = tmp_path / "svg.html"
+    page.write_text(f"<html><body>{svg.format(style='')}</body></html>")
+    found = page_problems(browser, page)
+    assert found["smallest_figure_text"]["px"] == pytest.approx(12) and found["problems"] == []
+    page.write_text(f"<html><body>{svg.format(style='width:400px;height:auto')}</body></html>")
+    found = page_problems(browser, page)
+    assert found["smallest_figure_text"]["px"] == pytest.approx(6)
+    assert found["problems"] == ["figure text 'tick' is 6.0px (at least 10px)"]
+
+
 @pytest.mark.parametrize("argv, left_out", [
     # The default (planned) release: eight margins, all drawn.
     (("release", "rochdale", "--epsilon", "1"), 0),
@@ -51,9 +65,9 @@ def test_the_check_sees_overflow_and_broken_figures(browser, tmp_path):
 def test_audit_pages_render_without_overflow(browser, tmp_path, capsys, argv, left_out):
     page = release(tmp_path, capsys, "rel", *argv)
     found = page_problems(browser, page)
-    assert found["problems"] == []
+    assert found["problems"] == []  # the figures' text included: none below 10 px at a laptop's width
     # Two figures: every margin's error against the plan, and the released-against-true panels.
-    assert found["figures"] == 2
+    assert found["figures"] == 2 and found["smallest_figure_text"]["px"] >= 10
     assert found["text_length"] > 1000 and "audit" in found["title"]
     assert (f"{left_out} more are in the table above" in page.read_text()) == (left_out > 0)
 
@@ -71,3 +85,18 @@ def test_audit_of_a_table_with_long_names_fits(browser, tmp_path, capsys):
     page = release(tmp_path, capsys, "long", "release", csv, "--epsilon", "1", "--margins", f"[{long_a},{long_b}]")
     found = page_problems(browser, page)
     assert found["problems"] == [] and found["figures"] == 2
+
+
+def test_committed_frontier_figures_are_legible(browser, tmp_path):
+    # Each committed frontier figure as a page shows it (inline, at its own width): every strategy's legend entry is
+    # text, none below 10 px, and nothing runs off a laptop's window.
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "reports" / "frontier"
+    figures = sorted(folder.glob("*.svg"))
+    assert figures, "reports/frontier has no figures"
+    for figure in figures[:3]:
+        page = tmp_path / f"{figure.stem}.html"
+        page.write_text(f"<html><body>{figure.read_text()}</body></html>")
+        found = page_problems(browser, page)
+        assert found["problems"] == [] and found["smallest_figure_text"]["px"] >= 10, figure.name

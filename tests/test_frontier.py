@@ -91,8 +91,8 @@ def test_report_numbers_come_from_the_rows(runs, tmp_path):
                                                                                  "paper-lp")]
         assert row["planned / paper-lp"] == pytest.approx(expected, abs=5e-4)
     report = (out / "report.md").read_text()
-    assert f"{ratios.iloc[0, 3]:.3f}" in report and "![edwards](edwards.png)" in report
-    assert "![edwards-all-2-way](edwards-all-2-way.png)" in report and (out / "edwards-all-2-way.png").exists()
+    assert f"{ratios.iloc[0, 3]:.3f}" in report and "![edwards](edwards.svg)" in report
+    assert "![edwards-all-2-way](edwards-all-2-way.svg)" in report and (out / "edwards-all-2-way.svg").exists()
     # The planned release against the best central-DP strategy at each point, recounted with plain pandas.
     central = [n for n in ON_EDWARDS if frontier.strategy(n).guarantee == "central epsilon-DP"]
     best = means.unstack("strategy")[central]

@@ -157,7 +157,9 @@ def test_a_sweep_of_a_table_named_like_a_formula_writes_text(tmp_path):
     out = tmp_path / "sweep"
     result = run_sweep(grid, out, progress=False)
     files = write_sweep_summary(result.runs, out)
-    assert "max_l1_error.png" in files
+    assert "max_l1_error.svg" in files
+    # The table's name is the panel's title, as text (escaped), not TeX: a formula or markup stays what it is.
+    assert "=cmd $\\frac$" in (out / "max_l1_error.svg").read_text()
     for file in ("runs.csv", "margin_errors.csv", "summary.csv"):
         with open(out / file, newline="", encoding="utf-8") as fh:
             rows = list(csv.reader(fh))

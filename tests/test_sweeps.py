@@ -260,7 +260,7 @@ def test_sweep_command_writes_summary_and_figures(tmp_path, browser):
     doc = json.loads(done.stdout)
     assert doc["runs"] == 12 and doc["noise_mode"] == "simulation"
     names = {p.rsplit("/", 1)[-1] for p in doc["files"]}
-    assert {"summary.csv", "max_l1_error.png", "n_drift.png", "runs.csv"} <= names
+    assert {"summary.csv", "max_l1_error.svg", "n_drift.svg", "runs.csv"} <= names
     summary = pd.read_csv(out / "summary.csv")
     runs = pd.read_csv(out / "runs.csv")
     # The summary's figures are those of the runs (recomputed here with pandas, independently of the grouping).
@@ -268,11 +268,11 @@ def test_sweep_command_writes_summary_and_figures(tmp_path, browser):
     row = summary[(summary.mechanism == "fourier") & (summary.epsilon == 0.5)].iloc[0]
     assert row.runs == 3 and row.max_l1_error_median == pytest.approx(point.max_l1_error.median())
     assert row.n_drift_q90 == pytest.approx(np.quantile(point.n_drift, 0.9))
-    # Every figure is a real PNG that a browser can show.
+    # Every figure is a real SVG that a browser can show.
     from .browser import page_problems
 
     page = out / "figures.html"
-    page.write_text("".join(f'<img alt="{n}" src="{n}">' for n in sorted(names) if n.endswith(".png")))
+    page.write_text("".join(f'<img alt="{n}" src="{n}">' for n in sorted(names) if n.endswith(".svg")))
     found = page_problems(browser, page)
     assert found["figures"] >= 2 and not [p for p in found["problems"] if "did not load" in p]
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, special
 
 # Relative safety margin on delta when a noise scale is calibrated: the scale returned gives at most
 # delta * (1 - DELTA_MARGIN), so evaluation error in the profile (far below 1e-12 relative) cannot carry the true
@@ -75,6 +74,8 @@ def _log_profile(epsilon: float, mu: float) -> float:
     complementary error functions of moderate size, with no exponential of epsilon and no underflow, so delta keeps
     its relative precision down to 1e-300 and for epsilon far beyond 50.
     """
+    from scipy import special
+
     a = mu / 2.0 - epsilon / mu
     b = -mu / 2.0 - epsilon / mu
     tail_b = special.erfcx(-b / _SQRT2)  # e^epsilon Phi(b) = exp(-a^2/2) * tail_b / 2
@@ -150,6 +151,8 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
         low -= 1.0
     while excess(high) < 0:
         high += 1.0
+    from scipy import optimize  # on use: its import is a large share of a command-line release's time
+
     log_mu = optimize.brentq(excess, low, high, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     sigma = sensitivity / math.exp(log_mu)
     limit = delta * (1.0 - DELTA_MARGIN)
@@ -192,6 +195,8 @@ def analytic_gaussian_epsilon(sensitivity: float, sigma: float, delta: float) ->
     high = rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta)) + 1e-12
     while excess(high) > 0:  # pragma: no cover - the bound above always holds
         high *= 2.0
+    from scipy import optimize
+
     epsilon = optimize.brentq(excess, 0.0, high, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     for _ in range(10_000):  # checked as analytic_gaussian_delta computes it (exp of the log), not in logs
         if min(1.0, math.exp(_log_profile(epsilon, mu))) <= delta:
@@ -263,6 +268,8 @@ def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     values = [objective(u) for u in grid]
     best = int(np.argmin(values))
     low, high = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+    from scipy import optimize
+
     result = optimize.minimize_scalar(objective, bounds=(low, high), method="bounded",
                                       options={"xatol": 1e-12, "maxiter": 500})
     epsilon = min(float(result.fun), values[best])

@@ -540,7 +540,9 @@ def comparison(summary: pd.DataFrame) -> list[str]:
 
 
 def plot_table(summary: pd.DataFrame, table: str, path: Path, workload: str = MODEL) -> None:
-    """One table's mean max-L1 error (with its sd) against epsilon, a line per strategy, on log axes.
+    """One table's mean max-L1 error (with its sd) against epsilon, a line per strategy, on log axes: one panel per
+    class of guarantee (a weaker class is not compared with a stronger), one colour and marker per strategy across
+    panels, the default (`planned`) drawn thicker, the legend above the panels (it hides no curve). An SVG file.
 
     Parameters
     ----------
@@ -549,39 +551,34 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path, workload: str = MO
     table : str
         The table drawn.
     path : Path
-        The PNG file written.
+        The SVG file written.
     workload : str, default "model"
         The workload drawn.
-
-    Raises
-    ------
-    TabreleaseError
-        matplotlib is not installed.
     """
-    try:
-        import matplotlib
-    except ImportError:
-        raise TabreleaseError("the frontier's figures need matplotlib: pip install matplotlib (a dependency of tabrelease)") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from . import charts
+    from ._files import write_text_atomic
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
     part = summary[(summary["table"] == table) & (summary["workload"] == workload)]
-    for name in dict.fromkeys(part["strategy"]):
-        s = part[part["strategy"] == name].sort_values("epsilon")
-        if len(s):
-            ax.errorbar(s["epsilon"], s["max_l1_mean"], yerr=s["max_l1_sd"], marker="o", ms=3, capsize=2,
-                        label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("max L1 error of a released margin (mean ± sd)")
-    ax.set_title(f"{table}, {workload} margins: error against epsilon, {int(part['runs'].max())} runs per point")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    order = list(dict.fromkeys(summary["strategy"]))  # the same style for a strategy in every figure
+    panels = []
+    for guarantee in dict.fromkeys(strategy(name).guarantee for name in part["strategy"]):
+        panel = charts.Panel(title=guarantee, xlabel="epsilon", ylabel="max L1 error (mean ± sd)", xlog=True,
+                             ylog=True)
+        names = [n for n in dict.fromkeys(part["strategy"]) if strategy(n).guarantee == guarantee]
+        for name in sorted(names, key=lambda n: n == "planned"):  # the default last: on top of any it ties with
+            s = part[part["strategy"] == name].sort_values("epsilon")
+            colour, marker = charts.style_of(order.index(name))
+            mean, sd = s["max_l1_mean"].to_numpy(float), s["max_l1_sd"].to_numpy(float)
+            # A bar's foot below zero has no place on a log axis: it stops at a tenth of the mean.
+            panel.errorbars(s["epsilon"], np.maximum(mean - sd, mean / 10), mean + sd, colour=colour)
+            panel.line(s["epsilon"], mean, colour=colour, marker=marker, width=3.2 if name == "planned" else 1.5,
+                       label=f"{name} (default)" if name == "planned" else name)
+        panels.append(panel)
+    runs = int(part["runs"].max()) if len(part) else 0
+    svg = charts.render(panels, columns=2 if len(panels) > 1 else 1, width=1000, panel_height=300,
+                        title=f"{table}, {workload} margins: error against epsilon, {runs} runs per point",
+                        description=f"{table}, {workload} margins: max L1 error against epsilon per strategy")
+    write_text_atomic(path, svg)
 
 
 def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, command: str) -> Path:
@@ -612,7 +609,7 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     table_of_ratios.to_csv(out / "ratios.csv", index=False, float_format="%.4f")
     figures = []
     for table, workload in dict.fromkeys(zip(summary["table"], summary["workload"])):
-        figures.append(f"{table}.png" if workload == MODEL else f"{table}-{workload}.png")
+        figures.append(f"{table}.svg" if workload == MODEL else f"{table}-{workload}.svg")
         plot_table(summary, table, out / figures[-1], workload)
     lines = [
         "# The frontier: error against epsilon, by release strategy",

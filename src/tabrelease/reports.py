@@ -217,7 +217,7 @@ def _titles_by_label(release: Release) -> dict[str, str]:
 
 
 def audit_figures(table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation) -> dict:
-    """The audit's pictures (PNG data URIs): every margin's error against the plan, and released against true
+    """The audit's pictures (inline SVG): every margin's error against the plan, and released against true
     counts for the margins whose error is largest against what the plan expected (up to MAX_MARGIN_FIGURES).
 
     They read the confidential counts: for the internal audit only.
@@ -232,7 +232,7 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
     Returns
     -------
     dict
-        `errors` (a data URI), `margins` (a data URI, or None without margins), `margins_shown` and
+        `errors` (an `<svg>` element), `margins` (one, or None without margins), `margins_shown` and
         `margins_left_out` (counts of margins).
     """
     from . import figures
@@ -475,8 +475,8 @@ _AUDIT_TEMPLATE = """<!doctype html>
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 .glance { border: 2px solid #2166ac; border-radius: 6px; padding: 0.4rem 1rem; margin: 1rem 0; }
 .glance table { margin: 0.3rem 0; } .glance td, .glance th { border: none; border-bottom: 1px solid #e3e3e3; }
-.figs { display: flex; flex-wrap: wrap; gap: 0.5rem; } .figs img { width: 25rem; max-width: 100%; }
-img.wide { max-width: 100%; } table { max-width: 100%; } td { overflow-wrap: anywhere; }
+figure { margin: 0.5rem 0 1rem; } figure svg { display: block; max-width: 100%; height: auto; }
+table { max-width: 100%; } td { overflow-wrap: anywhere; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; } td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }
 th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.6rem; margin: 0.6rem 0; }
 .ok { color: #1b6e20; } .bad { color: #a61b1b; font-weight: bold; } code { background: #f5f5f5; padding: 0 0.2rem; }
@@ -521,7 +521,7 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <tr><th>MLE distance, original vs released</th><td>{% if e.mle_l1 is not none %}L1 {{ "%.4f"|format(e.mle_l1) }}, total variation {{ "%.4f"|format(e.mle_total_variation) }}{% else %}not defined: the released margins are inconsistent{% endif %}</td></tr>
 </table>
 <h2>Per margin</h2>
-{% if figures.errors %}<p><img class="wide" src="{{ figures.errors }}" alt="realised L1 error of each margin against the plan"></p>{% endif %}
+{% if figures.errors %}<figure>{{ figures.errors | safe }}</figure>{% endif %}
 {% set sim = e.simulated_errors %}<table><tr><th>margin</th><th>L1 error</th>{% if sim %}<th>simulated mean L1</th><th>simulated {{ "%g"|format(100 * sim.level) }}% quantile</th>{% endif %}<th>planned expected L1 (unbiased)</th><th>planned {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile (union bound)</th>{% if e.paper_bound_by_margin %}<th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th>{% endif %}</tr>
 {% for label, err in e.l1_error_by_margin.items() %}
 <tr><td><code>{{ titles.get(label, label) }}</code></td><td>{{ "%.6g"|format(err) }}</td>{% if sim %}<td>{{ "%.4g"|format(sim.mean_l1_by_margin[label]) }}</td><td>{{ "%.4g"|format(sim.quantile_l1_by_margin[label]) }}{% if err > sim.quantile_l1_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}</td>{% endif %}<td>{% if e.expected_l1_by_margin %}{{ "%.4g"|format(e.expected_l1_by_margin[label]) }}{% else %}—{% endif %}</td><td>{% if e.expected_l1_quantile_by_margin %}{{ "%.4g"|format(e.expected_l1_quantile_by_margin[label]) }}{% if err > e.expected_l1_quantile_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}{% else %}—{% endif %}</td>
@@ -530,7 +530,7 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 <p>{% if sim %}The simulated figures are those of {{ sim.runs }} releases of {{ sim.reference }} by the same plan (the same noise scales and estimator, a fixed seed; rounding, which keeps each cell within 1 of the fit, not simulated): the mean and the empirical {{ "%g"|format(100 * sim.level) }}% quantile (an order statistic, not a bound) of each margin's L1 error. They take non-negativity into account, and read nothing confidential (post-processing of the release: the released table, <code>internal/released_table.csv</code>, with the plan in <code>public/release.json</code>). They describe a table like the released one, which is smoother than the truth where the noise is large. {% elif e.simulation_note %}{{ e.simulation_note }}. {% endif %}The planned expected L1 error is the plan's, computed before the noise was drawn: that of the unbiased linear reconstruction of the measurements (before non-negativity, the estimator and rounding, which usually reduce it), under a normal approximation. The quantile is an upper {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile of that error (each cell within its z-score, a union over the margin's cells). {% if e.paper_bound_by_margin %}The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.{% endif %}{% if e.l1_bound_by_margin %} A looser bound derived here for the LP (a union bound over every coefficient) is kept in audit.json.{% endif %}</p>
 {% if figures.margins %}<h3>Released against true counts</h3>
 <p>Each point is a cell of the margin; on the grey line the release is exact{% if e.expected_cell_sd_by_margin %}, and the blue band is each cell's planned 95% range{% endif %}.{% if figures.margins_left_out %} Shown: the {{ figures.margins_shown }} margins whose error is largest against the plan; {{ figures.margins_left_out }} more are in the table above.{% endif %}</p>
-<p><img class="wide" src="{{ figures.margins }}" alt="released against true counts, per margin"></p>{% endif %}
+<figure>{{ figures.margins | safe }}</figure>{% endif %}
 <h2>Disclosure risk (classical view)</h2>
 {% set d = a.disclosure_risk %}
 <p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to {{ d.small_count }}).</p>

@@ -76,7 +76,6 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
 
         check_release_destination(out, force)
         check_writable(out)
-        _check_figures_available()
         check_report_support(spec.workbook)
     if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         missing = table.metadata.get("undeclared_levels")
@@ -356,7 +355,18 @@ def _bundle_of(out, entry: Mapping) -> bool:
     return isinstance(recorded, str) and hmac.compare_digest(recorded, str(entry.get("mac")))
 
 
-def preload_release_modules(workbook: bool = False) -> None:
+# The compiled modules a release imports lazily after the point of the charge (measured: tests/test_preload.py
+# runs releases of every kind and fails if one more comes in after the preload). Nothing here is imported that
+# the release will not use: the import time is a large share of a command-line release.
+RELEASE_MODULES = ("scipy.sparse", "scipy.sparse.linalg", "scipy.special", "highspy", "clarabel", "threadpoolctl",
+                   "jinja2", "jsonschema", "statistics", "uuid", "unicodedata")
+# Release mode draws from OpenDP's sampler; the ledger locks its file; a workbook is written by openpyxl.
+SECURE_NOISE_MODULES = ("opendp.prelude",)
+LEDGER_MODULES = ("filelock",)
+WORKBOOK_MODULES = ("openpyxl",)
+
+
+def preload_release_modules(workbook: bool = False, *, secure: bool = True, ledger: bool = True) -> None:
     """Import, before the charge and with signals held, the compiled modules the release path would otherwise
     import lazily after it (a signal during such an import can abort the interpreter).
 
@@ -364,12 +374,16 @@ def preload_release_modules(workbook: bool = False) -> None:
     ----------
     workbook : bool
         Import openpyxl too. A missing optional module is skipped (its own check refuses before the charge).
+    secure : bool, default True
+        The noise comes from OpenDP's sampler (release mode).
+    ledger : bool, default True
+        A ledger is charged.
     """
     import importlib
 
-    for name in ("scipy.sparse", "scipy.sparse.linalg", "scipy.optimize", "scipy.stats", "highspy", "jinja2",
-                 "matplotlib.figure", "matplotlib.backends.backend_agg", "pandas", "opendp.prelude") + (
-                    ("openpyxl",) if workbook else ()):
+    names = (RELEASE_MODULES + (SECURE_NOISE_MODULES if secure else ()) + (LEDGER_MODULES if ledger else ())
+             + (WORKBOOK_MODULES if workbook else ()))
+    for name in names:
         try:
             importlib.import_module(name)
         except ImportError:  # an optional module: its own check, before the charge, says what is missing
@@ -378,15 +392,6 @@ def preload_release_modules(workbook: bool = False) -> None:
     from .bundle import report_writer
 
     report_writer()  # the presentation layer's writer, registered (and its module imported) before the charge
-
-
-def _check_figures_available() -> None:
-    """The audit draws its figures after the charge: a broken install (no matplotlib) is refused before it."""
-    from ._optional import module_available
-
-    if not module_available("matplotlib"):
-        raise TabreleaseError("the audit's figures need matplotlib: pip install matplotlib (a dependency of "
-                              "tabrelease)")
 
 
 def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.PathLike, *,
@@ -433,7 +438,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
     ledger = None if account is None else account.ledger
     stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
     with deferred_signals():
-        preload_release_modules(workbook)
+        preload_release_modules(workbook, secure=mode == RELEASE, ledger=account is not None)
     entry = budget = None
     try:
         with deferred_signals():  # charged and known to be, or not charged: a signal waits for the charge's end

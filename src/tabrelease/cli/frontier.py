@@ -51,10 +51,6 @@ def run(args) -> int:
     for name in tables:
         if name not in BUILTIN_TABLES:
             raise TabreleaseError(f"unknown built-in table {name!r}; choose from {', '.join(BUILTIN_TABLES)}")
-    try:
-        import matplotlib  # noqa: F401  (the figures need it: say so before the work, not after)
-    except ImportError:
-        raise TabreleaseError("the frontier's figures need matplotlib: pip install matplotlib (a dependency of tabrelease)") from None
     from pathlib import Path
 
     if Path(args.out).exists() and not args.force and any(Path(args.out).iterdir()):

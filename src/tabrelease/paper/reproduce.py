@@ -398,7 +398,7 @@ def _matplotlib():
     try:
         import matplotlib
     except ImportError:
-        raise TabreleaseError("the reproduction's figures need matplotlib: pip install matplotlib (a dependency of tabrelease)") from None
+        raise TabreleaseError("the reproduction's figures need matplotlib: pip install 'tabrelease[figures]'") from None
     return matplotlib
 
 

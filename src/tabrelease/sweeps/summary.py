@@ -1,5 +1,5 @@
 """What a sweep found, summarised: per table, mechanism, calibration and epsilon, the spread of each run's
-errors (summary.csv), and one figure per measure against epsilon (one panel per table, a line per mechanism
+errors (summary.csv), and one figure per measure against epsilon (SVG) (one panel per table, a line per mechanism
 and calibration). `tabrelease sweep` writes them beside the runs, as `reproduce` does for the paper's grid.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._files import labels_protected, write_atomic, write_frame_atomic
+from .._files import labels_protected, write_frame_atomic, write_text_atomic
 
 # measure -> (column of the runs, axis label). Every one is a function of a run's own release and refit.
 MEASURES = {
@@ -21,7 +21,7 @@ MEASURES = {
 }
 KEYS = ["table", "mechanism", "calibration", "epsilon"]
 SUMMARY_FILE = "summary.csv"
-SUMMARY_OUTPUTS = (SUMMARY_FILE,) + tuple(f"{m}.png" for m in MEASURES)
+SUMMARY_OUTPUTS = (SUMMARY_FILE,) + tuple(f"{m}.svg" for m in MEASURES)
 
 
 def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
@@ -57,7 +57,8 @@ def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_sweep(summary: pd.DataFrame, measure: str, path: Path) -> None:
-    """The measure's median (line) and 10-90% band against epsilon (log axis), one panel per table.
+    """The measure's median (line) and 10-90% band against epsilon (log axis), one panel per table, one colour and
+    marker per mechanism and calibration. An SVG file (`charts`: drawn in milliseconds, sharp at any size).
 
     Parameters
     ----------
@@ -66,31 +67,29 @@ def plot_sweep(summary: pd.DataFrame, measure: str, path: Path) -> None:
     measure : str
         A key of `MEASURES`.
     path : Path
-        The PNG file written (atomically; replaced if it exists).
+        The SVG file written (atomically; replaced if it exists).
     """
-    from matplotlib.figure import Figure
+    from .. import charts
 
     _, label = MEASURES[measure]
     tables = list(dict.fromkeys(summary.table))
-    fig = Figure(figsize=(9, 2.9 * len(tables)), dpi=90, layout="constrained")
-    axes = fig.subplots(len(tables), 1, squeeze=False)[:, 0]
-    for ax, name in zip(axes, tables):
+    series = list(dict.fromkeys(zip(summary.mechanism, summary.calibration)))
+    panels = []
+    for name in tables:
         part = summary[summary.table == name]
+        panel = charts.Panel(title=name, xlabel="epsilon", ylabel=label,
+                             xlog=bool(part.epsilon.nunique() > 1 and part.epsilon.min() > 0))
         for (mechanism, calibration), line in part.groupby(["mechanism", "calibration"], sort=False):
             line = line.sort_values("epsilon")
+            colour, marker = charts.style_of(series.index((mechanism, calibration)))
             tag = mechanism if calibration == "exact" else f"{mechanism} ({calibration} calibration)"
-            drawn = ax.plot(line.epsilon, line[f"{measure}_median"], marker="o", ms=3, lw=1.2, label=tag)
-            ax.fill_between(line.epsilon, line[f"{measure}_q10"], line[f"{measure}_q90"], alpha=0.15, lw=0,
-                            color=drawn[0].get_color())
-        if part.epsilon.nunique() > 1 and part.epsilon.min() > 0:
-            ax.set_xscale("log")
-        ax.set_title(name, fontsize=9, parse_math=False)  # a file named a$\x$.csv is a name, not TeX
-        ax.set_ylabel(label, fontsize=8)
-        ax.tick_params(labelsize=8)
-        ax.legend(fontsize=7, frameon=False)
-    axes[-1].set_xlabel("epsilon")
-    fig.suptitle("median (line) and 10-90% of the runs (band); simulation-mode noise", fontsize=9)
-    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png"))
+            panel.band(line.epsilon, line[f"{measure}_q10"], line[f"{measure}_q90"], colour=colour, opacity=0.15)
+            panel.line(line.epsilon, line[f"{measure}_median"], colour=colour, marker=marker, label=tag)
+        panels.append(panel)
+    svg = charts.render(panels, width=900, panel_height=240,
+                        title="median (line) and 10-90% of the runs (band); simulation-mode noise",
+                        description=f"{label} against epsilon, per table")
+    write_text_atomic(path, svg)
 
 
 def write_sweep_summary(runs: pd.DataFrame, out: Path) -> tuple[str, ...]:
@@ -114,6 +113,6 @@ def write_sweep_summary(runs: pd.DataFrame, out: Path) -> tuple[str, ...]:
     written = [SUMMARY_FILE]
     for measure in MEASURES:
         if np.isfinite(summary[f"{measure}_median"].astype(float)).any():
-            plot_sweep(summary, measure, out / f"{measure}.png")
-            written.append(f"{measure}.png")
+            plot_sweep(summary, measure, out / f"{measure}.svg")
+            written.append(f"{measure}.svg")
     return tuple(written)
