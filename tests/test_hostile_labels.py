@@ -152,7 +152,7 @@ def test_a_sweep_of_a_table_named_like_a_formula_writes_text(tmp_path):
     from tabrelease.sweeps.summary import write_sweep_summary
 
     frame = pd.DataFrame({"A": ["0", "0", "1", "1"], "B": ["0", "1", "0", "1"], "count": [30, 10, 20, 40]})
-    name = "=cmd $\\frac$"  # a formula, and TeX that matplotlib would fail to parse in a figure's title
+    name = "=cmd $\\frac$"  # a formula, and TeX (a figure's title must show it as text)
     grid = make_grid([table_from_frame(frame, name=name)], [1.0], 2, margins=[[(0,), (1,)]], mechanisms=["planned"])
     out = tmp_path / "sweep"
     result = run_sweep(grid, out, progress=False)

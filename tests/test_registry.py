@@ -103,8 +103,7 @@ def test_unknown_and_malformed_mechanisms_are_refused():
 
 @pytest.mark.e2e
 def test_a_release_needs_no_matplotlib(monkeypatch, tmp_path, capsys):
-    # The audit's figures are SVG drawn by tabrelease.charts: a release works where matplotlib is not installed
-    # (it is the [figures] extra, for the paper's reproduction).
+    # Every figure is SVG drawn by tabrelease.charts: a release works where matplotlib is not installed.
     import sys
 
     from tabrelease.cli import main
@@ -119,7 +118,6 @@ def test_a_release_needs_no_matplotlib(monkeypatch, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("module, argv, extra", [
-    ("matplotlib", ["reproduce", "--quick", "--out", "p"], "pip install 'tabrelease[figures]'"),
     ("distributed", ["sweep", "czech", "--epsilons", "1", "--repetitions", "1", "--out", "s", "--scheduler",
                      "tcp://127.0.0.1:9"], "tabrelease[dask]"),
 ])

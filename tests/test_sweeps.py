@@ -206,13 +206,19 @@ def test_reproduce_quick(tmp_path, browser):
     done = cli("reproduce", "--quick", "--out", str(out), "--jobs", "2", "--quiet")
     assert done.returncode == 0, done.stderr
     for name in ("report.md", "report.html", "summary.csv", "table7.csv", "table8.csv", "reproduction.json",
-                 "figure1_sample_size.png", "figure6_lp_b.png"):
+                 "figure1_sample_size.svg", "figure6_lp_b.svg"):
         assert (out / name).stat().st_size > 0
     # The report as a person sees it: no table runs off the page (Table 8 did), and all six figures load.
     from .browser import page_problems
 
     found = page_problems(browser, out / "report.html")
     assert found["problems"] == [] and found["figures"] == 6
+    # Each figure's text as the report shows it (at its own width): none below 10 px.
+    for figure in sorted(out.glob("figure*.svg")):
+        page = tmp_path / f"{figure.stem}.html"
+        page.write_text(f"<html><body>{figure.read_text()}</body></html>")
+        found = page_problems(browser, page)
+        assert found["problems"] == [] and found["smallest_figure_text"]["px"] >= 10, figure.name
     summary = pd.read_csv(out / "summary.csv")
     assert set(summary.calibration) == {"exact", "paper"} and summary.runs.eq(8).all()
     # Figure 1's claim, from the runs themselves: more noise, more spread in n'.

@@ -3,7 +3,8 @@
 Why by hand and not matplotlib: these figures are points, lines, bands and labels, and matplotlib cost most of a
 release's wall time (0.35 s to import and 0.6 s to draw the audit's two PNGs, against 0.1 s for `import numpy`).
 SVG text stays sharp and legible at any width, its size is a number a test can read in the rendered page, and
-an inline `<svg>` keeps a page one self-contained file. matplotlib remains for the paper's reproduction figures.
+an inline `<svg>` keeps a page one self-contained file. The reproduction's figures are drawn here too, so the tool
+has no plotting dependency.
 
 The pieces: `Panel` (one plot area with its axes, linear or log) collects marks in data coordinates;
 `render` lays panels out in a grid under one legend and returns the `<svg>` element as a string. Sizes are in CSS

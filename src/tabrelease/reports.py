@@ -469,17 +469,26 @@ def check_report_support(workbook: bool = False) -> None:
 register_report_writer(ReportWriter(write=write_release_contents, check=check_report_support))
 
 
-_AUDIT_TEMPLATE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tabrelease audit: {{ a.table.name }}</title>
-<style>
-body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
-.glance { border: 2px solid #2166ac; border-radius: 6px; padding: 0.4rem 1rem; margin: 1rem 0; }
-.glance table { margin: 0.3rem 0; } .glance td, .glance th { border: none; border-bottom: 1px solid #e3e3e3; }
-figure { margin: 0.5rem 0 1rem; } figure svg { display: block; max-width: 100%; height: auto; }
-table { max-width: 100%; } td { overflow-wrap: anywhere; }
-table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; } td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }
+# The look every page the tool writes shares (the audit, the reproduction's report): one column of text at a
+# readable width, ruled tables with a shaded header, figures at their own width (never stretched), warnings boxed.
+PAGE_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222;
+       line-height: 1.4; }
+figure { margin: 0.5rem 0 1rem; } figure svg, figure img { display: block; max-width: 100%; height: auto; }
+figcaption { font-size: 0.95rem; color: #444; margin-top: 0.3rem; }
+table { max-width: 100%; border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
+td, th { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.6rem; margin: 0.6rem 0; }
 .ok { color: #1b6e20; } .bad { color: #a61b1b; font-weight: bold; } code { background: #f5f5f5; padding: 0 0.2rem; }
+.scroll { overflow-x: auto; max-width: 100%; }
+"""
+
+_AUDIT_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tabrelease audit: {{ a.table.name }}</title>
+<style>""" + PAGE_STYLE + """
+.glance { border: 2px solid #2166ac; border-radius: 6px; padding: 0.4rem 1rem; margin: 1rem 0; }
+.glance table { margin: 0.3rem 0; } .glance td, .glance th { border: none; border-bottom: 1px solid #e3e3e3; }
+td { overflow-wrap: anywhere; }
 </style></head><body>
 <h1>Release audit — {{ a.table.name }}</h1>
 <p><strong>Internal: this page describes the confidential table. Do not publish it.</strong></p>

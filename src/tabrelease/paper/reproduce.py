@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TabreleaseError
-from .._files import remove_own_outputs, write_atomic, write_frame_atomic, write_text_atomic
+from .._files import remove_own_outputs, write_frame_atomic, write_text_atomic
 from ..sweeps import SweepGrid, available_cpus, make_grid, run_sweep
 from .claims import compare_with_paper, findings_frame
 from .tables import PAPER_TABLES, reproduce_table7, reproduce_table8, table8_findings
@@ -41,12 +41,12 @@ METRICS = {
     "lp_b": ("lp_b", None, "LP optimum b*"),
 }
 FIGURES = (
-    ("figure1_sample_size.png", "n_released", "Figure 1: sample size of the released table"),
-    ("figure2_max_l1_margin_error.png", "max_l1_error", "Figure 2: maximal L1 error of the released margins"),
-    ("figure3_g2_difference.png", "g2_abs_difference", "Figure 3: |G2 of released - G2 of original|"),
-    ("figure4_mle_l1.png", "mle_l1", "Figure 4: L1 distance between the MLEs of original and released tables"),
-    ("figure5_lp_infeasible.png", "lp_infeasible", "Figure 5: fraction of runs with b* > 0 (LP infeasible)"),
-    ("figure6_lp_b.png", "lp_b", "Figure 6: optimal b of the consistency LP"),
+    ("figure1_sample_size.svg", "n_released", "Figure 1: sample size of the released table"),
+    ("figure2_max_l1_margin_error.svg", "max_l1_error", "Figure 2: maximal L1 error of the released margins"),
+    ("figure3_g2_difference.svg", "g2_abs_difference", "Figure 3: |G2 of released - G2 of original|"),
+    ("figure4_mle_l1.svg", "mle_l1", "Figure 4: L1 distance between the MLEs of original and released tables"),
+    ("figure5_lp_infeasible.svg", "lp_infeasible", "Figure 5: fraction of runs with b* > 0 (LP infeasible)"),
+    ("figure6_lp_b.svg", "lp_b", "Figure 6: optimal b of the consistency LP"),
 )
 REPRODUCTION_OUTPUTS = tuple(f[0] for f in FIGURES) + (
     "summary.csv", "table7.csv", "table8.csv", "findings.csv", "noise_free.csv", "lp_optimal_set.csv",
@@ -131,11 +131,9 @@ def reproduce(
     Raises
     ------
     TabreleaseError
-        matplotlib is missing; `out` is not empty without `resume` or `force`; or the sweep refuses (see
-        `run_sweep`).
+        `out` is not empty without `resume` or `force`; or the sweep refuses (see `run_sweep`).
     """
     out = Path(out)
-    _matplotlib()  # before any work: the figures come last
     if out.exists() and any(out.iterdir()) and not (resume or force):
         raise TabreleaseError(f"{out} already exists and is not empty; use --resume to continue it or --force to start over")
     if force and out.exists() and not resume:
@@ -388,24 +386,16 @@ AXES = {
     "lp_b": ("b* (coefficient units)", 0.0, None, True),
 }
 CALIBRATION_STYLE = {
-    "paper": ("tab:orange", "paper calibration (what the paper plotted; reproduction preset)"),
-    "exact": ("tab:blue", "exact calibration"),
+    "paper": ("#D55E00", "paper calibration (what the paper plotted; reproduction preset)"),
+    "exact": ("#0072B2", "exact calibration"),
 }
-
-
-def _matplotlib():
-    """matplotlib, or one line naming the extra that brings it."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise TabreleaseError("the reproduction's figures need matplotlib: pip install 'tabrelease[figures]'") from None
-    return matplotlib
 
 
 def plot_metric(summary: pd.DataFrame, metric: str, title: str, path: Path, noise_free: pd.DataFrame | None = None,
                 neighbours: str = "add-remove") -> None:
     """Mean and a mean +- 1 sd band (kept inside the quantity's range) against epsilon, one row per
-    table, split at epsilon = 1 as in the paper; the no-noise level and, in Figure 1, the true n.
+    table, split at epsilon = 1 as in the paper; the no-noise level and, in Figure 1, the true n. An SVG file
+    (`charts`).
 
     Parameters
     ----------
@@ -416,31 +406,27 @@ def plot_metric(summary: pd.DataFrame, metric: str, title: str, path: Path, nois
     title : str
         The figure's title.
     path : Path
-        The PNG file written (atomically).
+        The SVG file written (atomically).
     noise_free : pandas.DataFrame or None
         As `noise_free_levels` returns it; None: no no-noise line.
     neighbours : str
         The unit, for the epsilon axis's label.
-
-    Raises
-    ------
-    TabreleaseError
-        matplotlib is missing.
     """
-    matplotlib = _matplotlib()
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from .. import charts
 
     ylabel, lower, upper, log_small = AXES[metric]
     tables = list(dict.fromkeys(summary.table))
-    fig, axes = plt.subplots(len(tables), 2, figsize=(10, 2.8 * len(tables)), squeeze=False)
     levels = {} if noise_free is None else noise_free.set_index("table")
-    for row, name in enumerate(tables):
+    panels = []
+    for name in tables:
         for col, (label, keep) in enumerate((("epsilon < 1", lambda e: e < 1), ("epsilon >= 1", lambda e: e >= 1))):
-            ax = axes[row][col]
             log = log_small and col == 0
+            # Most of what happens below epsilon = 1 happens below 0.1: a log epsilon axis shows it.
+            panel = charts.Panel(title=f"{name}, {label}" + (" (log scales)" if log else " (log epsilon)" if col == 0
+                                                             else ""),
+                                 xlabel=f"epsilon ({neighbours} neighbours)", ylabel=ylabel, xlog=col == 0, ylog=log)
             floors: list[float] = []
+            span = []
             for cal in [c for c in CALIBRATION_STYLE if c in set(summary.calibration)]:
                 part = summary[(summary.table == name) & (summary.calibration == cal)]
                 part = part[keep(part.epsilon)].sort_values("epsilon")
@@ -454,37 +440,29 @@ def plot_metric(summary: pd.DataFrame, metric: str, title: str, path: Path, nois
                     floor = float(mean[mean > 0].min()) / 3
                     low = low.clip(lower=floor)
                     floors.append(floor)
-                ax.plot(part.epsilon, mean, color=colour, lw=1.2, label=tag)
-                ax.fill_between(part.epsilon, low, high, color=colour, alpha=0.18, lw=0)
+                panel.band(part.epsilon, low, high, colour=colour, opacity=0.18)
+                panel.line(part.epsilon, mean, colour=colour, width=1.6, label=tag)
+                span += [float(part.epsilon.min()), float(part.epsilon.max())]
+            if not span:
+                continue
+            ends = [min(span), max(span)]
             if metric == "n_released":
-                ax.axhline(float(summary[summary.table == name].n.iloc[0]), color="black", lw=0.8, label="true n")
+                n = float(summary[summary.table == name].n.iloc[0])
+                panel.line(ends, [n, n], colour="#000000", width=1.0, label="true n")
             if name in getattr(levels, "index", ()):
                 level = float(levels.loc[name, metric])
                 if level > 0 or not log:
-                    ax.axhline(level, color="grey", lw=0.9, ls=":", label="no noise (LP and rounding alone)")
+                    panel.line(ends, [level, level], colour="#777777", width=1.2, dash="2 3",
+                               label="no noise (LP and rounding alone)")
                     if level > 0:
                         floors.append(level / 1.5)
-            if col == 0:
-                # Most of what happens below epsilon = 1 happens below 0.1: a log epsilon axis shows it.
-                ax.set_xscale("log")
-                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-                ax.xaxis.set_minor_formatter(NullFormatter())
-            if log:
-                ax.set_yscale("log")
-                if floors:
-                    ax.set_ylim(bottom=min(floors))
-            ax.set_title(f"{name}, {label}" + (" (log scales)" if log else " (log epsilon)" if col == 0 else ""),
-                         fontsize=9)
-            ax.set_ylabel(ylabel, fontsize=8)
-            ax.tick_params(labelsize=8)
-            if row == len(tables) - 1:
-                ax.set_xlabel(f"epsilon ({neighbours} neighbours)", fontsize=8)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(f"{title}\nmean (line) and mean ± 1 sd (band); simulation-mode noise", fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=90, format="png"))
-    plt.close(fig)
+            if log and floors:
+                panel.ylim = (min(floors), panel._range(1, True)[1])
+            panels.append(panel)
+    svg = charts.render(panels, columns=2, width=1000, panel_height=210,
+                        title=f"{title}: mean (line) and mean ± 1 sd (band); simulation-mode noise",
+                        description=title)
+    write_text_atomic(path, svg)
 
 
 # --- the report -------------------------------------------------------------------------------------
@@ -603,12 +581,20 @@ def render_html(repro: Reproduction, grid: SweepGrid, meta: dict) -> str:
     """
     from jinja2 import Environment
 
+    from ..reports import PAGE_STYLE
+
+    # The audit page's look, wider for Table 8's columns. A body cell breaks inside a word only where the word alone
+    # is wider than its column (breaking anywhere let the findings table squeeze "Figure 1" into pieces); a header
+    # may break anywhere (Table 8's long column names would otherwise push it off the page).
     template = Environment(autoescape=True).from_string(
-        """<!doctype html><html><head><meta charset="utf-8"><title>Reproduction: Yang, Fienberg & Rinaldo section 6</title>
-<style>body{font-family:sans-serif;max-width:75em;margin:2em auto;padding:0 1em}table{border-collapse:collapse;font-size:80%}
-td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;overflow-wrap:anywhere}img{max-width:100%}
-.scroll{overflow-x:auto;max-width:100%}</style></head><body>
+        """<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>Reproduction: Yang, Fienberg & Rinaldo section 6</title><style>""" + PAGE_STYLE + """
+body { max-width: 75rem; } table { font-size: 0.9rem; } td { overflow-wrap: break-word; } th { overflow-wrap: anywhere; }
+.paper { border-left: 4px solid #2166ac; padding: 0.2rem 0.8rem; background: #f7fafd; }
+</style></head><body>
 <h1>Reproduction of Yang, Fienberg &amp; Rinaldo, section 6</h1>
+<p class="paper">A reproduction preset: the paper's mechanisms and formulas as printed, run on the built-in tables.
+Every number below is computed by this run, beside what the paper says.</p>
 <ul>{% for t in grid_text %}<li>{{ t }}</li>{% endfor %}</ul>
 <h2>Where the run agrees with the paper, and where it does not</h2><div class="scroll">{{ findings }}</div>
 <h2>What the LP leaves open</h2>
@@ -616,7 +602,7 @@ td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top;overflow-wrap:any
 <h2>Table 7</h2><div class="scroll">{{ table7 }}</div>
 <h2>Table 8 (noise scale and L1 bound multiplier at epsilon = 0.01, 1, 2)</h2><div class="scroll">{{ table8 }}</div>
 <ul>{% for t in table8_text %}<li>{{ t }}</li>{% endfor %}</ul>
-<h2>Figures</h2>{% for name, title in figures %}<h3>{{ title }}</h3><img src="{{ name }}" alt="{{ title }}">{% endfor %}
+<h2>Figures</h2>{% for name, title in figures %}<figure><img src="{{ name }}" alt="{{ title }}"><figcaption>{{ title }}</figcaption></figure>{% endfor %}
 <p>The paper shows Figures 5 and 6 for the Edwards table only; here every table has a row.</p>
 </body></html>"""
     )
