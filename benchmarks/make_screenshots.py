@@ -1,10 +1,11 @@
 """Screenshots of what a person sees: the audit page and a frontier figure in Chromium at a laptop's width, and the
-public workbook as LibreOffice Calc draws it (its first sheet, a notes sheet and a cross-tab sheet).
+public workbook as LibreOffice Calc prints it (its first sheet, the notes sheet and a cross-tab sheet).
 
     python benchmarks/make_screenshots.py [--out reports/screenshots]
 
-Needs Chromium with ChromeDriver and selenium (as the browser tests), and LibreOffice (`soffice`; Debian:
-libreoffice-calc-nogui). Each missing one is named in one line. Writes audit.png, frontier.png, workbook-*.png.
+Needs Chromium with ChromeDriver and selenium (as the browser tests), LibreOffice (`soffice`; Debian:
+libreoffice-calc-nogui) and pdftoppm (poppler-utils). Each missing one is named in one line. Writes audit.png,
+frontier.png and workbook-*.png (each sheet as Calc prints it: one page wide).
 """
 
 from __future__ import annotations
@@ -42,19 +43,23 @@ def _page(browser, page: Path, png: Path) -> None:
 
 
 def _sheet(book: Path, index: int, png: Path, tmp: Path) -> str:
-    """Sheet `index` of the workbook as Calc draws it (made the active sheet of a copy, then converted)."""
+    """Sheet `index` of the workbook as Calc prints it (the tool sets every sheet to one page wide): a copy holding
+    that sheet alone, converted to PDF by LibreOffice, its first page drawn at 110 dpi."""
     import openpyxl
 
     wb = openpyxl.load_workbook(book)
-    wb.active = index
-    for i, ws in enumerate(wb.worksheets):
-        ws.sheet_view.tabSelected = i == index
+    title = wb.worksheets[index].title
+    for i, ws in reversed(list(enumerate(wb.worksheets))):
+        if i != index:
+            wb.remove(ws)
     copy = tmp / f"sheet{index}.xlsx"
     wb.save(copy)
-    subprocess.run(["soffice", "--headless", "--convert-to", "png", "--outdir", str(tmp), str(copy)], check=True,
+    subprocess.run(["soffice", "--headless", "--convert-to", "pdf", "--outdir", str(tmp), str(copy)], check=True,
                    capture_output=True, timeout=300)
+    subprocess.run(["pdftoppm", "-r", "110", "-png", "-f", "1", "-l", "1", "-singlefile", str(tmp / f"sheet{index}.pdf"),
+                    str(tmp / f"sheet{index}")], check=True, capture_output=True, timeout=120)
     shutil.move(tmp / f"sheet{index}.png", png)
-    return wb.worksheets[index].title
+    return title
 
 
 def main() -> None:
@@ -63,8 +68,9 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    if shutil.which("soffice") is None:
-        raise SystemExit("make_screenshots: LibreOffice is missing (Debian: apt-get install libreoffice-calc-nogui)")
+    for program, package in (("soffice", "libreoffice-calc-nogui"), ("pdftoppm", "poppler-utils")):
+        if shutil.which(program) is None:
+            raise SystemExit(f"make_screenshots: {program} is missing (Debian: apt-get install {package})")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         release = tmp / "release"

@@ -81,7 +81,16 @@ def log_ticks(low: float, high: float) -> np.ndarray:
 
 
 def tick_text(value: float) -> str:
-    """A tick's label: short, no trailing zeros, thousands as 1k etc. past 10,000."""
+    """A tick's label: short, no trailing zeros, thousands as 1k etc. past 10,000.
+
+    Parameters
+    ----------
+    value : float
+
+    Returns
+    -------
+    str
+    """
     if value != 0 and abs(value) >= 1e4:
         for suffix, size in (("M", 1e6), ("k", 1e3)):
             if abs(value) >= size * 10 or suffix == "k":
@@ -122,30 +131,100 @@ class Panel:
 
     def line(self, x, y, *, colour: str, width: float = 1.5, dash: str | None = None, label: str | None = None,
              marker: str | None = None):
-        """A polyline through (x, y), broken where a value is not finite (or not positive on a log axis)."""
+        """A polyline through (x, y), broken where a value is not finite (or not positive on a log axis).
+
+        Parameters
+        ----------
+        x, y : array-like
+            The points, in data units.
+        colour : str
+            A CSS colour.
+        width : float, default 1.5
+            Stroke width in pixels.
+        dash : str, optional
+            An SVG dash array ("2 3": dotted).
+        label : str, optional
+            The legend's entry (None: none).
+        marker : str, optional
+            A marker of `MARKERS` at each point.
+
+        Returns
+        -------
+        None
+        """
         self.marks.append(("line", np.asarray(x, float), np.asarray(y, float), dict(colour=colour, width=width,
                                                                                   dash=dash, marker=marker)))
         self._legend(label, "line", colour, marker, dash)
 
     def points(self, x, y, *, colour: str, size: float = 5.0, marker: str = "circle", label: str | None = None):
-        """Markers at (x, y); size is the marker's diameter in pixels."""
+        """Markers at (x, y).
+
+        Parameters
+        ----------
+        x, y : array-like
+        colour : str
+        size : float, default 5
+            The marker's diameter in pixels.
+        marker : str, default "circle"
+            One of `MARKERS`.
+        label : str, optional
+
+        Returns
+        -------
+        None
+        """
         self.marks.append(("points", np.asarray(x, float), np.asarray(y, float), dict(colour=colour, size=size,
                                                                                     marker=marker)))
         self._legend(label, "points", colour, marker, None)
 
     def band(self, x, low, high, *, colour: str, opacity: float = 0.25, label: str | None = None):
-        """The region between two curves over x."""
+        """The region between two curves over x.
+
+        Parameters
+        ----------
+        x, low, high : array-like
+        colour : str
+        opacity : float, default 0.25
+        label : str, optional
+
+        Returns
+        -------
+        None
+        """
         self.marks.append(("band", np.asarray(x, float), (np.asarray(low, float), np.asarray(high, float)),
                            dict(colour=colour, opacity=opacity)))
         self._legend(label, "band", colour, None, None)
 
     def errorbars(self, x, low, high, *, colour: str):
-        """Vertical bars from low to high at each x."""
+        """Vertical bars from low to high at each x.
+
+        Parameters
+        ----------
+        x, low, high : array-like
+        colour : str
+
+        Returns
+        -------
+        None
+        """
         self.marks.append(("errorbars", np.asarray(x, float), (np.asarray(low, float), np.asarray(high, float)),
                            dict(colour=colour)))
 
     def hsegments(self, start, end, y, *, colour: str, width: float = 8.0, label: str | None = None):
-        """Horizontal bars from start to end at each category y (a dot plot's ranges)."""
+        """Horizontal bars from start to end at each category y (a dot plot's ranges).
+
+        Parameters
+        ----------
+        start, end, y : array-like
+        colour : str
+        width : float, default 8
+            The bar's thickness in pixels.
+        label : str, optional
+
+        Returns
+        -------
+        None
+        """
         self.marks.append(("hsegments", (np.asarray(start, float), np.asarray(end, float)), np.asarray(y, float),
                            dict(colour=colour, width=width)))
         self._legend(label, "band", colour, None, None)
@@ -155,6 +234,13 @@ class Panel:
             self.marks.append(("legend", label, kind, dict(colour=colour, marker=marker, dash=dash)))
 
     def legend_entries(self) -> list[tuple]:
+        """The panel's labelled marks, in order.
+
+        Returns
+        -------
+        list of (str, str, dict)
+            Label, kind ("line", "points" or "band") and style.
+        """
         return [(m[1], m[2], m[3]) for m in self.marks if m[0] == "legend"]
 
     def _range(self, axis: int, log: bool) -> tuple[float, float]:
@@ -360,7 +446,21 @@ def _text_width(text: str, size: float = TICK_PX) -> float:
 
 def wrap(text: str, width: float, size: float = TITLE_PX, lines: int = 3) -> list[str]:
     """`text` broken at spaces into at most `lines` lines of about `width` pixels of bold text; the last one cut
-    with an ellipsis if the text is longer still (a word longer than a line is cut too)."""
+    with an ellipsis if the text is longer still (a word longer than a line is cut too).
+
+    Parameters
+    ----------
+    text : str
+    width : float
+        Pixels.
+    size : float, default TITLE_PX
+        The font size in pixels.
+    lines : int, default 3
+
+    Returns
+    -------
+    list of str
+    """
     room = max(4, int(width / (BOLD_GLYPH_WIDTH * size)))
     out, current = [], ""
     for word in str(text).split(" "):
@@ -442,5 +542,15 @@ def render(panels: list[Panel], *, columns: int = 1, width: float = 900, panel_h
 
 
 def style_of(index: int) -> tuple[str, str]:
-    """The colour and marker of the index-th series: distinct colours first, markers cycling apart."""
+    """The colour and marker of the index-th series: distinct colours first, markers cycling apart.
+
+    Parameters
+    ----------
+    index : int
+
+    Returns
+    -------
+    (str, str)
+        A CSS colour and a marker of `MARKERS`.
+    """
     return COLOURS[index % len(COLOURS)], MARKERS[index % len(MARKERS)]

@@ -141,8 +141,14 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
     rows += [("warning", w) for w in public.get("warnings", [])]
     for row in rows:
         append_row(about, ["" if v is None else v for v in row])
-    about.column_dimensions["A"].width = 24
+    # Column A as wide as its longest label (a sheet's name runs to 31 characters); B's values read from the left,
+    # numbers too (epsilon would otherwise sit alone at the right edge of a wide column).
+    from openpyxl.styles import Alignment
+
+    about.column_dimensions["A"].width = min(max(len(str(row[0])) for row in rows) + 2, 45)
     about.column_dimensions["B"].width = 100
+    for cell in about["B"]:
+        cell.alignment = Alignment(horizontal="left")
     errors = list(margin_errors) if margin_errors is not None else [None] * len(files)
     figures = [margin_of_error(e) for e in errors]
     _write_notes(book.create_sheet(notes_name), public, figures)
@@ -150,7 +156,18 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
     for name, margin, values, figure in zip(names, public["margins"], margin_values, figures):
         described = [variables.get(v, {"name": v}) for v in margin["variables"]]
         _write_margin(book.create_sheet(name), margin, described, values, figure, notes_name)
+    for sheet in book.worksheets:
+        _fit_to_page_width(sheet)
     book.save(path)
+
+
+def _fit_to_page_width(sheet) -> None:
+    """Printed, a sheet is one page wide (landscape), as many pages long as it needs: a cross-tab's columns are
+    never split across pages, and the first sheet's values stay beside their names."""
+    sheet.page_setup.orientation = "landscape"
+    sheet.sheet_properties.pageSetUpPr.fitToPage = True
+    sheet.page_setup.fitToWidth = 1
+    sheet.page_setup.fitToHeight = 0
 
 
 def margin_of_error(error) -> dict | None:
@@ -219,6 +236,10 @@ def _write_margin(sheet, margin: Mapping, variables: Sequence[Mapping], values, 
         across_levels = _level_labels(across)
         _styled(sheet, ["", labels[-1]], bold=True)
         _styled(sheet, [labels[-2], *across_levels, TOTAL], bold=True)
+        from openpyxl.styles import Alignment
+
+        for cell in sheet[sheet.max_row][1:]:  # over columns of numbers, which Excel and Calc align right
+            cell.alignment = Alignment(horizontal="right")
         sheet.freeze_panes = "B4"  # the row labels and the column headers stay in view
         columns = [[labels[-2], TOTAL, *_level_labels(rows_of)]] + [[level] for level in across_levels] + [[TOTAL]]
         outer = variables[:-2]
@@ -282,6 +303,11 @@ def _write_notes(sheet, public: Mapping, figures: Sequence[dict | None]) -> None
     append_row(sheet, [])
     _styled(sheet, ["margin", "variables", "planned standard deviation of a cell",
                     f"{INTERVAL_LEVEL:.0%} margin of error (±)", "note"], bold=True)
+    from openpyxl.styles import Alignment
+
+    for cell in sheet[sheet.max_row]:  # the long headers of narrow number columns wrap onto two lines
+        cell.alignment = Alignment(wrap_text=True, vertical="bottom")
+    sheet.row_dimensions[sheet.max_row].height = 30
     people = {v["name"]: _label(v) for v in public.get("variables", [])}
     for margin, figure in zip(public["margins"], figures):
         names = ", ".join(people.get(v, v) for v in margin["variables"])
@@ -306,18 +332,21 @@ def _write_notes(sheet, public: Mapping, figures: Sequence[dict | None]) -> None
                  "released cells closer; rounding to whole numbers adds a small change of its own, not counted "
                  "here."):
         _styled(sheet, [text])
-    for column, width in zip("ABCDE", (24, 40, 20, 20, 60)):
+    longest = max((len(", ".join(people.get(v, v) for v in m["variables"])) for m in public["margins"]), default=0)
+    for column, width in zip("ABCDE", (24, min(max(longest + 2, 20), 80), 20, 20, 60)):
         sheet.column_dimensions[column].width = width
 
 
 def _styled(sheet, values: Sequence, bold: bool = False) -> None:
     """`append_row`, then integers shown with thousands separators and, if `bold`, the row in bold."""
     from openpyxl.styles import Font
+    from openpyxl.styles.fonts import DEFAULT_FONT
 
     append_row(sheet, values)
     for cell in sheet[sheet.max_row]:
         if bold and cell.value is not None:
-            cell.font = Font(bold=True)
+            # The workbook's own font, bold (a bare bold Font names no face, and Calc then draws a serif one).
+            cell.font = Font(name=DEFAULT_FONT.name, size=DEFAULT_FONT.sz, bold=True)
         if isinstance(cell.value, int):
             cell.number_format = "#,##0"
 
