@@ -96,3 +96,37 @@ print("done")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "done" in done.stdout, done.stderr
+
+
+def _fits(problem, draws, weights, total):
+    return [np.concatenate(problem.fit(v, weights, total)) for v in draws]
+
+
+def test_a_least_squares_solver_solved_again_with_new_data_gives_a_fresh_solvers_answer():
+    # LeastSquaresProblem keeps its Clarabel solver and re-solves it with each new right-hand side: every fit must
+    # equal the fit of a problem built afresh for it; in two threads at once too (a solver per thread); and a
+    # problem must still pickle (plans travel to worker processes).
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tabrelease.consistency import LeastSquaresProblem
+    from tabrelease.measurements import MARGIN_CELLS
+    from tabrelease.tables import margin_counts
+
+    table = builtin_table("rochdale")
+    margins = [(0, 2, 4), (1, 5), (3, 6, 7)]
+    blocks = tuple((MARGIN_CELLS, g, None) for g in margins)
+    truth = np.concatenate([margin_counts(table.counts, g).ravel() for g in margins]).astype(float)
+    rng = np.random.default_rng(11)
+    draws = [truth + rng.laplace(0, 6.0, truth.size) for _ in range(6)]
+    weights = np.ones(truth.size)
+    total = float(table.counts.sum())
+    shared = LeastSquaresProblem(table.shape, blocks)
+    again = _fits(shared, draws, weights, total)
+    fresh = [_fits(LeastSquaresProblem(table.shape, blocks), [v], weights, total)[0] for v in draws]
+    assert all(np.array_equal(a, f) for a, f in zip(again, fresh))
+    with ThreadPoolExecutor(2) as pool:
+        threaded = list(pool.map(lambda v: _fits(shared, [v], weights, total)[0], draws * 3))
+    assert all(np.array_equal(t, f) for t, f in zip(threaded, fresh * 3))
+    copy = pickle.loads(pickle.dumps(shared))
+    assert np.array_equal(_fits(copy, draws[:1], weights, total)[0], fresh[0])

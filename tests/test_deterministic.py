@@ -111,6 +111,10 @@ def test_no_wall_clock_limit_decides_what_is_published(monkeypatch):
         settings.append(s.time_limit)
         return solver(P, q, A, b, cones, s)
 
+    # Problems (and their Clarabel solvers, re-solved with new data) are cached by design: built afresh under the spy.
+    from tabrelease import estimate
+
+    estimate._least_squares_problem.cache_clear()
     monkeypatch.setattr(highspy, "Highs", SpyHighs)
     monkeypatch.setattr(clarabel, "DefaultSolver", spy_solver)
     monkeypatch.setattr(time, "perf_counter", _Clock())

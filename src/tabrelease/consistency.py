@@ -28,6 +28,7 @@ Structural zeros (binary encoding of multi-category variables) are columns fixed
 
 from __future__ import annotations
 
+import threading
 import time
 from itertools import combinations
 from dataclasses import dataclass
@@ -257,32 +258,78 @@ def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind:
     return (sp.csr_matrix(analysis) @ margin).tocsr()
 
 
-def _residual_qp(unknowns: int, weights: np.ndarray, A, b: np.ndarray, equalities: int, inequalities: int):
+class _ResidualQP:
     """Clarabel on min 1/2 r' diag(weights) r over x = (unknowns, r) with A x + s = b, s in the zero cone
-    (`equalities` rows) then the non-negative cone: the shape both least-squares problems take."""
-    import clarabel
+    (`equalities` rows) then the non-negative cone: the shape both least-squares problems take.
 
-    # diag(0 for the unknowns, weights for r), built as CSC directly (scipy's diags was a tenth of a small fit).
-    n = unknowns + len(weights)
-    hessian = sp.csc_matrix((np.asarray(weights, float), np.arange(unknowns, n),
-                             np.concatenate([np.zeros(unknowns + 1, np.int64), np.arange(1, len(weights) + 1)])),
-                            shape=(n, n))
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    # Deterministic: stopped by its iteration count only, never by a clock (Clarabel's default, made explicit).
-    settings.time_limit = float("inf")
-    # Tight: the margins of the fit are what is released (after rounding), to well under one count.
-    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
-    cones = [clarabel.ZeroConeT(equalities), clarabel.NonnegativeConeT(inequalities)]
-    solution = clarabel.DefaultSolver(hessian, np.zeros(unknowns + len(weights)), A, b, cones, settings).solve()
-    if str(solution.status) in ("NumericalError", "InsufficientProgress", "MaxIterations"):
-        # Unmeasured residuals (a junction tree's fill-in, sparse data at small epsilon) leave the KKT system
-        # nearly singular: once more with the tolerances Clarabel defaults to and stronger regularisation.
-        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-8
-        settings.static_regularization_constant = 1e-7
-        settings.max_iter = 400
-        solution = clarabel.DefaultSolver(hessian, np.zeros(unknowns + len(weights)), A, b, cones, settings).solve()
-    return solution
+    A and the cones are fixed; the weights rarely change (one set per plan) and b changes with every solve. So the
+    solver is set up once per weights and solved again with a new b (Clarabel's data update keeps the KKT pattern,
+    its symbolic factorisation and the equilibration, which depend on P and A alone): a third of a fit's time, and
+    the same solution as a solver set up afresh. One solver per thread: a solver object is not thread-safe.
+    """
+
+    def __init__(self, unknowns: int, A, equalities: int, inequalities: int):
+        self.unknowns, self.A, self.equalities, self.inequalities = unknowns, A, equalities, inequalities
+        self._local = threading.local()
+
+    def __getstate__(self):  # a plan travels to worker processes: the solvers stay behind
+        return {k: v for k, v in self.__dict__.items() if k != "_local"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    def _solver(self, weights: np.ndarray, b: np.ndarray, relaxed: bool = False):
+        import clarabel
+
+        # diag(0 for the unknowns, weights for r), built as CSC directly (scipy's diags was a tenth of a small fit).
+        n = self.unknowns + len(weights)
+        hessian = sp.csc_matrix((weights, np.arange(self.unknowns, n),
+                                 np.concatenate([np.zeros(self.unknowns + 1, np.int64),
+                                                 np.arange(1, len(weights) + 1)])), shape=(n, n))
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        # Deterministic: stopped by its iteration count only, never by a clock (Clarabel's default, made explicit).
+        settings.time_limit = float("inf")
+        # Tight: the margins of the fit are what is released (after rounding), to well under one count.
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
+        if relaxed:
+            settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-8
+            settings.static_regularization_constant = 1e-7
+            settings.max_iter = 400
+        cones = [clarabel.ZeroConeT(self.equalities), clarabel.NonnegativeConeT(self.inequalities)]
+        return clarabel.DefaultSolver(hessian, np.zeros(n), self.A, b, cones, settings)
+
+    def solve(self, weights: np.ndarray, b: np.ndarray):
+        """Clarabel's solution for these weights and right-hand side.
+
+        Parameters
+        ----------
+        weights : numpy.ndarray
+            The residuals' weights (the diagonal of P past the unknowns).
+        b : numpy.ndarray
+            The constraints' right-hand side.
+
+        Returns
+        -------
+        clarabel.DefaultSolution
+        """
+        weights = np.asarray(weights, float)
+        key = weights.tobytes()
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] == key and getattr(held[1], "update", None) is not None \
+                and held[1].is_data_update_allowed():
+            solver = held[1]
+            solver.update(b=b)
+        else:
+            solver = self._solver(weights, b)
+            self._local.held = (key, solver)
+        solution = solver.solve()
+        if str(solution.status) in ("NumericalError", "InsufficientProgress", "MaxIterations"):
+            # Unmeasured residuals (a junction tree's fill-in, sparse data at small epsilon) leave the KKT system
+            # nearly singular: once more with the tolerances Clarabel defaults to and stronger regularisation.
+            solution = self._solver(weights, b, relaxed=True).solve()
+        return solution
 
 
 class LeastSquaresProblem:
@@ -320,6 +367,7 @@ class LeastSquaresProblem:
         self._A = sp.vstack([residual, total, fixed, nonneg]).tocsc()
         self._equalities = m + 1 + int((~free).sum())
         self._inequalities = int(free.sum())
+        self._qp = _ResidualQP(cells, self._A, self._equalities, self._inequalities)
         self._cells, self._m = cells, m
         self._free = free
         # For the refinement: each block's operator times its integer scale (1 for margin cells, 2^(k/2) or
@@ -487,7 +535,7 @@ class LeastSquaresProblem:
         lower = base[self._free] / unit
         capped = lower > cap
         b[self._A.shape[0] - self._inequalities:] = np.minimum(lower, cap)
-        solution = _residual_qp(self._cells, weights, self._A, b, self._equalities, self._inequalities)
+        solution = self._qp.solve(weights, b)
         if str(solution.status) not in ("Solved", "AlmostSolved"):
             raise TabreleaseError(f"the least-squares fit did not solve: Clarabel says {solution.status}")
         change = np.asarray(solution.x)[: self._cells]
@@ -622,6 +670,7 @@ class LocalLeastSquaresProblem:
         pad = lambda block: sp.hstack([block, sp.csr_matrix((block.shape[0], m))])  # noqa: E731
         self._A = sp.vstack([sp.hstack([self._Q, -sp.identity(m)]), pad(pin), pad(nonneg)]).tocsc()
         self._m, self._inequalities = m, nonneg.shape[0]
+        self._qp = _ResidualQP(self._p, self._A, m + 1, self._inequalities)
 
     def lift(self, a: Margin) -> sp.csr_matrix:
         """The sparse map from the residuals theta to the margin over `a` (its cells in C order).
@@ -717,7 +766,7 @@ class LocalLeastSquaresProblem:
         lower = np.asarray(base, float) / unit
         capped = lower > cap
         b[self._m + 1:] = np.minimum(lower, cap)
-        solution = _residual_qp(self._p, weights, self._A, b, self._m + 1, self._inequalities)
+        solution = self._qp.solve(weights, b)
         if str(solution.status) not in ("Solved", "AlmostSolved"):
             raise TabreleaseError(f"the local least-squares fit did not solve: Clarabel says {solution.status}")
         change = np.asarray(solution.x)[: self._p]
