@@ -11,6 +11,7 @@ the machine's load weighs on both alike.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -19,6 +20,34 @@ import time
 from pathlib import Path
 
 GOAL = 6.0
+# One release in one process with its steps timed (the median of `--runs` such processes is printed).
+_PHASES = r"""
+import json, sys, time
+start = time.perf_counter()
+import tabrelease.bundle as bundle, tabrelease.error_model as error_model, tabrelease.evaluation as evaluation
+import tabrelease.workflow as workflow
+seconds = {}
+def timed(module, name, key):
+    real = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - t
+    setattr(module, name, wrapper)
+timed(workflow, "prepare_release", "check and plan (scipy.optimize imported here)")
+timed(workflow, "preload_release_modules", "preload before the charge")
+timed(workflow, "run_plan", "measure, fit, round")
+timed(error_model, "simulate_errors", "audit: 60 simulated fits")
+timed(evaluation, "evaluate_release", "audit: evaluation in all")
+timed(bundle, "write_release_bundle", "write the bundle")
+seconds["start-up and imports"] = time.perf_counter() - start
+from tabrelease.cli import main
+main(sys.argv[1:])
+seconds["whole process (in it)"] = time.perf_counter() - start
+print(json.dumps(seconds))
+"""
 
 
 def _wall(command: list[str]) -> float:
@@ -41,6 +70,11 @@ def main() -> None:
         for _ in range(args.runs):
             walls["numpy"].append(_wall(numpy))
             walls["release"].append(_wall(release))
+        phases = []
+        for _ in range(args.runs):
+            done = subprocess.run([sys.executable, "-c", _PHASES, *release[3:]], check=True, capture_output=True,
+                                  text=True)
+            phases.append(json.loads(done.stdout.strip().splitlines()[-1]))
         trace = subprocess.run([sys.executable, "-X", "importtime", *release[1:]], check=True, capture_output=True,
                                text=True).stderr
     numpy_s, release_s = statistics.median(walls["numpy"]), statistics.median(walls["release"])
@@ -52,6 +86,9 @@ def main() -> None:
     ratios = [r / n for r, n in zip(walls["release"], walls["numpy"])]
     print(f"release / import numpy: {release_s / numpy_s:.2f} (ratio of medians; pairwise median "
           f"{statistics.median(ratios):.2f}); goal <= {GOAL:g}: {'met' if release_s / numpy_s <= GOAL else 'not met'}")
+    print("steps of the release, median s over as many processes (the audit's simulation is part of the evaluation):")
+    for key in phases[0]:
+        print(f"  {statistics.median(p[key] for p in phases):7.3f}  {key}")
     rows = []
     for line in trace.splitlines()[1:]:
         parts = line.split("|")
