@@ -52,6 +52,7 @@ FILE_TIERS = {
     "test_kill_trials.py": "e2e",
     "test_least_squares.py": "unit",
     "test_ledger.py": "e2e",
+    "test_long_counts.py": "unit",
     "test_loglinear.py": "unit",
     "test_loglinear_speed_paths.py": "unit",
     "test_margins_fit.py": "unit",

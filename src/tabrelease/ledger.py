@@ -357,6 +357,9 @@ def _check_record(record: dict) -> str:
             _release_guarantee(record)
             if not isinstance(record.get("fingerprint"), str):
                 return "a release must have a fingerprint"
+            also = record.get("fingerprints_also", [])
+            if not isinstance(also, list) or not all(isinstance(f, str) for f in also):
+                return "a release's other fingerprints must be a list of texts"
     except TabreleaseError as exc:
         return str(exc)
     return ""
@@ -715,13 +718,14 @@ def _within(spent: float, budget: float) -> bool:
 
 # --- what a release does --------------------------------------------------------------------------
 def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
-    """HMAC-SHA256 of the table's variables, level labels and counts under the ledger's key (for a table held as
-    records, of its distinct records and how many of each: its non-zero cells, without listing every cell).
+    """HMAC-SHA256, under the ledger's key, of the table's variables, level labels and non-zero cells (each as its
+    level codes, in lexicographic order, with its count): the same for one table however it came in, as cells, as
+    one row per person, or as a long table of distinct records with counts, and never listing every cell.
 
     Parameters
     ----------
     table : ContingencyTable
-        A table held as cells, or as records (`MicrodataTable`).
+        A table held as cells, or as records (`MicrodataTable`, with or without weights).
     key : bytes
         The ledger's key (`ledger_key`).
 
@@ -732,14 +736,42 @@ def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
     """
     content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels]}
     if getattr(table, "held_as_cells", True):
-        content["counts"] = [int(c) for c in table.counts.ravel()]
-        message = json.dumps(content, separators=(",", ":")).encode()
-        return hmac.new(key, message, hashlib.sha256).hexdigest()
-    rows, counts = table.distinct_records()
+        counts = np.asarray(table.counts)
+        rows = np.argwhere(counts > 0)  # C order: the cells' codes in lexicographic order
+        counts = counts[counts > 0]
+    else:
+        rows, counts = table.distinct_records()
     digest = hmac.new(key, json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
     digest.update(np.ascontiguousarray(rows, dtype="<u4").tobytes())
     digest.update(np.ascontiguousarray(counts, dtype="<i8").tobytes())
     return digest.hexdigest()
+
+
+def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
+    """The fingerprint ledgers recorded for a table held as cells before fingerprints were taken of non-zero cells
+    (HMAC of a JSON text listing every cell), or None for a table held as records (whose fingerprint has not
+    changed). A release records it beside the current one, so that a table released before the change is still
+    recognised under another dataset's name.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+    key : bytes
+
+    Returns
+    -------
+    str or None
+    """
+    if not getattr(table, "held_as_cells", True):
+        return None
+    content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels],
+               "counts": [int(c) for c in np.asarray(table.counts).ravel()]}
+    return hmac.new(key, json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256).hexdigest()
+
+
+def _prints(record: dict) -> set[str]:
+    """Every fingerprint a release record names its table by (the current one, and the legacy one if recorded)."""
+    return {record["fingerprint"], *record.get("fingerprints_also", ())}
 
 
 def _check_dataset(dataset: str) -> str:
@@ -949,10 +981,12 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
     key = ledger_key(path)
     fingerprint = table_fingerprint(table, key)
+    legacy = legacy_cells_fingerprint(table, key)
+    prints = {fingerprint} | ({legacy} if legacy else set())
     with _lock(path):
         data = _read_verified(path, key)
         aliases = sorted({r["dataset"] for r in data["records"]
-                          if r["kind"] == "release" and r["dataset"] != dataset and r.get("fingerprint") == fingerprint})
+                          if r["kind"] == "release" and r["dataset"] != dataset and _prints(r) & prints})
         if aliases and not allow_alias:
             raise BudgetRefused(
                 f"this table was released before under the dataset {aliases[0]!r} (the keyed fingerprints match): "
@@ -967,7 +1001,8 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
         if budget is not None:
             _check_fits(data, dataset, budget, guarantee)
         entry = _append(data, key, {
-            "kind": "release", "dataset": dataset, "fingerprint": fingerprint, "table": table.name,
+            "kind": "release", "dataset": dataset, "fingerprint": fingerprint,
+            **({"fingerprints_also": [legacy]} if legacy else {}), "table": table.name,
             "guarantee": guarantee.as_dict(), "epsilon": guarantee.loss.epsilon, "delta": guarantee.loss.delta,
             "neighbours": guarantee.unit.kind, "total_public": guarantee.unit.n_public,
             "mechanism": mechanism, "margins": list(margins), "output": output, "noise_mode": noise_mode,
@@ -1088,9 +1123,9 @@ def ledger_aliases(path) -> dict[str, tuple[str, ...]]:
 
 
 def _aliases(data: dict, dataset: str) -> tuple[str, ...]:
-    prints = {r["fingerprint"] for r in _releases(data, dataset)}
+    prints = set().union(*(_prints(r) for r in _releases(data, dataset)))
     return tuple(sorted({r["dataset"] for r in data["records"] if r["kind"] == "release"
-                         and r["dataset"] != dataset and r.get("fingerprint") in prints}))
+                         and r["dataset"] != dataset and _prints(r) & prints}))
 
 
 CHARGE_FILE = "charge.json"
@@ -1170,7 +1205,10 @@ def _dataset_names(data: dict) -> list[str]:
 def _status(data: dict, dataset: str) -> BudgetStatus:
     budget = _budgets(data).get(dataset)
     releases = _releases(data, dataset)
-    prints = tuple(dict.fromkeys(r["fingerprint"] for r in releases))
+    # One entry per distinct table: a legacy fingerprint that a later record links to its current one counts once.
+    current = {old: r["fingerprint"] for r in data["records"] if r["kind"] == "release"
+               for old in r.get("fingerprints_also", ())}
+    prints = tuple(dict.fromkeys(current.get(r["fingerprint"], r["fingerprint"]) for r in releases))
     aliases = _aliases(data, dataset)
     if budget is None:
         unit = _display_unit(data, dataset)

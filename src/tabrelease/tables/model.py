@@ -260,13 +260,18 @@ class MicrodataTable:
     """A table held as its records, one row of level codes per person, for tables with more cells than memory
     holds (20 variables of 10 levels: 10^20 cells). Each margin is counted from the records when asked (a
     bincount over the margin's columns), never the cross-product of all the variables; `counts` (every cell)
-    exists only while the cells fit in memory."""
+    exists only while the cells fit in memory.
+
+    With `weights`, each row stands for that many people: a long table of distinct records with a count column,
+    aggregated elsewhere (a row of weight 0 is a cell nobody has). Without, each row is one person.
+    """
 
     variables: tuple[str, ...]
     levels: tuple[tuple[str, ...], ...]
     codes: np.ndarray  # records x variables, level positions
     name: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    weights: np.ndarray | None = None  # people per row (int64 >= 0); None: one each
     _margins: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -280,6 +285,17 @@ class MicrodataTable:
                 raise TabreleaseError(f"variable {variable!r} has only one level ({list(lv)}); it carries no information")
         if codes.shape[0] == 0:
             raise TabreleaseError("the microdata have no rows")
+        if self.weights is not None:
+            weights = np.asarray(self.weights)
+            if weights.shape != (codes.shape[0],) or not np.issubdtype(weights.dtype, np.integer) or (
+                    weights.size and weights.min() < 0):
+                raise TabreleaseError("record weights are one non-negative whole number per row")
+            weights = weights.astype(np.int64)
+            # Margins are counted by a float bincount over the weights: exact while the total stays below 2^53.
+            if int(weights.sum(dtype=object)) >= 2**53:
+                raise TabreleaseError("the table's total is 2^53 or more; counts that large are not held exactly")
+            weights.flags.writeable = False
+            object.__setattr__(self, "weights", weights)
         widest = max(len(lv) for lv in self.levels)
         dtype = np.uint8 if widest <= 2**8 else np.uint16 if widest <= 2**16 else np.uint32
         if codes.min() < 0 or any(int(codes[:, j].max()) >= len(lv) for j, lv in enumerate(self.levels)):
@@ -303,7 +319,13 @@ class MicrodataTable:
 
     @property
     def n(self) -> int:
-        return int(self.codes.shape[0])
+        return int(self.codes.shape[0]) if self.weights is None else int(self.weights.sum())
+
+    def _bincount(self, keys: np.ndarray, cells: int) -> np.ndarray:
+        """Records (or their weights) counted by key, as int64."""
+        if self.weights is None:
+            return np.bincount(keys, minlength=cells).astype(np.int64, copy=False)
+        return np.rint(np.bincount(keys, weights=self.weights, minlength=cells)).astype(np.int64)
 
     @property
     def cells(self) -> int:
@@ -346,20 +368,19 @@ class MicrodataTable:
             if not axes:
                 counts = np.array(self.n, dtype=np.int64)
             else:
-                counts = np.bincount(_mixed_radix(self.codes, axes, shape), minlength=cells).reshape(shape)
-                counts = counts.astype(np.int64, copy=False)
+                counts = self._bincount(_mixed_radix(self.codes, axes, shape), cells).reshape(shape)
             counts.flags.writeable = False
             self._margins[axes] = counts
         return self._margins[axes]
 
     def distinct_records(self) -> tuple[np.ndarray, np.ndarray]:
-        """(the distinct rows of codes, how many records each): the table's non-zero cells, at any size.
+        """(the distinct rows of codes, how many people each): the table's non-zero cells, at any size.
 
         Returns
         -------
         tuple of numpy.ndarray
-            The distinct rows of level codes (distinct x variables, in lexicographic order) and the number of records
-            of each (int64).
+            The distinct rows of level codes (distinct x variables, in lexicographic order) and the number of people
+            in each (int64, all positive: a row of weight 0 is no one).
         """
         if "distinct" not in self._margins:
             # Each record packed into as few 63-bit keys as its levels need, then one lexicographic sort.
@@ -373,8 +394,12 @@ class MicrodataTable:
             order = np.lexsort(keys[::-1])
             ordered = [key[order] for key in keys]
             starts = np.flatnonzero(np.r_[True, np.any([np.diff(key) != 0 for key in ordered], axis=0)])
-            counts = np.diff(np.r_[starts, self.n]).astype(np.int64)
-            self._margins["distinct"] = (np.asarray(self.codes[order[starts]]), counts)
+            if self.weights is None:
+                counts = np.diff(np.r_[starts, self.codes.shape[0]]).astype(np.int64)
+            else:
+                counts = np.add.reduceat(self.weights[order], starts).astype(np.int64)
+            kept = counts > 0
+            self._margins["distinct"] = (np.asarray(self.codes[order[starts[kept]]]), counts[kept])
         return self._margins["distinct"]
 
     @property
@@ -386,7 +411,7 @@ class MicrodataTable:
                                   "mechanism, which works from margins")
         if "cells" not in self._margins:
             flat = np.ravel_multi_index(tuple(self.codes[:, a].astype(np.int64) for a in range(self.k)), self.shape)
-            cells = np.bincount(flat, minlength=self.cells).reshape(self.shape).astype(np.int64)
+            cells = self._bincount(flat, self.cells).reshape(self.shape)
             cells.flags.writeable = False
             self._margins["cells"] = cells
         return self._margins["cells"]

@@ -142,8 +142,10 @@ def table_from_frame(
 
     Returns
     -------
-    ContingencyTable
+    ContingencyTable or MicrodataTable
         The table; its metadata marks levels read from data when `complete` is False and some are not declared.
+        A sparse table (`complete=False`) with more cells than are held (`MAX_TABLE_CELLS`) is kept as its listed
+        cells, each with its count (a `MicrodataTable` with weights): its margins are counted from them.
 
     Raises
     ------
@@ -171,13 +173,25 @@ def table_from_frame(
         if len(lv) < 2:
             raise TabreleaseError(f"variable {var!r} has only one level ({lv}); it carries no information")
     shape = tuple(len(lv) for lv in level_lists)
-    check_cells(variables, shape)
+    cells = int(np.prod(shape, dtype=object))
     import pandas as pd
 
+    if cells > MAX_TABLE_CELLS and not complete:
+        # Counts aggregated elsewhere, over more cells than are held: the listed cells stay as records, each with
+        # its count (a MicrodataTable with weights), and every margin is counted from them.
+        codes = np.column_stack([pd.Categorical(keys[var], categories=lv).codes for var, lv in zip(variables, level_lists)])
+        metadata = dict(metadata or {})
+        if not _all_declared(variables, levels):
+            metadata[LEVELS_FROM_DATA] = True
+        return MicrodataTable(tuple(variables), tuple(map(tuple, level_lists)), codes, name, metadata,
+                              weights=counts.astype(np.int64))
+    if cells > MAX_TABLE_CELLS:
+        raise TabreleaseError(f"the long table has {cells:.3g} cells (held as cells up to {MAX_TABLE_CELLS:,}); list "
+                              "only the cells people have, with their counts, and say the table is sparse (--sparse, "
+                              "complete=False): it is then kept as those records")
     index = tuple(
         pd.Categorical(keys[var], categories=lv).codes.astype(np.int64) for var, lv in zip(variables, level_lists)
     )
-    cells = int(np.prod(shape))
     if complete and len(frame) != cells:
         missing = cells - len(frame)
         raise TabreleaseError(
