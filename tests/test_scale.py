@@ -368,3 +368,55 @@ def test_all_two_way_margins_of_sparse_data_at_small_epsilon_release(seed):
                                                 margins=list(itertools.combinations(range(7), 2)), mode="simulation",
                                                 seed=seed))
     assert release.consistent and all(m.dtype.kind == "i" and m.min() >= 0 for m in release.released_margins)
+
+
+def _pairwise_consistent(released, margins, atol=0.0):
+    """The definition, pair by pair (what rounding.mutually_consistent computed before it went near-linear)."""
+    from tabrelease.tables import margin_counts
+
+    for i, (a, ma) in enumerate(zip(margins, released)):
+        for b, mb in zip(margins[i + 1:], released[i + 1:]):
+            shared = tuple(sorted(set(a) & set(b)))
+            sa = margin_counts(ma, [a.index(j) for j in shared]) if shared else ma.sum()
+            sb = margin_counts(mb, [b.index(j) for j in shared]) if shared else mb.sum()
+            if not np.allclose(sa, sb, rtol=0.0, atol=atol):
+                return False
+    return True
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("scan_max", [12, 1])
+def test_mutual_consistency_is_the_pairwise_definition(scan_max, monkeypatch):
+    # 300 random sets of margins of a random 2x3x2x4x3 table, half of them with one cell of one margin moved by one:
+    # the near-linear check says what the pair-by-pair definition says; with scan_max 1 the margins past one variable
+    # take the other branch (the sets they share with each other margin).
+    import itertools
+
+    from tabrelease import models
+    from tabrelease.rounding import mutually_consistent
+    from tabrelease.tables import margin_counts
+
+    monkeypatch.setattr(models, "SUBSET_SCAN_MAX_SIZE", scan_max)
+    rng = np.random.default_rng(17)
+    shape = (2, 3, 2, 4, 3)
+    every = [c for size in range(1, 5) for c in itertools.combinations(range(5), size)]
+    verdicts = []
+    for trial in range(300):
+        table = rng.integers(0, 9, size=shape)
+        chosen = [every[i] for i in rng.choice(len(every), size=rng.integers(2, 7), replace=False)]
+        released = [margin_counts(table, list(g)).copy() for g in chosen]
+        if trial % 2:
+            which = rng.integers(len(released))
+            released[which].flat[rng.integers(released[which].size)] += 1
+        expected = _pairwise_consistent(released, chosen)
+        assert mutually_consistent(released, chosen) == expected, (chosen, trial)
+        verdicts.append(expected)
+    assert 50 < sum(verdicts) < 250  # both answers were tested many times
+    # Real-valued margins of one real table agree within a tolerance; a change of 1e-6 in one cell does not.
+    table = rng.random(shape) * 100
+    chosen = [(0, 1, 3), (1, 2, 3), (3, 4), (0, 4)]
+    released = [margin_counts(table, list(g)) for g in chosen]
+    assert mutually_consistent(released, chosen, atol=1e-9)
+    released[2] = released[2].copy()
+    released[2].flat[0] += 1e-6
+    assert not mutually_consistent(released, chosen, atol=1e-9) and not _pairwise_consistent(released, chosen, 1e-9)

@@ -75,6 +75,14 @@ def _pins_hold(table: np.ndarray, pinned) -> bool:
 def mutually_consistent(released: Sequence[np.ndarray], margins: Sequence[Margin], atol: float = 0.0) -> bool:
     """Do the margins agree on every shared sub-margin (exactly, or within atol for real-valued margins)?
 
+    Two margins agree on their shared axes exactly when, for every set S of axes, all the margins holding S have
+    the same sub-margin over S (marginalising equal sub-margins keeps them equal, and a pair's shared axes are
+    such a set). So each margin's sub-margins are compared with the first seen over the same axes, never margin
+    against margin: 4,950 two-way margins of 100 variables take milliseconds, where the pairs were 12 million.
+    A margin of more than `SUBSET_SCAN_MAX_SIZE` variables checks the sets it shares with each other margin instead
+    of all its subsets. With a tolerance, a sub-margin that sums c cells of a margin is compared within c * atol (the
+    rounding error of a sum grows with its terms); atol = 0 is exact equality.
+
     Parameters
     ----------
     released : sequence of numpy.ndarray
@@ -82,7 +90,7 @@ def mutually_consistent(released: Sequence[np.ndarray], margins: Sequence[Margin
     margins : sequence of tuple of int
         The axes of each margin (sorted), in the same order.
     atol : float, default 0.0
-        The absolute tolerance of the comparison.
+        The absolute tolerance of a comparison of single cells.
 
     Returns
     -------
@@ -90,12 +98,31 @@ def mutually_consistent(released: Sequence[np.ndarray], margins: Sequence[Margin
         True when every pair of margins has the same sub-margin over their shared axes (the same total when they
         share none).
     """
-    for i, (a, ma) in enumerate(zip(margins, released)):
-        for b, mb in zip(margins[i + 1 :], released[i + 1 :]):
-            shared = tuple(sorted(set(a) & set(b)))
-            sa = margin_counts(ma, [a.index(j) for j in shared]) if shared else ma.sum()
-            sb = margin_counts(mb, [b.index(j) for j in shared]) if shared else mb.sum()
-            if not np.allclose(sa, sb, rtol=0.0, atol=atol):
+    from itertools import combinations
+
+    from .models import SUBSET_SCAN_MAX_SIZE
+
+    margins = [tuple(a) for a in margins]
+    low: dict = {}  # axes S -> elementwise least and greatest sub-margin over S seen so far, and the most terms summed
+    high: dict = {}
+    terms: dict = {}
+    for i, (a, values) in enumerate(zip(margins, released)):
+        values = np.asarray(values, float)
+        if len(a) <= SUBSET_SCAN_MAX_SIZE:
+            shared = (s for size in range(len(a) + 1) for s in combinations(a, size))
+        else:
+            shared = {tuple(sorted(set(a) & set(b))) for j, b in enumerate(margins) if j != i}
+        for s in shared:
+            sub = np.asarray(margin_counts(values, [a.index(j) for j in s]) if s else values.sum(), float)
+            summed = max(values.size // max(sub.size, 1), 1)
+            if s not in low:
+                low[s], high[s], terms[s] = sub, sub, summed
+                continue
+            if sub.shape != low[s].shape:
+                return False
+            low[s], high[s] = np.minimum(low[s], sub), np.maximum(high[s], sub)
+            terms[s] = max(terms[s], summed)
+            if np.any(high[s] - low[s] > atol * terms[s]):
                 return False
     return True
 
