@@ -277,3 +277,40 @@ def test_plan_of_a_wide_table_skips_the_paper_column_with_a_note(tmp_path, capsy
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 2 and all(r["paper_expected_l1"] is None and "8.39e+06 cells" in r["paper_note"] for r in rows)
     assert all(r["expected_l1"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("scan_max", [12, 0])
+def test_expected_errors_visit_each_blocks_residuals_as_the_pairs_did(scan_max, monkeypatch):
+    # expected_margin_errors and residual_weights look up each block's and margin's subsets among the residuals; the
+    # definitions loop over every (block, residual) and (margin, residual) pair. On 60 random designs (margin and
+    # coefficient blocks of both bases, a public total or not) they agree; scan_max 0 takes the other branch.
+    import itertools
+    from math import prod
+
+    from tabrelease import models
+    from tabrelease.measurements import MARGIN_CELLS
+    from tabrelease.models import downward_closure, maximal_margins
+    from tabrelease.planning import expected_margin_errors, information, residual_weights
+
+    monkeypatch.setattr(models, "SUBSET_SCAN_MAX_SIZE", scan_max)
+    rng = np.random.default_rng(23)
+    for trial in range(60):
+        shape = tuple(int(x) for x in rng.integers(2, 5, size=5))
+        every = [c for size in range(1, 4) for c in itertools.combinations(range(5), size)]
+        margins = [every[i] for i in rng.choice(len(every), size=rng.integers(1, 6), replace=False)]
+        closure = downward_closure(maximal_margins(margins)[0])
+        blocks = []
+        for s in [every[i] for i in rng.choice(len(every), size=rng.integers(1, 8), replace=False)] + [()]:
+            query = MARGIN_CELLS if rng.random() < 0.6 else "coefficients"
+            blocks.append((query, s, "fourier" if rng.random() < 0.5 else "efron-stein", float(rng.uniform(0.5, 9))))
+        public = bool(rng.random() < 0.3)
+        info = {t: sum(information(shape, q, s, kind, t) / v for q, s, kind, v in blocks) for t in closure}
+        found = expected_margin_errors(shape, margins, blocks, public)
+        for a in margins:
+            total = sum(np.inf if info[t] <= 0 else prod(shape[j] for j in range(5) if j not in a)
+                        * prod(shape[j] - 1 for j in t) / info[t]
+                        for t in closure if set(t) <= set(a) and not (public and not t))
+            assert found[tuple(a)].total_variance == pytest.approx(total, rel=1e-12), (trial, a)
+        weights = [sum(prod(shape[j] for j in range(5) if j not in a) * prod(shape[j] - 1 for j in t)
+                       for a in margins if set(t) <= set(a)) for t in closure]
+        assert np.allclose(residual_weights(shape, margins, closure), weights, rtol=1e-12)

@@ -216,8 +216,27 @@ def residual_weights(shape: Sequence[int], margins: Sequence[Margin], residuals:
     numpy.ndarray
         Float array of W_T, one per residual, in the order given.
     """
-    return np.array([sum(_k_out(shape, a) * _dim(shape, t) for a in margins if set(t) <= set(a)) for t in residuals],
-                    float)
+    weights = dict.fromkeys(map(tuple, residuals), 0.0)
+    for a in margins:
+        k_out = _k_out(shape, a)
+        for t in _subsets_among(a, weights):
+            weights[t] += k_out * _dim(shape, t)
+    return np.array([weights[tuple(t)] for t in residuals], float)
+
+
+def _subsets_among(s: Sequence[int], wanted) -> list[tuple[int, ...]]:
+    """The subsets of `s` (sorted tuples) that are keys of `wanted`: all 2^|s| of them looked up while that is
+    small, else `wanted` scanned once. Replaces loops over every (block or margin, residual) pair, which at 100
+    variables were 25 million each."""
+    from itertools import combinations
+
+    from .models import SUBSET_SCAN_MAX_SIZE
+
+    s = tuple(sorted(s))
+    if len(s) <= SUBSET_SCAN_MAX_SIZE:
+        return [t for size in range(len(s) + 1) for t in combinations(s, size) if t in wanted]
+    inside = set(s)
+    return [tuple(t) for t in wanted if set(t) <= inside]
 
 
 def expected_margin_errors(shape: Sequence[int], margins: Sequence[Margin],
@@ -244,12 +263,17 @@ def expected_margin_errors(shape: Sequence[int], margins: Sequence[Margin],
     """
     shape = tuple(shape)
     residuals = downward_closure(maximal_margins(margins)[0])
-    info = {t: sum(information(shape, q, s, kind, t) / v for q, s, kind, v in blocks) for t in residuals}
+    # info[T] = sum over blocks of lambda_(B, T) / v_B: a margin block informs the residuals inside it, a coefficient
+    # block its own (`information`); each block visits only those, not every residual.
+    info = dict.fromkeys(map(tuple, residuals), 0.0)
+    for q, s, kind, v in blocks:
+        for t in (_subsets_among(s, info) if q == MARGIN_CELLS else [tuple(s)] if tuple(s) in info else []):
+            info[t] += information(shape, q, s, kind, t) / v
     out = {}
     for a in margins:
         total = 0.0
-        for t in residuals:
-            if not set(t) <= set(a) or (public_total and not t):
+        for t in _subsets_among(a, info):
+            if public_total and not t:
                 continue
             total += np.inf if info[t] <= 0 else _k_out(shape, a) * _dim(shape, t) / info[t]
         cells = prod(shape[j] for j in a)

@@ -1,0 +1,144 @@
+"""Census-scale input (issue 24): wide tables, counts aggregated elsewhere, and microdata rows, each case in a fresh
+process with its wall time and peak resident memory (from the operating system).
+
+    python benchmarks/bench_census.py [--quick]
+
+1. Wide tables: planning (check and plan) and a whole simulated release, audit included, of all two-way margins of
+   30, 50 and 100 binary variables (20,000 people, one row each, held as records).
+2. A long Parquet table of distinct records with a count column (10^6 records over 20 variables of 2 to 12 levels,
+   about 10^13 cells), released in release mode with a ledger (two two-way margins), through the command line.
+3. Microdata rows (20 variables of 2 to 12 levels, Parquet) at 10^6 and 10^7 rows: the command-line release of all
+   190 two-way margins, beside DuckDB's own group-by of the same margins from the same file in the same run (when
+   duckdb is installed). tabrelease reads the columns into memory (pyarrow), it has no out-of-core engine yet.
+
+--quick runs the smallest case of each. Output committed in reports/benchmarks/census.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SIZES = [2, 3, 4, 5, 6, 8, 10, 12] * 2 + [2, 3, 4, 5]  # levels of the 20 variables
+
+WIDE = r"""
+import itertools, json, resource, sys, tempfile, time
+import numpy as np, pandas as pd
+import tabrelease as tr
+from tabrelease.workflow import prepare_release
+k = int(sys.argv[1])
+rng = np.random.default_rng(0)
+people = pd.DataFrame({f"V{j}": rng.integers(0, 2, 20000).astype(str) for j in range(k)})
+table = tr.table_from_microdata(people, levels={f"V{j}": ["0", "1"] for j in range(k)}, name=f"wide{k}")
+spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=list(itertools.combinations(range(k), 2)), mode="simulation",
+                      seed=1)
+start = time.perf_counter()
+prepare_release(table, spec)
+planned = time.perf_counter()
+with tempfile.TemporaryDirectory() as d:
+    done = tr.publish_release(table, spec, f"{d}/out")
+end = time.perf_counter()
+print(json.dumps({"margins": len(spec.margins), "plan_s": planned - start, "release_s": end - planned,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "consistency": done.release.consistency}))
+"""
+
+MAKE_FILE = r"""
+import json, sys
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+rows, path, distinct = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "distinct"
+sizes = json.loads(sys.argv[4])
+rng = np.random.default_rng(1)
+codes = np.column_stack([rng.integers(0, s, size=rows, dtype=np.int8) for s in sizes])
+if distinct:
+    codes = np.unique(codes, axis=0)
+columns = {f"var{j:02d}": pa.DictionaryArray.from_arrays(pa.array(codes[:, j]), pa.array([f"l{i}" for i in range(s)]))
+           for j, s in enumerate(sizes)}
+if distinct:
+    columns["count"] = pa.array(rng.integers(1, 200, size=len(codes)))
+pq.write_table(pa.table(columns), path)
+print(len(codes))
+"""
+
+DUCKDB = r"""
+import json, resource, sys, time, itertools
+import duckdb
+path, k = sys.argv[1], int(sys.argv[2])
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+names = [f"var{j:02d}" for j in range(k)]
+start = time.perf_counter()
+for a, b in itertools.combinations(names, 2):
+    con.execute(f"SELECT {a}, {b}, count(*) FROM read_parquet('{path}') GROUP BY {a}, {b}").fetchall()
+print(json.dumps({"s": time.perf_counter() - start, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _run(argv: list[str], timeout: float = 1800) -> tuple[str, float, float]:
+    """(stdout, wall s, peak MB of the child) of a command run under /usr/bin/time."""
+    with tempfile.NamedTemporaryFile("r") as report:
+        done = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", report.name, *argv], capture_output=True,
+                              text=True, timeout=timeout)
+        wall, peak_kb = report.read().split()[-2:]
+    if done.returncode != 0:
+        raise SystemExit(f"bench_census: {' '.join(argv[:6])} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return done.stdout, float(wall), float(peak_kb) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    py = sys.executable
+    print("1. wide tables: all two-way margins of k binary variables (20,000 people held as records)")
+    print(f"   {'k':>4} {'margins':>8} {'plan s':>8} {'release s':>10} {'peak MB':>8}  consistency")
+    for k in ([30] if args.quick else [30, 50, 100]):
+        out, wall, peak = _run([py, "-c", WIDE, str(k)])
+        row = json.loads(out.strip().splitlines()[-1])
+        print(f"   {k:>4} {row['margins']:>8} {row['plan_s']:>8.1f} {row['release_s']:>10.1f} {peak:>8.0f}  "
+              f"{row['consistency']}")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        levels = {f"var{j:02d}": [f"l{i}" for i in range(s)] for j, s in enumerate(SIZES)}
+        (tmp / "levels.json").write_text(json.dumps(levels))
+        print("2. a long Parquet table of distinct records with counts, released with a ledger (release mode)")
+        rows = 10**5 if args.quick else 10**6
+        distinct = _run([py, "-c", MAKE_FILE, str(rows), str(tmp / "long.parquet"), "distinct", json.dumps(SIZES)])[0]
+        cells = 1
+        for s in SIZES:
+            cells *= s
+        subprocess.run([py, "-m", "tabrelease", "ledger", "init", str(tmp / "ledger.json")], check=True,
+                       capture_output=True)
+        _, wall, peak = _run([py, "-m", "tabrelease", "release", str(tmp / "long.parquet"), "--sparse", "--levels",
+                              str(tmp / "levels.json"), "--epsilon", "1", "--margins", "[var00,var01][var02,var03]",
+                              "--ledger", str(tmp / "ledger.json"), "--out", str(tmp / "long-out")])
+        print(f"   {int(distinct):,} distinct records over {len(SIZES)} variables ({cells:.3g} cells): "
+              f"{wall:.1f} s, peak {peak:.0f} MB")
+        print("3. microdata rows (Parquet, 20 variables): all 190 two-way margins, simulated release with audit")
+        try:
+            import duckdb  # noqa: F401
+            have_duckdb = True
+        except ImportError:
+            have_duckdb = False
+        margins = "".join(f"[var{a:02d},var{b:02d}]" for a in range(20) for b in range(a + 1, 20))
+        for rows in ([10**6] if args.quick else [10**6, 10**7]):
+            path = tmp / f"people-{rows}.parquet"
+            _run([py, "-c", MAKE_FILE, str(rows), str(path), "rows", json.dumps(SIZES)])
+            _, wall, peak = _run([py, "-m", "tabrelease", "release", str(path), "--microdata", "--levels",
+                                  str(tmp / "levels.json"), "--epsilon", "1", "--simulate", "--seed", "1",
+                                  "--margins", margins, "--out", str(tmp / f"out-{rows}")])
+            line = f"   {rows:>12,} rows: tabrelease {wall:.1f} s, peak {peak:.0f} MB"
+            if have_duckdb:
+                out, _, duck_peak = _run([py, "-c", DUCKDB, str(path), "20"])
+                duck = json.loads(out.strip().splitlines()[-1])
+                line += f"; DuckDB's 190 group-bys {duck['s']:.1f} s, peak {duck_peak:.0f} MB"
+            print(line)
+            path.unlink()
+
+
+if __name__ == "__main__":
+    main()
