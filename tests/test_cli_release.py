@@ -164,6 +164,14 @@ def test_a_margin_inside_another_is_reported_not_dropped_silently(tmp_path, caps
     public = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
     assert any("inside another released margin" in w and "[A]" in w for w in public["warnings"])
     assert [m["label"] for m in public["margins"]] == ["[AB]", "[BC]"]
+    # A table's own variables name it, not letters that depend on which variables were read.
+    csv = tmp_path / "t.csv"
+    csv.write_text("région,sexe,âge,count\n" + "".join(f"{r},{s},{a},{3 + i}\n" for i, (r, s, a) in enumerate(
+        (r, s, a) for r in "ab" for s in "hf" for a in "12")), encoding="utf-8")
+    code = main(["release", str(csv), "--margins", "[région,sexe][sexe][sexe,âge]", "--epsilon", "1", "--simulate",
+                 "--seed", "1", "--out", str(tmp_path / "named")])
+    out = capsys.readouterr().out
+    assert code == 0 and "(sum that one to get it): [sexe]" in out
 
 
 @pytest.mark.unit

@@ -40,7 +40,8 @@ def plan_release(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseS
         The release asked for: its loss and unit, mechanism and options, calibration, estimator and rounding (its
         margins, noise mode and outputs are not read here).
     variables : sequence of str or None
-        The variables' names, for a sensitive-attribute unit that names them (letters work without).
+        The variables' names, for a sensitive-attribute unit that names them (letters work without), and to name a
+        margin left inside another in the plan's note (by letters without).
 
     Returns
     -------
@@ -83,10 +84,13 @@ def plan_release(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseS
     plan = replace(plan, implementation=chosen)
     if dropped:
         # A margin inside another asked-for margin is determined by it: not released separately, and said so.
+        # Named by the variables where the caller gave them (letters depend on which variables were read).
         from .models import margin_label
+        from .tables import margin_title
 
         letters = _letters(len(shape))
-        labels = ", ".join(margin_label(g, letters) for g in dropped)
+        labels = ", ".join(margin_title(variables, g) if variables is not None else margin_label(g, letters)
+                           for g in dropped)
         plan = replace(plan, notes=plan.notes + (f"not released separately, being inside another released margin "
                                                  f"(sum that one to get it): {labels}",))
     return with_post_processing(plan, spec.estimator, spec.rounding)
