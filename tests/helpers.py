@@ -54,25 +54,26 @@ def margin_by_hand(basis, coeffs, g):
     return total
 
 
-def read_crosstab(sheet):
+def read_crosstab(sheet, total: str = "Total"):
     """A margin's workbook sheet read back: ({label tuple: value}, {label tuple with "Total" in it: value}).
 
     The sheet's layout is read as a person would: a title; a one-way margin as a header then levels down to
     "Total"; otherwise the column variable's label, the header of column levels, then (for three or more variables)
     blocks titled "label: level; label: level", each of rows down to "Total". Keys are the levels in the margin's
-    variable order (outer variables, row, column); a total's key has "Total" in place of the summed levels."""
+    variable order (outer variables, row, column); a total's key has "Total" in place of the summed levels. `total`:
+    the word the sheet writes for a total (a metadata file's "words" may give one in the user's language)."""
     rows = [list(r) for r in sheet.iter_rows(values_only=True)]
     cells, totals = {}, {}
     if rows[1][0] is not None:  # one variable: [label, "count"] (a cross-tab: [None, column label])
         for level, value, *_ in rows[2:]:
-            if level == "Total":
+            if level == total:
                 totals[("Total",)] = value
                 break
             cells[(level,)] = value
         return cells, totals
     header = rows[2]
     across = [h for h in header[1:] if h is not None]
-    assert across[-1] == "Total"
+    assert across[-1] == total
     across = across[:-1]
     outer = ()
     for row in rows[3:]:
@@ -83,6 +84,7 @@ def read_crosstab(sheet):
             outer = tuple(part.split(": ", 1)[1] for part in first.split("; "))
             continue
         values = row[1:len(across) + 2]
+        first = "Total" if first == total else first  # keys say "Total", whatever word the sheet uses
         for level, value in zip(across + ["Total"], values):
             key = outer + (first, level)
             (totals if "Total" in (first, level) else cells)[key] = value

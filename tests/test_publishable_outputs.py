@@ -208,6 +208,43 @@ def test_the_workbook_holds_each_margin_as_a_labelled_cross_tab_with_totals(tmp_
         assert numbers and all(c.data_type == "n" and c.number_format == "#,##0" for c in numbers)
 
 
+@pytest.mark.e2e
+def test_the_workbooks_own_words_come_from_the_metadata_in_the_users_language(tmp_path, capsys):
+    # "words" in the metadata file: the cross-tabs' totals and the one-way margin's count column are in French, the
+    # totals still the sums of the released cells; release.json carries the words; a bad "words" is one line.
+    pytest.importorskip("openpyxl")
+    from openpyxl import load_workbook
+
+    from .helpers import read_crosstab
+
+    source, meta = _french_czech(tmp_path)
+    doc = json.loads(meta.read_text(encoding="utf-8"))
+    meta.write_text(json.dumps({**doc, "words": {"total": "Ensemble", "count": "Effectif"}}, ensure_ascii=False),
+                    encoding="utf-8")
+    out = tmp_path / "r"
+    assert main(["release", str(source), "--metadata", str(meta), "--margins", "[A][BC][CDE]", "--epsilon", "1",
+                 "--simulate", "--seed", "6", "--xlsx", "--out", str(out)]) == 0
+    capsys.readouterr()
+    release = json.loads((out / "public" / "release.json").read_text(encoding="utf-8"))
+    assert release["words"] == {"total": "Ensemble", "count": "Effectif"}
+    book = load_workbook(out / "public" / release["workbook"])
+    texts = {c for ws in book.worksheets[2:] for row in ws.iter_rows(values_only=True) for c in row
+             if isinstance(c, str)}
+    assert "Ensemble" in texts and "Effectif" in texts and "Total" not in texts and "count" not in texts
+    for sheet_name, margin in zip(book.sheetnames[2:], release["margins"]):
+        header, expected = _csv_cells(out / "public" / margin["file"])
+        cells, totals = read_crosstab(book[sheet_name], total="Ensemble")
+        assert cells == expected and totals
+        for key, value in totals.items():
+            assert value == sum(v for cell, v in expected.items()
+                                if all(t == "Total" or t == c for t, c in zip(key, cell)))
+    meta.write_text(json.dumps({**doc, "words": {"sum": "Somme"}}), encoding="utf-8")
+    assert main(["release", str(source), "--metadata", str(meta), "--epsilon", "1", "--simulate", "--out",
+                 str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and '"words"' in err and not (tmp_path / "bad").exists()
+
+
 def _notes(book):
     rows = [list(r) for r in book["notes"].iter_rows(values_only=True)]
     about = {r[0]: r[1] for r in rows if r[0] and r[1] is not None and not isinstance(r[2], (int, float))}

@@ -97,6 +97,8 @@ def release_parameters(table: ContingencyTable, release: Release, version: str, 
                 for v, letter, lv, label, level_labels in zip(table.variables, table.letters, table.levels,
                                                               *people_names(table))
             ],
+            # The workbook's own labels in the user's language, where a metadata file gives them.
+            **({"words": dict(table.metadata["words"])} if (table.metadata or {}).get("words") else {}),
             "noise": {
                 "distribution": cal.distribution,
                 "scale": cal.scale,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ._files import _cut, _file_key
 from .errors import TabreleaseError
+from .tables.metadata import WORDS  # the workbook's own labels; a metadata file's "words" replace them
 
 WORKBOOK_FILE = "margins.xlsx"
 # Excel's limits on a sheet name: at most 31 characters (UTF-16 units), none of []:*?/\, not blank, no apostrophe at
@@ -81,7 +82,6 @@ def _sheet_cut(base: str, suffix: str) -> str:
 NOTES_SHEET = "notes"
 # The two-sided 90% interval of a normal error: +- this many standard deviations.
 INTERVAL_LEVEL = 0.90
-TOTAL = "Total"
 
 
 def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_errors: Sequence | None = None) -> None:
@@ -153,9 +153,10 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
     figures = [margin_of_error(e) for e in errors]
     _write_notes(book.create_sheet(notes_name), public, figures)
     variables = {v["name"]: v for v in public.get("variables", [])}
+    words = {**WORDS, **public.get("words", {})}  # "Total" and "count" in the user's language, where declared
     for name, margin, values, figure in zip(names, public["margins"], margin_values, figures):
         described = [variables.get(v, {"name": v}) for v in margin["variables"]]
-        _write_margin(book.create_sheet(name), margin, described, values, figure, notes_name)
+        _write_margin(book.create_sheet(name), margin, described, values, figure, notes_name, words)
     for sheet in book.worksheets:
         _fit_to_page_width(sheet)
     book.save(path)
@@ -213,7 +214,7 @@ def _number(value):
 
 
 def _write_margin(sheet, margin: Mapping, variables: Sequence[Mapping], values, figure: dict | None,
-                  notes_name: str) -> None:
+                  notes_name: str, words: Mapping[str, str] = WORDS) -> None:
     """One margin's sheet: a column with a total (one variable) or titled cross-tabs with totals (two or more)."""
     import numpy as np
     from openpyxl.utils import get_column_letter
@@ -222,26 +223,28 @@ def _write_margin(sheet, margin: Mapping, variables: Sequence[Mapping], values, 
     if not np.issubdtype(values.dtype, np.integer):
         values = values.astype(float)
     labels = [_label(v) for v in variables]
+    total_word, count_word = words["total"], words["count"]
     _styled(sheet, [f"{margin['label']}: {' × '.join(labels)}"], bold=True)
     if len(variables) == 1:
-        _styled(sheet, [labels[0], "count"], bold=True)
+        _styled(sheet, [labels[0], count_word], bold=True)
         for level, value in zip(_level_labels(variables[0]), values):
             _styled(sheet, [level, _number(value)])
-        _styled(sheet, [TOTAL, _number(values.sum())], bold=True)
+        _styled(sheet, [total_word, _number(values.sum())], bold=True)
         sheet.freeze_panes = "A3"
-        columns = [[labels[0], TOTAL, *_level_labels(variables[0])], ["count", *map(_number, values.ravel()),
-                                                                       _number(values.sum())]]
+        columns = [[labels[0], total_word, *_level_labels(variables[0])],
+                   [count_word, *map(_number, values.ravel()), _number(values.sum())]]
     else:
         rows_of, across = variables[-2], variables[-1]
         across_levels = _level_labels(across)
         _styled(sheet, ["", labels[-1]], bold=True)
-        _styled(sheet, [labels[-2], *across_levels, TOTAL], bold=True)
+        _styled(sheet, [labels[-2], *across_levels, total_word], bold=True)
         from openpyxl.styles import Alignment
 
         for cell in sheet[sheet.max_row][1:]:  # over columns of numbers, which Excel and Calc align right
             cell.alignment = Alignment(horizontal="right")
         sheet.freeze_panes = "B4"  # the row labels and the column headers stay in view
-        columns = [[labels[-2], TOTAL, *_level_labels(rows_of)]] + [[level] for level in across_levels] + [[TOTAL]]
+        columns = ([[labels[-2], total_word, *_level_labels(rows_of)]] + [[level] for level in across_levels]
+                   + [[total_word]])
         outer = variables[:-2]
         for index in np.ndindex(*values.shape[:-2]):
             if outer:
@@ -255,7 +258,7 @@ def _write_margin(sheet, margin: Mapping, variables: Sequence[Mapping], values, 
                 for column, cell in zip(columns[1:], cells):
                     column.append(cell)
             totals = [_number(v) for v in block.sum(axis=0)] + [_number(block.sum())]
-            _styled(sheet, [TOTAL, *totals], bold=True)
+            _styled(sheet, [total_word, *totals], bold=True)
             for column, cell in zip(columns[1:], totals):
                 column.append(cell)
             append_row(sheet, [])  # a blank row after each block (and before the note)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,12 @@ class DeclaredMetadata:
     variables: tuple[str, ...]
     levels: Mapping[str, tuple[str, ...]]
     described: tuple[Mapping[str, Any], ...]
+    # The words a published cross-tab uses, in the user's language: {"total": "Ensemble", "count": "Effectif"}.
+    words: Mapping[str, str] = field(default_factory=dict)
+
+
+# The words a metadata file may give for the published workbook's own labels (English by default).
+WORDS = {"total": "Total", "count": "count"}
 
 
 def read_metadata(path: str | Path) -> DeclaredMetadata:
@@ -70,7 +76,13 @@ def read_metadata(path: str | Path) -> DeclaredMetadata:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise TabreleaseError(f"the metadata file {path} declares {', '.join(repeated)} twice")
-    return DeclaredMetadata(tuple(names), {d["name"]: tuple(d["levels"]) for d in described}, tuple(described))
+    words = meta.get("words", {})
+    if not isinstance(words, dict) or set(words) - set(WORDS) or not all(
+            isinstance(w, str) and w.strip() for w in words.values()):
+        raise TabreleaseError(f"the metadata file {path}: \"words\" gives texts for {' and '.join(WORDS)} (the "
+                              "workbook's own labels), e.g. {\"total\": \"Ensemble\", \"count\": \"Effectif\"}")
+    return DeclaredMetadata(tuple(names), {d["name"]: tuple(d["levels"]) for d in described}, tuple(described),
+                            {k: v.strip() for k, v in words.items()})
 
 
 def with_declared_metadata(table, declared: DeclaredMetadata):
@@ -100,6 +112,8 @@ def with_declared_metadata(table, declared: DeclaredMetadata):
         raise TabreleaseError(f"variable {undeclared[0]!r} is not declared in the metadata file")
     metadata = dict(table.metadata or {})
     metadata["variables"] = [d for d in declared.described if d["name"] in table.variables]
+    if declared.words:
+        metadata["words"] = dict(declared.words)
     return replace(table, metadata=metadata)
 
 
