@@ -78,6 +78,7 @@ LAYERS = {
     # 7 presentation
     "tabrelease.reports": PRESENTATION,
     "tabrelease.figures": PRESENTATION,
+    "tabrelease.charts": PRESENTATION,  # the SVG charts every figure is drawn with
     "tabrelease.notebook": PRESENTATION,
     "tabrelease.workbook": PRESENTATION,
     # 8 experiments
