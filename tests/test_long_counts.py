@@ -82,7 +82,8 @@ def test_a_long_table_past_the_cell_limit_is_kept_as_its_records():
 
 def test_bad_weights_are_refused():
     codes = np.array([[0, 1], [1, 0]])
-    for weights in (np.array([1, -1]), np.array([1.5, 2.0]), np.array([1, 2, 3])):
+    for weights in (np.array([1, -1]), np.array([1.5, 2.0]), np.array([1, 2, 3]),
+                    np.array([2**64 - 1, 2], np.uint64), np.array([2**63, 5], np.uint64)):
         with pytest.raises(tr.TabreleaseError, match="non-negative whole number"):
             MicrodataTable(("a", "b"), (("0", "1"), ("0", "1")), codes, weights=weights)
 
@@ -119,3 +120,26 @@ def test_a_table_released_before_fingerprints_changed_is_still_recognised(tmp_pa
     with pytest.raises(BudgetRefused, match="released before under the dataset"):
         charge(tr.LedgerAccount(ledger=ledger, dataset="czech-third"), people, guarantee, mechanism="planned",
                margins=["[AB]"], output=None, noise_mode="simulation")
+
+
+@pytest.mark.e2e
+def test_a_table_released_as_cells_before_is_recognised_when_it_comes_back_as_records(tmp_path, monkeypatch):
+    # The earlier version recorded the cells fingerprint only; the same people given one row each (held as records)
+    # under another dataset must be found, and counted as the same table in the first dataset's status.
+    import tabrelease.ledger as ledger_module
+    from tabrelease.ledger import budget_status
+
+    table = tr.builtin_table("rochdale")
+    ledger = init_ledger(tmp_path / "ledger.json")
+    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
+    with monkeypatch.context() as old_version:
+        old_version.setattr(ledger_module, "table_fingerprint", lambda t, k: legacy_cells_fingerprint(t, k))
+        old_version.setattr(ledger_module, "legacy_cells_fingerprint", lambda t, k: None)
+        charge(ledger, table, guarantee, mechanism="planned", margins=["[AB]"], output=None, noise_mode="simulation")
+    people = table_from_microdata(_people(table), levels=dict(zip(table.variables, map(list, table.levels))),
+                                  name="rochdale", as_records=True)
+    with pytest.raises(BudgetRefused, match="released before under the dataset 'rochdale'"):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="rochdale-records"), people, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+    charge(ledger, people, guarantee, mechanism="planned", margins=["[AB]"], output=None, noise_mode="simulation")
+    assert len(budget_status(ledger, "rochdale").fingerprints) == 1

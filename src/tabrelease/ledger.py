@@ -749,9 +749,10 @@ def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
 
 def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
     """The fingerprint ledgers recorded for a table held as cells before fingerprints were taken of non-zero cells
-    (HMAC of a JSON text listing every cell), or None for a table held as records (whose fingerprint has not
-    changed). A release records it beside the current one, so that a table released before the change is still
-    recognised under another dataset's name.
+    (HMAC of a JSON text listing every cell), or None for a table with more cells than are ever held (it was never
+    fingerprinted so). Computed whatever form the table comes in (the same data given as records may have been
+    released as cells before); a release records it beside the current one, so that a table released before the
+    change is still recognised under another dataset's name.
 
     Parameters
     ----------
@@ -762,7 +763,9 @@ def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
     -------
     str or None
     """
-    if not getattr(table, "held_as_cells", True):
+    from .tables import MAX_TABLE_CELLS
+
+    if table.cells > MAX_TABLE_CELLS:  # never held as cells, so never fingerprinted the old way
         return None
     content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels],
                "counts": [int(c) for c in np.asarray(table.counts).ravel()]}

@@ -287,8 +287,9 @@ class MicrodataTable:
             raise TabreleaseError("the microdata have no rows")
         if self.weights is not None:
             weights = np.asarray(self.weights)
+            # Checked before the conversion to int64 (an unsigned weight past 2^63 would wrap to a negative one).
             if weights.shape != (codes.shape[0],) or not np.issubdtype(weights.dtype, np.integer) or (
-                    weights.size and weights.min() < 0):
+                    weights.size and (int(weights.min()) < 0 or int(weights.max()) > np.iinfo(np.int64).max)):
                 raise TabreleaseError("record weights are one non-negative whole number per row")
             weights = weights.astype(np.int64)
             # Margins are counted by a float bincount over the weights: exact while the total stays below 2^53.
