@@ -143,3 +143,24 @@ def test_a_table_released_as_cells_before_is_recognised_when_it_comes_back_as_re
                margins=["[AB]"], output=None, noise_mode="simulation")
     charge(ledger, people, guarantee, mechanism="planned", margins=["[AB]"], output=None, noise_mode="simulation")
     assert len(budget_status(ledger, "rochdale").fingerprints) == 1
+
+
+def test_the_legacy_fingerprint_is_the_hmac_of_the_json_earlier_versions_wrote():
+    # Earlier versions took HMAC-SHA256 of json.dumps({variables, levels, counts: every cell}, separators=(",", ":"));
+    # the legacy fingerprint, streamed block by block, must be those very bytes (else old records go unrecognised).
+    import hashlib
+    import hmac
+    import json
+
+    from tabrelease.tables import ContingencyTable
+
+    rng = np.random.default_rng(3)
+    tables = [tr.builtin_table(name) for name in ("edwards", "journey_to_work")]
+    tables.append(ContingencyTable(("a", "b"), (("x", "y", "z"), ("1", "2")), rng.integers(0, 10**12, size=(3, 2))))
+    # Past one block of 2^20 cells: the blocks are joined as the list's own commas join them.
+    wide = (tuple(map(str, range(1024))), tuple(map(str, range(1027))))
+    tables.append(ContingencyTable(("c", "d"), wide, rng.integers(0, 50, size=(1024, 1027))))
+    for table in tables:
+        text = json.dumps({"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels],
+                           "counts": [int(c) for c in table.counts.ravel()]}, separators=(",", ":"))
+        assert legacy_cells_fingerprint(table, KEY) == hmac.new(KEY, text.encode(), hashlib.sha256).hexdigest()

@@ -1,7 +1,8 @@
 """Small charts as SVG, drawn with numpy: the audit's, the sweep summaries' and the frontier's figures.
 
 Why by hand and not matplotlib: these figures are points, lines, bands and labels, and matplotlib cost most of a
-release's wall time (0.35 s to import and 0.6 s to draw the audit's two PNGs, against 0.1 s for `import numpy`).
+release's wall time (its import alone was 0.34 s of a 1.73 s release, drawing the audit's two PNGs most of the
+rest: reports/benchmarks/startup.txt before issue 25).
 SVG text stays sharp and legible at any width, its size is a number a test can read in the rendered page, and
 an inline `<svg>` keeps a page one self-contained file. The reproduction's figures are drawn here too, so the tool
 has no plotting dependency.
@@ -243,7 +244,20 @@ class Panel:
         """
         return [(m[1], m[2], m[3]) for m in self.marks if m[0] == "legend"]
 
-    def _range(self, axis: int, log: bool) -> tuple[float, float]:
+    def data_range(self, axis: int) -> tuple[float, float]:
+        """The range the panel's marks span on an axis, padded by 4% (on a log axis, of the positive values).
+
+        Parameters
+        ----------
+        axis : int
+            0 for x, 1 for y.
+
+        Returns
+        -------
+        (float, float)
+            Low and high ends; (0, 1), or (1, 10) on a log axis, when nothing is drawn.
+        """
+        log = self.ylog if axis else self.xlog
         values = []
         for kind, x, y, _ in self.marks:
             if kind == "legend":
@@ -271,13 +285,16 @@ class Panel:
 class _Frame:
     """A panel's mapping from data to pixels inside its plot area."""
 
-    def __init__(self, panel: Panel, left: float, top: float, width: float, height: float):
+    def __init__(self, panel: Panel, left: float, top: float, width: float, height: float, *, y_gutter: float,
+                 title_width: float, clip_id: str):
         self.panel, self.left, self.top, self.width, self.height = panel, left, top, width, height
+        # The room left of the plot area for the y axis' labels, the width a title wraps at, the clip path's id.
+        self.y_gutter, self.title_width, self.clip_id = y_gutter, title_width, clip_id
         if panel.ylabels:
             self.y_range = (-0.7, len(panel.ylabels) - 0.3)
         else:
-            self.y_range = panel.ylim or panel._range(1, panel.ylog)
-        self.x_range = panel.xlim or panel._range(0, panel.xlog)
+            self.y_range = panel.ylim or panel.data_range(1)
+        self.x_range = panel.xlim or panel.data_range(0)
 
     def _unit(self, values, bounds, log):
         values = np.asarray(values, float)
@@ -322,10 +339,10 @@ def _marker_path(marker: str, xs, ys, size: float) -> str:
     }
     if marker in shapes:
         return "".join(shapes[marker](x, y) for x, y in zip(xs, ys))
-    if marker in ("cross", "plus"):
-        if marker == "cross":
-            return "".join(f"M{_num(x - r)} {_num(y - r)}l{_num(2 * r)} {_num(2 * r)}m0 {_num(-2 * r)}"
-                           f"l{_num(-2 * r)} {_num(2 * r)}" for x, y in zip(xs, ys))
+    if marker == "cross":
+        return "".join(f"M{_num(x - r)} {_num(y - r)}l{_num(2 * r)} {_num(2 * r)}m0 {_num(-2 * r)}"
+                       f"l{_num(-2 * r)} {_num(2 * r)}" for x, y in zip(xs, ys))
+    if marker == "plus":
         return "".join(f"M{_num(x - r)} {_num(y)}h{_num(2 * r)}M{_num(x)} {_num(y - r)}v{_num(2 * r)}"
                        for x, y in zip(xs, ys))
     return "".join(f"M{_num(x)} {_num(y)}h0" for x, y in zip(xs, ys))  # a round dot: a zero-length round-capped line
@@ -417,8 +434,8 @@ def _draw_panel(frame: _Frame) -> list[str]:
     out.append("</g>")
     title = wrap(p.title, frame.title_width) if p.title else []
     for i, line in enumerate(title):  # centred over the whole cell, the axis' labels included: it has their room
-        out.append(_text(left + (width - frame.y_gutter) / 2, top - 8 - (len(title) - 1 - i) * (TITLE_PX + 3), line, size=TITLE_PX,
-                         weight="600"))
+        out.append(_text(left + (width - frame.y_gutter) / 2, top - 8 - (len(title) - 1 - i) * (TITLE_PX + 3), line,
+                         size=TITLE_PX, weight="600"))
     if p.xlabel:
         out.append(_text(left + width / 2, bottom + TICK_PX + LABEL_PX + 12, p.xlabel, size=LABEL_PX))
     if p.ylabel:
@@ -527,10 +544,8 @@ def render(panels: list[Panel], *, columns: int = 1, width: float = 900, panel_h
                      _text_width("0.0000"))
         y_gutter = min(0.45 * cell_width, tick_room + 10 + (LABEL_PX + 8 if panel.ylabel else 0))
         cell_top = top + r * pitch
-        frame = _Frame(panel, c * cell_width + y_gutter + 4, cell_top + title_room,
-                       cell_width - y_gutter - 18, panel_height)
-        frame.y_gutter = y_gutter
-        frame.clip_id, frame.title_width = f"clip-{figure_id}-{i}", cell_width - 22
+        frame = _Frame(panel, c * cell_width + y_gutter + 4, cell_top + title_room, cell_width - y_gutter - 18,
+                       panel_height, y_gutter=y_gutter, title_width=cell_width - 22, clip_id=f"clip-{figure_id}-{i}")
         body += _draw_panel(frame)
     height = top + rows * pitch
     head = _text(width / 2, 20, title, size=TITLE_PX + 1, weight="600") if title else ""

@@ -96,6 +96,6 @@ def errors_against_plan(labels: Sequence[str], realised: Mapping[str, float], ex
         panel.points([expected[g] for g in labels], y, colour=BLUE, size=10, marker="plus",
                      label="planned expected L1")
     panel.points([realised[g] for g in labels], y, colour=RED, size=8, label="realised L1")
-    panel.xlim = (0.0, max(panel._range(0, False)[1], 1e-9))
+    panel.xlim = (0.0, max(panel.data_range(0)[1], 1e-9))
     return charts.render([panel], width=FIGURE_WIDTH, panel_height=24 * max(len(labels), 2),
                          description="realised L1 error of each margin against the plan")

@@ -767,9 +767,16 @@ def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
 
     if table.cells > MAX_TABLE_CELLS:  # never held as cells, so never fingerprinted the old way
         return None
-    content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels],
-               "counts": [int(c) for c in np.asarray(table.counts).ravel()]}
-    return hmac.new(key, json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256).hexdigest()
+    # The bytes of json.dumps({"variables", "levels", "counts": [every cell]}, separators=(",", ":")), fed to the HMAC
+    # a block of cells at a time: the text of 2^27 cells is never held whole (nor a Python int per cell).
+    head = json.dumps({"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels],
+                       "counts": []}, separators=(",", ":"))
+    digest = hmac.new(key, head[:-2].encode(), hashlib.sha256)  # up to and including '"counts":['
+    cells = np.asarray(table.counts, dtype=np.int64).ravel()
+    for start in range(0, cells.size, 2**20):
+        digest.update((("," if start else "") + ",".join(map(str, cells[start:start + 2**20].tolist()))).encode())
+    digest.update(b"]}")
+    return digest.hexdigest()
 
 
 def _prints(record: dict) -> set[str]:

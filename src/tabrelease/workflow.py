@@ -358,7 +358,7 @@ def _bundle_of(out, entry: Mapping) -> bool:
 # The compiled modules a release imports lazily after the point of the charge (measured: tests/test_preload.py
 # runs releases of every kind and fails if one more comes in after the preload). Nothing here is imported that
 # the release will not use: the import time is a large share of a command-line release.
-RELEASE_MODULES = ("scipy.sparse", "scipy.sparse.linalg", "scipy.special", "highspy", "clarabel", "threadpoolctl",
+RELEASE_MODULES = ("scipy.sparse", "scipy.linalg", "scipy.special", "highspy", "clarabel", "threadpoolctl",
                    "jinja2", "jsonschema", "statistics", "uuid", "unicodedata")
 # Release mode draws from OpenDP's sampler; the ledger locks its file; a workbook is written by openpyxl.
 SECURE_NOISE_MODULES = ("opendp.prelude",)

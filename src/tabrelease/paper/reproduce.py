@@ -457,7 +457,7 @@ def plot_metric(summary: pd.DataFrame, metric: str, title: str, path: Path, nois
                     if level > 0:
                         floors.append(level / 1.5)
             if log and floors:
-                panel.ylim = (min(floors), panel._range(1, True)[1])
+                panel.ylim = (min(floors), panel.data_range(1)[1])
             panels.append(panel)
     svg = charts.render(panels, columns=2, width=1000, panel_height=210,
                         title=f"{title}: mean (line) and mean ± 1 sd (band); simulation-mode noise",
