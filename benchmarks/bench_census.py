@@ -54,15 +54,25 @@ import numpy as np, pyarrow as pa, pyarrow.parquet as pq
 rows, path, distinct = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "distinct"
 sizes = json.loads(sys.argv[4])
 rng = np.random.default_rng(1)
-codes = np.column_stack([rng.integers(0, s, size=rows, dtype=np.int8) for s in sizes])
-if distinct:
-    codes = np.unique(codes, axis=0)
-columns = {f"var{j:02d}": pa.DictionaryArray.from_arrays(pa.array(codes[:, j]), pa.array([f"l{i}" for i in range(s)]))
-           for j, s in enumerate(sizes)}
-if distinct:
-    columns["count"] = pa.array(rng.integers(1, 200, size=len(codes)))
-pq.write_table(pa.table(columns), path)
-print(len(codes))
+chunk = rows if distinct else min(rows, 10**7)  # rows are written a chunk at a time (10^8 rows never held)
+writer, written = None, 0
+while written < rows:
+    n = min(chunk, rows - written)
+    codes = np.column_stack([rng.integers(0, s, size=n, dtype=np.int8) for s in sizes])
+    if distinct:
+        codes = np.unique(codes, axis=0)
+    columns = {f"var{j:02d}": pa.DictionaryArray.from_arrays(pa.array(codes[:, j]),
+                                                             pa.array([f"l{i}" for i in range(s)]))
+               for j, s in enumerate(sizes)}
+    if distinct:
+        columns["count"] = pa.array(rng.integers(1, 200, size=len(codes)))
+    batch = pa.table(columns)
+    writer = writer or pq.ParquetWriter(path, batch.schema)
+    writer.write_table(batch, row_group_size=10**6)
+    written += n
+    last = len(codes)
+writer.close()
+print(last if distinct else rows)
 """
 
 DUCKDB = r"""

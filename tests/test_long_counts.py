@@ -9,7 +9,8 @@ import pytest
 
 import tabrelease as tr
 from tabrelease.errors import BudgetRefused
-from tabrelease.ledger import charge, init_ledger, ledger_key, legacy_cells_fingerprint, table_fingerprint
+from tabrelease.ledger import (charge, init_ledger, ledger_key, legacy_cells_fingerprint, multiset_fingerprint,
+                               table_fingerprint)
 from tabrelease.privacy import PrivacyGuarantee, PrivacyUnit
 from tabrelease.tables import MicrodataTable, table_from_frame, table_from_microdata
 from tabrelease.tables.model import MAX_TABLE_CELLS
@@ -100,8 +101,7 @@ def test_a_table_released_before_fingerprints_changed_is_still_recognised(tmp_pa
     key = ledger_key(ledger)
     legacy = legacy_cells_fingerprint(table, key)
     with monkeypatch.context() as old_version:
-        old_version.setattr(ledger_module, "table_fingerprint", lambda t, k: legacy_cells_fingerprint(t, k))
-        old_version.setattr(ledger_module, "legacy_cells_fingerprint", lambda t, k: None)
+        old_version.setattr(ledger_module, "table_prints", lambda t, k: (legacy_cells_fingerprint(t, k), []))
         first = charge(ledger, table, guarantee, mechanism="planned", margins=["[AB]"], output=None,
                        noise_mode="simulation")
     assert first["fingerprint"] == legacy and "fingerprints_also" not in first
@@ -113,7 +113,7 @@ def test_a_table_released_before_fingerprints_changed_is_still_recognised(tmp_pa
     entry = charge(allowed, table, guarantee, mechanism="planned", margins=["[AB]"], output=None,
                    noise_mode="simulation")
     assert entry["fingerprint"] == table_fingerprint(table, key) != legacy
-    assert entry["fingerprints_also"] == [legacy] and entry["aliases"] == ["czech"]
+    assert entry["fingerprints_also"] == [legacy, multiset_fingerprint(table, key)] and entry["aliases"] == ["czech"]
     # The same table given as one row per person is the same table to the ledger.
     people = table_from_microdata(_people(table), levels=dict(zip(table.variables, map(list, table.levels))),
                                   name="czech", as_records=True)
@@ -133,8 +133,7 @@ def test_a_table_released_as_cells_before_is_recognised_when_it_comes_back_as_re
     ledger = init_ledger(tmp_path / "ledger.json")
     guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
     with monkeypatch.context() as old_version:
-        old_version.setattr(ledger_module, "table_fingerprint", lambda t, k: legacy_cells_fingerprint(t, k))
-        old_version.setattr(ledger_module, "legacy_cells_fingerprint", lambda t, k: None)
+        old_version.setattr(ledger_module, "table_prints", lambda t, k: (legacy_cells_fingerprint(t, k), []))
         charge(ledger, table, guarantee, mechanism="planned", margins=["[AB]"], output=None, noise_mode="simulation")
     people = table_from_microdata(_people(table), levels=dict(zip(table.variables, map(list, table.levels))),
                                   name="rochdale", as_records=True)

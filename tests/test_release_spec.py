@@ -272,6 +272,17 @@ def _input_case(name, folder):
     if name == "microdata":
         _write(folder, "t.csv", "A,B\nx,p\nx,p\ny,q\n")
         return {"file": "t.csv", "microdata": True}, True, lambda t: t.n == 3 and t.variables == ("A", "B")
+    if name == "engine":
+        _write(folder, "t.csv", "A,B\nx,p\nx,p\ny,q\n")
+        return ({"file": "t.csv", "microdata": True, "engine": "pandas"}, "pandas",
+                lambda t: t.counts.tolist() == [[2, 0], [0, 1]])
+    if name == "scheduler":
+        distributed = pytest.importorskip("distributed")
+        cluster = distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+        _CLUSTERS.append(cluster)
+        _write(folder, "t.csv", "A,B\nx,p\nx,p\ny,q\n")
+        return ({"file": "t.csv", "microdata": True, "engine": "dask", "scheduler": cluster.scheduler_address},
+                cluster.scheduler_address, lambda t: t.counts.tolist() == [[2, 0], [0, 1]])
     if name == "variables":
         _write(folder, "t.csv", "A,B,C\nx,p,u\nx,p,v\ny,q,u\n")
         return ({"file": "t.csv", "microdata": True, "variables": ["A", "C"]}, ("A", "C"),
@@ -312,14 +323,21 @@ def _input_case(name, folder):
 def test_every_input_setting_is_read_from_a_batch_dataset(name, tmp_path):
     from tabrelease.workflow import read_source
 
-    entry, value, check = _input_case(name, tmp_path)
-    init_ledger(tmp_path / "ledger.json")
-    batch = read_spec(_batch(tmp_path, {"epsilon": 1.0, "out": "r", "simulate": True}, entry))
-    source = batch.datasets["data"].source
-    stored = getattr(source, name)
-    assert stored == value, stored
-    table = read_source(source)
-    assert check(table), (table.variables, table.levels, table.counts.tolist())
+    try:
+        entry, value, check = _input_case(name, tmp_path)
+        init_ledger(tmp_path / "ledger.json")
+        batch = read_spec(_batch(tmp_path, {"epsilon": 1.0, "out": "r", "simulate": True}, entry))
+        source = batch.datasets["data"].source
+        stored = getattr(source, name)
+        assert stored == value, stored
+        table = read_source(source)
+        assert check(table), (table.variables, table.levels, table.counts.tolist())
+    finally:
+        while _CLUSTERS:
+            _CLUSTERS.pop().close()
+
+
+_CLUSTERS = []  # Dask clusters a case started (closed by the test)
 
 
 def test_a_semicolon_separated_latin_1_file_is_released_by_a_batch(tmp_path):

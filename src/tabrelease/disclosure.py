@@ -66,7 +66,11 @@ def disclosure_risk(table: ContingencyTable, release: Release, small: int = SMAL
         margin_label(g, table.letters): _small_cells(table.margin_counts(g), released, small)
         for g, released in zip(release.margins, release.released_margins)
     }
-    if getattr(table, "held_as_cells", True):
+    if getattr(table, "held_as_file", False):
+        # Counted from its file as margins: the whole table's small cells would need every distinct record.
+        full = {"cells": table.cells, "true_count_1": None, "true_count_2": None, "true_small": None,
+                "smallest_nonzero": None}
+    elif getattr(table, "held_as_cells", True):
         full = _small_cells(table.counts, release.table, small)
     else:
         # Held as records: the non-zero cells are the distinct records (no released table exists at this size).

@@ -333,8 +333,11 @@ def _refit_from_margins(table, release: Release, model: HierarchicalModel):
     return original, None, mle_l1, converged, "; ".join(notes)
 
 
-def _sum_n_log_n(table) -> float:
-    """sum of n log n over the non-zero cells: over the distinct records of a table held as records."""
+def _sum_n_log_n(table) -> float | None:
+    """sum of n log n over the non-zero cells: over the distinct records of a table held as records; None for a
+    table counted from its file as margins (it never lists its records: the refit then has no G²)."""
+    if getattr(table, "held_as_file", False):
+        return None
     counts = table.counts[table.counts > 0] if table.held_as_cells else table.distinct_records()[1]
     counts = np.asarray(counts, float)
     return float(np.sum(counts * np.log(counts)))

@@ -747,6 +747,50 @@ def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
     return digest.hexdigest()
 
 
+def multiset_fingerprint(table, key: bytes) -> str:
+    """HMAC-SHA256, under the ledger's key, of the table's variables, level labels and its records' multiset sums
+    (`aggregation.record_lanes`: per lane, the sum over records of a 64-bit hash of the record, modulo 2^64). Sums
+    add, so it is computed in one streaming pass over a file of records, in any order, on any engine, and equals
+    the same table's when held as cells or as records: what recognises a table counted from its file (whose
+    distinct records are never listed, so `table_fingerprint` is not computed for it). Every release records it.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+    key : bytes
+
+    Returns
+    -------
+    str
+        64 hex characters.
+    """
+    from .tables.aggregation import table_lanes
+
+    content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels]}
+    digest = hmac.new(key, b"multiset-v1:" + json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
+    digest.update(b"".join(int(lane).to_bytes(8, "little") for lane in table_lanes(table)))
+    return digest.hexdigest()
+
+
+def table_prints(table, key: bytes) -> tuple[str, list[str]]:
+    """(the fingerprint a release records, the others it records beside it): the non-zero cells' fingerprint where
+    the table lists them, else the multiset one; the multiset one and the legacy cells one where computable.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+    key : bytes
+
+    Returns
+    -------
+    tuple of (str, list of str)
+    """
+    multiset = multiset_fingerprint(table, key)
+    main = multiset if getattr(table, "held_as_file", False) else table_fingerprint(table, key)
+    legacy = legacy_cells_fingerprint(table, key)
+    return main, [f for f in dict.fromkeys((legacy, multiset)) if f and f != main]
+
+
 def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
     """The fingerprint ledgers recorded for a table held as cells before fingerprints were taken of non-zero cells
     (HMAC of a JSON text listing every cell), or None for a table with more cells than are ever held (it was never
@@ -765,8 +809,8 @@ def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
     """
     from .tables import MAX_TABLE_CELLS
 
-    if table.cells > MAX_TABLE_CELLS:  # never held as cells, so never fingerprinted the old way
-        return None
+    if table.cells > MAX_TABLE_CELLS or getattr(table, "held_as_file", False):
+        return None  # never held as cells (a table counted from its file is one only past the cell limit)
     # The bytes of json.dumps({"variables", "levels", "counts": [every cell]}, separators=(",", ":")), fed to the HMAC
     # a block of cells at a time: the text of 2^27 cells is never held whole (nor a Python int per cell).
     head = json.dumps({"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels],
@@ -990,9 +1034,8 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     path = _resolve(account.ledger)
     _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
     key = ledger_key(path)
-    fingerprint = table_fingerprint(table, key)
-    legacy = legacy_cells_fingerprint(table, key)
-    prints = {fingerprint} | ({legacy} if legacy else set())
+    fingerprint, also = table_prints(table, key)
+    prints = {fingerprint, *also}
     with _lock(path):
         data = _read_verified(path, key)
         aliases = sorted({r["dataset"] for r in data["records"]
@@ -1012,7 +1055,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
             _check_fits(data, dataset, budget, guarantee)
         entry = _append(data, key, {
             "kind": "release", "dataset": dataset, "fingerprint": fingerprint,
-            **({"fingerprints_also": [legacy]} if legacy else {}), "table": table.name,
+            **({"fingerprints_also": also} if also else {}), "table": table.name,
             "guarantee": guarantee.as_dict(), "epsilon": guarantee.loss.epsilon, "delta": guarantee.loss.delta,
             "neighbours": guarantee.unit.kind, "total_public": guarantee.unit.n_public,
             "mechanism": mechanism, "margins": list(margins), "output": output, "noise_mode": noise_mode,

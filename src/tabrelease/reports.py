@@ -550,7 +550,7 @@ td { overflow-wrap: anywhere; }
 <tr><td><code>{{ titles.get(label, label) }}</code></td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
 <td>{{ r.released_small }}</td><td>{{ r.released_small_true_zero }}</td><td>{{ r.released_small_true_small }}</td><td>{{ r.released_small_true_exact }}</td><td>{{ r.true_small_released_zero }}</td></tr>
 {% endfor %}
-{% set r = d.full_table %}<tr><td>full table</td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
+{% set r = d.full_table %}<tr><td>full table</td><td>{{ r.cells }}</td>{% if r.true_count_1 is none %}<td colspan="3">not counted (the table was counted from its file as margins; --engine pandas holds its records)</td>{% else %}<td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>{% endif %}
 {% if r.released_small is defined %}<td>{{ r.released_small }}</td><td>{{ r.released_small_true_zero }}</td><td>{{ r.released_small_true_small }}</td><td>{{ r.released_small_true_exact }}</td><td>{{ r.true_small_released_zero }}</td>{% else %}<td colspan="5">no released table</td>{% endif %}</tr>
 </table>
 {% if e.bound_source %}<p>Bound: {{ e.bound_source }}.</p>{% endif %}

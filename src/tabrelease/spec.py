@@ -555,6 +555,9 @@ class TableSource:
         A long table may omit zero cells.
     sep, encoding, decimal, thousands, sheet
         How the file is written (`INPUT_SETTINGS` says each one).
+    engine, scheduler : str or None
+        With `microdata`: who counts the file ("arrow", streaming, by default; "pandas"; "dask") and the Dask
+        scheduler's address.
     """
 
     source: str
@@ -569,12 +572,16 @@ class TableSource:
     decimal: str | None = None
     thousands: str | None = None
     sheet: str | None = None
+    engine: str | None = None
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, str) or not self.source:
             raise TabreleaseError(f"a table's source is a built-in name or a file's path, not {self.source!r}")
         if self.sep is not None:
             _check_choice("separator", self.sep, tuple(SEPARATORS))
+        if self.engine is not None:
+            _check_choice("engine", self.engine, ("arrow", "pandas", "dask"))
         if self.variables is not None:
             object.__setattr__(self, "variables", name_list(self.variables))
 
@@ -598,6 +605,11 @@ INPUT_SETTINGS: tuple[Setting, ...] = (
     Setting("decimal", "the decimal mark of the count column (default . or, with --thousands ., a comma); counts must "
             "still be whole numbers", _text),
     Setting("thousands", "the thousands mark of the count column, e.g. . or ' (default none)", _text),
+    Setting("engine", "with --microdata: who counts the file: arrow (default: streams Parquet or CSV, memory flat in "
+            "the rows), pandas (reads it whole; .xlsx), dask (on a Dask cluster, --scheduler)", _text,
+            choices=("arrow", "pandas", "dask")),
+    Setting("scheduler", "with --engine dask: the scheduler's address (default: a local cluster of 2 workers)", _text,
+            metavar="ADDRESS"),
 )
 INPUT_SETTING_NAMES = tuple(s.name for s in INPUT_SETTINGS)
 

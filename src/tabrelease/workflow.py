@@ -99,6 +99,10 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         plan = replace(plan, notes=plan.notes + ("the levels were read from the data: the published schema reveals "
                                                  "which values occur (declare them with --levels FILE before a "
                                                  "release for publication)",))
+    if hasattr(table, "count_margins"):
+        # A table counted from its file: every margin the measurement reads, in one pass, before any charge (a value
+        # outside the declared levels is refused here, with nothing charged).
+        table.count_margins(plan.implementation.margins_read(plan))
     check_before_charge(plan, table, spec.mode)
     from .tables import people_names
 
@@ -139,7 +143,7 @@ def read_source(source: TableSource):
                      decimal=source.decimal, sheet=source.sheet, thousands=source.thousands)
     return load_input(source.source, microdata=source.microdata, variables=source.variables,
                       levels_file=source.levels, metadata_file=source.metadata, count_column=source.count_column,
-                      sparse=source.sparse, csv_options=csv)
+                      sparse=source.sparse, csv_options=csv, engine=source.engine, scheduler=source.scheduler)
 
 
 def resolve_margins(table, margins) -> list:

@@ -19,10 +19,11 @@ def add_table_arguments(parser) -> None:
 
 
 def add_table_arguments_for_many(parser) -> None:
-    """How the tables named by a command taking several are read (`spec.INPUT_SETTINGS`)."""
+    """How the tables named by a command taking several are read (`spec.INPUT_SETTINGS`), but --scheduler: a sweep
+    has its own, the cluster it runs on, which also counts microdata given --engine dask."""
     from ..spec import INPUT_SETTINGS
 
-    _add_settings(parser, INPUT_SETTINGS)
+    _add_settings(parser, [s for s in INPUT_SETTINGS if s.name != "scheduler"])
 
 
 def load_many_from_args(args) -> list:
@@ -30,7 +31,9 @@ def load_many_from_args(args) -> list:
     from ..spec import INPUT_SETTINGS, source_from_settings
     from ..workflow import read_source
 
-    settings = {s.name: getattr(args, s.name) for s in INPUT_SETTINGS}
+    settings = {s.name: getattr(args, s.name, None) for s in INPUT_SETTINGS}
+    if settings.get("engine") != "dask":
+        settings["scheduler"] = None
     return [read_source(source_from_settings(name, settings)) for name in args.tables]
 
 

@@ -48,7 +48,8 @@ def add_execution_arguments(parser) -> None:
     parser.add_argument("--jobs", type=positive_int, default=None,
                         help="local worker processes (default: the CPUs available)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="run on a Dask distributed cluster (e.g. tcp://host:8786) instead of local processes")
+                        help="run on a Dask distributed cluster (e.g. tcp://host:8786) instead of local processes (with "
+                        "--engine dask, microdata are counted on it too)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     parser.add_argument("--force", action="store_true", help="replace an existing --out")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

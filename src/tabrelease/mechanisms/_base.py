@@ -211,6 +211,23 @@ class Mechanism(ABC):
         """
         return None
 
+    def margins_read(self, plan: MechanismPlan) -> list[tuple[int, ...]]:
+        """The margins `measure` reads from a table held as margins (one counted from its file counts them all in one
+        pass before the release): the released margins and the sets of the plan's measured blocks.
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+
+        Returns
+        -------
+        list of tuple of int
+        """
+        sets = [tuple(g) for g in plan.margins]
+        if plan.design is not None:
+            sets += [tuple(b.variables) for b in plan.design.blocks]
+        return list(dict.fromkeys(sets))
+
     def check_table_size(self, plan: MechanismPlan, n: int) -> None:
         """Refuse, before the charge, a table this mechanism cannot release at its size `n` (number of records).
         The message may state the limit, never n. The default accepts every n.

@@ -170,6 +170,10 @@ class GaussianCopula(Mechanism):
         return {v: block_sensitivity(plan.shape, v, neighbours) * plan.calibration.scale
                 for v in block_variables(len(plan.shape), self.pairs)}
 
+    def margins_read(self, plan):
+        d = len(plan.shape)
+        return [(i, j) for i in range(d) for j in range(i + 1, d)] or [(0,)]
+
     def measure(self, plan, counts, noise):
         blocks = []
         for variables, scale in self.block_scales(plan).items():

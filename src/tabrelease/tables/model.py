@@ -313,6 +313,7 @@ class MicrodataTable:
     is_binary = ContingencyTable.is_binary
     axis = ContingencyTable.axis
     axes = ContingencyTable.axes
+    with_counts = ContingencyTable.with_counts
 
     @property
     def shape(self) -> tuple[int, ...]:

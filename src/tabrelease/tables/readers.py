@@ -18,8 +18,9 @@ import numpy as np
 from .._files import CSV_SEPARATORS, csv_field_for_label, csv_label_from_field
 from ..errors import TabreleaseError
 from .catalogue import BUILTIN_TABLES, builtin_table
-from .metadata import _repeated, read_levels_file, read_metadata, with_declared_metadata
+from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells
+from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -28,13 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # --- construction --------------------------------------------------------------------------------
 def _level_order(values: pd.Series) -> list[str]:
-    """Numeric order when every level is a number, else sorted text: never the order of the file, which would
-    let the published schema and row order depend on the confidential data (a file sorted by count)."""
-    seen = set(values.unique().tolist())
-    try:
-        return sorted(seen, key=lambda v: (float(v), v))
-    except ValueError:
-        return sorted(seen)
+    """Numeric order when every level is a number, else sorted text (`_text.level_order`)."""
+    return level_order(values.unique().tolist())
 
 
 def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mapping[str, Sequence[str]] | None):
@@ -52,12 +48,7 @@ def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mappi
     return resolved
 
 
-def _declared_levels(variable: str, declared: Sequence[str]) -> list[str]:
-    given = [str(x) for x in declared]
-    repeated = _repeated(given)
-    if repeated is not None:
-        raise TabreleaseError(f"the declared levels of {variable!r} list {repeated!r} twice")
-    return given
+_declared_levels = declared_levels
 
 
 def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -221,7 +212,6 @@ def _named_by_text(frame: pd.DataFrame, what: str) -> pd.DataFrame:
 
 
 # Set in a table's metadata when its levels were read from data that need not show every level.
-LEVELS_FROM_DATA = "levels_from_data"
 
 
 def _all_declared(variables, levels) -> bool:
@@ -317,9 +307,13 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
 
 def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
                    levels: Mapping[str, Sequence[str]] | None = None,
-                   csv_options: CsvOptions | None = None) -> ContingencyTable | MicrodataTable:
+                   csv_options: CsvOptions | None = None, engine: str | None = None,
+                   scheduler: str | None = None, batch_rows: int | None = None) -> ContingencyTable | MicrodataTable:
     """Microdata (one row per person) from a CSV or Parquet file: only the named columns are read (all by
-    default) and counted into a table, held as records when it has too many cells.
+    default) and counted into a table. By default (`engine` "arrow") the file is streamed a batch of rows at a time
+    (`aggregation`): a table whose cells fit is counted cell by cell, a larger one is a `FileTable` whose margins
+    are counted from the file when the release asks for them. With "pandas" the whole file is read into memory, and
+    a table with too many cells is held as its records (a `MicrodataTable`); .xlsx files are read so.
 
     Parameters
     ----------
@@ -331,10 +325,16 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
         Declared levels of some or all variables, in order.
     csv_options : CsvOptions, optional
         How the CSV file is written (and which .xlsx sheet to read).
+    engine : {"arrow", "pandas", "dask"}, optional
+        Who reads and counts the file (default: "arrow", or "pandas" for .xlsx).
+    scheduler : str, optional
+        With "dask": the scheduler's address (default: a local cluster of two workers).
+    batch_rows : int, optional
+        With "arrow": rows read at a time (default `aggregation.BATCH_ROWS`).
 
     Returns
     -------
-    ContingencyTable or MicrodataTable
+    ContingencyTable or MicrodataTable or FileTable
         The table, named after the file's stem.
 
     Raises
@@ -347,6 +347,17 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     if columns is not None and len(set(columns)) != len(columns):
         repeated = sorted({c for c in columns if columns.count(c) > 1})
         raise TabreleaseError(f"duplicate variable names: {', '.join(repeated)}")
+    from .aggregation import ENGINES, read_microdata_file
+
+    if engine is None:
+        engine = "pandas" if path.suffix.lower() == ".xlsx" else "arrow"
+    if engine not in ENGINES:
+        raise TabreleaseError(f"unknown counting engine {engine!r}; the engines are {', '.join(ENGINES)}")
+    if scheduler is not None and engine != "dask":
+        raise TabreleaseError("--scheduler is the address of a Dask cluster: it goes with --engine dask")
+    if engine != "pandas":
+        return read_microdata_file(path, columns, levels, csv_options=csv_options, engine=engine,
+                                   scheduler=scheduler, **({} if batch_rows is None else {"batch_rows": batch_rows}))
     if path.suffix.lower() == ".parquet":
         try:
             import pyarrow.parquet as pq
@@ -397,13 +408,7 @@ def _decode(path: Path, encoding: str) -> str:
                               "older system, try --encoding latin-1 or --encoding cp1252") from None
 
 
-def _detect_separator(header_line: str) -> str:
-    """The candidate separator the header uses most outside double quotes (a comma when none): headers are names,
-    not data, and a quoted name ("a;b" in a comma file) holds no separator."""
-    unquoted = re.sub(r'"[^"]*"', "", header_line)
-    counts = {sep: unquoted.count(sep) for sep in SEPARATORS}
-    best = max(SEPARATORS, key=lambda sep: counts[sep])
-    return best if counts[best] > 0 else ","
+_detect_separator = detect_separator
 
 
 def read_csv_frame(path: str | Path, options: CsvOptions | None = None,
@@ -768,7 +773,7 @@ def read_table_parquet(path: str | Path, count_column: str = "count", *, complet
 
 def load_input(source, *, microdata: bool = False, variables: Sequence[str] | None = None, levels_file=None,
                metadata_file=None, count_column: str = "count", sparse: bool = False,
-               csv_options: CsvOptions | None = None):
+               csv_options: CsvOptions | None = None, engine: str | None = None, scheduler: str | None = None):
     """A table from what a user names: a built-in table, a long table with a count column (CSV, Parquet, .xlsx),
     or a file of one row per person (`microdata`, its `variables`), with levels declared in a levels file or a
     metadata file (which declares labels too). What the command line and batch specs both read through.
@@ -791,10 +796,14 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
         Whether unlisted cells of a long table are zero (not with `microdata`).
     csv_options : CsvOptions, optional
         How a CSV file is written (and which .xlsx sheet to read).
+    engine : {"arrow", "pandas", "dask"}, optional
+        With `microdata`: who reads and counts the file (`read_microdata`).
+    scheduler : str, optional
+        With engine "dask": the scheduler's address.
 
     Returns
     -------
-    ContingencyTable or MicrodataTable
+    ContingencyTable or MicrodataTable or FileTable
         The table, carrying the declared labels when a metadata file is given.
 
     Raises
@@ -814,8 +823,11 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
         if sparse:
             raise TabreleaseError("--sparse is for long tables with a count column; microdata have no cells to list")
         variables = variables or (declared.variables if declared else None)
-        table = read_microdata(source, variables, levels=levels, csv_options=csv_options)
+        table = read_microdata(source, variables, levels=levels, csv_options=csv_options, engine=engine,
+                               scheduler=scheduler)
     else:
+        if engine is not None or scheduler is not None:
+            raise TabreleaseError("--engine and --scheduler choose how microdata are counted: add --microdata")
         if variables:
             raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
         table = load_table(source, count_column, complete=not sparse, levels=levels, csv_options=csv_options)

@@ -1,0 +1,71 @@
+"""Small rules of reading text shared by the in-memory readers (`readers`) and the streaming counts (`aggregation`):
+the order of levels read from data, declared levels, the CSV separator of a header."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from .._files import CSV_SEPARATORS
+from ..errors import TabreleaseError
+from .metadata import _repeated
+
+# A table's metadata flag: its levels were read from the data (simulation only; a release refuses it).
+LEVELS_FROM_DATA = "levels_from_data"
+
+
+def level_order(labels: Iterable[str]) -> list[str]:
+    """Numeric order when every level is a number, else sorted text: never the order of the file, which would
+    let the published schema and row order depend on the confidential data (a file sorted by count).
+
+    Parameters
+    ----------
+    labels : iterable of str
+        The levels seen (repeats are ignored).
+
+    Returns
+    -------
+    list of str
+    """
+    seen = set(labels)
+    try:
+        return sorted(seen, key=lambda v: (float(v), v))
+    except ValueError:
+        return sorted(seen)
+
+
+def declared_levels(variable: str, declared: Sequence[str]) -> list[str]:
+    """A variable's declared levels as text, refused if one is listed twice.
+
+    Parameters
+    ----------
+    variable : str
+    declared : sequence
+
+    Returns
+    -------
+    list of str
+    """
+    given = [str(x) for x in declared]
+    repeated = _repeated(given)
+    if repeated is not None:
+        raise TabreleaseError(f"the declared levels of {variable!r} list {repeated!r} twice")
+    return given
+
+
+def detect_separator(header_line: str) -> str:
+    """The candidate separator the header uses most outside double quotes (a comma when none): headers are names,
+    not data, and a quoted name ("a;b" in a comma file) holds no separator.
+
+    Parameters
+    ----------
+    header_line : str
+
+    Returns
+    -------
+    str
+    """
+    unquoted = re.sub(r'"[^"]*"', "", header_line)
+    counts = {sep: unquoted.count(sep) for sep in CSV_SEPARATORS}
+    best = max(CSV_SEPARATORS, key=lambda sep: counts[sep])
+    return best if counts[best] > 0 else ","

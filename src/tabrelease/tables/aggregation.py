@@ -1,0 +1,880 @@
+"""Counting a file of records (one row per person) into the margins a release needs, as a step of its own.
+
+An *engine* reads the file and counts: ``arrow`` (the default) streams Parquet and CSV a batch of rows at a time,
+so memory stays flat in the number of rows; ``dask`` counts the same batches on a Dask cluster (``--scheduler``,
+or a local one); ``pandas`` reads the whole file into memory (the reader of earlier versions, and the only one for
+.xlsx). Every engine counts with the same function (`_count_codes`), so they return identical margins; the tests
+check each against an independent count.
+
+A table whose cells fit in memory is counted cell by cell into a `ContingencyTable`. A larger one becomes a
+`FileTable`: it holds the file's name and the margins counted so far, and counts more in one pass over the file when
+asked (`FileTable.count_margins`, which the release path calls with every margin its plan measures, before any
+charge). What a ledger needs to recognise the same data in another form, a multiset fingerprint of the records
+(`record_lanes`), is counted in the same pass.
+
+Levels must be declared for a release (the data never choose the schema); without declared levels a first pass
+reads each variable's values (simulation only: the release refuses such a table).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import TabreleaseError
+from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
+from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, check_cells
+
+ENGINES = ("arrow", "pandas", "dask")
+DEFAULT_ENGINE = "arrow"
+BATCH_ROWS = 2**18  # rows per batch: a batch's codes and keys take tens of MB whatever the file's size
+_DENSE_PER_BATCH = 4  # a margin of more than this many cells per batch row is added by its distinct keys instead
+
+
+# --- the multiset fingerprint ------------------------------------------------------------------------------
+LANES = 2  # two independent 64-bit sums: 128 bits
+
+
+@lru_cache(maxsize=64)
+def _lane_values(shape: tuple[int, ...]) -> tuple[tuple[np.ndarray, ...], ...]:
+    """Per lane and variable, a fixed pseudo-random 64-bit value per level (SHA-256 in counter mode of the lane,
+    the axis and the level's position): public and data-independent, so any engine in any process computes the
+    same sums. The ledger keys what it records (an HMAC of the sums), not these."""
+    lanes = []
+    for lane in range(LANES):
+        per_axis = []
+        for axis, levels in enumerate(shape):
+            prefix = f"tabrelease multiset v1 lane {lane} axis {axis}".encode()
+            raw = b"".join(hashlib.sha256(prefix + block.to_bytes(8, "little")).digest()
+                           for block in range((8 * levels + 31) // 32))
+            values = np.frombuffer(raw[: 8 * levels], dtype="<u8").astype(np.uint64)
+            values.flags.writeable = False
+            per_axis.append(values)
+        lanes.append(tuple(per_axis))
+    return tuple(lanes)
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser (a bijection that mixes every bit into every other), in place."""
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[int]) -> tuple[int, ...]:
+    """The multiset sums of a block of records: per lane, the sum over records of weight x hash(record), modulo 2^64.
+    Sums add, so a table's sums are the same whether it comes as cells (the non-zero cells with their counts), as
+    one row per person, or as distinct records with counts, in any order and any split into batches.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray
+        Records by variables, level positions.
+    weights : numpy.ndarray or None
+        People per record (None: one each).
+    shape : sequence of int
+        Levels per variable.
+
+    Returns
+    -------
+    tuple of int
+        One sum per lane, each in [0, 2^64).
+    """
+    sums = []
+    for per_axis in _lane_values(tuple(int(k) for k in shape)):
+        h = np.zeros(codes.shape[0], dtype=np.uint64)
+        for axis, values in enumerate(per_axis):
+            h += values[codes[:, axis]]
+        _fmix64(h)
+        if weights is not None:
+            h *= np.asarray(weights).astype(np.uint64)
+        sums.append(int(np.add.reduce(h, dtype=np.uint64)) if h.size else 0)
+    return tuple(sums)
+
+
+def add_lanes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """Two blocks' sums together (modulo 2^64).
+
+    Parameters
+    ----------
+    a, b : sequence of int
+        Sums per lane.
+
+    Returns
+    -------
+    tuple of int
+    """
+    return tuple((x + y) % 2**64 for x, y in zip(a, b))
+
+
+def table_lanes(table) -> tuple[int, ...]:
+    """The multiset sums of a whole table, held as cells, as records, or as its file (counted when it was read).
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+
+    Returns
+    -------
+    tuple of int
+    """
+    if isinstance(table, FileTable):
+        return table.lanes
+    if not getattr(table, "held_as_cells", True):  # records in memory, with or without weights
+        total = (0,) * LANES
+        for start in range(0, table.codes.shape[0], BATCH_ROWS):
+            block = slice(start, start + BATCH_ROWS)
+            weights = None if table.weights is None else table.weights[block]
+            total = add_lanes(total, record_lanes(table.codes[block], weights, table.shape))
+        return total
+    flat = np.asarray(table.counts).reshape(-1)
+    total = (0,) * LANES
+    for start in range(0, flat.size, BATCH_ROWS * 16):
+        block = flat[start:start + BATCH_ROWS * 16]
+        where = np.flatnonzero(block)
+        codes = np.column_stack(np.unravel_index(where + start, table.shape)) if where.size else np.zeros(
+            (0, table.k), np.int64)
+        total = add_lanes(total, record_lanes(codes, block[where], table.shape))
+    return total
+
+
+# --- reading a file in batches ------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class RecordFile:
+    """A file of records and how to read it: what a `FileTable` keeps instead of its records.
+
+    Parameters
+    ----------
+    path : Path
+        A Parquet or CSV file.
+    variables : tuple of str
+        The columns counted, in the table's order.
+    csv : CsvOptions or None
+        How a CSV file is written.
+    batch_rows : int
+        Rows read at a time.
+    """
+
+    path: Path
+    variables: tuple[str, ...]
+    csv: Any = None
+    batch_rows: int = BATCH_ROWS
+
+    @property
+    def is_parquet(self) -> bool:
+        return self.path.suffix.lower() == ".parquet"
+
+
+def _file_columns(record_file: RecordFile) -> list[str]:
+    """The columns the file has (its header), read without reading its rows."""
+    path = record_file.path
+    try:
+        if record_file.is_parquet:
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(path).names)
+        return [name for name in _csv_header(record_file)[0] if name]
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors have no common base
+        raise TabreleaseError(f"cannot read {path} ({_reason(exc)})") from None
+
+
+def _reason(exc: Exception) -> str:
+    """A one-line reason that names the kind of failure, never a value from the file (Arrow's messages quote the
+    row they stopped at)."""
+    if isinstance(exc, MemoryError) or "Memory" in type(exc).__name__:
+        return "out of memory while reading a batch of its rows"
+    if "Expected" in str(exc) and "columns" in str(exc):
+        return "a row has another number of fields than the header, or a quote is not closed"
+    return type(exc).__name__
+
+
+def _csv_encoding(record_file: RecordFile) -> str:
+    encoding = getattr(record_file.csv, "encoding", "utf-8")
+    return "utf8" if encoding.lower().replace("_", "-") in {"utf-8", "utf8", "utf-8-sig"} else encoding
+
+
+def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
+    """(the header's names, stripped and read back from a protective quote, "" for an unnamed column such as a
+    trailing separator's; the separator; the lines before the first row of data): the header is read here, as the
+    in-memory reader reads it, and Arrow is given the names."""
+    import csv
+
+    from .._files import csv_label_from_field
+
+    encoding = _csv_encoding(record_file)
+    with open(record_file.path, "rb") as handle:
+        head = handle.read(1 << 16)
+    try:
+        text = head.decode("utf-8-sig" if encoding == "utf8" else encoding, errors="replace")
+    except LookupError:
+        raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
+    lines = text.splitlines()
+    index = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if index is None:
+        raise TabreleaseError(f"{record_file.path} is not a readable CSV table: it is empty")
+    chosen = getattr(record_file.csv, "sep", None)
+    sep = chosen if chosen is not None else detect_separator(lines[index])
+    fields = next(csv.reader([lines[index]], delimiter=sep), [])
+    names = [csv_label_from_field(f.strip()) for f in fields]
+    named = [n for n in names if n]
+    if len(set(named)) != len(named):
+        raise TabreleaseError(f"{record_file.path} has two columns of the same name")
+    return names, sep, index + 1
+
+
+def _csv_reader(record_file: RecordFile, columns: Sequence[str] | None):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    names, sep, skip = _csv_header(record_file)
+    arrow_names = [n if n else f"\x00unnamed {i}" for i, n in enumerate(names)]
+    convert = pacsv.ConvertOptions(
+        include_columns=None if columns is None else list(columns),
+        column_types=None if columns is None else {c: pa.string() for c in columns},
+        strings_can_be_null=False, quoted_strings_can_be_null=False)
+    read = pacsv.ReadOptions(encoding=_csv_encoding(record_file), block_size=1 << 22, column_names=arrow_names,
+                             skip_rows=skip)
+    return pacsv.open_csv(record_file.path, read_options=read, parse_options=pacsv.ParseOptions(delimiter=sep),
+                          convert_options=convert)
+
+
+def _arrow_batches(record_file: RecordFile):
+    """The file's batches (pyarrow RecordBatches of the counted columns), streamed."""
+    path, columns = record_file.path, list(record_file.variables)
+    if record_file.is_parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+        strings = [c for c in columns if pa.types.is_string(schema.field(c).type)
+                   or pa.types.is_large_string(schema.field(c).type)]
+        parquet = pq.ParquetFile(path, read_dictionary=strings or None)
+        yield from parquet.iter_batches(batch_size=record_file.batch_rows, columns=columns, use_threads=True)
+    else:
+        reader = _csv_reader(record_file, columns)
+        yield from reader
+
+
+def _labels_of(dictionary, variable: str, protected: bool) -> list[str]:
+    """A column's distinct values as the labels the in-memory reader gives them (stripped text)."""
+    from .._files import csv_label_from_field
+
+    labels = []
+    for value in dictionary.to_pylist():
+        if value is None:
+            raise TabreleaseError(f"column {variable!r} has missing values")
+        label = str(value).strip()
+        if protected:
+            label = csv_label_from_field(label)
+        if label == "":
+            raise TabreleaseError(f"column {variable!r} has missing values")
+        labels.append(label)
+    return labels
+
+
+def _encoded(column, variable: str):
+    """(indices into the dictionary, the dictionary) of one column of a batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count:
+        raise TabreleaseError(f"column {variable!r} has missing values")
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    return column.indices.to_numpy(zero_copy_only=False), column.dictionary
+
+
+def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]], protected: bool) -> np.ndarray:
+    """One batch's records as level positions (records by variables), checked against the levels.
+
+    Parameters
+    ----------
+    batch : pyarrow.RecordBatch or pandas.DataFrame
+        The counted columns of some records.
+    variables : sequence of str
+    levels : sequence of sequence of str
+        Each variable's levels, in order.
+    protected : bool
+        Whether fields may carry the CSV writer's protective quote.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8, uint16 or uint32 codes.
+
+    Raises
+    ------
+    TabreleaseError
+        A missing value, or a value not among its variable's levels (named, with the variable).
+    """
+    widest = max(len(lv) for lv in levels)
+    dtype = np.uint8 if widest <= 2**8 else np.uint16 if widest <= 2**16 else np.uint32
+    rows = batch.num_rows if hasattr(batch, "num_rows") else len(batch)
+    codes = np.empty((rows, len(variables)), dtype=dtype, order="F")
+    for j, (variable, declared) in enumerate(zip(variables, levels)):
+        if hasattr(batch, "num_rows"):
+            indices, dictionary = _encoded(batch.column(variable), variable)
+            labels = _labels_of(dictionary, variable, protected)
+        else:
+            import pandas as pd
+
+            indices, uniques = pd.factorize(batch[variable], use_na_sentinel=True)
+            if (indices < 0).any():
+                raise TabreleaseError(f"column {variable!r} has missing values")
+            labels = _labels_of(_PyList(uniques), variable, protected)
+        where = {label: i for i, label in enumerate(declared)}
+        unknown = sorted({label for label in labels if label not in where})
+        if unknown:
+            raise TabreleaseError(f"variable {variable!r} has values {unknown[:5]} that are not among its levels "
+                                  f"{list(declared)}")
+        lookup = np.array([where[label] for label in labels], dtype=dtype)
+        codes[:, j] = lookup[indices] if lookup.size else 0
+    return codes
+
+
+class _PyList:
+    """A pandas Index of uniques with the `to_pylist` of an Arrow dictionary."""
+
+    def __init__(self, uniques):
+        self.uniques = uniques
+
+    def to_pylist(self):
+        return [None if v is None or v != v else v for v in self.uniques.tolist()]
+
+
+def batch_labels(batch, variables: Sequence[str], protected: bool) -> list[set[str]]:
+    """Each variable's distinct labels in one batch (for levels read from the data).
+
+    Parameters
+    ----------
+    batch : pyarrow.RecordBatch or pandas.DataFrame
+    variables : sequence of str
+    protected : bool
+        Whether fields may carry the CSV writer's protective quote.
+
+    Returns
+    -------
+    list of set of str
+    """
+    found = []
+    for variable in variables:
+        if hasattr(batch, "num_rows"):
+            _, dictionary = _encoded(batch.column(variable), variable)
+        else:
+            import pandas as pd
+
+            indices, uniques = pd.factorize(batch[variable], use_na_sentinel=True)
+            if (indices < 0).any():
+                raise TabreleaseError(f"column {variable!r} has missing values")
+            dictionary = _PyList(uniques)
+        found.append(set(_labels_of(dictionary, variable, protected)))
+    return found
+
+
+# --- counting --------------------------------------------------------------------------------------------
+@dataclass
+class Counts:
+    """What one pass over records counts: the margins asked for (axis tuples to int64 arrays; the empty tuple is
+    the total), the number of people, and the multiset sums. Counts of two blocks of records add (`merge`)."""
+
+    margins: dict[tuple[int, ...], np.ndarray]
+    n: int = 0
+    lanes: tuple[int, ...] = (0,) * LANES
+
+    def merge(self, other: Counts) -> Counts:
+        """Add another block's counts into these.
+
+        Parameters
+        ----------
+        other : Counts
+
+        Returns
+        -------
+        Counts
+            These counts, with `other`'s added.
+        """
+        for axes, array in other.margins.items():
+            self.margins[axes] = self.margins[axes] + array if axes in self.margins else array.copy()
+        self.n += other.n
+        self.lanes = add_lanes(self.lanes, other.lanes)
+        return self
+
+
+def _count_codes(codes: np.ndarray, shape: Sequence[int], margins: Sequence[tuple[int, ...]]) -> Counts:
+    """The counts of one batch of records: each margin by its mixed-radix keys, the total, the multiset sums. Every
+    engine counts through this function, which is what makes their margins identical."""
+    counted = {}
+    rows = codes.shape[0]
+    for axes in margins:
+        sizes = [int(shape[a]) for a in axes]
+        cells = int(np.prod(sizes, dtype=object))
+        if not axes:
+            counted[axes] = np.array(rows, dtype=np.int64)
+            continue
+        # Keys in the narrowest type that holds the margin's cells (every partial key is below the last): a margin of
+        # 144 cells is built in bytes, twice as fast as in 64-bit integers.
+        dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64) if cells - 1 <= np.iinfo(t).max)
+        keys = codes[:, axes[0]].astype(dtype)
+        for a, size in zip(axes[1:], sizes[1:]):
+            keys *= dtype(size)
+            keys += codes[:, a]
+        if cells <= max(_DENSE_PER_BATCH * rows, 1 << 16):
+            counted[axes] = np.bincount(keys, minlength=cells).astype(np.int64, copy=False).reshape(sizes)
+        else:  # a large margin: a sparse batch of it, kept as (keys, counts) until it is added in
+            unique, counts = np.unique(keys, return_counts=True)
+            counted[axes] = _SparseBlock(unique, counts.astype(np.int64), tuple(sizes))
+    return Counts(counted, rows, record_lanes(codes, None, shape))
+
+
+@dataclass
+class _SparseBlock:
+    """A batch's counts of a margin too large to hold densely per batch: its distinct keys and their counts."""
+
+    keys: np.ndarray
+    counts: np.ndarray
+    sizes: tuple[int, ...]
+    __array_ufunc__ = None  # `dense + block` comes to __radd__, not to numpy's element-by-element object addition
+
+    def __radd__(self, dense: np.ndarray) -> np.ndarray:
+        flat = dense.reshape(-1)
+        flat[self.keys] += self.counts
+        return dense
+
+    def copy(self) -> np.ndarray:
+        dense = np.zeros(self.sizes, dtype=np.int64)
+        return dense + self
+
+
+def _check_margin_sizes(shape, margins, variables) -> None:
+    for axes in margins:
+        cells = int(np.prod([shape[a] for a in axes], dtype=object))
+        if cells > MAX_MARGIN_CELLS:
+            raise TabreleaseError(f"the margin over {', '.join(variables[a] for a in axes)} has {cells:.3g} cells, "
+                                  f"more than the {MAX_MARGIN_CELLS:,} a margin may have")
+
+
+def count_file(record_file: RecordFile, levels: Sequence[Sequence[str]], margins: Sequence[tuple[int, ...]], *,
+               engine: str = DEFAULT_ENGINE, scheduler: str | None = None) -> Counts:
+    """One pass over a file of records, counting the margins asked for, the total and the multiset sums.
+
+    Parameters
+    ----------
+    record_file : RecordFile
+    levels : sequence of sequence of str
+        Each variable's levels, in order (a value outside them is refused).
+    margins : sequence of tuple of int
+        Sorted axis tuples; the empty tuple counts the total.
+    engine : {"arrow", "dask"}
+        Who reads and counts: this process, streaming, or a Dask cluster.
+    scheduler : str, optional
+        With ``dask``: the scheduler's address (default: a local cluster for this count).
+
+    Returns
+    -------
+    Counts
+
+    Raises
+    ------
+    TabreleaseError
+        The file cannot be read, a value is missing or undeclared, or a margin is too large.
+    """
+    shape = tuple(len(lv) for lv in levels)
+    margins = list(dict.fromkeys(tuple(sorted(int(a) for a in m)) for m in margins))
+    _check_margin_sizes(shape, margins, record_file.variables)
+    protected = not record_file.is_parquet
+    if engine == "dask":
+        return _dask_count(record_file, levels, margins, scheduler)
+    if engine != "arrow":
+        raise TabreleaseError(f"unknown counting engine {engine!r}; the engines are {', '.join(ENGINES)}")
+    total = Counts({})
+    try:
+        for batch in _arrow_batches(record_file):
+            if batch.num_rows:
+                total.merge(_count_codes(batch_codes(batch, record_file.variables, levels, protected), shape, margins))
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors have no common base: any failure to read is one line
+        raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
+    for axes in margins:  # a file with no rows (refused by the caller) or a margin no batch reached
+        if axes not in total.margins:
+            total.margins[axes] = np.zeros([shape[a] for a in axes], dtype=np.int64)
+    return total
+
+
+def read_labels(record_file: RecordFile, *, engine: str = DEFAULT_ENGINE, scheduler: str | None = None
+                ) -> list[set[str]]:
+    """Each variable's distinct labels in the file (a pass of its own; levels read from the data).
+
+    Parameters
+    ----------
+    record_file : RecordFile
+    engine : {"arrow", "dask"}
+    scheduler : str, optional
+
+    Returns
+    -------
+    list of set of str
+    """
+    protected = not record_file.is_parquet
+    if engine == "dask":
+        return _dask_labels(record_file, scheduler)
+    found = [set() for _ in record_file.variables]
+    try:
+        for batch in _arrow_batches(record_file):
+            for seen, labels in zip(found, batch_labels(batch, record_file.variables, protected)):
+                seen |= labels
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
+    return found
+
+
+# --- Dask ------------------------------------------------------------------------------------------------
+def _dask_frame(record_file: RecordFile):
+    try:
+        import dask.dataframe as dd
+    except ImportError:
+        raise TabreleaseError("--engine dask needs Dask: pip install 'tabrelease[dask]'") from None
+    columns = list(record_file.variables)
+    if record_file.is_parquet:
+        return dd.read_parquet(str(record_file.path), columns=columns)
+    names, sep, skip = _csv_header(record_file)
+    encoding = _csv_encoding(record_file)
+    frame = dd.read_csv(str(record_file.path), sep=sep, header=None, names=[n or f"\x00unnamed {i}" for i, n in
+                        enumerate(names)], skiprows=skip, usecols=columns, dtype=str,
+                        encoding="utf-8-sig" if encoding == "utf8" else encoding, keep_default_na=False,
+                        na_values=[], skip_blank_lines=True, blocksize=64 << 20)
+    return frame
+
+
+def _client(scheduler: str | None):
+    """(a client, the local cluster it made or None): on the scheduler named, else on 2 local worker processes."""
+    try:
+        import distributed
+    except ImportError:
+        raise TabreleaseError("--engine dask needs Dask: pip install 'tabrelease[dask]'") from None
+    if scheduler:
+        try:
+            return distributed.Client(scheduler, timeout="10s", set_as_default=False), None
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise TabreleaseError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    global _LOCAL_CLUSTER
+    if _LOCAL_CLUSTER is None:  # one per process, for every count it makes (starting one takes seconds)
+        import atexit
+
+        _LOCAL_CLUSTER = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                  dashboard_address=None)
+        atexit.register(_LOCAL_CLUSTER.close)
+    return distributed.Client(_LOCAL_CLUSTER, set_as_default=False), None
+
+
+_LOCAL_CLUSTER = None
+
+
+def _count_partition(frame, variables, levels, margins, protected) -> Counts:
+    shape = tuple(len(lv) for lv in levels)
+    if len(frame) == 0:
+        return Counts({axes: np.zeros([shape[a] for a in axes], dtype=np.int64) for axes in margins})
+    counted = _count_codes(batch_codes(frame, variables, levels, protected), shape, margins)
+    for axes, value in counted.margins.items():
+        if isinstance(value, _SparseBlock):
+            counted.margins[axes] = value.copy()
+    return counted
+
+
+def _merge_all(parts: list[Counts]) -> Counts:
+    total = Counts({})
+    for part in parts:
+        total.merge(part)
+    return total
+
+
+def _dask_count(record_file: RecordFile, levels, margins, scheduler) -> Counts:
+    import dask
+
+    frame = _dask_frame(record_file)
+    protected = not record_file.is_parquet
+    parts = [dask.delayed(_count_partition)(p, record_file.variables, [list(lv) for lv in levels], margins, protected)
+             for p in frame.to_delayed()]
+    while len(parts) > 1:  # a tree of sums: no worker holds more than two partitions' margins at once
+        parts = [dask.delayed(_merge_all)(parts[i:i + 2]) for i in range(0, len(parts), 2)]
+    client, cluster = _client(scheduler)
+    try:
+        return client.compute(parts[0]).result()
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a worker's failure arrives as the worker's exception
+        if isinstance(exc, TabreleaseError):
+            raise
+        raise TabreleaseError(f"cannot count {record_file.path} on the Dask cluster ({_reason(exc)})") from None
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _partition_labels(frame, variables, protected):
+    return batch_labels(frame, variables, protected)
+
+
+def _union_labels(parts):
+    return [set().union(*column) for column in zip(*parts)]
+
+
+def _dask_labels(record_file: RecordFile, scheduler) -> list[set[str]]:
+    import dask
+
+    frame = _dask_frame(record_file)
+    protected = not record_file.is_parquet
+    parts = [dask.delayed(_partition_labels)(p, record_file.variables, protected) for p in frame.to_delayed()]
+    client, cluster = _client(scheduler)
+    try:
+        return client.compute(dask.delayed(_union_labels)(parts)).result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+# --- the table held as its file ---------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class FileTable:
+    """A table too large to hold as cells, held as its file of records: each margin is counted from the file when
+    first asked (all that are asked together in one pass), then kept; a margin inside one already counted is summed
+    from it. The records themselves are never held, so memory stays flat in the number of rows.
+
+    The full table's non-zero cells are never listed (that would hold every distinct record): what needs them (the
+    audit's small cells of the whole table, its zero cells) is not given for such a table, and says so.
+    """
+
+    variables: tuple[str, ...]
+    levels: tuple[tuple[str, ...], ...]
+    source: RecordFile
+    name: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    engine: str = DEFAULT_ENGINE
+    scheduler: str | None = None
+    _counted: dict = field(default_factory=dict, repr=False, compare=False)
+
+    k = ContingencyTable.k
+    letters = ContingencyTable.letters
+    is_binary = ContingencyTable.is_binary
+    axis = ContingencyTable.axis
+    axes = ContingencyTable.axes
+    with_counts = ContingencyTable.with_counts
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(lv) for lv in self.levels)
+
+    @property
+    def cells(self) -> int:
+        return int(np.prod(self.shape, dtype=object))
+
+    @property
+    def held_as_cells(self) -> bool:
+        return False
+
+    @property
+    def held_as_file(self) -> bool:
+        return True
+
+    @property
+    def zero_cells(self) -> None:
+        """Not counted: it would need every distinct record."""
+        return None
+
+    def _first_pass(self) -> None:
+        if "n" not in self._counted:
+            self.count_margins([()])
+
+    @property
+    def n(self) -> int:
+        self._first_pass()
+        return self._counted["n"]
+
+    @property
+    def lanes(self) -> tuple[int, ...]:
+        """The records' multiset sums (`record_lanes`), counted in the first pass."""
+        self._first_pass()
+        return self._counted["lanes"]
+
+    def _from_counted(self, axes: tuple[int, ...]) -> np.ndarray | None:
+        margins = self._counted.setdefault("margins", {})
+        if axes in margins:
+            return margins[axes]
+        parent = min((m for m in margins if set(axes) <= set(m)), key=len, default=None)
+        if parent is None:
+            return None
+        from .model import margin_counts
+
+        array = np.asarray(margin_counts(margins[parent], [parent.index(a) for a in axes]), dtype=np.int64)
+        array.flags.writeable = False
+        margins[axes] = array
+        return array
+
+    def count_margins(self, margins: Sequence[Sequence[int]]) -> None:
+        """Count, in one pass over the file, every margin asked for that is neither counted nor inside one counted.
+
+        Parameters
+        ----------
+        margins : sequence of sequence of int
+            Axis tuples (the empty one is the total).
+        """
+        wanted = [tuple(sorted(int(a) for a in m)) for m in margins]
+        missing = [m for m in dict.fromkeys(wanted) if self._from_counted(m) is None]
+        if "n" in self._counted and not missing:
+            return
+        counts = count_file(self.source, self.levels, missing or [()], engine=self.engine, scheduler=self.scheduler)
+        if counts.n == 0:
+            raise TabreleaseError("the microdata have no rows")
+        if counts.n >= 2**53:
+            raise TabreleaseError("the table's total is 2^53 or more; counts that large are not held exactly")
+        if "n" in self._counted and (counts.n, counts.lanes) != (self._counted["n"], self._counted["lanes"]):
+            raise TabreleaseError(f"{self.source.path} changed while it was being released: read it again")
+        self._counted["n"], self._counted["lanes"] = counts.n, counts.lanes
+        margins_held = self._counted.setdefault("margins", {})
+        for axes, array in counts.margins.items():
+            array = np.asarray(array, dtype=np.int64)
+            array.flags.writeable = False
+            margins_held[axes] = array
+
+    def margin_counts(self, axes: Sequence[int]) -> np.ndarray:
+        """The count array of the margin over `axes` (counted from the file if no margin counted holds it).
+
+        Parameters
+        ----------
+        axes : sequence of int
+
+        Returns
+        -------
+        numpy.ndarray
+            int64, read-only, one axis per axis asked for, in sorted order.
+        """
+        axes = tuple(sorted(int(a) for a in axes))
+        found = self._from_counted(axes)
+        if found is None:
+            self.count_margins([axes])
+            found = self._from_counted(axes)
+        return found
+
+    def distinct_records(self):
+        """Never listed: a table counted from its file does not hold its records.
+
+        Returns
+        -------
+        None
+            Never: it raises.
+
+        Raises
+        ------
+        TabreleaseError
+            Always.
+        """
+        raise TabreleaseError("a table counted from its file as margins does not list its records (they are never "
+                              "held); read it with --engine pandas to hold them")
+
+    @property
+    def counts(self) -> np.ndarray:
+        raise TabreleaseError(f"this needs every cell of the table, and it has {self.cells:.3g} cells (counted from its "
+                              f"file as margins; cells are held up to {MAX_TABLE_CELLS:,}): use the default (planned) "
+                              "mechanism, which works from margins")
+
+    def margin(self, variables) -> ContingencyTable:
+        """The marginal table over the given variables (names or letters).
+
+        Parameters
+        ----------
+        variables : str or iterable of str
+
+        Returns
+        -------
+        ContingencyTable
+        """
+        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
+        axes = self.axes(tokens)
+        return ContingencyTable(tuple(self.variables[a] for a in axes), tuple(self.levels[a] for a in axes),
+                                self.margin_counts(axes), None)
+
+    def __repr__(self) -> str:
+        label = self.name or "table"
+        return f"<FileTable {label}: {' x '.join(map(str, self.shape))}, counted from {self.source.path.name}>"
+
+
+def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Mapping[str, Sequence[str]] | None, *,
+                        csv_options=None, engine: str = DEFAULT_ENGINE, scheduler: str | None = None,
+                        batch_rows: int = BATCH_ROWS):
+    """Microdata counted by an engine: a `ContingencyTable` when the cells fit (every cell counted in one pass),
+    else a `FileTable` (margins counted when the release asks for them).
+
+    Parameters
+    ----------
+    path : Path
+        A Parquet or CSV file.
+    variables : sequence of str, optional
+        The columns counted (default: every column).
+    levels : mapping, optional
+        Declared levels of some or all variables; the others are read from the data in a first pass.
+    csv_options : CsvOptions, optional
+    engine : {"arrow", "dask"}
+    scheduler : str, optional
+    batch_rows : int
+
+    Returns
+    -------
+    ContingencyTable or FileTable
+    """
+    if engine not in ("arrow", "dask"):
+        raise TabreleaseError(f"unknown counting engine {engine!r}; the engines are {', '.join(ENGINES)}")
+    if path.suffix.lower() not in (".parquet", ".csv", ".txt", ".tsv"):
+        raise TabreleaseError(f"the {engine} engine reads Parquet and CSV files, not {path.name}: use --engine pandas")
+    probe = RecordFile(path=path, variables=(), csv=csv_options, batch_rows=batch_rows)
+    columns = _file_columns(probe)
+    variables = [str(v) for v in (variables if variables is not None else columns)]
+    missing = [v for v in variables if v not in columns]
+    if missing:
+        raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {columns}")
+    if not variables:
+        raise TabreleaseError(f"{path} has no columns to count")
+    record_file = RecordFile(path=path, variables=tuple(variables), csv=csv_options, batch_rows=batch_rows)
+    declared = {v: declared_levels(v, levels[v]) for v in variables if levels is not None and v in levels}
+    undeclared = [v for v in variables if v not in declared]
+    level_lists = []
+    if undeclared:
+        found = read_labels(record_file, engine=engine, scheduler=scheduler)
+    for j, variable in enumerate(variables):
+        if variable in declared:
+            level_lists.append(list(declared[variable]))
+        else:
+            level_lists.append(level_order(found[j]))
+        if len(level_lists[-1]) < 2:
+            raise TabreleaseError(f"variable {variable!r} has only one level ({level_lists[-1]}); it carries no "
+                                  "information")
+    metadata = {} if not undeclared else {LEVELS_FROM_DATA: True, "undeclared_levels": undeclared}
+    shape = tuple(len(lv) for lv in level_lists)
+    cells = int(np.prod(shape, dtype=object))
+    if cells <= MAX_TABLE_CELLS:
+        check_cells(variables, shape)
+        counts = count_file(record_file, level_lists, [tuple(range(len(shape)))], engine=engine, scheduler=scheduler)
+        if counts.n == 0:
+            raise TabreleaseError("the microdata have no rows")
+        return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)),
+                                counts.margins[tuple(range(len(shape)))], path.stem, metadata)
+    table = FileTable(tuple(variables), tuple(map(tuple, level_lists)), record_file, path.stem, metadata, engine,
+                      scheduler)
+    table.count_margins([()])  # the first pass: n, the fingerprint's sums, and every value checked
+    return table

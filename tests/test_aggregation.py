@@ -1,0 +1,276 @@
+"""Counting microdata files by an engine (`tables.aggregation`): the streaming default, Dask and pandas give the same
+margins as an independent count, a table too large for its cells is held as its file, and the ledger knows it as
+the same data however it comes in."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tabrelease as tr
+from tabrelease.errors import BudgetRefused, TabreleaseError
+from tabrelease.ledger import budget_status, charge, init_ledger, ledger_key, multiset_fingerprint, table_prints
+from tabrelease.privacy import PrivacyGuarantee, PrivacyUnit
+from tabrelease.tables import MicrodataTable, read_microdata, table_from_microdata
+from tabrelease.tables import aggregation
+from tabrelease.tables.aggregation import FileTable, record_lanes, table_lanes
+
+KEY = b"k" * 32
+
+
+def _people(table, seed=0):
+    """One row per person of a table held as cells, shuffled (a file is in no particular order)."""
+    rows = np.argwhere(table.counts > 0)
+    people = np.repeat(rows, table.counts[table.counts > 0], axis=0)
+    people = people[np.random.default_rng(seed).permutation(len(people))]
+    return pd.DataFrame({v: np.asarray(lv)[people[:, j]] for j, (v, lv) in enumerate(zip(table.variables,
+                                                                                           table.levels))})
+
+
+def _levels(table) -> dict:
+    return {v: list(lv) for v, lv in zip(table.variables, table.levels)}
+
+
+def _independent_margin(frame: pd.DataFrame, names, levels) -> np.ndarray:
+    """A margin counted by pandas' group-by, on its own: no code of the tool."""
+    counted = frame.groupby(list(names)).size()
+    index = pd.MultiIndex.from_product([levels[v] for v in names]) if len(names) > 1 else pd.Index(levels[names[0]])
+    return counted.reindex(index, fill_value=0).to_numpy().reshape([len(levels[v]) for v in names])
+
+
+@pytest.fixture()
+def as_files(monkeypatch):
+    """Tables past a tiny cell limit are held as their files: real tables exercise the FileTable path."""
+    monkeypatch.setattr(aggregation, "MAX_TABLE_CELLS", 16)
+
+
+@pytest.mark.parametrize("name", ["rochdale", "journey_to_work"])
+@pytest.mark.parametrize("form", ["parquet", "csv-semicolon-bom", "csv-latin1"])
+def test_the_streaming_engine_counts_every_margin_as_an_independent_count(tmp_path, name, form, as_files):
+    table = tr.builtin_table(name)
+    frame = _people(table)
+    if form == "parquet":
+        path = tmp_path / "people.parquet"
+        frame.to_parquet(path)
+        options = None
+    elif form == "csv-semicolon-bom":
+        path = tmp_path / "people.csv"
+        path.write_bytes(b"\xef\xbb\xbf" + frame.to_csv(index=False, sep=";").encode())
+        options = None
+    else:
+        path = tmp_path / "people.csv"
+        path.write_bytes(frame.to_csv(index=False).encode("latin-1"))
+        options = tr.tables.CsvOptions(encoding="latin-1")
+    levels = _levels(table)
+    streamed = read_microdata(path, levels=levels, csv_options=options, batch_rows=97)
+    assert isinstance(streamed, FileTable) and streamed.n == len(frame)
+    pairs = [(a, b) for a in range(table.k) for b in range(a + 1, table.k)]
+    streamed.count_margins(pairs + [(0, 1, 2)])
+    for axes in pairs + [(0, 1, 2), (1,), ()]:
+        names = [table.variables[a] for a in axes]
+        expected = _independent_margin(frame, names, levels) if names else np.array(len(frame))
+        assert np.array_equal(streamed.margin_counts(axes), expected), axes
+
+
+def test_a_table_whose_cells_fit_is_counted_cell_by_cell(tmp_path):
+    table = tr.builtin_table("rochdale")
+    path = tmp_path / "people.parquet"
+    _people(table).to_parquet(path)
+    counted = read_microdata(path, levels=_levels(table))
+    assert isinstance(counted, tr.ContingencyTable)
+    assert np.array_equal(counted.counts, table.counts)
+
+
+def test_levels_read_from_the_data_match_the_in_memory_reader(tmp_path):
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"age": rng.choice([10, 2, 30], 500), "sex": rng.choice(["m", "f"], 500),
+                          "x": rng.choice([1.5, 0.5], 500)})
+    path = tmp_path / "p.parquet"
+    frame.to_parquet(path)
+    streamed, in_memory = read_microdata(path), read_microdata(path, engine="pandas")
+    assert streamed.levels == in_memory.levels == (("2", "10", "30"), ("f", "m"), ("0.5", "1.5"))
+    assert np.array_equal(streamed.counts, in_memory.counts)
+    assert streamed.metadata["undeclared_levels"] == ["age", "sex", "x"]
+
+
+@pytest.mark.parametrize("bad,message", [
+    ({"value": "unknown"}, "variable 'sex' has values \\['unknown'\\] that are not among its levels"),
+    ({"value": None}, "column 'sex' has missing values"),
+    ({"value": "  "}, "column 'sex' has missing values"),
+])
+def test_a_value_outside_the_declared_levels_or_missing_is_refused_in_any_batch(tmp_path, bad, message):
+    frame = pd.DataFrame({"sex": ["f", "m"] * 500, "age": ["1", "2", "3", "4"] * 250})
+    frame.loc[977, "sex"] = bad["value"]  # far past the first batch
+    path = tmp_path / "p.parquet"
+    frame.to_parquet(path)
+    with pytest.raises(TabreleaseError, match=message):
+        read_microdata(path, levels={"sex": ["f", "m"], "age": ["1", "2", "3", "4"]}, batch_rows=64)
+
+
+def test_engine_options_are_checked():
+    with pytest.raises(TabreleaseError, match="unknown counting engine 'duck'"):
+        read_microdata(__file__, engine="duck")
+    with pytest.raises(TabreleaseError, match="--scheduler .* goes with --engine dask"):
+        read_microdata(__file__, engine="arrow", scheduler="tcp://localhost:1")
+
+
+def test_the_dask_engine_on_two_local_workers_gives_identical_margins(tmp_path, as_files):
+    pytest.importorskip("distributed")
+    table = tr.builtin_table("journey_to_work")
+    frame = _people(table)
+    path = tmp_path / "people.csv"
+    frame.to_csv(path, index=False)
+    levels = _levels(table)
+    arrow = read_microdata(path, levels=levels)
+    dask = read_microdata(path, levels=levels, engine="dask")
+    pairs = [(a, b) for a in range(table.k) for b in range(a + 1, table.k)]
+    arrow.count_margins(pairs)
+    dask.count_margins(pairs)
+    assert dask.n == arrow.n == len(frame) and dask.lanes == arrow.lanes
+    for axes in pairs:
+        assert np.array_equal(dask.margin_counts(axes), arrow.margin_counts(axes))
+        names = [table.variables[a] for a in axes]
+        assert np.array_equal(dask.margin_counts(axes), _independent_margin(frame, names, levels))
+
+
+def test_a_spark_engine_is_not_offered():
+    # Not built (pyspark is not installed here, and an engine that was never run is not offered).
+    assert "spark" not in aggregation.ENGINES
+
+
+# --- the ledger ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["czech", "rochdale", "journey_to_work"])
+def test_the_multiset_fingerprint_is_one_however_the_table_comes_in(tmp_path, name, as_files):
+    cells = tr.builtin_table(name)
+    levels = _levels(cells)
+    frame = _people(cells)
+    records = table_from_microdata(frame, levels=levels, as_records=True)
+    nonzero = np.argwhere(cells.counts > 0)
+    long = pd.DataFrame({v: np.asarray(lv)[nonzero[:, j]] for j, (v, lv) in enumerate(levels.items())}).assign(
+        count=cells.counts[cells.counts > 0])
+    codes_long = np.column_stack([pd.Categorical(long[v], categories=lv).codes for v, lv in levels.items()])
+    weighted = MicrodataTable(cells.variables, cells.levels, codes_long, weights=long["count"].to_numpy())
+    path = tmp_path / "people.parquet"
+    frame.iloc[::-1].to_parquet(path)  # another order
+    streamed = read_microdata(path, levels=levels, batch_rows=50)
+    assert isinstance(streamed, FileTable)
+    prints = {multiset_fingerprint(t, KEY) for t in (cells, records, weighted, streamed)}
+    assert len(prints) == 1
+    # The sums are what a brute force over every person gives (each person's hash added once, modulo 2^64).
+    codes = np.column_stack([pd.Categorical(frame[v], categories=lv).codes for v, lv in levels.items()])
+    brute = [0] * aggregation.LANES
+    for row in codes[:200]:
+        brute = [(s + h) % 2**64 for s, h in zip(brute, record_lanes(row[None, :], None, cells.shape))]
+    assert tuple(brute) == record_lanes(codes[:200], None, cells.shape)
+    # One person more, or one moved to another cell: another fingerprint.
+    more = cells.counts.copy()
+    more.flat[0] += 1
+    moved = cells.counts.copy()
+    first = np.flatnonzero(moved)[0]
+    moved.flat[first] -= 1
+    moved.flat[(first + 1) % moved.size] += 1
+    for changed in (more, moved):
+        other = tr.ContingencyTable(cells.variables, cells.levels, changed, cells.name)
+        assert multiset_fingerprint(other, KEY) not in prints
+    # Weights count: a weighted table is not its distinct records counted once each.
+    once = MicrodataTable(weighted.variables, weighted.levels, weighted.codes)
+    assert (weighted.weights > 1).any() and table_lanes(once) != table_lanes(weighted)
+
+
+def test_a_table_counted_from_its_file_is_recognised_in_any_other_form(tmp_path, as_files):
+    table = tr.builtin_table("rochdale")
+    levels = _levels(table)
+    path = tmp_path / "people.parquet"
+    _people(table).to_parquet(path)
+    streamed = read_microdata(path, levels=levels)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    key = ledger_key(ledger)
+    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
+    main, also = table_prints(streamed, key)
+    assert main == multiset_fingerprint(streamed, key) and also == []
+    first = charge(tr.LedgerAccount(ledger=ledger, dataset="survey"), streamed, guarantee, mechanism="planned",
+                   margins=["[AB]"], output=None, noise_mode="simulation")
+    assert first["fingerprint"] == main
+    for other in (table, table_from_microdata(_people(table, 1), levels=levels, as_records=True)):
+        with pytest.raises(BudgetRefused, match="released before under the dataset 'survey'"):
+            charge(tr.LedgerAccount(ledger=ledger, dataset="survey-2"), other, guarantee, mechanism="planned",
+                   margins=["[AB]"], output=None, noise_mode="simulation")
+    # And the other way round: a table released as cells, then counted from its file under another name.
+    ledger2 = init_ledger(tmp_path / "ledger2.json")
+    entry = charge(tr.LedgerAccount(ledger=ledger2, dataset="cells"), table, guarantee, mechanism="planned",
+                   margins=["[AB]"], output=None, noise_mode="simulation")
+    assert multiset_fingerprint(table, ledger_key(ledger2)) in entry["fingerprints_also"]
+    with pytest.raises(BudgetRefused, match="released before under the dataset 'cells'"):
+        charge(tr.LedgerAccount(ledger=ledger2, dataset="file"), streamed, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+    # Counted once among the dataset's tables, though recorded by two fingerprints.
+    charge(tr.LedgerAccount(ledger=ledger2, dataset="cells"), streamed, guarantee, mechanism="planned",
+           margins=["[AB]"], output=None, noise_mode="simulation")
+    assert len(budget_status(ledger2, "cells").fingerprints) == 1
+
+
+# --- releases from a file ------------------------------------------------------------------------------
+def _public_files(out):
+    return {p.name: p.read_bytes() for p in sorted((out / "public").iterdir()) if p.name != "release.json"}
+
+
+def test_a_release_from_the_file_equals_the_release_from_the_records_in_memory(tmp_path, as_files, monkeypatch):
+    table = tr.builtin_table("rochdale")
+    levels = _levels(table)
+    path = tmp_path / "people.parquet"
+    frame = _people(table)
+    frame.to_parquet(path)
+    spec = tr.ReleaseSpec(loss=tr.loss_of(0.5), margins="[AB][BC][CDE]", mode="simulation", seed=11)
+    passes = []
+    real = aggregation.count_file
+    monkeypatch.setattr(aggregation, "count_file", lambda *a, **k: passes.append(a[2]) or real(*a, **k))
+    streamed = read_microdata(path, levels=levels)
+    in_memory = table_from_microdata(frame, levels=levels, name="people", as_records=True)
+    assert isinstance(in_memory, MicrodataTable)
+    tr.publish_release(streamed, spec, tmp_path / "a")
+    # Two passes over the file: the first (n, the sums, every value checked) and every margin the plan measures.
+    assert len(passes) == 2 and len(passes[1]) >= 3
+    tr.publish_release(in_memory, spec, tmp_path / "b")
+    assert _public_files(tmp_path / "a") == _public_files(tmp_path / "b")
+    audit = json.loads((tmp_path / "a" / "internal" / "audit.json").read_text())
+    assert audit["disclosure_risk"]["full_table"]["true_count_1"] is None
+    assert "not counted" in (tmp_path / "a" / "internal" / "audit.html").read_text()
+
+
+@pytest.mark.e2e
+def test_the_command_line_releases_a_file_counted_out_of_memory_and_refuses_bad_values(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(5)
+    variables = [f"q{j}" for j in range(10)]
+    frame = pd.DataFrame({v: rng.choice(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"], 3000)
+                          for v in variables})
+    path = tmp_path / "survey.parquet"
+    frame.to_parquet(path)
+    levels = tmp_path / "levels.json"
+    levels.write_text(json.dumps({v: list("abcdefghij") for v in variables}))
+    ledger = tmp_path / "ledger.json"
+    run = [sys.executable, "-m", "tabrelease"]
+    subprocess.run(run + ["ledger", "init", str(ledger)], check=True, capture_output=True)
+    done = subprocess.run(run + ["release", str(path), "--microdata", "--levels", str(levels), "--margins",
+                                 "[q0,q1][q2,q3]", "--epsilon", "1", "--ledger", str(ledger), "--out",
+                                 str(tmp_path / "r"), "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout)  # stdout is the JSON document alone
+    assert (tmp_path / "r" / "public" / "q0__q1.csv").exists() and (tmp_path / "r" / "public" / "q2__q3.csv").exists()
+    records = [r for r in json.loads(ledger.read_text())["records"] if r["kind"] == "release"]
+    assert len(records) == 1 and records[0]["fingerprint"] and "fingerprints_also" not in records[0]
+    frame.loc[2999, "q5"] = "zz"
+    bad = tmp_path / "bad.parquet"
+    frame.to_parquet(bad)
+    refused = subprocess.run(run + ["release", str(bad), "--microdata", "--levels", str(levels), "--margins",
+                                    "[q0,q1]", "--epsilon", "1", "--ledger", str(ledger), "--out",
+                                    str(tmp_path / "r2"), "--dataset", "other"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().count("\n") == 0 and "'q5' has values ['zz']" in refused.stderr
+    assert not (tmp_path / "r2").exists()
+    assert len([r for r in json.loads(ledger.read_text())["records"] if r["kind"] == "release"]) == 1
