@@ -75,6 +75,23 @@ def test_the_streaming_engine_counts_every_margin_as_an_independent_count(tmp_pa
         assert np.array_equal(streamed.margin_counts(axes), expected), axes
 
 
+def test_large_margins_are_counted_exactly_in_every_key_width(tmp_path):
+    # 20 levels a variable: margins of 400 (16-bit keys), 8,000 and 3.2 million cells (32-bit keys, added by their
+    # distinct keys per batch, not densely), against pandas' group-by.
+    rng = np.random.default_rng(9)
+    levels = {f"v{j}": [f"l{i:02d}" for i in range(20)] for j in range(7)}
+    frame = pd.DataFrame({v: rng.choice(lv[: min(20, 3 + 3 * j)], 4000) for j, (v, lv) in enumerate(levels.items())})
+    path = tmp_path / "wide.parquet"
+    frame.to_parquet(path)
+    streamed = read_microdata(path, levels=levels, batch_rows=500)
+    assert isinstance(streamed, FileTable)
+    margins = [(0, 5), (1, 2, 3), (0, 1, 2, 3, 4)]
+    streamed.count_margins(margins)
+    for axes in margins:
+        names = [f"v{a}" for a in axes]
+        assert np.array_equal(streamed.margin_counts(axes), _independent_margin(frame, names, levels)), axes
+
+
 def test_a_table_whose_cells_fit_is_counted_cell_by_cell(tmp_path):
     table = tr.builtin_table("rochdale")
     path = tmp_path / "people.parquet"
@@ -172,6 +189,19 @@ def test_the_multiset_fingerprint_is_one_however_the_table_comes_in(tmp_path, na
     first = np.flatnonzero(moved)[0]
     moved.flat[first] -= 1
     moved.flat[(first + 1) % moved.size] += 1
+    # Two people exchanging the first variable's levels ((a, rest), (a', rest') becoming (a, rest'), (a', rest)) leave
+    # the first variable's margin and the other variables' joint margin as they were: a hash that merely added
+    # per-variable values would give both tables the same sums.
+    x = tuple(0 for _ in cells.shape)
+    y = tuple(1 for _ in cells.shape)
+    pair, exchanged = np.zeros(cells.shape, np.int64), np.zeros(cells.shape, np.int64)
+    pair[x] += 1
+    pair[y] += 1
+    exchanged[(x[0],) + y[1:]] += 1
+    exchanged[(y[0],) + x[1:]] += 1
+    one = tr.ContingencyTable(cells.variables, cells.levels, cells.counts + pair, cells.name)
+    two = tr.ContingencyTable(cells.variables, cells.levels, cells.counts + exchanged, cells.name)
+    assert multiset_fingerprint(one, KEY) != multiset_fingerprint(two, KEY)
     for changed in (more, moved):
         other = tr.ContingencyTable(cells.variables, cells.levels, changed, cells.name)
         assert multiset_fingerprint(other, KEY) not in prints
