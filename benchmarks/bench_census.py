@@ -7,9 +7,12 @@ process with its wall time and peak resident memory (from the operating system).
    30, 50 and 100 binary variables and of 100 three-level variables (20,000 people, one row each, held as records).
 2. A long Parquet table of distinct records with a count column (10^6 records over 20 variables of 2 to 12 levels,
    about 10^13 cells), released in release mode with a ledger (two two-way margins), through the command line.
-3. Microdata rows (20 variables of 2 to 12 levels, Parquet) at 10^6 and 10^7 rows: the command-line release of all
-   190 two-way margins, beside DuckDB's own group-by of the same margins from the same file in the same run (when
-   duckdb is installed). tabrelease reads the columns into memory (pyarrow), it has no out-of-core engine yet.
+3. Microdata rows (20 variables of 2 to 12 levels, Parquet) from 10^6 to 10^8 rows: the command-line release of all
+   190 two-way margins (a simulated release, audit included) by each counting engine (--engine arrow, the default,
+   streaming; dask on a local cluster of 2 workers; pandas, which reads the file whole, at the smallest size only),
+   beside DuckDB's own count of the same margins from the same file in the same run (when duckdb is installed): one
+   query with GROUPING SETS (its fastest) and 190 separate GROUP BY queries (its leanest). Then each one's growth
+   exponent (the slope of log time against log rows, smallest to largest size).
 
 --quick runs the smallest case of each. Output committed in reports/benchmarks/census.txt.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -75,6 +79,19 @@ writer.close()
 print(last if distinct else rows)
 """
 
+DUCKDB_SETS = r"""
+import json, sys, time, itertools
+import duckdb
+path, k = sys.argv[1], int(sys.argv[2])
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+names = [f"var{j:02d}" for j in range(k)]
+sets = ", ".join(f"({a}, {b})" for a, b in itertools.combinations(names, 2))
+start = time.perf_counter()
+con.execute(f"SELECT {', '.join(names)}, count(*) FROM read_parquet('{path}') GROUP BY GROUPING SETS ({sets})").fetchall()
+print(json.dumps({"s": time.perf_counter() - start}))
+"""
+
 DUCKDB = r"""
 import json, resource, sys, time, itertools
 import duckdb
@@ -130,26 +147,45 @@ def main() -> None:
                               "--ledger", str(tmp / "ledger.json"), "--out", str(tmp / "long-out")])
         print(f"   {int(distinct):,} distinct records over {len(SIZES)} variables ({cells:.3g} cells): "
               f"{wall:.1f} s, peak {peak:.0f} MB")
-        print("3. microdata rows (Parquet, 20 variables): all 190 two-way margins, simulated release with audit")
+        print("3. microdata rows (Parquet, 20 variables): all 190 two-way margins, a simulated release with its audit")
+        print("   by each engine, and DuckDB's count of the same margins from the same file (wall s, peak MB of the process)")
         try:
             import duckdb  # noqa: F401
             have_duckdb = True
         except ImportError:
             have_duckdb = False
         margins = "".join(f"[var{a:02d},var{b:02d}]" for a in range(20) for b in range(a + 1, 20))
-        for rows in ([10**6] if args.quick else [10**6, 10**7]):
+        sizes = [10**6] if args.quick else [10**6, 10**7, 2 * 10**7, 10**8]
+        engines = {"arrow": sizes, "dask": sizes[:2], "pandas": sizes[:1]}
+        print(f"   {'rows':>12}  {'engine':<22} {'wall s':>8} {'peak MB':>8}")
+        timings: dict[str, dict[int, float]] = {}
+        for rows in sizes:
             path = tmp / f"people-{rows}.parquet"
-            _run([py, "-c", MAKE_FILE, str(rows), str(path), "rows", json.dumps(SIZES)])
-            _, wall, peak = _run([py, "-m", "tabrelease", "release", str(path), "--microdata", "--levels",
-                                  str(tmp / "levels.json"), "--epsilon", "1", "--simulate", "--seed", "1",
-                                  "--margins", margins, "--out", str(tmp / f"out-{rows}")])
-            line = f"   {rows:>12,} rows: tabrelease {wall:.1f} s, peak {peak:.0f} MB"
+            _run([py, "-c", MAKE_FILE, str(rows), str(path), "rows", json.dumps(SIZES)], timeout=3600)
+            for engine, at in engines.items():
+                if rows not in at:
+                    continue
+                _, wall, peak = _run([py, "-m", "tabrelease", "release", str(path), "--microdata", "--levels",
+                                      str(tmp / "levels.json"), "--epsilon", "1", "--simulate", "--seed", "1",
+                                      "--engine", engine, "--margins", margins, "--out", str(tmp / "out"), "--force"],
+                                     timeout=3600)
+                timings.setdefault(f"tabrelease --engine {engine}", {})[rows] = wall
+                print(f"   {rows:>12,}  {'tabrelease ' + engine:<22} {wall:>8.1f} {peak:>8.0f}", flush=True)
             if have_duckdb:
-                out, _, duck_peak = _run([py, "-c", DUCKDB, str(path), "20"])
-                duck = json.loads(out.strip().splitlines()[-1])
-                line += f"; DuckDB's 190 group-bys {duck['s']:.1f} s, peak {duck_peak:.0f} MB"
-            print(line)
+                for name, script in (("DuckDB GROUPING SETS", DUCKDB_SETS), ("DuckDB 190 GROUP BYs", DUCKDB)):
+                    _, wall, peak = _run([py, "-c", script, str(path), "20"], timeout=3600)
+                    timings.setdefault(name, {})[rows] = wall
+                    print(f"   {rows:>12,}  {name:<22} {wall:>8.1f} {peak:>8.0f}", flush=True)
+                duck = min(timings["DuckDB GROUPING SETS"][rows], timings["DuckDB 190 GROUP BYs"][rows])
+                ours = timings["tabrelease --engine arrow"][rows]
+                print(f"   {rows:>12,}  the default release / DuckDB's faster count: {ours / duck:.2f}")
             path.unlink()
+        print("   growth exponents (time ~ rows^b, from the smallest to the largest size each ran at):")
+        for name, by_rows in timings.items():
+            if len(by_rows) > 1:
+                small, large = min(by_rows), max(by_rows)
+                slope = math.log(by_rows[large] / by_rows[small]) / math.log(large / small)
+                print(f"     {name:<28} b = {slope:.2f} ({small:,} to {large:,} rows)")
 
 
 if __name__ == "__main__":
