@@ -270,6 +270,18 @@ def test_a_release_from_the_file_equals_the_release_from_the_records_in_memory(t
     assert "not counted" in (tmp_path / "a" / "internal" / "audit.html").read_text()
 
 
+def test_a_sweep_of_a_table_past_the_cell_limit_is_refused_in_one_line(tmp_path, as_files):
+    from tabrelease.sweeps.grid import make_grid
+
+    table = tr.builtin_table("rochdale")
+    path = tmp_path / "people.parquet"
+    _people(table).to_parquet(path)
+    streamed = read_microdata(path, levels=_levels(table))
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation")
+    with pytest.raises(TabreleaseError, match="a sweep compares each release with the table's cells, and people has"):
+        make_grid([streamed], [0.5], 2, spec=spec)
+
+
 @pytest.mark.e2e
 def test_the_command_line_releases_a_file_counted_out_of_memory_and_refuses_bad_values(tmp_path, monkeypatch):
     import subprocess

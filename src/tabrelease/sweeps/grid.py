@@ -20,7 +20,7 @@ from ..errors import TabreleaseError
 from ..models import Margin, default_model, maximal_margins
 from ..noise import check_epsilon
 from ..spec import SIMULATION, ReleaseSpec, loss_of
-from ..tables import ContingencyTable
+from ..tables import MAX_TABLE_CELLS, ContingencyTable
 
 @dataclass(frozen=True, eq=False)
 class SweepGrid:
@@ -187,6 +187,12 @@ def make_grid(
     names = [t.name for t in tables]
     if len(set(names)) != len(names):
         raise TabreleaseError(f"two tables in one sweep have the same name: {sorted(n for n in names if names.count(n) > 1)[0]!r}")
+    for t in tables:
+        if not getattr(t, "held_as_cells", True):
+            # A sweep scores each release against the table's cells (the log-linear fits, G², the MLE distance).
+            raise TabreleaseError(f"a sweep compares each release with the table's cells, and {t.name or 'a table'} "
+                                  f"has {t.cells:.3g} cells, more than are held ({MAX_TABLE_CELLS:,}): sweep a "
+                                  "table whose cells fit (fewer variables, or fewer levels)")
     epsilons = tuple(float(check_epsilon(e)) for e in epsilons)
     if not epsilons:
         raise TabreleaseError("a sweep needs at least one epsilon")
@@ -355,5 +361,3 @@ def plan_for(table: ContingencyTable, margins, spec: ReleaseSpec):
 
 def _counts_digest(table: ContingencyTable) -> str:
     return hashlib.blake2b(np.ascontiguousarray(table.counts).tobytes() + repr(table.shape).encode(), digest_size=8).hexdigest()
-
-
