@@ -130,7 +130,7 @@ def test_a_value_outside_the_declared_levels_or_missing_is_refused_in_any_batch(
 def test_engine_options_are_checked():
     with pytest.raises(TabreleaseError, match="unknown counting engine 'duck'"):
         read_microdata(__file__, engine="duck")
-    with pytest.raises(TabreleaseError, match="--scheduler .* goes with --engine dask"):
+    with pytest.raises(TabreleaseError, match="--scheduler .* goes with --engine dask or spark"):
         read_microdata(__file__, engine="arrow", scheduler="tcp://localhost:1")
 
 
@@ -153,9 +153,37 @@ def test_the_dask_engine_on_two_local_workers_gives_identical_margins(tmp_path, 
         assert np.array_equal(dask.margin_counts(axes), _independent_margin(frame, names, levels))
 
 
-def test_a_spark_engine_is_not_offered():
-    # Not built (pyspark is not installed here, and an engine that was never run is not offered).
-    assert "spark" not in aggregation.ENGINES
+def test_the_spark_engine_gives_identical_margins_where_pyspark_is_installed(tmp_path, as_files):
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra); the spark engine is not run")
+    table = tr.builtin_table("journey_to_work")
+    frame = _people(table)
+    levels = _levels(table)
+    pairs = [(a, b) for a in range(table.k) for b in range(a + 1, table.k)]
+    for path in (tmp_path / "people.parquet", tmp_path / "people.csv"):
+        frame.to_parquet(path) if path.suffix == ".parquet" else frame.to_csv(path, index=False, sep=";")
+        spark = read_microdata(path, levels=levels, engine="spark")
+        arrow = read_microdata(path, levels=levels)
+        spark.count_margins(pairs)
+        assert spark.n == arrow.n == len(frame) and spark.lanes == arrow.lanes
+        for axes in pairs:
+            names = [table.variables[a] for a in axes]
+            assert np.array_equal(spark.margin_counts(axes), _independent_margin(frame, names, levels))
+    # A value outside the levels, found on an executor, is the same one line.
+    frame.loc[len(frame) - 1, table.variables[0]] = "nowhere"
+    frame.to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(TabreleaseError, match="has values \\['nowhere'\\] that are not among its levels"):
+        read_microdata(tmp_path / "bad.parquet", levels=levels, engine="spark")
+    # From the command line: the JSON document alone on stdout, and nothing of the JVM's on stderr.
+    import subprocess
+    import sys
+
+    (tmp_path / "levels.json").write_text(json.dumps(levels))
+    done = subprocess.run([sys.executable, "-m", "tabrelease", "release", str(tmp_path / "people.parquet"),
+                           "--microdata", "--engine", "spark", "--levels", str(tmp_path / "levels.json"), "--margins",
+                           "[AB][BC]", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(tmp_path / "r"),
+                           "--json"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and json.loads(done.stdout) and done.stderr == "", done.stderr
 
 
 # --- the ledger ------------------------------------------------------------------------------------------
@@ -316,3 +344,9 @@ def test_the_command_line_releases_a_file_counted_out_of_memory_and_refuses_bad_
     assert refused.stderr.strip().count("\n") == 0 and "'q5' has values ['zz']" in refused.stderr
     assert not (tmp_path / "r2").exists()
     assert len([r for r in json.loads(ledger.read_text())["records"] if r["kind"] == "release"]) == 1
+
+
+def test_the_command_line_offers_every_engine_there_is():
+    from tabrelease.spec import ENGINE_NAMES
+
+    assert ENGINE_NAMES == aggregation.ENGINES

@@ -556,8 +556,8 @@ class TableSource:
     sep, encoding, decimal, thousands, sheet
         How the file is written (`INPUT_SETTINGS` says each one).
     engine, scheduler : str or None
-        With `microdata`: who counts the file ("arrow", streaming, by default; "pandas"; "dask") and the Dask
-        scheduler's address.
+        With `microdata`: who counts the file ("arrow", streaming, by default; "pandas"; "dask"; "spark") and the
+        Dask scheduler's address or the Spark master URL.
     """
 
     source: str
@@ -581,10 +581,13 @@ class TableSource:
         if self.sep is not None:
             _check_choice("separator", self.sep, tuple(SEPARATORS))
         if self.engine is not None:
-            _check_choice("engine", self.engine, ("arrow", "pandas", "dask"))
+            _check_choice("engine", self.engine, ENGINE_NAMES)
         if self.variables is not None:
             object.__setattr__(self, "variables", name_list(self.variables))
 
+
+# The counting engines of microdata (`tables.aggregation.ENGINES`, written out: --help imports no numpy).
+ENGINE_NAMES = ("arrow", "pandas", "dask", "spark")
 
 # How a table is read: the command line's table arguments and a batch dataset's keys (besides file/builtin).
 INPUT_SETTINGS: tuple[Setting, ...] = (
@@ -606,10 +609,10 @@ INPUT_SETTINGS: tuple[Setting, ...] = (
             "still be whole numbers", _text),
     Setting("thousands", "the thousands mark of the count column, e.g. . or ' (default none)", _text),
     Setting("engine", "with --microdata: who counts the file: arrow (default: streams Parquet or CSV, memory flat in "
-            "the rows), pandas (reads it whole; .xlsx), dask (on a Dask cluster, --scheduler)", _text,
-            choices=("arrow", "pandas", "dask")),
-    Setting("scheduler", "with --engine dask: the scheduler's address (default: a local cluster of 2 workers)", _text,
-            metavar="ADDRESS"),
+            "the rows), pandas (reads it whole; .xlsx), dask (on a Dask cluster), spark (on Spark; the spark extra)",
+            _text, choices=ENGINE_NAMES),
+    Setting("scheduler", "with --engine dask: the scheduler's address (default: a local cluster of 2 workers); with "
+            "--engine spark: the master URL (default: local[2])", _text, metavar="ADDRESS"),
 )
 INPUT_SETTING_NAMES = tuple(s.name for s in INPUT_SETTINGS)
 

@@ -32,7 +32,7 @@ def load_many_from_args(args) -> list:
     from ..workflow import read_source
 
     settings = {s.name: getattr(args, s.name, None) for s in INPUT_SETTINGS}
-    if settings.get("engine") != "dask":
+    if settings.get("engine") not in ("dask", "spark"):
         settings["scheduler"] = None
     return [read_source(source_from_settings(name, settings)) for name in args.tables]
 

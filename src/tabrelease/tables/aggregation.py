@@ -31,7 +31,7 @@ from ..errors import TabreleaseError
 from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
 from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, check_cells
 
-ENGINES = ("arrow", "pandas", "dask")
+ENGINES = ("arrow", "pandas", "dask", "spark")
 DEFAULT_ENGINE = "arrow"
 BATCH_ROWS = 2**18  # rows per batch: a batch's codes and keys take tens of MB whatever the file's size
 _DENSE_PER_BATCH = 4  # a margin of more than this many cells per batch row is added by its distinct keys instead
@@ -497,6 +497,8 @@ def count_file(record_file: RecordFile, levels: Sequence[Sequence[str]], margins
     protected = not record_file.is_parquet
     if engine == "dask":
         return _dask_count(record_file, levels, margins, scheduler)
+    if engine == "spark":
+        return _spark_count(record_file, levels, margins, scheduler)
     if engine != "arrow":
         raise TabreleaseError(f"unknown counting engine {engine!r}; the engines are {', '.join(ENGINES)}")
     total = Counts({})
@@ -531,6 +533,8 @@ def read_labels(record_file: RecordFile, *, engine: str = DEFAULT_ENGINE, schedu
     protected = not record_file.is_parquet
     if engine == "dask":
         return _dask_labels(record_file, scheduler)
+    if engine == "spark":
+        return _spark_labels(record_file, scheduler)
     found = [set() for _ in record_file.variables]
     try:
         for batch in _arrow_batches(record_file):
@@ -648,6 +652,112 @@ def _dask_labels(record_file: RecordFile, scheduler) -> list[set[str]]:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+# --- Spark ----------------------------------------------------------------------------------------------
+def _spark_session(master: str | None):
+    """The Spark session counts run in: on the master named, else local[2] (one per process, stopped at exit)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise TabreleaseError("--engine spark needs pyspark and Java: pip install 'tabrelease[spark]'") from None
+    import atexit
+
+    import os
+    import sys
+
+    builder = (SparkSession.builder.appName("tabrelease counts").master(master or "local[2]")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.log.level", "ERROR").config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+    if not master or master.startswith("local"):
+        # Local executors run this interpreter (which has tabrelease), not the first python3 on the PATH; a
+        # cluster's executors must have tabrelease installed.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The JVM is started with standard error on /dev/null: it logs its start-up to it, whatever the log level, and
+    # its failures reach this process as exceptions anyway.
+    saved, quiet = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(quiet, 2)
+        session = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - the JVM's failures arrive as many kinds
+        raise TabreleaseError(f"cannot start Spark ({type(exc).__name__}): is Java installed?") from None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(quiet)
+    session.sparkContext.setLogLevel("ERROR")
+    atexit.register(session.stop)
+    return session
+
+
+def _spark_frame(session, record_file: RecordFile):
+    columns = list(record_file.variables)
+    if record_file.is_parquet:
+        return session.read.parquet(str(record_file.path)).select(*columns)
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    names, sep, _ = _csv_header(record_file)
+    schema = StructType([StructField(n or f"_unnamed {i}", StringType()) for i, n in enumerate(names)])
+    encoding = _csv_encoding(record_file)
+    frame = session.read.csv(str(record_file.path), schema=schema, sep=sep, header=True, enforceSchema=True,
+                             encoding="UTF-8" if encoding == "utf8" else encoding, mode="FAILFAST")
+    return frame.select(*columns)
+
+
+def _spark_run(record_file: RecordFile, master: str | None, work) -> list:
+    """`work(frames)` run on each Spark partition (its pandas batches), each returning one picklable result, or
+    the one-line reason it refused: the results, or that reason raised here."""
+    import pickle
+
+    def payloads(batches):
+        import pandas as pd
+
+        try:
+            result = ("done", work(batches))
+        except TabreleaseError as exc:
+            result = ("refused", str(exc))
+        yield pd.DataFrame({"payload": [pickle.dumps(result)]})
+
+    import warnings
+
+    session = _spark_session(master)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="PySpark does not yet fully support", category=FutureWarning)
+            rows = _spark_frame(session, record_file).mapInPandas(payloads, "payload binary").collect()
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise TabreleaseError(f"cannot count {record_file.path} on Spark ({_reason(exc)})") from None
+    results = [pickle.loads(row["payload"]) for row in rows]
+    refused = [text for kind, text in results if kind == "refused"]
+    if refused:
+        raise TabreleaseError(refused[0])
+    return [value for _, value in results]
+
+
+def _spark_count(record_file: RecordFile, levels, margins, master) -> Counts:
+    variables, level_lists = record_file.variables, [list(lv) for lv in levels]
+    protected = not record_file.is_parquet
+
+    def count(batches):
+        return _merge_all([_count_partition(frame, variables, level_lists, margins, protected) for frame in batches])
+
+    total = _merge_all(_spark_run(record_file, master, count))
+    shape = tuple(len(lv) for lv in levels)
+    for axes in margins:
+        total.margins.setdefault(axes, np.zeros([shape[a] for a in axes], dtype=np.int64))
+    return total
+
+
+def _spark_labels(record_file: RecordFile, master) -> list[set[str]]:
+    variables, protected = record_file.variables, not record_file.is_parquet
+
+    def labels(batches):
+        return _union_labels([batch_labels(frame, variables, protected) for frame in batches]
+                             or [[set() for _ in variables]])
+
+    return _union_labels(_spark_run(record_file, master, labels))
 
 
 # --- the table held as its file ---------------------------------------------------------------------------
@@ -838,7 +948,7 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
     -------
     ContingencyTable or FileTable
     """
-    if engine not in ("arrow", "dask"):
+    if engine not in ("arrow", "dask", "spark"):
         raise TabreleaseError(f"unknown counting engine {engine!r}; the engines are {', '.join(ENGINES)}")
     if path.suffix.lower() not in (".parquet", ".csv", ".txt", ".tsv"):
         raise TabreleaseError(f"the {engine} engine reads Parquet and CSV files, not {path.name}: use --engine pandas")

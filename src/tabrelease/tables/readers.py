@@ -325,7 +325,7 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
         Declared levels of some or all variables, in order.
     csv_options : CsvOptions, optional
         How the CSV file is written (and which .xlsx sheet to read).
-    engine : {"arrow", "pandas", "dask"}, optional
+    engine : {"arrow", "pandas", "dask", "spark"}, optional
         Who reads and counts the file (default: "arrow", or "pandas" for .xlsx).
     scheduler : str, optional
         With "dask": the scheduler's address (default: a local cluster of two workers).
@@ -353,8 +353,9 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
         engine = "pandas" if path.suffix.lower() == ".xlsx" else "arrow"
     if engine not in ENGINES:
         raise TabreleaseError(f"unknown counting engine {engine!r}; the engines are {', '.join(ENGINES)}")
-    if scheduler is not None and engine != "dask":
-        raise TabreleaseError("--scheduler is the address of a Dask cluster: it goes with --engine dask")
+    if scheduler is not None and engine not in ("dask", "spark"):
+        raise TabreleaseError("--scheduler names a Dask scheduler or a Spark master: it goes with --engine dask or "
+                              "spark")
     if engine != "pandas":
         return read_microdata_file(path, columns, levels, csv_options=csv_options, engine=engine,
                                    scheduler=scheduler, **({} if batch_rows is None else {"batch_rows": batch_rows}))
@@ -796,7 +797,7 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
         Whether unlisted cells of a long table are zero (not with `microdata`).
     csv_options : CsvOptions, optional
         How a CSV file is written (and which .xlsx sheet to read).
-    engine : {"arrow", "pandas", "dask"}, optional
+    engine : {"arrow", "pandas", "dask", "spark"}, optional
         With `microdata`: who reads and counts the file (`read_microdata`).
     scheduler : str, optional
         With engine "dask": the scheduler's address.
