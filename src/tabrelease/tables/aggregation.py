@@ -2,7 +2,8 @@
 
 An *engine* reads the file and counts: ``arrow`` (the default) streams Parquet and CSV a batch of rows at a time,
 so memory stays flat in the number of rows; ``dask`` counts the same batches on a Dask cluster (``--scheduler``,
-or a local one); ``pandas`` reads the whole file into memory (the reader of earlier versions, and the only one for
+or a local one of two workers); ``spark`` on Spark executors (``--scheduler`` is the master URL, default
+``local[2]``); ``pandas`` reads the whole file into memory (the reader of earlier versions, and the only one for
 .xlsx). Every engine counts with the same function (`_count_codes`), so they return identical margins; the tests
 check each against an independent count.
 
