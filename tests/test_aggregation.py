@@ -13,6 +13,7 @@ import pytest
 import tabrelease as tr
 from tabrelease.errors import BudgetRefused, TabreleaseError
 from tabrelease.ledger import budget_status, charge, init_ledger, ledger_key, multiset_fingerprint, table_prints
+from tabrelease.loglinear import fit_loglinear
 from tabrelease.privacy import PrivacyGuarantee, PrivacyUnit
 from tabrelease.tables import MicrodataTable, read_microdata, table_from_microdata
 from tabrelease.tables import aggregation
@@ -296,6 +297,17 @@ def test_a_release_from_the_file_equals_the_release_from_the_records_in_memory(t
     audit = json.loads((tmp_path / "a" / "internal" / "audit.json").read_text())
     assert audit["disclosure_risk"]["full_table"]["true_count_1"] is None
     assert "not counted" in (tmp_path / "a" / "internal" / "audit.html").read_text()
+
+
+def test_a_fit_of_a_table_past_the_cell_limit_is_refused_in_one_line(tmp_path, as_files):
+    table = tr.builtin_table("rochdale")
+    path = tmp_path / "people.parquet"
+    _people(table).to_parquet(path)
+    with pytest.raises(TabreleaseError, match="a log-linear fit is over every cell, and the table has 256 cells "
+                       "\\(counted from its file as margins"):
+        fit_loglinear(read_microdata(path, levels=_levels(table)), "[AB][BC]")
+    records = table_from_microdata(_people(table), levels=_levels(table), as_records=True)
+    assert fit_loglinear(records, "[AB][BC]").g2 == pytest.approx(fit_loglinear(table, "[AB][BC]").g2)
 
 
 def test_a_sweep_of_a_table_past_the_cell_limit_is_refused_in_one_line(tmp_path, as_files):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import TabreleaseError
 from ..models import HierarchicalModel, free_parameters, margin_label, parse_model
-from ..tables import ContingencyTable
+from ..tables import MAX_TABLE_CELLS, ContingencyTable
 from .design import design_rank
 from .distances import g_squared, l1_distance, pearson_x2
 from .facial import facial_set
@@ -83,7 +83,11 @@ def fit_loglinear(
     TabreleaseError
         If the table is empty, the model does not parse, or a bare array comes with a model string.
     """
-    if isinstance(table, ContingencyTable):
+    if isinstance(table, ContingencyTable) or hasattr(table, "held_as_cells"):
+        if getattr(table, "held_as_file", False) or table.cells > MAX_TABLE_CELLS:
+            held = "counted from its file as margins" if getattr(table, "held_as_file", False) else "held as records"
+            raise TabreleaseError(f"a log-linear fit is over every cell, and the table has {table.cells:.3g} cells "
+                                  f"({held}; cells are held up to {MAX_TABLE_CELLS:,})")
         model = parse_model(model, table)
         observed = table.counts.astype(float)
     else:
