@@ -54,6 +54,7 @@ FILE_TIERS = {
     "test_ledger.py": "e2e",
     "test_long_counts.py": "unit",
     "test_aggregation.py": "e2e",
+    "test_inference.py": "e2e",
     "test_loglinear.py": "unit",
     "test_loglinear_speed_paths.py": "unit",
     "test_margins_fit.py": "unit",

@@ -75,6 +75,8 @@ LAYERS = {
     "tabrelease.workflow": WORKFLOW,
     "tabrelease.ledger": WORKFLOW,
     "tabrelease.bundle": WORKFLOW,  # the bundle transaction (staging, atomic publish, clean-up)
+    # A model tested on a public bundle: reads the bundle and runs releases through the pipeline.
+    "tabrelease.inference": WORKFLOW,
     # 7 presentation
     "tabrelease.reports": PRESENTATION,
     "tabrelease.figures": PRESENTATION,

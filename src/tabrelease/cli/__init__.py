@@ -13,9 +13,9 @@ import sys
 
 from .. import __version__
 from ..errors import TabreleaseError
-from . import batch, fit, frontier, ledger, plan, release, reproduce, sweep, table8, tables
+from . import batch, fit, frontier, ledger, plan, release, reproduce, sweep, table8, tables, test
 
-SUBCOMMANDS = (tables, fit, plan, release, batch, ledger, sweep, reproduce, frontier, table8)
+SUBCOMMANDS = (tables, fit, plan, release, batch, ledger, sweep, reproduce, frontier, table8, test)
 
 
 class _Parser(argparse.ArgumentParser):

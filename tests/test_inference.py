@@ -1,0 +1,109 @@
+"""`tabrelease test`: a log-linear model tested on a release's public margins alone, with a noise-aware p-value."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import tabrelease as tr
+from tabrelease.errors import TabreleaseError
+from tabrelease.inference import published_plan, read_public_release, model_test
+
+
+def _release(tmp_path, counts, margins, epsilon=1.0, seed=1, name="t"):
+    k = counts.ndim
+    variables = tuple(f"v{j}" for j in range(k))
+    table = tr.ContingencyTable(variables, tuple(tuple(f"l{i}" for i in range(s)) for s in counts.shape), counts,
+                                name)
+    spec = tr.ReleaseSpec(loss=tr.loss_of(epsilon), margins=margins, mode="simulation", seed=seed)
+    out = tmp_path / f"r{seed}"
+    tr.publish_release(table, spec, out)
+    return out
+
+
+def _independent_table(rng, shape, n):
+    """A table drawn from complete independence (every variable its own margin)."""
+    p = np.ones(1)
+    for s in shape:
+        p = np.multiply.outer(p, rng.dirichlet(np.full(s, 5.0))).squeeze()
+    return rng.multinomial(n, p.ravel()).reshape(shape)
+
+
+def test_g2_and_df_are_the_closed_forms_of_decomposable_models(tmp_path):
+    # Released [v0 v1][v1 v2]: its MLE is n_01 n_12 / n_1. Model [v0 v1][v2]: n_01 n_2 / n. G² between them and
+    # the df (the released model's free parameters less the model's), by hand.
+    rng = np.random.default_rng(0)
+    out = _release(tmp_path, _independent_table(rng, (2, 3, 4), 3000), [(0, 1), (1, 2)])
+    release = read_public_release(out)
+    m01, m12 = release.released
+    n = m01.sum()
+    n1 = m01.sum(axis=0)
+    n2 = m12.sum(axis=0)
+    full = m01[:, :, None] * m12[None, :, :] / n1[None, :, None]
+    model = m01[:, :, None] * n2[None, None, :] / n
+    g2 = 2 * np.sum(np.where(full > 0, full * np.log(full / model), 0.0))
+    result = model_test(out, "[v0,v1][v2]", bootstrap=19)
+    assert result.g2 == pytest.approx(g2, rel=1e-6, abs=1e-6)
+    assert result.df == (3 - 1) * (4 - 1)  # what [v1 v2] adds to [v0 v1][v2]: the v1-v2 interaction's parameters
+    assert result.p_value_naive == pytest.approx(stats.chi2.sf(g2, result.df))
+
+
+def test_the_p_value_is_reproducible_and_separates_a_true_model_from_a_false_one(tmp_path):
+    rng = np.random.default_rng(4)
+    # v0 and v1 strongly associated, v2 independent of both.
+    p01 = np.array([[0.35, 0.05], [0.05, 0.55]])
+    p = p01[:, :, None] * np.array([0.3, 0.7])[None, None, :]
+    counts = rng.multinomial(2000, p.ravel()).reshape(p.shape)
+    out = _release(tmp_path, counts, [(0, 1), (0, 2), (1, 2)], epsilon=1.0)
+    true = model_test(out, "[v0,v1][v2]", bootstrap=99, seed=3)
+    assert true == model_test(out, "[v0,v1][v2]", bootstrap=99, seed=3)
+    assert true.p_value > 0.05
+    false = model_test(out, "[v0][v1][v2]", bootstrap=99, seed=3)
+    assert false.p_value == pytest.approx(1 / 100) and false.p_value_naive < 1e-10
+    assert 1 / 100 <= true.p_value <= 1 and true.bootstrap == 99
+
+
+def test_what_the_margins_cannot_test_is_one_line(tmp_path):
+    rng = np.random.default_rng(1)
+    out = _release(tmp_path, _independent_table(rng, (2, 2, 2), 500), [(0, 1), (1, 2)])
+    with pytest.raises(TabreleaseError, match="is the released margins' own model: they fit it exactly"):
+        model_test(out, "[v0,v1][v1,v2]", bootstrap=19)
+    with pytest.raises(TabreleaseError, match="the model's margin \\[v0, v2\\] is inside no released margin"):
+        model_test(out, "[v0,v2][v1]", bootstrap=19)
+    with pytest.raises(TabreleaseError, match="at least 19 replicates"):
+        model_test(out, "[v0][v1][v2]", bootstrap=5)
+    with pytest.raises(TabreleaseError, match="holds no release.json"):
+        model_test(tmp_path / "nowhere", "[v0][v1][v2]")
+
+
+def test_a_plan_that_cannot_be_rebuilt_with_the_published_scales_is_refused(tmp_path):
+    rng = np.random.default_rng(2)
+    out = _release(tmp_path, _independent_table(rng, (2, 2, 3), 500), [(0, 1), (1, 2)])
+    release = read_public_release(out)
+    assert published_plan(release) is not None
+    path = out / "public" / "release.json"
+    document = json.loads(path.read_text())
+    document["plan"]["blocks"][0]["scale"] *= 1.01  # another plan than the one rebuilt
+    path.write_text(json.dumps(document))
+    with pytest.raises(TabreleaseError, match="could not be rebuilt with its published noise scales"):
+        model_test(out, "[v0][v1][v2]", bootstrap=19)
+
+
+@pytest.mark.e2e
+def test_the_command_line_test_reads_only_public_and_prints_one_json_document(tmp_path):
+    rng = np.random.default_rng(5)
+    out = _release(tmp_path, _independent_table(rng, (2, 3, 2), 800), [(0, 1), (1, 2)])
+    (out / "internal").rename(tmp_path / "elsewhere")  # an outside researcher has public/ alone
+    done = subprocess.run([sys.executable, "-m", "tabrelease", "test", str(out / "public"), "--model", "[v0][v1][v2]",
+                           "--bootstrap", "39", "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert set(document) >= {"p_value", "p_value_naive", "g2", "df", "bootstrap", "n"} and document["bootstrap"] == 39
+    refused = subprocess.run([sys.executable, "-m", "tabrelease", "test", str(out), "--model", "[v0,v1][v1,v2]"],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
