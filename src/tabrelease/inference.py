@@ -176,6 +176,11 @@ class ModelTest:
     n : float
         The released total (the n the replicates draw).
     seed : int
+    level : float
+        The intervals' confidence level.
+    intervals : tuple of dict
+        Per cell of each of the model's margins: its variables and levels, the fitted probability and the
+        noise-aware interval (`low`, `high`) from the same bootstrap.
     """
 
     model: str
@@ -186,6 +191,8 @@ class ModelTest:
     bootstrap: int
     n: float
     seed: int
+    level: float = 0.95
+    intervals: tuple = ()
 
     def as_dict(self) -> dict:
         """The test as a JSON-ready dict.
@@ -196,7 +203,8 @@ class ModelTest:
         """
         return {"model": self.model, "g2": self.g2, "df": self.df, "p_value_naive": self.p_value_naive,
                 "p_value": self.p_value, "bootstrap": self.bootstrap, "n": self.n, "seed": self.seed,
-                "method": "parametric bootstrap through the published plan"}
+                "method": "parametric bootstrap through the published plan", "level": self.level,
+                "intervals": list(self.intervals)}
 
 
 def _fits(targets_by_margin: Sequence[np.ndarray], margins, shape, batch_ndim: int) -> np.ndarray:
@@ -225,7 +233,7 @@ def _g2(full: np.ndarray, model: np.ndarray, batch_ndim: int = 0) -> np.ndarray 
 
 
 def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-               seed: int = 0) -> ModelTest:
+               seed: int = 0, level: float = 0.95) -> ModelTest:
     """Test a hierarchical log-linear model on a release's margins alone, with a noise-aware p-value.
 
     Parameters
@@ -238,6 +246,8 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         Replicates of the parametric bootstrap.
     seed : int, default 0
         Seed of the replicates' tables and noise (the test is reproducible).
+    level : float, default 0.95
+        Confidence level of the intervals for the model's cell probabilities over each of its margins.
 
     Returns
     -------
@@ -256,6 +266,8 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         release = read_public_release(release)
     if not isinstance(bootstrap, int) or bootstrap < 19:
         raise TabreleaseError(f"the bootstrap needs at least 19 replicates, not {bootstrap!r}")
+    if not 0.5 <= level < 1:
+        raise TabreleaseError(f"the intervals' level is at least 0.5 and below 1, not {level!r}")
     shape, margins = release.shape, release.margins
     names = ContingencyTable(release.variables, release.levels, np.zeros(shape, np.int64))
     generators = (parse_model(model, names).generators if isinstance(model, str)
@@ -271,12 +283,19 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         raise TabreleaseError(f"the model {label} is the released margins' own model: they fit it exactly, so they "
                               "cannot test it (test a smaller model)")
     plan = published_plan(release)
-    g2, p_value, p_naive = margins_model_test(plan, release.released, generators, bootstrap=bootstrap, seed=seed)
-    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed)
+    g2, p_value, p_naive, intervals = margins_model_test(plan, release.released, generators, bootstrap=bootstrap,
+                                                          seed=seed, level=level)
+    cells = []
+    for g, (estimate, low, high) in zip(generators, intervals):
+        for index in np.ndindex(estimate.shape):
+            cells.append({"margin": [release.variables[a] for a in g],
+                          "levels": [release.levels[a][i] for a, i in zip(g, index)],
+                          "probability": float(estimate[index]), "low": float(low[index]), "high": float(high[index])})
+    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells))
 
 
 def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-                       seed: int = 0) -> tuple[float, float, float]:
+                       seed: int = 0, level: float = 0.95) -> tuple[float, float, float, list]:
     """The test itself, on released margins and the plan that released them (`model_test` reads both from a
     bundle; a simulation study passes them directly).
 
@@ -290,11 +309,14 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
         The model's generators, each inside a released margin, the model smaller than the released margins' own.
     bootstrap : int
     seed : int
+    level : float, default 0.95
+        The intervals' confidence level.
 
     Returns
     -------
-    tuple of float
-        (G², the noise-aware p-value, the nominal chi-squared p-value).
+    tuple
+        (G², the noise-aware p-value, the nominal chi-squared p-value, the intervals): per generator, (estimate,
+        low, high) arrays of the model's cell probabilities over that generator (`_intervals`).
     """
     from scipy import stats
 
@@ -322,4 +344,18 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
     g2_b = _g2(full_b, fitted_b, 1)
     p_value = float((1 + np.sum(g2_b >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
-    return g2, p_value, float(stats.chi2.sf(g2, df))
+    intervals = [_intervals(_sub_margin(released, margins, g) / n,
+                            _sub_margin(stacked, margins, g, 1) / stacked[0].sum(axis=tuple(range(1, stacked[0].ndim)),
+                                                                                   keepdims=True).reshape(
+                                (-1,) + (1,) * len(g)), level) for g in generators]
+    return g2, p_value, float(stats.chi2.sf(g2, df)), intervals
+
+
+def _intervals(estimate: np.ndarray, replicates: np.ndarray, level: float) -> tuple[np.ndarray, ...]:
+    """Basic bootstrap intervals: the replicates' spread around the bootstrap world's truth (the fitted model, whose
+    generator margins are the estimate) reflected about the estimate, [2 p - q_high, 2 p - q_low], within [0, 1].
+    Reflection carries the release's bias (rounding and the non-negative fit lift small cells) into the interval,
+    where a percentile interval would repeat it."""
+    tail = (1 - level) / 2
+    low_q, high_q = np.quantile(replicates, [tail, 1 - tail], axis=0)
+    return estimate, np.clip(2 * estimate - high_q, 0.0, 1.0), np.clip(2 * estimate - low_q, 0.0, 1.0)

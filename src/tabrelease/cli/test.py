@@ -20,6 +20,9 @@ def register(subparsers) -> None:
     parser.add_argument("--bootstrap", type=non_negative_int, default=None,
                         help="replicates of the parametric bootstrap (default 500; at least 19)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the replicates (default 0)")
+    parser.add_argument("--intervals", action="store_true", help="also noise-aware intervals for the model's cell "
+                        "probabilities over each of its margins (basic bootstrap, from the same replicates)")
+    parser.add_argument("--level", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a summary")
     parser.set_defaults(run=run)
 
@@ -28,13 +31,21 @@ def run(args) -> int:
     from ..inference import DEFAULT_BOOTSTRAP, model_test
 
     result = model_test(args.release, args.model, bootstrap=DEFAULT_BOOTSTRAP if args.bootstrap is None
-                        else args.bootstrap, seed=args.seed)
+                        else args.bootstrap, seed=args.seed, level=args.level)
     if args.json:
-        print_json(result.as_dict())
+        document = result.as_dict()
+        if not args.intervals:
+            document.pop("intervals")
+        print_json(document)
         return 0
     print(f"model        {result.model}, against the model of the released margins")
     print(f"G2           {result.g2:.3f} on {result.df} df")
     print(f"p-value      {result.p_value:.4f} noise-aware ({result.bootstrap} releases of tables drawn from the "
           f"fitted model, n = {result.n:.0f}, by the published plan; seed {result.seed})")
     print(f"             {result.p_value_naive:.4g} nominal (chi-squared, as if the released margins were counts)")
+    if args.intervals:
+        print(f"the model's cell probabilities, with {result.level:.0%} noise-aware intervals:")
+        for cell in result.intervals:
+            where = ", ".join(f"{v}={x}" for v, x in zip(cell["margin"], cell["levels"]))
+            print(f"  {where:<40} {cell['probability']:.4f}  [{cell['low']:.4f}, {cell['high']:.4f}]")
     return 0
