@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import TabreleaseError
 from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
-from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, check_cells
+from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells
 
 ENGINES = ("arrow", "pandas", "dask", "spark")
 DEFAULT_ENGINE = "arrow"
@@ -763,7 +763,7 @@ def _spark_labels(record_file: RecordFile, master) -> list[set[str]]:
 
 # --- the table held as its file ---------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class FileTable:
+class FileTable(TableView):
     """A table too large to hold as cells, held as its file of records: each margin is counted from the file when
     first asked (all that are asked together in one pass), then kept; a margin inside one already counted is summed
     from it. The records themselves are never held, so memory stays flat in the number of rows.
@@ -780,25 +780,6 @@ class FileTable:
     engine: str = DEFAULT_ENGINE
     scheduler: str | None = None
     _counted: dict = field(default_factory=dict, repr=False, compare=False)
-
-    k = ContingencyTable.k
-    letters = ContingencyTable.letters
-    is_binary = ContingencyTable.is_binary
-    axis = ContingencyTable.axis
-    axes = ContingencyTable.axes
-    with_counts = ContingencyTable.with_counts
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(len(lv) for lv in self.levels)
-
-    @property
-    def cells(self) -> int:
-        return int(np.prod(self.shape, dtype=object))
-
-    @property
-    def held_as_cells(self) -> bool:
-        return False
 
     @property
     def held_as_file(self) -> bool:
@@ -904,22 +885,6 @@ class FileTable:
         raise TabreleaseError(f"this needs every cell of the table, and it has {self.cells:.3g} cells (counted from its "
                               f"file as margins; cells are held up to {MAX_TABLE_CELLS:,}): use the default (planned) "
                               "mechanism, which works from margins")
-
-    def margin(self, variables) -> ContingencyTable:
-        """The marginal table over the given variables (names or letters).
-
-        Parameters
-        ----------
-        variables : str or iterable of str
-
-        Returns
-        -------
-        ContingencyTable
-        """
-        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
-        axes = self.axes(tokens)
-        return ContingencyTable(tuple(self.variables[a] for a in axes), tuple(self.levels[a] for a in axes),
-                                self.margin_counts(axes), None)
 
     def __repr__(self) -> str:
         label = self.name or "table"

@@ -255,8 +255,56 @@ class ContingencyTable:
 MAX_MARGIN_CELLS = 2**26
 
 
+class TableView:
+    """What a table held otherwise than as cells (its records, or its file) shares with one held as cells: the
+    variables' names, letters and levels, the shape and the number of cells, and a margin as a ContingencyTable
+    (through the subclass's `margin_counts`)."""
+
+    k = ContingencyTable.k
+    letters = ContingencyTable.letters
+    is_binary = ContingencyTable.is_binary
+    axis = ContingencyTable.axis
+    axes = ContingencyTable.axes
+    with_counts = ContingencyTable.with_counts
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(lv) for lv in self.levels)
+
+    @property
+    def cells(self) -> int:
+        return int(np.prod(self.shape, dtype=object))
+
+    @property
+    def held_as_cells(self) -> bool:
+        return False
+
+    def margin(self, variables) -> ContingencyTable:
+        """The marginal table over the given variables (names or letters), counted when first asked.
+
+        Parameters
+        ----------
+        variables : str or iterable of str
+            A variable's name, or names or letters of several (a string such as ``"AC"`` names A and C).
+
+        Returns
+        -------
+        ContingencyTable
+            The margin (unnamed), its variables in the table's order.
+
+        Raises
+        ------
+        TabreleaseError
+            If a variable is unknown, or the margin has more than `MAX_MARGIN_CELLS` cells.
+        """
+        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
+        axes = self.axes(tokens)
+        return ContingencyTable(tuple(self.variables[a] for a in axes), tuple(self.levels[a] for a in axes),
+                                self.margin_counts(axes), None)
+
+
 @dataclass(frozen=True, eq=False)
-class MicrodataTable:
+class MicrodataTable(TableView):
     """A table held as its records, one row of level codes per person, for tables with more cells than memory
     holds (20 variables of 10 levels: 10^20 cells). Each margin is counted from the records when asked (a
     bincount over the margin's columns), never the cross-product of all the variables; `counts` (every cell)
@@ -308,17 +356,6 @@ class MicrodataTable:
         object.__setattr__(self, "variables", tuple(str(v) for v in self.variables))
         object.__setattr__(self, "levels", tuple(tuple(str(x) for x in lv) for lv in self.levels))
 
-    k = ContingencyTable.k
-    letters = ContingencyTable.letters
-    is_binary = ContingencyTable.is_binary
-    axis = ContingencyTable.axis
-    axes = ContingencyTable.axes
-    with_counts = ContingencyTable.with_counts
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(len(lv) for lv in self.levels)
-
     @property
     def n(self) -> int:
         return int(self.codes.shape[0]) if self.weights is None else int(self.weights.sum())
@@ -328,14 +365,6 @@ class MicrodataTable:
         if self.weights is None:
             return np.bincount(keys, minlength=cells).astype(np.int64, copy=False)
         return np.rint(np.bincount(keys, weights=self.weights, minlength=cells)).astype(np.int64)
-
-    @property
-    def cells(self) -> int:
-        return int(np.prod(self.shape, dtype=object))
-
-    @property
-    def held_as_cells(self) -> bool:
-        return False
 
     @property
     def zero_cells(self) -> int | None:
@@ -432,29 +461,6 @@ class MicrodataTable:
             If the table has more than `MAX_TABLE_CELLS` cells.
         """
         return ContingencyTable(self.variables, self.levels, self.counts, self.name, self.metadata)
-
-    def margin(self, variables) -> ContingencyTable:
-        """The marginal table over the given variables (names or letters), counted from the records.
-
-        Parameters
-        ----------
-        variables : str or iterable of str
-            A variable's name, or names or letters of several (a string such as ``"AC"`` names A and C).
-
-        Returns
-        -------
-        ContingencyTable
-            The margin (unnamed), its variables in the table's order.
-
-        Raises
-        ------
-        TabreleaseError
-            If a variable is unknown, or the margin has more than `MAX_MARGIN_CELLS` cells.
-        """
-        tokens = [variables] if isinstance(variables, str) and variables in self.variables else variables
-        axes = self.axes(tokens)
-        return ContingencyTable(tuple(self.variables[a] for a in axes), tuple(self.levels[a] for a in axes),
-                                self.margin_counts(axes), None)
 
     def __repr__(self) -> str:
         label = self.name or "table"
