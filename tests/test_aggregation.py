@@ -128,6 +128,34 @@ def test_a_value_outside_the_declared_levels_or_missing_is_refused_in_any_batch(
         read_microdata(path, levels={"sex": ["f", "m"], "age": ["1", "2", "3", "4"]}, batch_rows=64)
 
 
+@pytest.mark.parametrize("text", [
+    "\x0c\na,b\nx,u\ny,v\nx,v\n",  # a form feed line before the header (str.splitlines would count two lines)
+    "a,b\r\nx,u\r\ny,v\r\nx,v\r\n",
+    "\n\na,b\nx,u\ny,v\nx,v\n\n",
+])
+def test_lines_before_the_header_are_skipped_as_arrow_counts_them(tmp_path, text):
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode())
+    counted = read_microdata(path, levels={"a": ["x", "y"], "b": ["u", "v"]})
+    assert counted.counts.tolist() == [[1, 1], [0, 1]]
+
+
+def test_labels_are_read_as_the_in_memory_reader_reads_them(tmp_path):
+    # A protected label (a leading quote before a tab) is stripped after its quote is removed; a stored category
+    # no row has is not a value of the file.
+    path = tmp_path / "t.csv"
+    path.write_text("a,b\n'\tx,u\ny,v\n x ,v\n")
+    streamed, in_memory = read_microdata(path), read_microdata(path, engine="pandas")
+    assert streamed.levels == in_memory.levels == (("x", "y"), ("u", "v"))
+    assert np.array_equal(streamed.counts, in_memory.counts)
+    frame = pd.DataFrame({"a": pd.Categorical(["x", "y", "x"], categories=["x", "y", "zzz"]), "b": ["u", "v", "v"]})
+    frame.to_parquet(tmp_path / "c.parquet")
+    levels = {"a": ["x", "y"], "b": ["u", "v"]}
+    streamed = read_microdata(tmp_path / "c.parquet", levels=levels)
+    assert np.array_equal(streamed.counts, read_microdata(tmp_path / "c.parquet", levels=levels, engine="pandas").counts)
+    assert read_microdata(tmp_path / "c.parquet").levels[0] == ("x", "y")
+
+
 def test_engine_options_are_checked():
     with pytest.raises(TabreleaseError, match="unknown counting engine 'duck'"):
         read_microdata(__file__, engine="duck")
@@ -152,6 +180,13 @@ def test_the_dask_engine_on_two_local_workers_gives_identical_margins(tmp_path, 
         assert np.array_equal(dask.margin_counts(axes), arrow.margin_counts(axes))
         names = [table.variables[a] for a in axes]
         assert np.array_equal(dask.margin_counts(axes), _independent_margin(frame, names, levels))
+    # A row with a field too many is refused, as by the other engines (not read with the field dropped); here past
+    # the head Dask reads to plan, so that a worker finds it.
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a,b\n" + "x,u\ny,v\n" * 40_000 + "y,v,z\nx,v\n")
+    for engine in ("dask", "arrow", "pandas"):
+        with pytest.raises(TabreleaseError):
+            read_microdata(ragged, engine=engine)
 
 
 def test_the_spark_engine_gives_identical_margins_where_pyspark_is_installed(tmp_path, as_files):
@@ -169,6 +204,10 @@ def test_the_spark_engine_gives_identical_margins_where_pyspark_is_installed(tmp
         for axes in pairs:
             names = [table.variables[a] for a in axes]
             assert np.array_equal(spark.margin_counts(axes), _independent_margin(frame, names, levels))
+    # A quote inside a quoted field is doubled, as the other engines read it.
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text('a,b\n"say ""hi""",u\nno,v\n')
+    assert read_microdata(quoted, engine="spark").levels[0] == read_microdata(quoted).levels[0] == ("no", 'say "hi"')
     # A value outside the levels, found on an executor, is the same one line.
     frame.loc[len(frame) - 1, table.variables[0]] = "nowhere"
     frame.to_parquet(tmp_path / "bad.parquet")
@@ -271,6 +310,43 @@ def test_a_table_counted_from_its_file_is_recognised_in_any_other_form(tmp_path,
     assert len(budget_status(ledger2, "cells").fingerprints) == 1
 
 
+def test_a_file_table_is_refused_beside_releases_an_earlier_version_made(tmp_path, as_files, monkeypatch):
+    # Records written before the multiset fingerprint existed carry only fingerprints a table counted from its file
+    # cannot compute: the data of one of them could come back under another name, so that is refused, and the
+    # operator is told how to settle it.
+    import tabrelease.ledger as ledger_module
+
+    table = tr.builtin_table("rochdale")
+    levels = _levels(table)
+    path = tmp_path / "people.parquet"
+    _people(table).to_parquet(path)
+    records = table_from_microdata(_people(table), levels=levels, as_records=True)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
+    with monkeypatch.context() as old_version:  # as the earlier version charged: its fingerprint alone, no mark
+        old_version.setattr(ledger_module, "table_prints", lambda t, k: (ledger_module.table_fingerprint(t, k), []))
+        old_version.setattr(ledger_module, "PRINTS_VERSION", None)
+        charge(tr.LedgerAccount(ledger=ledger, dataset="census-a"), records, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+    streamed = read_microdata(path, levels=levels)
+    with pytest.raises(BudgetRefused, match="holds releases made by an earlier version \\(of 'census-a'\\).*"
+                       "--engine pandas"):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="census-b"), streamed, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+    # Held as records, the same data is matched with the old record, and then the file form is known too.
+    with pytest.raises(BudgetRefused, match="released before under the dataset 'census-a'"):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="census-b"), records, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+    charge(tr.LedgerAccount(ledger=ledger, dataset="census-a"), records, guarantee, mechanism="planned",
+           margins=["[AB]"], output=None, noise_mode="simulation")
+    with pytest.raises(BudgetRefused, match="released before under the dataset 'census-a'"):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="census-b"), streamed, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+    # The same dataset id is charged as ever.
+    charge(tr.LedgerAccount(ledger=ledger, dataset="census-a"), streamed, guarantee, mechanism="planned",
+           margins=["[AB]"], output=None, noise_mode="simulation")
+
+
 # --- releases from a file ------------------------------------------------------------------------------
 def _public_files(out):
     return {p.name: p.read_bytes() for p in sorted((out / "public").iterdir()) if p.name != "release.json"}
@@ -320,6 +396,31 @@ def test_a_sweep_of_a_table_past_the_cell_limit_is_refused_in_one_line(tmp_path,
     spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation")
     with pytest.raises(TabreleaseError, match="a sweep compares each release with the table's cells, and people has"):
         make_grid([streamed], [0.5], 2, spec=spec)
+
+
+def test_nothing_is_read_from_the_file_after_the_charge(tmp_path, as_files, monkeypatch):
+    # 13 binary variables (8,192 cells: the plan measures the released margins' own sets), three of them released:
+    # the audit's refit also reads the other ten variables' margins, which are counted before the charge too.
+    import tabrelease.ledger as ledger_module
+
+    rng = np.random.default_rng(6)
+    variables = [f"b{j}" for j in range(13)]
+    frame = pd.DataFrame({v: rng.choice(["n", "y"], 3000) for v in variables})
+    path = tmp_path / "wide.parquet"
+    frame.to_parquet(path)
+    events = []
+    real_count, real_charge = aggregation.count_file, ledger_module.charge
+    monkeypatch.setattr(aggregation, "count_file", lambda *a, **k: events.append("count") or real_count(*a, **k))
+    monkeypatch.setattr(ledger_module, "charge", lambda *a, **k: events.append("charge") or real_charge(*a, **k))
+    table = read_microdata(path, levels={v: ["n", "y"] for v in variables})
+    init_ledger(tmp_path / "ledger.json")
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), margins="[b0,b1][b1,b2][b0,b2]", mode="simulation", seed=2)
+    done = tr.publish_release(table, spec, tmp_path / "r", account=tr.LedgerAccount(ledger=tmp_path / "ledger.json"))
+    assert events == ["count", "count", "charge"]
+    assert "the log-linear refit was computed from the generator margins" in done.evaluation.refit_note
+    # Frozen: a margin not counted before the release is refused, not read.
+    with pytest.raises(TabreleaseError, match="was not counted before the release"):
+        table.margin_counts((3, 4))
 
 
 @pytest.mark.e2e

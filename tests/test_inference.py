@@ -140,6 +140,29 @@ def test_a_plan_that_cannot_be_rebuilt_with_the_published_scales_is_refused(tmp_
         model_test(out, "[v0][v1][v2]", bootstrap=19)
 
 
+def test_the_replicates_are_released_with_the_recorded_estimator_and_rounding(tmp_path):
+    rng = np.random.default_rng(3)
+    counts = _independent_table(rng, (2, 2, 3), 600)
+    table = tr.ContingencyTable(("v0", "v1", "v2"), (("a", "b"), ("c", "d"), ("e", "f", "g")), counts, "t")
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1), (1, 2)], mode="simulation", seed=1,
+                          rounding="nearest")
+    tr.publish_release(table, spec, tmp_path / "r")
+    plan = published_plan(read_public_release(tmp_path / "r"))
+    assert plan.rounding == "nearest" == json.loads((tmp_path / "r/public/release.json").read_text())["rounding"]
+    # Margins that are not of one table cannot be fitted: one line.
+    path = tmp_path / "r" / "public" / "release.json"
+    document = json.loads(path.read_text())
+    document["consistent"] = False
+    path.write_text(json.dumps(document))
+    with pytest.raises(TabreleaseError, match="not consistent"):
+        model_test(tmp_path / "r", "[v0][v1][v2]", bootstrap=19)
+    del document["epsilon"]
+    document["consistent"] = True
+    path.write_text(json.dumps(document))
+    with pytest.raises(TabreleaseError, match="lacks or garbles what the plan needs"):
+        model_test(tmp_path / "r", "[v0][v1][v2]", bootstrap=19)
+
+
 @pytest.mark.e2e
 def test_the_command_line_test_reads_only_public_and_prints_one_json_document(tmp_path):
     rng = np.random.default_rng(5)

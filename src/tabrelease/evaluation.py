@@ -297,6 +297,29 @@ def _evaluation(table, release, original, errors, g2_released, mle_l1, converged
 MARGINS_REFIT_MAX_CLIQUE_CELLS = 2**20
 
 
+def margins_the_audit_reads(margins, shape) -> list[tuple[int, ...]]:
+    """The margins the audit's refit from margins reads from a table held as margins (the cliques of its model's
+    junction tree, where the refit is computed): a table counted from its file counts them before the release, with
+    the ones the mechanism reads, so that nothing is read from the file after the charge.
+
+    Parameters
+    ----------
+    margins : sequence of tuple of int
+        The released margins.
+    shape : sequence of int
+
+    Returns
+    -------
+    list of tuple of int
+    """
+    from .junction import junction_tree
+
+    tree = junction_tree(HierarchicalModel(tuple(tuple(m) for m in margins), len(shape)).generators, tuple(shape))
+    if tree.largest_clique_cells(shape) > MARGINS_REFIT_MAX_CLIQUE_CELLS:
+        return []
+    return [tuple(c) for c in tree.cliques]
+
+
 def _refit_from_margins(table, release: Release, model: HierarchicalModel):
     """The refit of a table too large to fit cell by cell: the model's MLE from its generator margins, on its
     junction tree (closed form where decomposable, IPF over the cliques otherwise), for the original table and

@@ -95,7 +95,11 @@ def read_public_release(folder: str | Path) -> PublicRelease:
         raise TabreleaseError(f"{path} is not a release.json this version reads") from None
     margins, released = [], []
     for entry in entries:
-        axes = tuple(variables.index(v) for v in entry["variables"])
+        try:
+            axes = tuple(variables.index(v) for v in entry["variables"])
+            entry["file"]
+        except (ValueError, KeyError, TypeError):
+            raise TabreleaseError(f"{path} names a margin it does not describe (its variables or its file)") from None
         frame = read_csv_frame(public / entry["file"])
         if frame.shape[1] != len(axes) + 1:
             raise TabreleaseError(f"{entry['file']} does not have the columns release.json gives it")
@@ -132,12 +136,27 @@ def published_plan(release: PublicRelease):
     from .spec import SIMULATION, ReleaseSpec, loss_of
 
     d = release.document
-    options = {"public_total": True} if d.get("parameters", {}).get("total_is_public") else {}
-    spec = ReleaseSpec(loss=loss_of(float(d["epsilon"]), d.get("delta") or None), unit=d["neighbours"],
-                       mechanism=d["mechanism"], options=options, mode=SIMULATION, seed=0)
-    plan = plan_release(release.shape, list(release.margins), spec, release.variables)
-    published = [(b["query"], tuple(release.variables.index(v) for v in b["variables"]), float(b["scale"]))
-                 for b in (d.get("plan") or {}).get("blocks", [])]
+    if d.get("consistent") is False:
+        raise TabreleaseError("the released margins are not consistent (they are not the margins of one table): a "
+                              "log-linear model cannot be fitted to them")
+    if d.get("guarantee", {}).get("unit", {}).get("attributes"):
+        raise TabreleaseError("a release under a sensitive-attribute unit is not tested here (its plan needs the "
+                              "attributes the release was made for)")
+    try:
+        options = {"public_total": True} if d.get("parameters", {}).get("total_is_public") else {}
+        # The recorded estimator and rounding: the replicates must be released exactly as the release was.
+        spec = ReleaseSpec(loss=loss_of(float(d["epsilon"]), d.get("delta") or None), unit=d["neighbours"],
+                           mechanism=d["mechanism"], options=options, estimator=d.get("estimator"),
+                           rounding=d.get("rounding"), mode=SIMULATION, seed=0)
+        plan = plan_release(release.shape, list(release.margins), spec, release.variables)
+        published = [(b["query"], tuple(release.variables.index(v) for v in b["variables"]), float(b["scale"]))
+                     for b in (d.get("plan") or {}).get("blocks", [])]
+        scale = float(d["noise"]["scale"])
+    except TabreleaseError as exc:
+        raise TabreleaseError(f"the release's plan could not be rebuilt from release.json ({exc})") from None
+    except (KeyError, TypeError, ValueError):
+        raise TabreleaseError("the release's plan could not be rebuilt: release.json lacks or garbles what the plan "
+                              "needs (epsilon, neighbours, mechanism, its blocks' variables and scales)") from None
     if plan.design is not None:
         from .measurements import MARGIN_CELLS
 
@@ -148,7 +167,9 @@ def published_plan(release: PublicRelease):
             q == pq and v == pv and math.isclose(s, ps, rel_tol=_SCALE_TOLERANCE)
             for (q, v, s), (pq, pv, ps) in zip(rebuilt, published))
     else:
-        same = math.isclose(plan.calibration.scale, float(d["noise"]["scale"]), rel_tol=_SCALE_TOLERANCE)
+        same = math.isclose(plan.calibration.scale, scale, rel_tol=_SCALE_TOLERANCE)
+    same = same and plan.estimator_name == d.get("estimator", plan.estimator_name) and plan.rounding == d.get(
+        "rounding", plan.rounding)
     if not same:
         raise TabreleaseError("the release's plan could not be rebuilt with its published noise scales (made by "
                               "another version, or with settings release.json does not record): no noise-aware test")

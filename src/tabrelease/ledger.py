@@ -747,6 +747,10 @@ def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
     return digest.hexdigest()
 
 
+# Release records that carry the multiset fingerprint say so ("prints": 2); records made before it do not.
+PRINTS_VERSION = 2
+
+
 def multiset_fingerprint(table, key: bytes) -> str:
     """HMAC-SHA256, under the ledger's key, of the table's variables, level labels and its records' multiset sums
     (`aggregation.record_lanes`: per lane, the sum over records of a 64-bit hash of the record, modulo 2^64). Sums
@@ -1045,6 +1049,19 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
                 f"this table was released before under the dataset {aliases[0]!r} (the keyed fingerprints match): "
                 f"charging it to {dataset!r} would give the same data a second budget; release it under "
                 f"{aliases[0]!r}, or, if the two datasets are truly distinct, say --allow-alias; nothing was released")
+        if getattr(table, "held_as_file", False) and not allow_alias:
+            # A table counted from its file has the multiset fingerprint alone, which records made before it existed
+            # lack: one of them may be this very table (then held as records), and nothing here could tell.
+            unknown = sorted({r["dataset"] for r in data["records"] if r["kind"] == "release"
+                              and r["dataset"] != dataset and r.get("prints") != PRINTS_VERSION})
+            if unknown:
+                raise BudgetRefused(
+                    f"this ledger holds releases made by an earlier version (of {unknown[0]!r}"
+                    f"{f' and {len(unknown) - 1} other datasets' if len(unknown) > 1 else ''}) whose fingerprints a "
+                    "table counted from its file cannot be matched with: it could be the same data under another "
+                    "name; release this table once with --engine pandas (which holds its records and matches every "
+                    "fingerprint), or, if it is truly distinct from those datasets, say --allow-alias; nothing was "
+                    "released")
         budgets = _budgets(data)
         budget = budgets.get(dataset)
         if budget is None and budgets and not allow_unbudgeted:
@@ -1059,7 +1076,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
             "guarantee": guarantee.as_dict(), "epsilon": guarantee.loss.epsilon, "delta": guarantee.loss.delta,
             "neighbours": guarantee.unit.kind, "total_public": guarantee.unit.n_public,
             "mechanism": mechanism, "margins": list(margins), "output": output, "noise_mode": noise_mode,
-            "release_id": secrets.token_hex(16), "aliases": aliases,
+            "release_id": secrets.token_hex(16), "aliases": aliases, "prints": PRINTS_VERSION,
             **({} if margin_names is None else {"margin_names": [[str(v) for v in g] for g in margin_names]}),
         })
         sequence = len(data["records"])

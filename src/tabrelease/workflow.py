@@ -100,9 +100,12 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                                                  "which values occur (declare them with --levels FILE before a "
                                                  "release for publication)",))
     if hasattr(table, "count_margins"):
-        # A table counted from its file: every margin the measurement reads, in one pass, before any charge (a value
-        # outside the declared levels is refused here, with nothing charged).
-        table.count_margins(plan.implementation.margins_read(plan))
+        # A table counted from its file: every margin the measurement and the audit read, in one pass, before any
+        # charge; then nothing more is read from the file (what else the audit would read, it leaves out).
+        from .evaluation import margins_the_audit_reads
+
+        table.count_margins(plan.implementation.margins_read(plan) + margins_the_audit_reads(plan.margins, plan.shape))
+        table.freeze()
     check_before_charge(plan, table, spec.mode)
     from .tables import people_names
 

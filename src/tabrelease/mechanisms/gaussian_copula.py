@@ -171,8 +171,7 @@ class GaussianCopula(Mechanism):
                 for v in block_variables(len(plan.shape), self.pairs)}
 
     def margins_read(self, plan):
-        d = len(plan.shape)
-        return [(i, j) for i in range(d) for j in range(i + 1, d)] or [(0,)]
+        return list(block_variables(len(plan.shape), self.pairs))
 
     def measure(self, plan, counts, noise):
         blocks = []

@@ -20,6 +20,7 @@ reads each variable's values (simulation only: the release refuses such a table)
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -195,7 +196,7 @@ def _reason(exc: Exception) -> str:
     row they stopped at)."""
     if isinstance(exc, MemoryError) or "Memory" in type(exc).__name__:
         return "out of memory while reading a batch of its rows"
-    if "Expected" in str(exc) and "columns" in str(exc):
+    if "Expected" in str(exc) and ("columns" in str(exc) or "fields" in str(exc)):
         return "a row has another number of fields than the header, or a quote is not closed"
     return type(exc).__name__
 
@@ -220,7 +221,9 @@ def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
         text = head.decode("utf-8-sig" if encoding == "utf8" else encoding, errors="replace")
     except LookupError:
         raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
-    lines = text.splitlines()
+    # Lines as Arrow counts them (\n, \r\n, \r), not as str.splitlines (which also splits at form feeds and \u2028):
+    # the rows skipped before the data must be the header's.
+    lines = re.split(r"\r\n|\r|\n", text)
     index = next((i for i, line in enumerate(lines) if line.strip()), None)
     if index is None:
         raise TabreleaseError(f"{record_file.path} is not a readable CSV table: it is empty")
@@ -276,8 +279,8 @@ def _labels_of(dictionary, variable: str, protected: bool) -> list[str]:
         if value is None:
             raise TabreleaseError(f"column {variable!r} has missing values")
         label = str(value).strip()
-        if protected:
-            label = csv_label_from_field(label)
+        if protected:  # as the in-memory reader: the field stripped, read back from its quote, stripped again
+            label = csv_label_from_field(label).strip()
         if label == "":
             raise TabreleaseError(f"column {variable!r} has missing values")
         labels.append(label)
@@ -295,7 +298,17 @@ def _encoded(column, variable: str):
         raise TabreleaseError(f"column {variable!r} has missing values")
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
-    return column.indices.to_numpy(zero_copy_only=False), column.dictionary
+    indices = column.indices.to_numpy(zero_copy_only=False)
+    dictionary = column.dictionary
+    used = np.bincount(indices, minlength=len(dictionary)) > 0 if len(indices) else np.zeros(len(dictionary), bool)
+    if not used.all():
+        # A stored dictionary may list values no row has (a categorical's unused category): only those used count.
+        positions = np.flatnonzero(used)
+        renumber = np.zeros(len(dictionary), dtype=np.int64)
+        renumber[positions] = np.arange(len(positions))
+        indices = renumber[indices]
+        dictionary = dictionary.take(pa.array(positions))
+    return indices, dictionary
 
 
 def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]], protected: bool) -> np.ndarray:
@@ -559,11 +572,12 @@ def _dask_frame(record_file: RecordFile):
         return dd.read_parquet(str(record_file.path), columns=columns)
     names, sep, skip = _csv_header(record_file)
     encoding = _csv_encoding(record_file)
+    # Every column is read, then the counted ones kept: with usecols, pandas would drop a row's extra fields silently.
     frame = dd.read_csv(str(record_file.path), sep=sep, header=None, names=[n or f"\x00unnamed {i}" for i, n in
-                        enumerate(names)], skiprows=skip, usecols=columns, dtype=str,
+                        enumerate(names)], skiprows=skip, dtype=str,
                         encoding="utf-8-sig" if encoding == "utf8" else encoding, keep_default_na=False,
                         na_values=[], skip_blank_lines=True, blocksize=64 << 20)
-    return frame
+    return frame[columns]
 
 
 def _client(scheduler: str | None):
@@ -611,7 +625,12 @@ def _merge_all(parts: list[Counts]) -> Counts:
 def _dask_count(record_file: RecordFile, levels, margins, scheduler) -> Counts:
     import dask
 
-    frame = _dask_frame(record_file)
+    try:
+        frame = _dask_frame(record_file)
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - dask reads the file's head to plan, and fails as the reader fails
+        raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
     protected = not record_file.is_parquet
     parts = [dask.delayed(_count_partition)(p, record_file.variables, [list(lv) for lv in levels], margins, protected)
              for p in frame.to_delayed()]
@@ -643,12 +662,21 @@ def _union_labels(parts):
 def _dask_labels(record_file: RecordFile, scheduler) -> list[set[str]]:
     import dask
 
-    frame = _dask_frame(record_file)
+    try:
+        frame = _dask_frame(record_file)
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
     protected = not record_file.is_parquet
     parts = [dask.delayed(_partition_labels)(p, record_file.variables, protected) for p in frame.to_delayed()]
     client, cluster = _client(scheduler)
     try:
         return client.compute(dask.delayed(_union_labels)(parts)).result()
+    except TabreleaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a worker's failure arrives as the worker's exception
+        raise TabreleaseError(f"cannot read {record_file.path} on the Dask cluster ({_reason(exc)})") from None
     finally:
         client.close()
         if cluster is not None:
@@ -700,8 +728,9 @@ def _spark_frame(session, record_file: RecordFile):
     names, sep, _ = _csv_header(record_file)
     schema = StructType([StructField(n or f"_unnamed {i}", StringType()) for i, n in enumerate(names)])
     encoding = _csv_encoding(record_file)
+    # escape='"': a quote inside a quoted field is doubled (RFC 4180, as the other engines read it), not backslashed.
     frame = session.read.csv(str(record_file.path), schema=schema, sep=sep, header=True, enforceSchema=True,
-                             encoding="UTF-8" if encoding == "utf8" else encoding, mode="FAILFAST")
+                             encoding="UTF-8" if encoding == "utf8" else encoding, mode="FAILFAST", escape='"')
     return frame.select(*columns)
 
 
@@ -860,9 +889,18 @@ class FileTable(TableView):
         axes = tuple(sorted(int(a) for a in axes))
         found = self._from_counted(axes)
         if found is None:
+            if self._counted.get("frozen"):
+                raise TabreleaseError(f"the margin over {', '.join(self.variables[a] for a in axes)} was not counted "
+                                      "before the release, and the file is not read after it")
             self.count_margins([axes])
             found = self._from_counted(axes)
         return found
+
+    def freeze(self) -> None:
+        """From now on only margins counted already (or inside one) are given; `count_margins` still counts more.
+        The release path freezes a table once it has counted, before the charge, all it needs: no pass over the
+        file happens after a budget is spent."""
+        self._counted["frozen"] = True
 
     def distinct_records(self):
         """Never listed: a table counted from its file does not hold its records.
