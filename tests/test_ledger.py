@@ -178,11 +178,12 @@ def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
     release_charge(ledger, builtin_table("edwards"))
     data = json.loads(ledger.read_text())
     assert set(data) == {"version", "ledger_id", "key_id", "records", "head"}
-    # A table held as cells also names the keyed fingerprint earlier versions recorded (fingerprints_also).
+    # A table held as cells also names the keyed fingerprint earlier versions recorded and its multiset fingerprint
+    # (fingerprints_also), and says which fingerprints it carries (prints).
     assert set(data["records"][1]) == {"kind", "dataset", "fingerprint", "fingerprints_also", "table", "guarantee",
                                        "epsilon", "delta",
                                        "neighbours", "total_public", "mechanism", "margins", "output", "noise_mode",
-                                       "release_id", "aliases", "time", "process", "mac"}
+                                       "release_id", "aliases", "prints", "time", "process", "mac"}
     for private in (tmp_path / "ledger.json.key", ledger, tmp_path / "ledger.json.anchor"):
         assert private.exists() and (private.stat().st_mode & 0o777) == 0o600, private
     (status,) = ledger_summary(ledger)
