@@ -131,7 +131,11 @@ def test_a_plan_that_cannot_be_rebuilt_with_the_published_scales_is_refused(tmp_
     rng = np.random.default_rng(2)
     out = _release(tmp_path, _independent_table(rng, (2, 2, 3), 500), [(0, 1), (1, 2)])
     release = read_public_release(out)
-    assert published_plan(release) is not None
+    # Rebuilt, the plan has the published blocks and scales.
+    plan = published_plan(release)
+    published = json.loads((out / "public" / "release.json").read_text())["plan"]["blocks"]
+    rebuilt = [plan.calibration.scale * b.relative_scale for b in plan.design.blocks]
+    assert rebuilt == pytest.approx([b["scale"] for b in published], rel=1e-9)
     path = out / "public" / "release.json"
     document = json.loads(path.read_text())
     document["plan"]["blocks"][0]["scale"] *= 1.01  # another plan than the one rebuilt

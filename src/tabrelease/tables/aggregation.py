@@ -642,8 +642,6 @@ def _dask_count(record_file: RecordFile, levels, margins, scheduler) -> Counts:
     except TabreleaseError:
         raise
     except Exception as exc:  # noqa: BLE001 - a worker's failure arrives as the worker's exception
-        if isinstance(exc, TabreleaseError):
-            raise
         raise TabreleaseError(f"cannot count {record_file.path} on the Dask cluster ({_reason(exc)})") from None
     finally:
         client.close()
