@@ -254,7 +254,7 @@ def _g2(full: np.ndarray, model: np.ndarray, batch_ndim: int = 0) -> np.ndarray 
 
 
 def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-               seed: int = 0, level: float = 0.95) -> ModelTest:
+               seed: int = 0, level: float = 0.95, intervals: bool = False) -> ModelTest:
     """Test a hierarchical log-linear model on a release's margins alone, with a noise-aware p-value.
 
     Parameters
@@ -269,6 +269,8 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         Seed of the replicates' tables and noise (the test is reproducible).
     level : float, default 0.95
         Confidence level of the intervals for the model's cell probabilities over each of its margins.
+    intervals : bool, default False
+        Whether to give the intervals (they need at least 1 / tail - 1 replicates: 39 at 95%).
 
     Returns
     -------
@@ -289,6 +291,11 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         raise TabreleaseError(f"the bootstrap needs at least 19 replicates, not {bootstrap!r}")
     if not 0.5 <= level < 1:
         raise TabreleaseError(f"the intervals' level is at least 0.5 and below 1, not {level!r}")
+    if intervals and (bootstrap + 1) * (1 - level) / 2 < 1 - 1e-9:
+        # A bound is the order statistic at (B + 1) tail: below the first, the interval cannot reach its level.
+        needed = math.ceil(2 / (1 - level) - 1e-9) - 1
+        raise TabreleaseError(f"intervals at level {level:g} need at least {needed} bootstrap replicates, not "
+                              f"{bootstrap}")
     shape, margins = release.shape, release.margins
     names = ContingencyTable(release.variables, release.levels, np.zeros(shape, np.int64))
     generators = (parse_model(model, names).generators if isinstance(model, str)
@@ -304,10 +311,10 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         raise TabreleaseError(f"the model {label} is the released margins' own model: they fit it exactly, so they "
                               "cannot test it (test a smaller model)")
     plan = published_plan(release)
-    g2, p_value, p_naive, intervals = margins_model_test(plan, release.released, generators, bootstrap=bootstrap,
-                                                          seed=seed, level=level)
+    g2, p_value, p_naive, bounds = margins_model_test(plan, release.released, generators, bootstrap=bootstrap,
+                                                       seed=seed, level=level)
     cells = []
-    for g, (estimate, low, high) in zip(generators, intervals):
+    for g, (estimate, low, high) in zip(generators, bounds if intervals else ()):
         for index in np.ndindex(estimate.shape):
             cells.append({"margin": [release.variables[a] for a in g],
                           "levels": [release.levels[a][i] for a, i in zip(g, index)],
@@ -376,7 +383,11 @@ def _intervals(estimate: np.ndarray, replicates: np.ndarray, level: float) -> tu
     """Basic bootstrap intervals: the replicates' spread around the bootstrap world's truth (the fitted model, whose
     generator margins are the estimate) reflected about the estimate, [2 p - q_high, 2 p - q_low], within [0, 1].
     Reflection carries the release's bias (rounding and the non-negative fit lift small cells) into the interval,
-    where a percentile interval would repeat it."""
+    where a percentile interval would repeat it.
+
+    The quantiles are the replicates' order statistics at (B + 1) tail (numpy's "weibull" rule): a pivot
+    exchangeable with B replicates falls below the k-th smallest with probability k / (B + 1). numpy's default
+    rule puts the bound at (B - 1) tail + 1, inside that, and cost 2 points of coverage at B = 99 (93.1% for 95%)."""
     tail = (1 - level) / 2
-    low_q, high_q = np.quantile(replicates, [tail, 1 - tail], axis=0)
+    low_q, high_q = np.quantile(replicates, [tail, 1 - tail], axis=0, method="weibull")
     return estimate, np.clip(2 * estimate - high_q, 0.0, 1.0), np.clip(2 * estimate - low_q, 0.0, 1.0)

@@ -31,7 +31,8 @@ def run(args) -> int:
     from ..inference import DEFAULT_BOOTSTRAP, model_test
 
     result = model_test(args.release, args.model, bootstrap=DEFAULT_BOOTSTRAP if args.bootstrap is None
-                        else args.bootstrap, seed=args.seed, level=args.level)
+                        else args.bootstrap, seed=args.seed, level=args.level,
+                        intervals=args.intervals)
     if args.json:
         document = result.as_dict()
         if not args.intervals:
