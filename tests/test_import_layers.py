@@ -75,8 +75,6 @@ LAYERS = {
     "tabrelease.workflow": WORKFLOW,
     "tabrelease.ledger": WORKFLOW,
     "tabrelease.bundle": WORKFLOW,  # the bundle transaction (staging, atomic publish, clean-up)
-    # A model tested on a public bundle: reads the bundle and runs releases through the pipeline.
-    "tabrelease.inference": WORKFLOW,
     # 7 presentation
     "tabrelease.reports": PRESENTATION,
     "tabrelease.figures": PRESENTATION,
@@ -89,6 +87,8 @@ LAYERS = {
     "tabrelease.paper": EXPERIMENTS,
     "tabrelease.batch": EXPERIMENTS,
     "tabrelease.testing": EXPERIMENTS,  # the mechanism contract checks (they plan, measure and release)
+    # A model tested on a public bundle: a simulation study through the pipeline (the sweeps' worker pool).
+    "tabrelease.inference": EXPERIMENTS,
     # 9 command line
     "tabrelease.cli": CLI,
     "tabrelease.__main__": CLI,

@@ -68,6 +68,18 @@ def test_the_p_value_is_reproducible_and_separates_a_true_model_from_a_false_one
     assert 1 / 100 <= true.p_value <= 1 and true.bootstrap == 99
 
 
+def test_worker_processes_give_the_very_same_test(tmp_path):
+    # The replicates' tables and seeds are drawn in one order, whoever releases them: two workers (eight chunks of
+    # five, at most four waiting) give the p-value and every interval bound of one process.
+    rng = np.random.default_rng(5)
+    out = _release(tmp_path, _independent_table(rng, (2, 2, 3), 800), [(0, 1), (0, 2), (1, 2)])
+    alone = model_test(out, "[v0,v1][v2]", bootstrap=40, seed=2, intervals=True)
+    assert model_test(out, "[v0,v1][v2]", bootstrap=40, seed=2, intervals=True, jobs=2) == alone
+    assert len(alone.intervals) == 2 * 2 + 3
+    with pytest.raises(TabreleaseError, match="jobs is a whole number of at least 1, not 0"):
+        model_test(out, "[v0,v1][v2]", bootstrap=40, jobs=0)
+
+
 def test_at_small_epsilon_the_nominal_test_rejects_a_true_model_and_the_noise_aware_one_does_not():
     # The paper's message (its Figure 3): noise inflates G². Six tables from [v0 v1][v2], released at epsilon 0.05:
     # the nominal test rejects the true model in most of them; the bootstrap through the plan knows the noise.

@@ -254,7 +254,7 @@ def _g2(full: np.ndarray, model: np.ndarray, batch_ndim: int = 0) -> np.ndarray 
 
 
 def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-               seed: int = 0, level: float = 0.95, intervals: bool = False) -> ModelTest:
+               seed: int = 0, level: float = 0.95, intervals: bool = False, jobs: int = 1) -> ModelTest:
     """Test a hierarchical log-linear model on a release's margins alone, with a noise-aware p-value.
 
     Parameters
@@ -271,6 +271,8 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         Confidence level of the intervals for the model's cell probabilities over each of its margins.
     intervals : bool, default False
         Whether to give the intervals (they need at least 1 / tail - 1 replicates: 39 at 95%).
+    jobs : int, default 1
+        Worker processes for the replicates' releases. The result is the same for any number.
 
     Returns
     -------
@@ -312,7 +314,7 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
                               "cannot test it (test a smaller model)")
     plan = published_plan(release)
     g2, p_value, p_naive, bounds = margins_model_test(plan, release.released, generators, bootstrap=bootstrap,
-                                                       seed=seed, level=level)
+                                                       seed=seed, level=level, jobs=jobs)
     cells = []
     for g, (estimate, low, high) in zip(generators, bounds if intervals else ()):
         for index in np.ndindex(estimate.shape):
@@ -323,7 +325,7 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
 
 
 def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-                       seed: int = 0, level: float = 0.95) -> tuple[float, float, float, list]:
+                       seed: int = 0, level: float = 0.95, jobs: int = 1) -> tuple[float, float, float, list]:
     """The test itself, on released margins and the plan that released them (`model_test` reads both from a
     bundle; a simulation study passes them directly).
 
@@ -339,6 +341,9 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     seed : int
     level : float, default 0.95
         The intervals' confidence level.
+    jobs : int, default 1
+        Worker processes for the replicates' releases (the tables and seeds are drawn here, in order, so the
+        result does not depend on it).
 
     Returns
     -------
@@ -349,9 +354,9 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     from scipy import stats
 
     from .models import free_parameters, maximal_margins
-    from .noise import SimulationNoise
-    from .pipeline import run_plan
 
+    if not isinstance(jobs, int) or jobs < 1:
+        raise TabreleaseError(f"jobs is a whole number of at least 1, not {jobs!r}")
     shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
     generators = tuple(tuple(g) for g in generators)
     released_model = tuple(maximal_margins(margins)[0])
@@ -362,12 +367,14 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     n = float(np.asarray(released[0]).sum())
     rng = np.random.default_rng([seed, 20261126])
     probabilities = (fitted / fitted.sum()).ravel()
-    replicated = []
-    for _ in range(bootstrap):
-        table = rng.multinomial(int(round(n)), probabilities).reshape(shape)
-        done = run_plan(plan, table, SimulationNoise(seed=int(rng.integers(2**62))))
-        replicated.append([np.asarray(m, float) for m in done.released_margins])
-    stacked = [np.stack([r[i] for r in replicated]) for i in range(len(margins))]
+
+    def draws():  # each replicate's table, then its noise seed: the order the result depends on
+        for _ in range(bootstrap):
+            table = rng.multinomial(int(round(n)), probabilities).reshape(shape)
+            yield table, int(rng.integers(2**62))
+
+    chunks = _released_replicates(plan, draws(), bootstrap, jobs)
+    stacked = [np.concatenate([c[i] for c in chunks]) for i in range(len(margins))]
     full_b = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
     fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
     g2_b = _g2(full_b, fitted_b, 1)
@@ -377,6 +384,38 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
                                                                                    keepdims=True).reshape(
                                 (-1,) + (1,) * len(g)), level) for g in generators]
     return g2, p_value, float(stats.chi2.sf(g2, df)), intervals
+
+
+def _release_chunk(plan, tables: Sequence[np.ndarray], seeds: Sequence[int]) -> list[np.ndarray]:
+    """Release each table by the plan with simulated noise of its seed; each released margin stacked over them."""
+    from .noise import SimulationNoise
+    from .pipeline import run_plan
+
+    done = [run_plan(plan, t, SimulationNoise(seed=s)).released_margins for t, s in zip(tables, seeds)]
+    return [np.stack([np.asarray(d[i], float) for d in done]) for i in range(len(plan.margins))]
+
+
+def _released_replicates(plan, draws, bootstrap: int, jobs: int) -> list[list[np.ndarray]]:
+    """The replicates' released margins, in chunks in the order drawn: here (`jobs` 1), or by `jobs` worker
+    processes, with at most two chunks per worker drawn and waiting (a replicate's table is as large as the
+    table, so they are not all drawn at once)."""
+    from collections import deque
+    from itertools import islice
+
+    size = max(1, math.ceil(bootstrap / (4 * jobs))) if jobs > 1 else bootstrap
+    batches = iter(lambda: list(islice(draws, size)), [])
+    if jobs == 1:
+        return [_release_chunk(plan, [t for t, _ in b], [s for _, s in b]) for b in batches]
+    from .sweeps.driver import local_executor
+
+    chunks, waiting = [], deque()
+    with local_executor(jobs) as pool:
+        for b in batches:
+            waiting.append(pool.submit(_release_chunk, plan, [t for t, _ in b], [s for _, s in b]))
+            if len(waiting) >= 2 * jobs:
+                chunks.append(waiting.popleft().result())
+        chunks.extend(f.result() for f in waiting)
+    return chunks
 
 
 def _intervals(estimate: np.ndarray, replicates: np.ndarray, level: float) -> tuple[np.ndarray, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import non_negative_int, print_json
+from ._common import non_negative_int, positive_int, print_json
 
 
 def register(subparsers) -> None:
@@ -23,6 +23,8 @@ def register(subparsers) -> None:
     parser.add_argument("--intervals", action="store_true", help="also noise-aware intervals for the model's cell "
                         "probabilities over each of its margins (basic bootstrap, from the same replicates)")
     parser.add_argument("--level", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
+    parser.add_argument("--jobs", type=positive_int, default=1, help="worker processes for the bootstrap's releases "
+                        "(default 1; the result is the same for any number)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a summary")
     parser.set_defaults(run=run)
 
@@ -32,7 +34,7 @@ def run(args) -> int:
 
     result = model_test(args.release, args.model, bootstrap=DEFAULT_BOOTSTRAP if args.bootstrap is None
                         else args.bootstrap, seed=args.seed, level=args.level,
-                        intervals=args.intervals)
+                        intervals=args.intervals, jobs=args.jobs)
     if args.json:
         document = result.as_dict()
         if not args.intervals:
