@@ -70,14 +70,28 @@ def test_the_p_value_is_reproducible_and_separates_a_true_model_from_a_false_one
 
 def test_worker_processes_give_the_very_same_test(tmp_path):
     # The replicates' tables and seeds are drawn in one order, whoever releases them: two workers (eight chunks of
-    # five, at most four waiting) give the p-value and every interval bound of one process.
+    # six and a last of five, at most four waiting) give the p-value and every interval bound of one process.
     rng = np.random.default_rng(5)
     out = _release(tmp_path, _independent_table(rng, (2, 2, 3), 800), [(0, 1), (0, 2), (1, 2)])
-    alone = model_test(out, "[v0,v1][v2]", bootstrap=40, seed=2, intervals=True)
-    assert model_test(out, "[v0,v1][v2]", bootstrap=40, seed=2, intervals=True, jobs=2) == alone
+    import tabrelease.sweeps.driver as driver
+
+    pools = []
+
+    def counted(jobs):
+        pools.append(jobs)
+        return real(jobs)
+
+    real = driver.local_executor
+    alone = model_test(out, "[v0,v1][v2]", bootstrap=41, seed=2, intervals=True)
+    driver.local_executor = counted
+    try:
+        assert model_test(out, "[v0,v1][v2]", bootstrap=41, seed=2, intervals=True, jobs=2) == alone
+    finally:
+        driver.local_executor = real
+    assert pools == [2]  # the workers did release them
     assert len(alone.intervals) == 2 * 2 + 3
     with pytest.raises(TabreleaseError, match="jobs is a whole number of at least 1, not 0"):
-        model_test(out, "[v0,v1][v2]", bootstrap=40, jobs=0)
+        model_test(out, "[v0,v1][v2]", bootstrap=41, jobs=0)
 
 
 def test_at_small_epsilon_the_nominal_test_rejects_a_true_model_and_the_noise_aware_one_does_not():
@@ -134,6 +148,14 @@ def test_the_interval_bounds_are_the_order_statistics_at_b_plus_one_tail():
     replicates = np.random.default_rng(0).permutation(np.arange(39) / 100.0)[:, None]
     estimate, low, high = _intervals(np.array([0.3]), replicates, 0.95)
     assert low[0] == pytest.approx(0.22) and high[0] == pytest.approx(0.6)
+    # 99 replicates 0.00, 0.01, ..., 0.98: the bounds sit at positions 2.5 and 97.5, halfway between order
+    # statistics (0.015 and 0.965), so [1.0 - 0.965, 1.0 - 0.015] about 0.5.
+    replicates = np.random.default_rng(1).permutation(np.arange(99) / 100.0)[:, None]
+    _, low, high = _intervals(np.array([0.5]), replicates, 0.95)
+    assert low[0] == pytest.approx(0.035) and high[0] == pytest.approx(0.985)
+    # A cell released as 0: reflection would give [0, 0]; the upper bound is the replicates' upper quantile.
+    _, low, high = _intervals(np.array([0.0]), np.arange(39)[:, None] / 100.0, 0.95)
+    assert low[0] == 0.0 and high[0] == pytest.approx(0.38)
 
 
 def test_basic_intervals_cover_at_their_level_where_the_pivot_is_exact():
@@ -150,6 +172,23 @@ def test_basic_intervals_cover_at_their_level_where_the_pivot_is_exact():
     assert abs(np.mean((low <= truth) & (truth <= high)) - 0.95) < 0.012
 
 
+def test_intervals_near_zero_still_cover():
+    # A count near 0 released with Laplace noise and clipped at 0 (as the non-negative fit does), the replicates
+    # released again from the estimate: the truth at 0.5, 2 and 10 noise scales. Reflected alone, the upper bound
+    # collapses to the estimate near 0 and covers 59-79% here; with the replicates' upper quantile as a floor it
+    # covers at least the level (4,000 trials: one standard error is 0.34%).
+    from tabrelease.inference import _intervals
+
+    rng = np.random.default_rng(1)
+    trials, b = 4000, 99
+    for truth in (0.5, 2.0, 10.0):
+        estimate = np.maximum(0.0, truth + rng.laplace(0.0, 1.0, trials))
+        replicates = np.maximum(0.0, estimate[None, :] + rng.laplace(0.0, 1.0, (b, trials)))
+        _, low, high = _intervals(estimate / 100, replicates / 100, 0.95)
+        covered = np.mean((low <= truth / 100) & (truth / 100 <= high))
+        assert 0.94 <= covered <= 0.99, (truth, covered)
+
+
 def test_what_the_margins_cannot_test_is_one_line(tmp_path):
     rng = np.random.default_rng(1)
     out = _release(tmp_path, _independent_table(rng, (2, 2, 2), 500), [(0, 1), (1, 2)])
@@ -163,6 +202,10 @@ def test_what_the_margins_cannot_test_is_one_line(tmp_path):
         model_test(out, "[v0][v1][v2]", bootstrap=38, intervals=True)
     with pytest.raises(TabreleaseError, match="intervals at level 0.98 need at least 99 bootstrap replicates, not 98"):
         model_test(out, "[v0][v1][v2]", bootstrap=98, level=0.98, intervals=True)
+    # 19 replicates are just enough at 90%: (19 + 1) * 0.05 is 1 (0.9999999999999998 in floating point).
+    assert len(model_test(out, "[v0][v1][v2]", bootstrap=19, level=0.9, intervals=True).intervals) == 6
+    with pytest.raises(TabreleaseError, match="jobs is a whole number of at least 1, not True"):
+        model_test(out, "[v0][v1][v2]", bootstrap=19, jobs=True)
     with pytest.raises(TabreleaseError, match="holds no release.json"):
         model_test(tmp_path / "nowhere", "[v0][v1][v2]")
 

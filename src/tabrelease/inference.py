@@ -43,6 +43,10 @@ class PublicRelease:
         Each released margin's counts, axes in the margin's order.
     document : dict
         `release.json`.
+    labels : tuple of str, optional
+        Each variable's name for people (its label where the metadata gave one, as the CSV files show it).
+    level_labels : tuple of tuple of str, optional
+        Each variable's levels as the CSV files show them.
     """
 
     variables: tuple[str, ...]
@@ -50,6 +54,8 @@ class PublicRelease:
     margins: tuple[tuple[int, ...], ...]
     released: tuple[np.ndarray, ...]
     document: dict
+    labels: tuple[str, ...] = ()
+    level_labels: tuple[tuple[str, ...], ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -90,6 +96,7 @@ def read_public_release(folder: str | Path) -> PublicRelease:
         levels = tuple(tuple(str(x) for x in v["levels"]) for v in document["variables"])
         # The CSV files name levels by their labels for people where the metadata gave some.
         shown = tuple(tuple(str(x) for x in (v.get("level_labels") or v["levels"])) for v in document["variables"])
+        labels = tuple(str(v.get("label") or v["name"]) for v in document["variables"])
         entries = document["margins"]
     except (ValueError, KeyError, TypeError):
         raise TabreleaseError(f"{path} is not a release.json this version reads") from None
@@ -112,7 +119,7 @@ def read_public_release(folder: str | Path) -> PublicRelease:
             raise TabreleaseError(f"{entry['file']} has a level or count release.json does not give it") from None
         margins.append(axes)
         released.append(counts)
-    return PublicRelease(variables, levels, tuple(margins), tuple(released), document)
+    return PublicRelease(variables, levels, tuple(margins), tuple(released), document, labels, shown)
 
 
 def published_plan(release: PublicRelease):
@@ -287,17 +294,9 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
     from .models import HierarchicalModel, free_parameters, maximal_margins, parse_model
     from .tables import ContingencyTable, margin_title
 
+    _check_settings(bootstrap, level, intervals, jobs)
     if not isinstance(release, PublicRelease):
         release = read_public_release(release)
-    if not isinstance(bootstrap, int) or bootstrap < 19:
-        raise TabreleaseError(f"the bootstrap needs at least 19 replicates, not {bootstrap!r}")
-    if not 0.5 <= level < 1:
-        raise TabreleaseError(f"the intervals' level is at least 0.5 and below 1, not {level!r}")
-    if intervals and (bootstrap + 1) * (1 - level) / 2 < 1 - 1e-9:
-        # A bound is the order statistic at (B + 1) tail: below the first, the interval cannot reach its level.
-        needed = math.ceil(2 / (1 - level) - 1e-9) - 1
-        raise TabreleaseError(f"intervals at level {level:g} need at least {needed} bootstrap replicates, not "
-                              f"{bootstrap}")
     shape, margins = release.shape, release.margins
     names = ContingencyTable(release.variables, release.levels, np.zeros(shape, np.int64))
     generators = (parse_model(model, names).generators if isinstance(model, str)
@@ -314,18 +313,42 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
                               "cannot test it (test a smaller model)")
     plan = published_plan(release)
     g2, p_value, p_naive, bounds = margins_model_test(plan, release.released, generators, bootstrap=bootstrap,
-                                                       seed=seed, level=level, jobs=jobs)
+                                                       seed=seed, level=level, jobs=jobs, intervals=intervals)
     cells = []
-    for g, (estimate, low, high) in zip(generators, bounds if intervals else ()):
+    for g, (estimate, low, high) in zip(generators, bounds):
         for index in np.ndindex(estimate.shape):
             cells.append({"margin": [release.variables[a] for a in g],
                           "levels": [release.levels[a][i] for a, i in zip(g, index)],
+                          "shown": [f"{(release.labels or release.variables)[a]}="
+                                    f"{(release.level_labels or release.levels)[a][i]}" for a, i in zip(g, index)],
                           "probability": float(estimate[index]), "low": float(low[index]), "high": float(high[index])})
     return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells))
 
 
+def _check_settings(bootstrap, level, intervals: bool, jobs) -> None:
+    """The bootstrap's settings, refused in one line each."""
+    import numbers
+
+    def whole(x) -> bool:
+        return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+    if not whole(bootstrap) or bootstrap < 19:
+        raise TabreleaseError(f"the bootstrap needs at least 19 replicates, not {bootstrap!r}")
+    if not whole(jobs) or jobs < 1:
+        raise TabreleaseError(f"jobs is a whole number of at least 1, not {jobs!r}")
+    if not isinstance(level, numbers.Real) or not 0.5 <= level < 1:
+        raise TabreleaseError(f"the intervals' level is at least 0.5 and below 1, not {level!r}")
+    if intervals and (bootstrap + 1) * (1 - level) / 2 < 1 - 1e-9:
+        # A bound is the order statistic at (B + 1) tail: below the first, the interval cannot reach its level.
+        # (The tolerance: 20 * (1 - 0.9) / 2 is 0.9999999999999998 in floating point.)
+        needed = math.ceil(2 / (1 - level) - 1e-9) - 1
+        raise TabreleaseError(f"intervals at level {level:g} need at least {needed} bootstrap replicates, not "
+                              f"{bootstrap}")
+
+
 def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-                       seed: int = 0, level: float = 0.95, jobs: int = 1) -> tuple[float, float, float, list]:
+                       seed: int = 0, level: float = 0.95, jobs: int = 1,
+                       intervals: bool = True) -> tuple[float, float, float, list]:
     """The test itself, on released margins and the plan that released them (`model_test` reads both from a
     bundle; a simulation study passes them directly).
 
@@ -343,20 +366,24 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
         The intervals' confidence level.
     jobs : int, default 1
         Worker processes for the replicates' releases (the tables and seeds are drawn here, in order, so the
-        result does not depend on it).
+        result does not depend on it). They are started by forkserver (spawn outside Linux), which imports the
+        calling script again: call from a script under ``if __name__ == "__main__":``.
+    intervals : bool, default True
+        Whether to give the intervals (they need at least 2 / (1 - level) - 1 replicates).
 
     Returns
     -------
     tuple
         (G², the noise-aware p-value, the nominal chi-squared p-value, the intervals): per generator, (estimate,
-        low, high) arrays of the model's cell probabilities over that generator (`_intervals`).
+        low, high) arrays of the model's cell probabilities over that generator (`_intervals`); empty without
+        `intervals`.
     """
     from scipy import stats
 
     from .models import free_parameters, maximal_margins
 
-    if not isinstance(jobs, int) or jobs < 1:
-        raise TabreleaseError(f"jobs is a whole number of at least 1, not {jobs!r}")
+    _check_settings(bootstrap, level, intervals, jobs)
+    bootstrap, jobs = int(bootstrap), int(jobs)
     shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
     generators = tuple(tuple(g) for g in generators)
     released_model = tuple(maximal_margins(margins)[0])
@@ -375,15 +402,17 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
 
     chunks = _released_replicates(plan, draws(), bootstrap, jobs)
     stacked = [np.concatenate([c[i] for c in chunks]) for i in range(len(margins))]
+    if stacked[0].shape[0] != bootstrap:  # the p-value divides by B + 1: every replicate must be here
+        raise RuntimeError(f"{stacked[0].shape[0]} of {bootstrap} bootstrap replicates came back")
     full_b = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
     fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
     g2_b = _g2(full_b, fitted_b, 1)
     p_value = float((1 + np.sum(g2_b >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
-    intervals = [_intervals(_sub_margin(released, margins, g) / n,
-                            _sub_margin(stacked, margins, g, 1) / stacked[0].sum(axis=tuple(range(1, stacked[0].ndim)),
-                                                                                   keepdims=True).reshape(
-                                (-1,) + (1,) * len(g)), level) for g in generators]
-    return g2, p_value, float(stats.chi2.sf(g2, df)), intervals
+    totals = stacked[0].sum(axis=tuple(range(1, stacked[0].ndim)))
+    bounds = [_intervals(_sub_margin(released, margins, g) / n,
+                         _sub_margin(stacked, margins, g, 1) / totals.reshape((-1,) + (1,) * len(g)), level)
+              for g in (generators if intervals else ())]
+    return g2, p_value, float(stats.chi2.sf(g2, df)), bounds
 
 
 def _release_chunk(plan, tables: Sequence[np.ndarray], seeds: Sequence[int]) -> list[np.ndarray]:
@@ -397,12 +426,12 @@ def _release_chunk(plan, tables: Sequence[np.ndarray], seeds: Sequence[int]) -> 
 
 def _released_replicates(plan, draws, bootstrap: int, jobs: int) -> list[list[np.ndarray]]:
     """The replicates' released margins, in chunks in the order drawn: here (`jobs` 1), or by `jobs` worker
-    processes, with at most two chunks per worker drawn and waiting (a replicate's table is as large as the
-    table, so they are not all drawn at once)."""
+    processes, each chunk's tables drawn when it is sent, at most two chunks per worker waiting. (The stacked
+    margins, and the batched fits after, hold all B replicates at once in any case.)"""
     from collections import deque
     from itertools import islice
 
-    size = max(1, math.ceil(bootstrap / (4 * jobs))) if jobs > 1 else bootstrap
+    size = max(1, math.ceil(bootstrap / (4 * jobs)))
     batches = iter(lambda: list(islice(draws, size)), [])
     if jobs == 1:
         return [_release_chunk(plan, [t for t, _ in b], [s for _, s in b]) for b in batches]
@@ -410,17 +439,22 @@ def _released_replicates(plan, draws, bootstrap: int, jobs: int) -> list[list[np
 
     chunks, waiting = [], deque()
     with local_executor(jobs) as pool:
-        for b in batches:
-            waiting.append(pool.submit(_release_chunk, plan, [t for t, _ in b], [s for _, s in b]))
-            if len(waiting) >= 2 * jobs:
-                chunks.append(waiting.popleft().result())
-        chunks.extend(f.result() for f in waiting)
+        try:
+            for b in batches:
+                waiting.append(pool.submit(_release_chunk, plan, [t for t, _ in b], [s for _, s in b]))
+                if len(waiting) >= 2 * jobs:
+                    chunks.append(waiting.popleft().result())
+            chunks.extend(f.result() for f in waiting)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # an error ends the test: nothing queued is started
+            raise
     return chunks
 
 
 def _intervals(estimate: np.ndarray, replicates: np.ndarray, level: float) -> tuple[np.ndarray, ...]:
     """Basic bootstrap intervals: the replicates' spread around the bootstrap world's truth (the fitted model, whose
-    generator margins are the estimate) reflected about the estimate, [2 p - q_high, 2 p - q_low], within [0, 1].
+    generator margins are the estimate) reflected about the estimate, [2 p - q_high, 2 p - q_low], within [0, 1],
+    the upper bound at least q_high where q_low is 0 (see below).
     Reflection carries the release's bias (rounding and the non-negative fit lift small cells) into the interval,
     where a percentile interval would repeat it.
 
@@ -429,4 +463,14 @@ def _intervals(estimate: np.ndarray, replicates: np.ndarray, level: float) -> tu
     rule puts the bound at (B - 1) tail + 1, inside that, and cost 2 points of coverage at B = 99 (93.1% for 95%)."""
     tail = (1 - level) / 2
     low_q, high_q = np.quantile(replicates, [tail, 1 - tail], axis=0, method="weibull")
-    return estimate, np.clip(2 * estimate - high_q, 0.0, 1.0), np.clip(2 * estimate - low_q, 0.0, 1.0)
+    # Zero is a wall: where the replicates' lower quantile is at 0, their spread below the estimate is cut off (a
+    # cell released as 0 is 0 in every table drawn, and the noise and the non-negative fit only lift it), so the
+    # reflected upper bound 2 p - q_low shrinks to the estimate, [0, 0] at a released 0, whatever the truth. There
+    # the upper bound is at least the replicates' own upper quantile: what a true value of the estimate is
+    # released as, at most, in all but the tail. (At a released 0 under Laplace noise of scale b, that is about
+    # b ln(1 / (2 tail)) above 0, and a true count of that size is released as 0 with probability about the tail:
+    # the bound a test inversion gives.) Away from the wall the reflection stands alone: the larger of the two
+    # there would only widen the interval by Monte Carlo error, past its level.
+    wall = low_q <= 1e-12  # 0, but for the interpolation's rounding (a count of 1 is 1 / n, far above)
+    high = np.where(wall, np.maximum(2 * estimate - low_q, high_q), 2 * estimate - low_q)
+    return estimate, np.clip(2 * estimate - high_q, 0.0, 1.0), np.clip(high, 0.0, 1.0)

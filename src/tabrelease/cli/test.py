@@ -39,6 +39,7 @@ def run(args) -> int:
         document = result.as_dict()
         if not args.intervals:
             document.pop("intervals")
+            document.pop("level")
         print_json(document)
         return 0
     print(f"model        {result.model}, against the model of the released margins")
@@ -47,8 +48,9 @@ def run(args) -> int:
           f"fitted model, n = {result.n:.0f}, by the published plan; seed {result.seed})")
     print(f"             {result.p_value_naive:.4g} nominal (chi-squared, as if the released margins were counts)")
     if args.intervals:
-        print(f"the model's cell probabilities, with {result.level:.0%} noise-aware intervals:")
+        print(f"the model's cell probabilities, each with its own {100 * result.level:g}% noise-aware interval (not "
+              "simultaneous):")
         for cell in result.intervals:
-            where = ", ".join(f"{v}={x}" for v, x in zip(cell["margin"], cell["levels"]))
+            where = ", ".join(cell["shown"])
             print(f"  {where:<40} {cell['probability']:.4f}  [{cell['low']:.4f}, {cell['high']:.4f}]")
     return 0
