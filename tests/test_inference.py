@@ -94,6 +94,17 @@ def test_worker_processes_give_the_very_same_test(tmp_path):
         model_test(out, "[v0,v1][v2]", bootstrap=41, jobs=0)
 
 
+def test_the_progress_bar_counts_every_replicate_on_standard_error(tmp_path, capsys):
+    rng = np.random.default_rng(6)
+    out = _release(tmp_path, _independent_table(rng, (2, 2, 2), 500), [(0, 1), (1, 2)])
+    capsys.readouterr()
+    model_test(out, "[v0][v1][v2]", bootstrap=23, progress=True)
+    shown = capsys.readouterr()
+    assert "bootstrap" in shown.err and "23/23" in shown.err and shown.out == ""
+    model_test(out, "[v0][v1][v2]", bootstrap=23)  # not a terminal here: no bar
+    assert capsys.readouterr().err == ""
+
+
 def test_at_small_epsilon_the_nominal_test_rejects_a_true_model_and_the_noise_aware_one_does_not():
     # The paper's message (its Figure 3): noise inflates G². Six tables from [v0 v1][v2], released at epsilon 0.05:
     # the nominal test rejects the true model in most of them; the bootstrap through the plan knows the noise.

@@ -261,7 +261,8 @@ def _g2(full: np.ndarray, model: np.ndarray, batch_ndim: int = 0) -> np.ndarray 
 
 
 def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = DEFAULT_BOOTSTRAP,
-               seed: int = 0, level: float = 0.95, intervals: bool = False, jobs: int = 1) -> ModelTest:
+               seed: int = 0, level: float = 0.95, intervals: bool = False, jobs: int = 1,
+               progress: bool | None = None) -> ModelTest:
     """Test a hierarchical log-linear model on a release's margins alone, with a noise-aware p-value.
 
     Parameters
@@ -280,6 +281,8 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
         Whether to give the intervals (they need at least 1 / tail - 1 replicates: 39 at 95%).
     jobs : int, default 1
         Worker processes for the replicates' releases. The result is the same for any number.
+    progress : bool, optional
+        A progress bar of the replicates on standard error (default: when it is a terminal).
 
     Returns
     -------
@@ -313,7 +316,8 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
                               "cannot test it (test a smaller model)")
     plan = published_plan(release)
     g2, p_value, p_naive, bounds = margins_model_test(plan, release.released, generators, bootstrap=bootstrap,
-                                                       seed=seed, level=level, jobs=jobs, intervals=intervals)
+                                                       seed=seed, level=level, jobs=jobs, intervals=intervals,
+                                                       progress=progress)
     cells = []
     for g, (estimate, low, high) in zip(generators, bounds):
         for index in np.ndindex(estimate.shape):
@@ -348,7 +352,7 @@ def _check_settings(bootstrap, level, intervals: bool, jobs) -> None:
 
 def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, bootstrap: int = DEFAULT_BOOTSTRAP,
                        seed: int = 0, level: float = 0.95, jobs: int = 1,
-                       intervals: bool = True) -> tuple[float, float, float, list]:
+                       intervals: bool = True, progress: bool | None = False) -> tuple[float, float, float, list]:
     """The test itself, on released margins and the plan that released them (`model_test` reads both from a
     bundle; a simulation study passes them directly).
 
@@ -370,6 +374,8 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
         calling script again: call from a script under ``if __name__ == "__main__":``.
     intervals : bool, default True
         Whether to give the intervals (they need at least 2 / (1 - level) - 1 replicates).
+    progress : bool, optional, default False
+        A progress bar of the replicates on standard error (None: when it is a terminal).
 
     Returns
     -------
@@ -400,7 +406,7 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
             table = rng.multinomial(int(round(n)), probabilities).reshape(shape)
             yield table, int(rng.integers(2**62))
 
-    chunks = _released_replicates(plan, draws(), bootstrap, jobs)
+    chunks = _released_replicates(plan, draws(), bootstrap, jobs, progress)
     stacked = [np.concatenate([c[i] for c in chunks]) for i in range(len(margins))]
     if stacked[0].shape[0] != bootstrap:  # the p-value divides by B + 1: every replicate must be here
         raise RuntimeError(f"{stacked[0].shape[0]} of {bootstrap} bootstrap replicates came back")
@@ -424,30 +430,48 @@ def _release_chunk(plan, tables: Sequence[np.ndarray], seeds: Sequence[int]) -> 
     return [np.stack([np.asarray(d[i], float) for d in done]) for i in range(len(plan.margins))]
 
 
-def _released_replicates(plan, draws, bootstrap: int, jobs: int) -> list[list[np.ndarray]]:
+def _released_replicates(plan, draws, bootstrap: int, jobs: int, progress: bool | None = False
+                         ) -> list[list[np.ndarray]]:
     """The replicates' released margins, in chunks in the order drawn: here (`jobs` 1), or by `jobs` worker
     processes, each chunk's tables drawn when it is sent, at most two chunks per worker waiting. (The stacked
     margins, and the batched fits after, hold all B replicates at once in any case.)"""
     from collections import deque
     from itertools import islice
 
-    size = max(1, math.ceil(bootstrap / (4 * jobs)))
-    batches = iter(lambda: list(islice(draws, size)), [])
-    if jobs == 1:
-        return [_release_chunk(plan, [t for t, _ in b], [s for _, s in b]) for b in batches]
-    from .sweeps.driver import local_executor
+    import sys
 
-    chunks, waiting = [], deque()
-    with local_executor(jobs) as pool:
-        try:
+    from tqdm.auto import tqdm
+
+    # One replicate at a time here (the bar moves with each); a few chunks per worker there.
+    size = max(1, math.ceil(bootstrap / (4 * jobs))) if jobs > 1 else 1
+    batches = iter(lambda: list(islice(draws, size)), [])
+    bar = tqdm(total=bootstrap, unit="release", desc="bootstrap", file=sys.stderr,
+               disable=not (sys.stderr.isatty() if progress is None else progress))
+    chunks = []
+
+    def take(chunk):
+        chunks.append(chunk)
+        bar.update(len(chunk[0]))
+
+    with bar:
+        if jobs == 1:
             for b in batches:
-                waiting.append(pool.submit(_release_chunk, plan, [t for t, _ in b], [s for _, s in b]))
-                if len(waiting) >= 2 * jobs:
-                    chunks.append(waiting.popleft().result())
-            chunks.extend(f.result() for f in waiting)
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # an error ends the test: nothing queued is started
-            raise
+                take(_release_chunk(plan, [t for t, _ in b], [s for _, s in b]))
+            return chunks
+        from .sweeps.driver import local_executor
+
+        waiting = deque()
+        with local_executor(jobs) as pool:
+            try:
+                for b in batches:
+                    waiting.append(pool.submit(_release_chunk, plan, [t for t, _ in b], [s for _, s in b]))
+                    if len(waiting) >= 2 * jobs:
+                        take(waiting.popleft().result())
+                for f in waiting:
+                    take(f.result())
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # an error ends the test: nothing queued is started
+                raise
     return chunks
 
 

@@ -25,6 +25,8 @@ def register(subparsers) -> None:
     parser.add_argument("--level", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="worker processes for the bootstrap's releases "
                         "(default 1; the result is the same for any number)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (it is shown on standard error "
+                        "when that is a terminal)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a summary")
     parser.set_defaults(run=run)
 
@@ -34,7 +36,7 @@ def run(args) -> int:
 
     result = model_test(args.release, args.model, bootstrap=DEFAULT_BOOTSTRAP if args.bootstrap is None
                         else args.bootstrap, seed=args.seed, level=args.level,
-                        intervals=args.intervals, jobs=args.jobs)
+                        intervals=args.intervals, jobs=args.jobs, progress=False if args.quiet else None)
     if args.json:
         document = result.as_dict()
         if not args.intervals:
