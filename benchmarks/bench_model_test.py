@@ -5,6 +5,10 @@
 A release of the built-in rochdale table (margins [AB][AC][BC][DE], epsilon 1, simulated), then
 `tabrelease test DIR/public --model [AB][AC][DE] --bootstrap 500` from the command line, three times in fresh
 processes; the median is printed. The goal (issue "inference"): at most 30 s.
+
+A replicate costs one release by the published plan, so the test's time follows the plan's: the same table with every
+two-way margin released (28) costs far more per release (the controlled rounding's search). Its time per replicate
+is measured too (the test run with 40 replicates, alone and with `--jobs 2`), and what 500 would take is printed.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+
+def _wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -35,6 +45,20 @@ def main() -> None:
     print(f"wall s: {', '.join(f'{w:.1f}' for w in walls)}; median {statistics.median(walls):.1f} (goal <= 30)")
     print("its output:")
     print(done.stdout.rstrip())
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r"
+        subprocess.run([sys.executable, "-m", "tabrelease", "release", "rochdale", "--epsilon", "1", "--margins",
+                        "".join(f"[{a}{b}]" for i, a in enumerate("ABCDEFGH") for b in "ABCDEFGH"[i + 1:]), "--simulate", "--seed", "1", "--out", str(out)], check=True, capture_output=True)
+        print("rochdale with every two-way margin released (28), model [AB][CD][EF][GH] plus every main effect, "
+              "40 bootstrap releases:")
+        for jobs in (1, 2):
+            base = [sys.executable, "-m", "tabrelease", "test", str(out / "public"), "--model", "[AB][CD][EF][GH]",
+                    "--bootstrap"]
+            # The fixed cost (start-up, reading, planning, fits) from a run of 19, the minimum, subtracted.
+            few, many = (_wall(base + [str(b), "--jobs", str(jobs)]) for b in (19, 40))
+            per = (many - few) / 21
+            print(f"  --jobs {jobs}: 40 in {many:.1f} s, 19 in {few:.1f} s: {per:.2f} s per replicate, so about "
+                  f"{few + per * (500 - 19):.0f} s for 500")
 
 
 if __name__ == "__main__":
