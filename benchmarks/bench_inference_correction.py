@@ -1,0 +1,102 @@
+"""An experiment, not adopted: would a bias-corrected bootstrap world calibrate the noise-aware model test where the
+noise weighs most?
+
+    python benchmarks/bench_inference_correction.py [--tables T] [--epsilons E,E] > reports/inference/correction.txt
+
+The coverage study (`bench_inference.py`) finds the noise-aware test a little liberal on 3x3x4 at epsilon 0.5. The
+suspected cause: the fitted model the replicates are drawn from inherits the release's lift of small cells (noise,
+the non-negative fit and rounding raise them), so its replicates are less inflated by the noise than the real
+release. The correction tried here: draw a first bootstrap from the fitted model, measure the lift of the model's
+generator margins (the replicates' mean minus the fitted margins), subtract it from the fitted margins (at least 0.5
+a cell), refit, and draw the test's replicates from that corrected model (twice the releases). On the study's own
+tables (the same seeds), each table's true model is tested both ways, 99 replicates each; printed: the share of
+tables whose p-value is at most 0.05. The plain test's replicates here are drawn with other seeds than the study's,
+so its figure is an independent replication. Every figure is computed by this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from bench_inference import SHAPES, _true_probabilities
+
+ALPHA = 0.05
+
+
+def _tables(args) -> list[tuple[float, float]]:
+    from tabrelease.inference import _fits, _g2, _release_chunk, _sub_margin
+    from tabrelease.models import maximal_margins
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.pipeline import run_plan
+    from tabrelease.testing import plan_at
+
+    shape_index, epsilon, first, last, bootstrap = args
+    _, shape, margins, true_model, _, n = SHAPES[shape_index]
+    margins = margins or [(a, b) for a in range(len(shape)) for b in range(a + 1, len(shape))]
+    plan = plan_at(shape, margins, epsilon)
+    rng = np.random.default_rng([len(shape), int(epsilon * 100), 7])  # the study's tables
+    p = _true_probabilities(shape, true_model, rng)
+    generators = tuple(tuple(g) for g in true_model)
+    released_model = tuple(maximal_margins(margins)[0])
+    found = []
+    for t in range(last):
+        counts = rng.multinomial(n, p.ravel()).reshape(shape)
+        if t < first:
+            continue
+        released = [np.asarray(m, float) for m in run_plan(plan, counts, SimulationNoise(seed=10_000 + t)).released_margins]
+        full = _fits([_sub_margin(released, margins, g) for g in released_model], released_model, shape, 0)
+        fitted = _fits([_sub_margin(released, margins, g) for g in generators], generators, shape, 0)
+        g2 = float(_g2(full, fitted))
+        total = int(round(float(released[0].sum())))
+        draws = np.random.default_rng([t, 99])
+
+        def replicates(probabilities):
+            tables = [draws.multinomial(total, probabilities.ravel()).reshape(shape) for _ in range(bootstrap)]
+            return _release_chunk(plan, tables, [int(draws.integers(2**62)) for _ in range(bootstrap)])
+
+        def p_value(stacked) -> float:
+            full_b = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
+            fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
+            return float((1 + np.sum(_g2(full_b, fitted_b, 1) >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
+
+        first_stage = replicates(fitted / fitted.sum())
+        targets = []
+        for g in generators:
+            estimate = _sub_margin(released, margins, g)
+            lift = _sub_margin(first_stage, margins, g, 1).mean(axis=0) - estimate
+            targets.append(np.maximum(estimate - lift, 0.5))
+        corrected = _fits(targets, generators, shape, 0)
+        found.append((p_value(first_stage), p_value(replicates(corrected / corrected.sum()))))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tables", type=int, default=400)
+    parser.add_argument("--epsilons", default="0.5,2")
+    parser.add_argument("--bootstrap", type=int, default=99)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    rows = []
+    with ProcessPoolExecutor(2) as pool:
+        for epsilon in (float(e) for e in args.epsilons.split(",")):
+            half = args.tables // 2
+            parts = pool.map(_tables, [(1, epsilon, 0, half, args.bootstrap),
+                                       (1, epsilon, half, args.tables, args.bootstrap)])
+            found = np.array([r for part in parts for r in part])
+            rows.append((epsilon, np.mean(found[:, 0] <= ALPHA), np.mean(found[:, 1] <= ALPHA)))
+    print(f"3x3x4 (every two-way margin released by the default plan), {args.tables} tables per epsilon (the coverage "
+          f"study's), the true model tested with {args.bootstrap} replicates each way; "
+          f"{time.perf_counter() - start:.0f} s on 2 processes")
+    print(f"share of tables whose p-value is at most {ALPHA}:")
+    print(f"{'eps':>4} {'plain bootstrap':>16} {'bias-corrected world':>21}")
+    for epsilon, plain, corrected in rows:
+        print(f"{epsilon:>4g} {plain:>16.1%} {corrected:>21.1%}")
+
+
+if __name__ == "__main__":
+    main()
