@@ -435,10 +435,9 @@ def _released_replicates(plan, draws, bootstrap: int, jobs: int, progress: bool 
     """The replicates' released margins, in chunks in the order drawn: here (`jobs` 1), or by `jobs` worker
     processes, each chunk's tables drawn when it is sent, at most two chunks per worker waiting. (The stacked
     margins, and the batched fits after, hold all B replicates at once in any case.)"""
+    import sys
     from collections import deque
     from itertools import islice
-
-    import sys
 
     from tqdm.auto import tqdm
 
