@@ -276,7 +276,7 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
     model : str or sequence of sequence
         The model: bracket notation by variable names or letters (``"[sex,age][age,region]"``), or generators.
     bootstrap : int, default DEFAULT_BOOTSTRAP
-        Replicates of each of the two bootstraps (the test releases twice as many tables).
+        Replicates of the parametric bootstrap.
     seed : int, default 0
         Seed of the replicates' tables and noise (the test is reproducible).
     level : float, default 0.95

@@ -12,18 +12,16 @@ def register(subparsers) -> None:
         description="Fit a hierarchical log-linear model to the released margins alone (reading only public/) and "
         "test it against the model of the released margins: G² with its nominal chi-squared p-value, and a "
         "noise-aware p-value from a parametric bootstrap through the published plan (tables drawn from the fitted "
-        "model, released by the same plan with simulated noise, the same estimator and rounding, refitted; the "
-        "p-value's tables are drawn from the model corrected by the release's mean lift of its margins, which a "
-        "first bootstrap measures).",
+        "model, released by the same plan with simulated noise, the same estimator and rounding, refitted).",
     )
     parser.add_argument("release", metavar="RELEASE_DIR", help="a release's folder, or its public/ folder")
     parser.add_argument("--model", required=True, help="bracket notation by variable names or letters, e.g. "
                         "'[sex,age][age,region]'; its margins must lie inside released ones")
     parser.add_argument("--bootstrap", type=non_negative_int, default=None,
-                        help="replicates of each of the two bootstraps (default 500; at least 19)")
+                        help="replicates of the parametric bootstrap (default 500; at least 19)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the replicates (default 0)")
     parser.add_argument("--intervals", action="store_true", help="also noise-aware intervals for the model's cell "
-                        "probabilities over each of its margins (basic bootstrap, from the first bootstrap's replicates)")
+                        "probabilities over each of its margins (basic bootstrap, from the same replicates)")
     parser.add_argument("--level", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="worker processes for the bootstrap's releases "
                         "(default 1; the result is the same for any number)")
@@ -49,7 +47,7 @@ def run(args) -> int:
     print(f"model        {result.model}, against the model of the released margins")
     print(f"G2           {result.g2:.3f} on {result.df} df")
     print(f"p-value      {result.p_value:.4f} noise-aware ({result.bootstrap} releases of tables drawn from the "
-          f"fitted model less the release's lift, n = {result.n:.0f}, by the published plan; seed {result.seed})")
+          f"fitted model, n = {result.n:.0f}, by the published plan; seed {result.seed})")
     print(f"             {result.p_value_naive:.4g} nominal (chi-squared, as if the released margins were counts)")
     if args.intervals:
         print(f"the model's cell probabilities, each with its own {100 * result.level:g}% noise-aware interval (not "
