@@ -5,8 +5,7 @@
 
 For each shape and epsilon, T tables are drawn from a known hierarchical model, each released by the default plan
 (two-way margins, simulation noise); on each release the true model is tested (the noise-aware p-value from B
-bootstrap releases from the bias-corrected world, the intervals from the first B, and the nominal chi-squared one)
-and, on the first P of them, so is a model missing one true
+bootstrap releases, and the nominal chi-squared one) and, on the first P of them, so is a model missing one true
 interaction (power: each model tested costs a bootstrap per table, and the targets bind on the true model's figures,
 so those get the most tables). Printed
 per point: the share of tables whose p-value is at most 0.05, for each test and model, and the share of the true

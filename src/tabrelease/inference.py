@@ -6,10 +6,8 @@ rounding inflate G², and the test rejects true models too often at small epsilo
 the model against the model of the released margins (both fitted by IPF to the released margins alone, so the
 statistic is computable from `public/`), and its null distribution is simulated by a parametric bootstrap through
 the published plan: tables drawn from the fitted model (multinomial, n the released total), each released by the
-same plan (simulated noise of the published scales, the same estimator and rounding), refitted. The fitted model
-inherits the release's lift of small cells, so a first bootstrap from it measures that lift and the test's
-replicates are drawn from the model corrected by it (`_corrected_world`); the first bootstrap gives the intervals.
-The nominal chi-squared p-value is reported beside it.
+same plan (simulated noise of the published scales, the same estimator and rounding), refitted. The nominal
+chi-squared p-value is reported beside it.
 
 Assumptions: the model holds; n is estimated by the released total; the plan is rebuilt from `release.json` and
 refused unless its noise scales are the published ones.
@@ -200,11 +198,9 @@ class ModelTest:
     p_value_naive : float
         The chi-squared p-value, as if the released margins were the counts.
     p_value : float
-        The noise-aware p-value: (1 + replicates at least as large) / (1 + replicates), the replicates drawn from
-        the bias-corrected model.
+        The noise-aware p-value: (1 + replicates at least as large) / (1 + replicates).
     bootstrap : int
-        Replicates of each of the two bootstraps, each a table drawn from the fitted (first) or the bias-corrected
-        (second) model and released by the published plan.
+        Replicates, each a table drawn from the fitted model and released by the published plan.
     n : float
         The released total (the n the replicates draw).
     seed : int
@@ -212,7 +208,7 @@ class ModelTest:
         The intervals' confidence level.
     intervals : tuple of dict
         Per cell of each of the model's margins: its variables and levels, the fitted probability and the
-        noise-aware interval (`low`, `high`) from the first bootstrap.
+        noise-aware interval (`low`, `high`) from the same bootstrap.
     """
 
     model: str
@@ -235,7 +231,7 @@ class ModelTest:
         """
         return {"model": self.model, "g2": self.g2, "df": self.df, "p_value_naive": self.p_value_naive,
                 "p_value": self.p_value, "bootstrap": self.bootstrap, "n": self.n, "seed": self.seed,
-                "method": "parametric bootstrap through the published plan, from the bias-corrected model", "level": self.level,
+                "method": "parametric bootstrap through the published plan", "level": self.level,
                 "intervals": list(self.intervals)}
 
 
@@ -369,7 +365,6 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     generators : sequence of tuple of int
         The model's generators, each inside a released margin, the model smaller than the released margins' own.
     bootstrap : int
-        Replicates of each of the two bootstraps (the test releases twice as many tables).
     seed : int
     level : float, default 0.95
         The intervals' confidence level.
@@ -404,66 +399,26 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     g2 = float(_g2(full, fitted))
     n = float(np.asarray(released[0]).sum())
     rng = np.random.default_rng([seed, 20261126])
+    probabilities = (fitted / fitted.sum()).ravel()
 
-    def draws(probabilities):  # each replicate's table, then its noise seed: the order the result depends on
+    def draws():  # each replicate's table, then its noise seed: the order the result depends on
         for _ in range(bootstrap):
             table = rng.multinomial(int(round(n)), probabilities).reshape(shape)
             yield table, int(rng.integers(2**62))
 
-    def replicates(probabilities, stage: str) -> list[np.ndarray]:
-        chunks = _released_replicates(plan, draws(probabilities), bootstrap, pool, jobs, progress, stage)
-        stacked = [np.concatenate([c[i] for c in chunks]) for i in range(len(margins))]
-        if stacked[0].shape[0] != bootstrap:  # the p-value divides by B + 1: every replicate must be here
-            raise RuntimeError(f"{stacked[0].shape[0]} of {bootstrap} bootstrap replicates came back")
-        return stacked
-
-    # Two bootstraps. The first draws from the fitted model: its replicates give the intervals, and their mean lift
-    # of the model's margins (what noise, the non-negative fit and rounding add) corrects the world the second
-    # draws from, whose replicates give the p-value (`_corrected_world`).
-    with _workers(jobs) as pool:
-        plain = replicates((fitted / fitted.sum()).ravel(), "bootstrap 1/2")
-        corrected = _corrected_world([_sub_margin(released, margins, g) for g in generators],
-                                     [_sub_margin(plain, margins, g, 1) for g in generators], generators, shape)
-        stacked = replicates((corrected / corrected.sum()).ravel(), "bootstrap 2/2")
+    chunks = _released_replicates(plan, draws(), bootstrap, jobs, progress)
+    stacked = [np.concatenate([c[i] for c in chunks]) for i in range(len(margins))]
+    if stacked[0].shape[0] != bootstrap:  # the p-value divides by B + 1: every replicate must be here
+        raise RuntimeError(f"{stacked[0].shape[0]} of {bootstrap} bootstrap replicates came back")
     full_b = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
     fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
     g2_b = _g2(full_b, fitted_b, 1)
     p_value = float((1 + np.sum(g2_b >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
-    totals = plain[0].sum(axis=tuple(range(1, plain[0].ndim)))
+    totals = stacked[0].sum(axis=tuple(range(1, stacked[0].ndim)))
     bounds = [_intervals(_sub_margin(released, margins, g) / n,
-                         _sub_margin(plain, margins, g, 1) / totals.reshape((-1,) + (1,) * len(g)), level)
+                         _sub_margin(stacked, margins, g, 1) / totals.reshape((-1,) + (1,) * len(g)), level)
               for g in (generators if intervals else ())]
     return g2, p_value, float(stats.chi2.sf(g2, df)), bounds
-
-
-def _corrected_world(estimates: Sequence[np.ndarray], replicated: Sequence[np.ndarray], generators, shape
-                     ) -> np.ndarray:
-    """The bias-corrected bootstrap world: the model fitted to its margins' estimates less their mean lift in a
-    first bootstrap, at least half a count a cell.
-
-    The fitted model inherits the release's lift of small cells (noise, the non-negative fit and rounding raise
-    them), so replicates drawn from it start from cells larger than the truth's and are less inflated by the noise
-    than the real release was: the plain bootstrap is a little liberal where the noise weighs most (7.8% at 5% on
-    3x3x4 at epsilon 0.5 in the coverage study). Subtracting the lift the first bootstrap measured moves the world
-    back by about the release's bias, as an iterated bootstrap does. The floor of half a count keeps every cell
-    possible that the release could have come from (a cell released as 0 may hold a small count).
-
-    Parameters
-    ----------
-    estimates : sequence of numpy.ndarray
-        The released counts over each generator.
-    replicated : sequence of numpy.ndarray
-        The first bootstrap's released counts over each generator, replicates on the first axis.
-    generators : sequence of tuple of int
-    shape : tuple of int
-
-    Returns
-    -------
-    numpy.ndarray
-        The corrected model's fitted counts.
-    """
-    targets = [np.maximum(e - (r.mean(axis=0) - e), 0.5) for e, r in zip(estimates, replicated)]
-    return _fits(targets, generators, shape, 0)
 
 
 def _release_chunk(plan, tables: Sequence[np.ndarray], seeds: Sequence[int]) -> list[np.ndarray]:
@@ -475,21 +430,10 @@ def _release_chunk(plan, tables: Sequence[np.ndarray], seeds: Sequence[int]) -> 
     return [np.stack([np.asarray(d[i], float) for d in done]) for i in range(len(plan.margins))]
 
 
-def _workers(jobs: int):
-    """The worker processes of the replicates' releases (the sweeps' pool), or none for one job."""
-    from contextlib import nullcontext
-
-    if jobs == 1:
-        return nullcontext()
-    from .sweeps.driver import local_executor
-
-    return local_executor(jobs)
-
-
-def _released_replicates(plan, draws, bootstrap: int, pool, jobs: int, progress: bool | None = False,
-                         stage: str = "bootstrap") -> list[list[np.ndarray]]:
-    """The replicates' released margins, in chunks in the order drawn: here (`pool` None), or by the pool's `jobs`
-    worker processes, each chunk's tables drawn when it is sent, at most two chunks per worker waiting. (The stacked
+def _released_replicates(plan, draws, bootstrap: int, jobs: int, progress: bool | None = False
+                         ) -> list[list[np.ndarray]]:
+    """The replicates' released margins, in chunks in the order drawn: here (`jobs` 1), or by `jobs` worker
+    processes, each chunk's tables drawn when it is sent, at most two chunks per worker waiting. (The stacked
     margins, and the batched fits after, hold all B replicates at once in any case.)"""
     import sys
     from collections import deque
@@ -500,7 +444,7 @@ def _released_replicates(plan, draws, bootstrap: int, pool, jobs: int, progress:
     # One replicate at a time here (the bar moves with each); a few chunks per worker there.
     size = max(1, math.ceil(bootstrap / (4 * jobs))) if jobs > 1 else 1
     batches = iter(lambda: list(islice(draws, size)), [])
-    bar = tqdm(total=bootstrap, unit="release", desc=stage, file=sys.stderr,
+    bar = tqdm(total=bootstrap, unit="release", desc="bootstrap", file=sys.stderr,
                disable=not (sys.stderr.isatty() if progress is None else progress))
     chunks = []
 
@@ -509,21 +453,24 @@ def _released_replicates(plan, draws, bootstrap: int, pool, jobs: int, progress:
         bar.update(len(chunk[0]))
 
     with bar:
-        if pool is None:
+        if jobs == 1:
             for b in batches:
                 take(_release_chunk(plan, [t for t, _ in b], [s for _, s in b]))
             return chunks
+        from .sweeps.driver import local_executor
+
         waiting = deque()
-        try:
-            for b in batches:
-                waiting.append(pool.submit(_release_chunk, plan, [t for t, _ in b], [s for _, s in b]))
-                if len(waiting) >= 2 * jobs:
-                    take(waiting.popleft().result())
-            for f in waiting:
-                take(f.result())
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # an error ends the test: nothing queued is started
-            raise
+        with local_executor(jobs) as pool:
+            try:
+                for b in batches:
+                    waiting.append(pool.submit(_release_chunk, plan, [t for t, _ in b], [s for _, s in b]))
+                    if len(waiting) >= 2 * jobs:
+                        take(waiting.popleft().result())
+                for f in waiting:
+                    take(f.result())
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # an error ends the test: nothing queued is started
+                raise
     return chunks
 
 
