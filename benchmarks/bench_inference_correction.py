@@ -3,6 +3,9 @@ noise weighs most?
 
     python benchmarks/bench_inference_correction.py [--tables T] [--epsilons E,E] > reports/inference/correction.txt
 
+Committed: `reports/inference/correction.txt` (the defaults: 400 tables, epsilon 0.5 and 2) and
+`reports/inference/correction_1000.txt` (`--tables 1000 --epsilons 0.5`: the study's 400 tables and 600 more).
+
 The coverage study (`bench_inference.py`) finds the noise-aware test a little liberal on 3x3x4 at epsilon 0.5. The
 suspected cause: the fitted model the replicates are drawn from inherits the release's lift of small cells (noise,
 the non-negative fit and rounding raise them), so its replicates are less inflated by the noise than the real
