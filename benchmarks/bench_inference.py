@@ -46,23 +46,45 @@ def _true_probabilities(shape, generators, rng) -> np.ndarray:
     return p / p.sum()
 
 
-def point(args) -> dict:
-    from tabrelease.inference import margins_model_test
+def study_releases(shape_index: int, epsilon: float, first: int, last: int):
+    """The study's releases number first to last - 1 of one shape and epsilon, as (t, plan, the true cell
+    probabilities, the released margins): the tables drawn in one seeded order (the experiments reuse them)."""
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import run_plan
     from tabrelease.testing import plan_at
 
-    (name, shape, margins, true_model, smaller, n), epsilon, tables, power_tables, bootstrap = args
+    _, shape, margins, true_model, _, n = SHAPES[shape_index]
     margins = margins or [(a, b) for a in range(len(shape)) for b in range(a + 1, len(shape))]
     plan = plan_at(shape, margins, epsilon)
     rng = np.random.default_rng([len(shape), int(epsilon * 100), 7])
     p = _true_probabilities(shape, true_model, rng)
+    for t in range(last):
+        counts = rng.multinomial(n, p.ravel()).reshape(shape)
+        if t >= first:
+            release = run_plan(plan, counts, SimulationNoise(seed=10_000 + t))
+            yield t, plan, p, [np.asarray(m, float) for m in release.released_margins]
+
+
+def observed_g2(plan, released, generators) -> tuple[float, np.ndarray]:
+    """G² of the model against the released margins' own model, and the model fitted to the released margins."""
+    from tabrelease.inference import _fits, _g2, _sub_margin
+    from tabrelease.models import maximal_margins
+
+    shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
+    released_model = tuple(maximal_margins(margins)[0])
+    full = _fits([_sub_margin(released, margins, g) for g in released_model], released_model, shape, 0)
+    fitted = _fits([_sub_margin(released, margins, g) for g in generators], generators, shape, 0)
+    return float(_g2(full, fitted)), fitted
+
+
+def point(args) -> dict:
+    from tabrelease.inference import margins_model_test
+
+    shape_index, epsilon, tables, power_tables, bootstrap = args
+    name, shape, _, true_model, smaller, _ = SHAPES[shape_index]
     found = {"aware_true": [], "naive_true": [], "aware_smaller": [], "naive_smaller": []}
     covered = []
-    for t in range(tables):
-        counts = rng.multinomial(n, p.ravel()).reshape(shape)
-        release = run_plan(plan, counts, SimulationNoise(seed=10_000 + t))
-        released = [np.asarray(m, float) for m in release.released_margins]
+    for t, plan, p, released in study_releases(shape_index, epsilon, 0, tables):
         for label, model in (("true", true_model), ("smaller", smaller))[:1 if t >= power_tables else 2]:
             _, aware, naive, intervals = margins_model_test(plan, released, model, bootstrap=bootstrap, seed=t)
             found[f"aware_{label}"].append(aware <= ALPHA)
@@ -91,7 +113,8 @@ def main() -> None:
     if len(shapes) != len(set(args.shapes.split(","))):
         parser.error(f"--shapes names some of {', '.join(s[0] for s in SHAPES)}")
     start = time.perf_counter()
-    tasks = [(shape, e, args.tables, args.power_tables, args.bootstrap) for shape in shapes for e in EPSILONS]
+    tasks = [(SHAPES.index(shape), e, args.tables, args.power_tables, args.bootstrap) for shape in shapes
+             for e in EPSILONS]
     with ProcessPoolExecutor(args.jobs) as pool:
         # The largest shape's points first, so that no slow point runs alone at the end.
         rows = list(pool.map(point, tasks[::-1]))[::-1]

@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from bench_inference import SHAPES, _true_probabilities
+from bench_inference import SHAPES, observed_g2, study_releases
 
 ALPHA = 0.05
 
@@ -33,27 +33,15 @@ ALPHA = 0.05
 def _tables(args) -> list[tuple[float, float]]:
     from tabrelease.inference import _fits, _g2, _release_chunk, _sub_margin
     from tabrelease.models import maximal_margins
-    from tabrelease.noise import SimulationNoise
-    from tabrelease.pipeline import run_plan
-    from tabrelease.testing import plan_at
 
     shape_index, epsilon, first, last, bootstrap = args
-    _, shape, margins, true_model, _, n = SHAPES[shape_index]
-    margins = margins or [(a, b) for a in range(len(shape)) for b in range(a + 1, len(shape))]
-    plan = plan_at(shape, margins, epsilon)
-    rng = np.random.default_rng([len(shape), int(epsilon * 100), 7])  # the study's tables
-    p = _true_probabilities(shape, true_model, rng)
+    shape, true_model = SHAPES[shape_index][1], SHAPES[shape_index][3]
     generators = tuple(tuple(g) for g in true_model)
-    released_model = tuple(maximal_margins(margins)[0])
     found = []
-    for t in range(last):
-        counts = rng.multinomial(n, p.ravel()).reshape(shape)
-        if t < first:
-            continue
-        released = [np.asarray(m, float) for m in run_plan(plan, counts, SimulationNoise(seed=10_000 + t)).released_margins]
-        full = _fits([_sub_margin(released, margins, g) for g in released_model], released_model, shape, 0)
-        fitted = _fits([_sub_margin(released, margins, g) for g in generators], generators, shape, 0)
-        g2 = float(_g2(full, fitted))
+    for t, plan, _, released in study_releases(shape_index, epsilon, first, last):
+        margins = tuple(tuple(m) for m in plan.margins)
+        released_model = tuple(maximal_margins(margins)[0])
+        g2, fitted = observed_g2(plan, released, generators)
         total = int(round(float(released[0].sum())))
         draws = np.random.default_rng([t, 99])
 
