@@ -77,6 +77,18 @@ def observed_g2(plan, released, generators) -> tuple[float, np.ndarray]:
     return float(_g2(full, fitted)), fitted
 
 
+def replicate_g2(plan, stacked, generators) -> tuple[np.ndarray, np.ndarray]:
+    """Each replicate's G² (released margins stacked on the first axis), and its model fitted to its margins."""
+    from tabrelease.inference import _fits, _g2, _sub_margin
+    from tabrelease.models import maximal_margins
+
+    shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
+    released_model = tuple(maximal_margins(margins)[0])
+    full = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
+    fitted = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
+    return _g2(full, fitted, 1), fitted
+
+
 def point(args) -> dict:
     from tabrelease.inference import margins_model_test
 

@@ -25,14 +25,13 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from bench_inference import SHAPES, observed_g2, study_releases
+from bench_inference import SHAPES, observed_g2, replicate_g2, study_releases
 
 ALPHA = 0.05
 
 
 def _tables(args) -> list[tuple[float, float]]:
-    from tabrelease.inference import _fits, _g2, _release_chunk, _sub_margin
-    from tabrelease.models import maximal_margins
+    from tabrelease.inference import _fits, _release_chunk, _sub_margin
 
     shape_index, epsilon, first, last, bootstrap = args
     shape, true_model = SHAPES[shape_index][1], SHAPES[shape_index][3]
@@ -40,7 +39,6 @@ def _tables(args) -> list[tuple[float, float]]:
     found = []
     for t, plan, _, released in study_releases(shape_index, epsilon, first, last):
         margins = tuple(tuple(m) for m in plan.margins)
-        released_model = tuple(maximal_margins(margins)[0])
         g2, fitted = observed_g2(plan, released, generators)
         total = int(round(float(released[0].sum())))
         draws = np.random.default_rng([t, 99])
@@ -50,9 +48,8 @@ def _tables(args) -> list[tuple[float, float]]:
             return _release_chunk(plan, tables, [int(draws.integers(2**62)) for _ in range(bootstrap)])
 
         def p_value(stacked) -> float:
-            full_b = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
-            fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
-            return float((1 + np.sum(_g2(full_b, fitted_b, 1) >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
+            tau, _ = replicate_g2(plan, stacked, generators)
+            return float((1 + np.sum(tau >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
 
         first_stage = replicates(fitted / fitted.sum())
         targets = []

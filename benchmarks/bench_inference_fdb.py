@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from bench_inference import SHAPES, observed_g2, study_releases
+from bench_inference import SHAPES, observed_g2, replicate_g2, study_releases
 
 ALPHA = 0.05
 
@@ -43,34 +43,25 @@ def fdb_p_value(observed: float, first: np.ndarray, second: np.ndarray) -> float
 
 
 def _tables(args) -> list[tuple[float, float]]:
-    from tabrelease.inference import _fits, _g2, _release_chunk, _sub_margin
-    from tabrelease.models import maximal_margins
+    from tabrelease.inference import _release_chunk
 
     shape_index, epsilon, first, last, bootstrap = args
     shape, true_model = SHAPES[shape_index][1], SHAPES[shape_index][3]
     generators = tuple(tuple(g) for g in true_model)
     found = []
     for t, plan, _, released in study_releases(shape_index, epsilon, first, last):
-        margins = tuple(tuple(m) for m in plan.margins)
-        released_model = tuple(maximal_margins(margins)[0])
-
-        def g2_of(stacked):
-            full_b = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
-            fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
-            return _g2(full_b, fitted_b, 1), fitted_b
-
         g2, fitted = observed_g2(plan, released, generators)
         total = int(round(float(released[0].sum())))
         draws = np.random.default_rng([t, 99])  # bench_inference_correction.py's first stage: the same replicates
         tables = [draws.multinomial(total, (fitted / fitted.sum()).ravel()).reshape(shape) for _ in range(bootstrap)]
         first_level = _release_chunk(plan, tables, [int(draws.integers(2**62)) for _ in range(bootstrap)])
-        tau, worlds = g2_of(first_level)
+        tau, worlds = replicate_g2(plan, first_level, generators)
         second_draws = np.random.default_rng([t, 101])
         replicate_totals = np.rint(first_level[0].sum(axis=tuple(range(1, first_level[0].ndim)))).astype(int)
         tables2 = [second_draws.multinomial(m, (w / w.sum()).ravel()).reshape(shape)
                    for m, w in zip(replicate_totals, worlds)]
         second_level = _release_chunk(plan, tables2, [int(second_draws.integers(2**62)) for _ in range(bootstrap)])
-        tau2, _ = g2_of(second_level)
+        tau2, _ = replicate_g2(plan, second_level, generators)
         observed = g2 - 1e-9 * max(g2, 1.0)
         found.append((float((1 + np.sum(tau >= observed)) / (bootstrap + 1)), fdb_p_value(observed, tau, tau2)))
     return found
