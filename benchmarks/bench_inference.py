@@ -89,6 +89,20 @@ def replicate_g2(plan, stacked, generators) -> tuple[np.ndarray, np.ndarray]:
     return _g2(full, fitted, 1), fitted
 
 
+def paired_experiment(tables_function, shape_index: int, epsilons, tables: int, bootstrap: int) -> dict:
+    """An experiment's per-table pairs of p-values, per epsilon, over the study's first `tables` tables, in two
+    processes (halves of the tables): `tables_function((shape_index, epsilon, first, last, bootstrap))` gives the
+    pairs of tables first to last - 1."""
+    found = {}
+    with ProcessPoolExecutor(2) as pool:
+        for epsilon in epsilons:
+            half = tables // 2
+            parts = pool.map(tables_function, [(shape_index, epsilon, 0, half, bootstrap),
+                                               (shape_index, epsilon, half, tables, bootstrap)])
+            found[epsilon] = np.array([r for part in parts for r in part])
+    return found
+
+
 def point(args) -> dict:
     from tabrelease.inference import margins_model_test
 

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from bench_inference import SHAPES, observed_g2, replicate_g2, study_releases
+from bench_inference import SHAPES, observed_g2, paired_experiment, replicate_g2, study_releases
 
 ALPHA = 0.05
 
@@ -75,15 +74,11 @@ def main() -> None:
     parser.add_argument("--shape", type=int, default=1, help="index into bench_inference.SHAPES (1: 3x3x4)")
     args = parser.parse_args()
     start = time.perf_counter()
-    rows = []
-    with ProcessPoolExecutor(2) as pool:
-        for epsilon in (float(e) for e in args.epsilons.split(",")):
-            half = args.tables // 2
-            parts = pool.map(_tables, [(args.shape, epsilon, 0, half, args.bootstrap),
-                                       (args.shape, epsilon, half, args.tables, args.bootstrap)])
-            found = np.array([r for part in parts for r in part])
-            rows.append((epsilon, np.mean(found[:, 0] <= ALPHA), np.mean(found[:, 1] <= ALPHA),
-                         np.mean((found[:, 0] <= ALPHA) != (found[:, 1] <= ALPHA))))
+    epsilons = [float(e) for e in args.epsilons.split(",")]
+    rows = [(epsilon, np.mean(found[:, 0] <= ALPHA), np.mean(found[:, 1] <= ALPHA),
+             np.mean((found[:, 0] <= ALPHA) != (found[:, 1] <= ALPHA)))
+            for epsilon, found in paired_experiment(_tables, args.shape, epsilons, args.tables,
+                                                    args.bootstrap).items()]
     name = SHAPES[args.shape][0]
     print(f"{name} (the coverage study's released margins), {args.tables} tables per epsilon (the coverage study's "
           f"first), the true model tested with {args.bootstrap} first-level replicates and as many second-level "
