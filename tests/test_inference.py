@@ -74,17 +74,26 @@ def test_the_p_value_is_reproducible_and_separates_a_true_model_from_a_false_one
 
 
 def test_worker_processes_give_the_very_same_test(tmp_path):
-    # The replicates' tables and seeds are drawn in one order, whoever releases them: two workers (eight chunks of
-    # six and a last of five, at most four waiting) give the p-value and every interval bound of one process.
+    # The replicates' tables and seeds are drawn in one order, whoever releases them: two workers (chunks of
+    # ceil(41 / (4 x 2)) = 6, so six of six and a last of five, at most four waiting) give the p-value and every
+    # interval bound of one process.
     rng = np.random.default_rng(5)
     out = _release(tmp_path, _independent_table(rng, (2, 2, 3), 800), [(0, 1), (0, 2), (1, 2)])
     import tabrelease.sweeps.driver as driver
 
-    pools = []
+    pools, sent = [], []
 
     def counted(jobs):
         pools.append(jobs)
-        return real(jobs)
+        pool = real(jobs)
+        submit = pool.submit
+
+        def counting(function, plan, tables, seeds):  # what each worker is sent: its chunk of tables
+            sent.append(len(tables))
+            return submit(function, plan, tables, seeds)
+
+        pool.submit = counting
+        return pool
 
     real = driver.local_executor
     alone = model_test(out, "[v0,v1][v2]", bootstrap=41, seed=2, intervals=True)
@@ -93,7 +102,7 @@ def test_worker_processes_give_the_very_same_test(tmp_path):
         assert model_test(out, "[v0,v1][v2]", bootstrap=41, seed=2, intervals=True, jobs=2) == alone
     finally:
         driver.local_executor = real
-    assert pools == [2]  # the workers did release them
+    assert pools == [2] and sent == [6] * 6 + [5]  # the workers did release them, every replicate
     assert len(alone.intervals) == 2 * 2 + 3
     with pytest.raises(TabreleaseError, match="jobs is a whole number of at least 1, not 0"):
         model_test(out, "[v0,v1][v2]", bootstrap=41, jobs=0)
