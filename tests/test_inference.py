@@ -70,6 +70,7 @@ def test_the_p_value_is_reproducible_and_separates_a_true_model_from_a_false_one
     assert true.p_value > 0.05
     false = model_test(out, "[v0][v1][v2]", bootstrap=99, seed=3)
     assert false.p_value == pytest.approx(1 / 100) and false.p_value_naive < 1e-10
+    assert false.p_value_error == pytest.approx(0.01)  # sqrt(0.01 x 0.99 / 99), by hand
     assert 1 / 100 <= true.p_value <= 1 and true.bootstrap == 99
 
 
@@ -284,7 +285,7 @@ def test_the_command_line_test_reads_only_public_and_prints_one_json_document(tm
                            "--bootstrap", "39", "--json"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert set(document) >= {"p_value", "p_value_naive", "g2", "df", "bootstrap", "n"} and document["bootstrap"] == 39
+    assert set(document) >= {"p_value", "p_value_error", "p_value_naive", "g2", "df", "bootstrap", "n"} and document["bootstrap"] == 39
     assert "intervals" not in document
     with_intervals = subprocess.run([sys.executable, "-m", "tabrelease", "test", str(out / "public"), "--model",
                                      "[v0][v1][v2]", "--bootstrap", "39", "--intervals"], capture_output=True, text=True)

@@ -222,6 +222,12 @@ class ModelTest:
     level: float = 0.95
     intervals: tuple = ()
 
+    @property
+    def p_value_error(self) -> float:
+        """The noise-aware p-value's Monte Carlo standard error, sqrt(p (1 - p) / B): how far another seed's p-value
+        may fall (with B = 500 and p near 0.05, about 0.01; more replicates where that matters)."""
+        return math.sqrt(self.p_value * (1.0 - self.p_value) / self.bootstrap)
+
     def as_dict(self) -> dict:
         """The test as a JSON-ready dict.
 
@@ -230,7 +236,7 @@ class ModelTest:
         dict
         """
         return {"model": self.model, "g2": self.g2, "df": self.df, "p_value_naive": self.p_value_naive,
-                "p_value": self.p_value, "bootstrap": self.bootstrap, "n": self.n, "seed": self.seed,
+                "p_value": self.p_value, "p_value_error": self.p_value_error, "bootstrap": self.bootstrap, "n": self.n, "seed": self.seed,
                 "method": "parametric bootstrap through the published plan", "level": self.level,
                 "intervals": list(self.intervals)}
 

@@ -46,8 +46,9 @@ def run(args) -> int:
         return 0
     print(f"model        {result.model}, against the model of the released margins")
     print(f"G2           {result.g2:.3f} on {result.df} df")
-    print(f"p-value      {result.p_value:.4f} noise-aware ({result.bootstrap} releases of tables drawn from the "
-          f"fitted model, n = {result.n:.0f}, by the published plan; seed {result.seed})")
+    print(f"p-value      {result.p_value:.4f} noise-aware, Monte Carlo error {result.p_value_error:.4f} "
+          f"({result.bootstrap} releases of tables drawn from the fitted model, n = {result.n:.0f}, by the published "
+          f"plan; seed {result.seed})")
     print(f"             {result.p_value_naive:.4g} nominal (chi-squared, as if the released margins were counts)")
     if args.intervals:
         print(f"the model's cell probabilities, each with its own {100 * result.level:g}% noise-aware interval (not "
