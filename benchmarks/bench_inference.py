@@ -65,28 +65,25 @@ def study_releases(shape_index: int, epsilon: float, first: int, last: int):
             yield t, plan, p, [np.asarray(m, float) for m in release.released_margins]
 
 
-def observed_g2(plan, released, generators) -> tuple[float, np.ndarray]:
-    """G² of the model against the released margins' own model, and the model fitted to the released margins."""
-    from tabrelease.inference import _fits, _g2, _sub_margin
-    from tabrelease.models import maximal_margins
+def experiment_releases(args):
+    """An experiment's releases of the true model's tables: `args` is (shape index, epsilon, first, last,
+    bootstrap); yields (t, plan, the true model's generators, the released margins, G² and the model's fit)."""
+    from tabrelease.inference import _model_g2
 
-    shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
-    released_model = tuple(maximal_margins(margins)[0])
-    full = _fits([_sub_margin(released, margins, g) for g in released_model], released_model, shape, 0)
-    fitted = _fits([_sub_margin(released, margins, g) for g in generators], generators, shape, 0)
-    return float(_g2(full, fitted)), fitted
+    shape_index, epsilon, first, last, _ = args
+    generators = tuple(tuple(g) for g in SHAPES[shape_index][3])
+    for t, plan, _, released in study_releases(shape_index, epsilon, first, last):
+        g2, fitted = _model_g2(released, tuple(tuple(m) for m in plan.margins), generators, plan.shape)
+        yield t, plan, generators, released, float(g2), fitted
 
 
-def replicate_g2(plan, stacked, generators) -> tuple[np.ndarray, np.ndarray]:
-    """Each replicate's G² (released margins stacked on the first axis), and its model fitted to its margins."""
-    from tabrelease.inference import _fits, _g2, _sub_margin
-    from tabrelease.models import maximal_margins
+def released_draws(plan, worlds, totals, draws) -> list[np.ndarray]:
+    """One table drawn from each world (multinomial, its total), then the noise seeds, all from `draws`; each table
+    released by the plan: the released margins stacked over the tables."""
+    from tabrelease.inference import _release_chunk
 
-    shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
-    released_model = tuple(maximal_margins(margins)[0])
-    full = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
-    fitted = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
-    return _g2(full, fitted, 1), fitted
+    tables = [draws.multinomial(int(m), (w / w.sum()).ravel()).reshape(plan.shape) for w, m in zip(worlds, totals)]
+    return _release_chunk(plan, tables, [int(draws.integers(2**62)) for _ in tables])
 
 
 def paired_experiment(tables_function, shape_index: int, epsilons, tables: int, bootstrap: int) -> dict:

@@ -24,40 +24,35 @@ import time
 
 import numpy as np
 
-from bench_inference import SHAPES, observed_g2, paired_experiment, replicate_g2, study_releases
+from bench_inference import experiment_releases, paired_experiment, released_draws
 
 ALPHA = 0.05
 
 
 def _tables(args) -> list[tuple[float, float]]:
-    from tabrelease.inference import _fits, _release_chunk, _sub_margin
+    from tabrelease.inference import _bootstrap_p_value, _fits, _model_g2, _sub_margin
 
-    shape_index, epsilon, first, last, bootstrap = args
-    shape, true_model = SHAPES[shape_index][1], SHAPES[shape_index][3]
-    generators = tuple(tuple(g) for g in true_model)
+    bootstrap = args[-1]
     found = []
-    for t, plan, _, released in study_releases(shape_index, epsilon, first, last):
-        margins = tuple(tuple(m) for m in plan.margins)
-        g2, fitted = observed_g2(plan, released, generators)
+    for t, plan, generators, released, g2, fitted in experiment_releases(args):
+        shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
         total = int(round(float(released[0].sum())))
         draws = np.random.default_rng([t, 99])
 
-        def replicates(probabilities):
-            tables = [draws.multinomial(total, probabilities.ravel()).reshape(shape) for _ in range(bootstrap)]
-            return _release_chunk(plan, tables, [int(draws.integers(2**62)) for _ in range(bootstrap)])
+        def replicates(world):
+            return released_draws(plan, [world] * bootstrap, [total] * bootstrap, draws)
 
         def p_value(stacked) -> float:
-            tau, _ = replicate_g2(plan, stacked, generators)
-            return float((1 + np.sum(tau >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
+            return _bootstrap_p_value(g2, _model_g2(stacked, margins, generators, shape, 1)[0])
 
-        first_stage = replicates(fitted / fitted.sum())
+        first_stage = replicates(fitted)
         targets = []
         for g in generators:
             estimate = _sub_margin(released, margins, g)
             lift = _sub_margin(first_stage, margins, g, 1).mean(axis=0) - estimate
             targets.append(np.maximum(estimate - lift, 0.5))
         corrected = _fits(targets, generators, shape, 0)
-        found.append((p_value(first_stage), p_value(replicates(corrected / corrected.sum()))))
+        found.append((p_value(first_stage), p_value(replicates(corrected))))
     return found
 
 

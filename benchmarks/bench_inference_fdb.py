@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from bench_inference import SHAPES, observed_g2, paired_experiment, replicate_g2, study_releases
+from bench_inference import SHAPES, experiment_releases, paired_experiment, released_draws
 
 ALPHA = 0.05
 
@@ -34,35 +34,29 @@ ALPHA = 0.05
 def fdb_p_value(observed: float, first: np.ndarray, second: np.ndarray) -> float:
     """The fast double bootstrap's p-value from the first-level statistics `first` and the second-level ones
     `second` (one per first-level replicate), in the (1 + count) / (1 + B) form of the plain one."""
-    bootstrap = len(first)
-    plain = (1 + np.sum(first >= observed)) / (bootstrap + 1)
+    from tabrelease.inference import _bootstrap_p_value
+
+    plain = _bootstrap_p_value(observed, first)
     # The critical value whose second-level tail share is the plain p-value: the (1 - p*) quantile of tau**.
     critical = np.quantile(second, min(max(1.0 - plain, 0.0), 1.0), method="inverted_cdf")
-    return float((1 + np.sum(first >= critical)) / (bootstrap + 1))
+    return float((1 + np.sum(first >= critical)) / (len(first) + 1))
 
 
 def _tables(args) -> list[tuple[float, float]]:
-    from tabrelease.inference import _release_chunk
+    from tabrelease.inference import _bootstrap_p_value, _model_g2
 
-    shape_index, epsilon, first, last, bootstrap = args
-    shape, true_model = SHAPES[shape_index][1], SHAPES[shape_index][3]
-    generators = tuple(tuple(g) for g in true_model)
+    bootstrap = args[-1]
     found = []
-    for t, plan, _, released in study_releases(shape_index, epsilon, first, last):
-        g2, fitted = observed_g2(plan, released, generators)
+    for t, plan, generators, released, g2, fitted in experiment_releases(args):
+        shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
         total = int(round(float(released[0].sum())))
         draws = np.random.default_rng([t, 99])  # bench_inference_correction.py's first stage: the same replicates
-        tables = [draws.multinomial(total, (fitted / fitted.sum()).ravel()).reshape(shape) for _ in range(bootstrap)]
-        first_level = _release_chunk(plan, tables, [int(draws.integers(2**62)) for _ in range(bootstrap)])
-        tau, worlds = replicate_g2(plan, first_level, generators)
-        second_draws = np.random.default_rng([t, 101])
+        first_level = released_draws(plan, [fitted] * bootstrap, [total] * bootstrap, draws)
+        tau, worlds = _model_g2(first_level, margins, generators, shape, 1)
         replicate_totals = np.rint(first_level[0].sum(axis=tuple(range(1, first_level[0].ndim)))).astype(int)
-        tables2 = [second_draws.multinomial(m, (w / w.sum()).ravel()).reshape(shape)
-                   for m, w in zip(replicate_totals, worlds)]
-        second_level = _release_chunk(plan, tables2, [int(second_draws.integers(2**62)) for _ in range(bootstrap)])
-        tau2, _ = replicate_g2(plan, second_level, generators)
-        observed = g2 - 1e-9 * max(g2, 1.0)
-        found.append((float((1 + np.sum(tau >= observed)) / (bootstrap + 1)), fdb_p_value(observed, tau, tau2)))
+        second_level = released_draws(plan, worlds, replicate_totals, np.random.default_rng([t, 101]))
+        tau2, _ = _model_g2(second_level, margins, generators, shape, 1)
+        found.append((_bootstrap_p_value(g2, tau), fdb_p_value(g2, tau, tau2)))
     return found
 
 

@@ -236,9 +236,9 @@ class ModelTest:
         dict
         """
         return {"model": self.model, "g2": self.g2, "df": self.df, "p_value_naive": self.p_value_naive,
-                "p_value": self.p_value, "p_value_error": self.p_value_error, "bootstrap": self.bootstrap, "n": self.n, "seed": self.seed,
-                "method": "parametric bootstrap through the published plan", "level": self.level,
-                "intervals": list(self.intervals)}
+                "p_value": self.p_value, "p_value_error": self.p_value_error, "bootstrap": self.bootstrap,
+                "n": self.n, "seed": self.seed, "method": "parametric bootstrap through the published plan",
+                "level": self.level, "intervals": list(self.intervals)}
 
 
 def _fits(targets_by_margin: Sequence[np.ndarray], margins, shape, batch_ndim: int) -> np.ndarray:
@@ -264,6 +264,23 @@ def _g2(full: np.ndarray, model: np.ndarray, batch_ndim: int = 0) -> np.ndarray 
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(full > 0, full * np.log(full / np.where(model > 0, model, 1.0)), 0.0)
     return np.maximum(2.0 * terms.sum(axis=axes), 0.0)
+
+
+def _model_g2(released, margins, generators, shape, batch_ndim: int = 0) -> tuple[np.ndarray | float, np.ndarray]:
+    """G² of the model against the released margins' own model, both fitted to the released margins (a stack of
+    releases with `batch_ndim` 1), and the model's fit."""
+    from .models import maximal_margins
+
+    released_model = tuple(maximal_margins(margins)[0])
+    full = _fits([_sub_margin(released, margins, g, batch_ndim) for g in released_model], released_model, shape,
+                 batch_ndim)
+    fitted = _fits([_sub_margin(released, margins, g, batch_ndim) for g in generators], generators, shape, batch_ndim)
+    return _g2(full, fitted, batch_ndim), fitted
+
+
+def _bootstrap_p_value(observed: float, replicated: np.ndarray) -> float:
+    """(1 + replicates with G² at least the observed) / (1 + replicates); "at least" up to the fits' rounding."""
+    return float((1 + np.sum(replicated >= observed - 1e-9 * max(observed, 1.0))) / (len(replicated) + 1))
 
 
 def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = DEFAULT_BOOTSTRAP,
@@ -400,9 +417,8 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     generators = tuple(tuple(g) for g in generators)
     released_model = tuple(maximal_margins(margins)[0])
     df = free_parameters(released_model, shape) - free_parameters(generators, shape)
-    full = _fits([_sub_margin(released, margins, g) for g in released_model], released_model, shape, 0)
-    fitted = _fits([_sub_margin(released, margins, g) for g in generators], generators, shape, 0)
-    g2 = float(_g2(full, fitted))
+    g2, fitted = _model_g2(released, margins, generators, shape)
+    g2 = float(g2)
     n = float(np.asarray(released[0]).sum())
     rng = np.random.default_rng([seed, 20261126])
     probabilities = (fitted / fitted.sum()).ravel()
@@ -416,10 +432,7 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     stacked = [np.concatenate([c[i] for c in chunks]) for i in range(len(margins))]
     if stacked[0].shape[0] != bootstrap:  # the p-value divides by B + 1: every replicate must be here
         raise RuntimeError(f"{stacked[0].shape[0]} of {bootstrap} bootstrap replicates came back")
-    full_b = _fits([_sub_margin(stacked, margins, g, 1) for g in released_model], released_model, shape, 1)
-    fitted_b = _fits([_sub_margin(stacked, margins, g, 1) for g in generators], generators, shape, 1)
-    g2_b = _g2(full_b, fitted_b, 1)
-    p_value = float((1 + np.sum(g2_b >= g2 - 1e-9 * max(g2, 1.0))) / (bootstrap + 1))
+    p_value = _bootstrap_p_value(g2, _model_g2(stacked, margins, generators, shape, 1)[0])
     totals = stacked[0].sum(axis=tuple(range(1, stacked[0].ndim)))
     bounds = [_intervals(_sub_margin(released, margins, g) / n,
                          _sub_margin(stacked, margins, g, 1) / totals.reshape((-1,) + (1,) * len(g)), level)
