@@ -14,7 +14,7 @@ from tabrelease.noise import SimulationNoise
 from tabrelease.bases import EFRON_STEIN, coefficient_basis, coefficients, margin_from_coefficients
 from tabrelease.consistency import LeastSquaresProblem
 from tabrelease.loglinear.design import margin_design
-from tabrelease.measurements import COEFFICIENTS
+from tabrelease.measurements import COEFFICIENTS, MARGIN_CELLS
 from tabrelease.noise import NoNoise
 from tabrelease.rounding import controlled_round
 from tabrelease.tables import margin_counts
@@ -157,3 +157,31 @@ def test_post_processing_choices_are_checked_and_the_lp_bound_is_not_claimed_for
     # Same noise, other post-processing: integer, consistent margins of one table.
     assert ls.consistent and ls.table.dtype.kind == "i" and ls.table.min() >= 0
     np.testing.assert_array_equal(ls.measurements.vector(), lp.measurements.vector())
+
+
+def test_a_fit_on_which_clarabel_stalled_solves_to_the_optimum():
+    # Recorded from the audit's simulation of Edwards at epsilon 0.05 (tests/data/clarabel_stall.json): the full
+    # table measured, and the fit's integer refinement made Clarabel stall (MaxIterations) with its tight and relaxed
+    # settings. The fit must still reach the optimum: SLSQP on the same problem, an independent solver.
+    import json
+    from pathlib import Path
+
+    case = json.loads((Path(__file__).parent / "data" / "clarabel_stall.json").read_text())
+    shape, values = tuple(case["shape"]), np.array(case["values"])
+    weights, total = np.array(case["weights"]), case["total"]
+    problem = LeastSquaresProblem(shape, ((MARGIN_CELLS, tuple(range(len(shape))), None),))
+    base, change = problem.fit(values, weights, total)
+    fitted = base + change
+    assert fitted.min() >= 0 and fitted.sum() == pytest.approx(total, abs=1e-6)
+
+    def objective(w):
+        r = values - w
+        return 0.5 * float(weights[0] * r @ r)
+
+    ref = minimize(objective, np.full(values.size, total / values.size), jac=lambda w: -weights[0] * (values - w),
+                   method="SLSQP", bounds=[(0, None)] * values.size,
+                   constraints=[{"type": "eq", "fun": lambda w: w.sum() - total, "jac": lambda w: np.ones_like(w)}],
+                   options={"ftol": 1e-14, "maxiter": 1000})
+    assert ref.success
+    assert objective(fitted) == pytest.approx(ref.fun, rel=1e-7)
+    np.testing.assert_allclose(fitted, ref.x, atol=1e-4)

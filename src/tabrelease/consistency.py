@@ -258,6 +258,16 @@ def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind:
     return (sp.csr_matrix(analysis) @ margin).tocsr()
 
 
+# Clarabel's settings, tried in turn while it fails: (tolerance, static regularisation or None for Clarabel's
+# default, most iterations or None for Clarabel's default). Tight first: the fit's margins are what is released
+# (after rounding), to well under one count. Then the tolerances Clarabel defaults to, with stronger regularisation.
+# Last, regularisation of 1e-4, which Clarabel's iterative refinement of each KKT solve corrects (the tolerances
+# are checked on the problem itself): on a degenerate refinement problem (found in the audit's simulation of Edwards
+# at epsilon 0.05, `tests/data/clarabel_stall.json`) Clarabel 0.11 stalled at an objective of 31,735 after 2,000
+# iterations with the first two settings, where OSQP and SCS find 29,192.69 and this setting takes 13.
+SOLVER_ATTEMPTS = ((1e-10, None, None), (1e-8, 1e-7, 400), (1e-8, 1e-4, 400))
+
+
 class _ResidualQP:
     """Clarabel on min 1/2 r' diag(weights) r over x = (unknowns, r) with A x + s = b, s in the zero cone
     (`equalities` rows) then the non-negative cone: the shape both least-squares problems take.
@@ -279,7 +289,7 @@ class _ResidualQP:
         self.__dict__.update(state)
         self._local = threading.local()
 
-    def _solver(self, weights: np.ndarray, b: np.ndarray, relaxed: bool = False):
+    def _solver(self, weights: np.ndarray, b: np.ndarray, attempt: int = 0):
         import clarabel
 
         # diag(0 for the unknowns, weights for r), built as CSC directly (scipy's diags was a tenth of a small fit).
@@ -291,12 +301,12 @@ class _ResidualQP:
         settings.verbose = False
         # Deterministic: stopped by its iteration count only, never by a clock (Clarabel's default, made explicit).
         settings.time_limit = float("inf")
-        # Tight: the margins of the fit are what is released (after rounding), to well under one count. Relaxed (the
-        # second try): the tolerances Clarabel defaults to, and stronger regularisation.
-        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-8 if relaxed else 1e-10
-        if relaxed:
-            settings.static_regularization_constant = 1e-7
-            settings.max_iter = 400
+        tolerance, regularisation, iterations = SOLVER_ATTEMPTS[attempt]
+        settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = tolerance
+        if regularisation is not None:
+            settings.static_regularization_constant = regularisation
+        if iterations is not None:
+            settings.max_iter = iterations
         cones = [clarabel.ZeroConeT(self.equalities), clarabel.NonnegativeConeT(self.inequalities)]
         return clarabel.DefaultSolver(hessian, np.zeros(n), self.A, b, cones, settings)
 
@@ -325,10 +335,12 @@ class _ResidualQP:
             solver = self._solver(weights, b)
             self._local.held = (key, solver)
         solution = solver.solve()
-        if str(solution.status) in ("NumericalError", "InsufficientProgress", "MaxIterations"):
+        for attempt in range(1, len(SOLVER_ATTEMPTS)):
+            if str(solution.status) not in ("NumericalError", "InsufficientProgress", "MaxIterations"):
+                break
             # Unmeasured residuals (a junction tree's fill-in, sparse data at small epsilon) leave the KKT system
-            # nearly singular: once more with the tolerances Clarabel defaults to and stronger regularisation.
-            solution = self._solver(weights, b, relaxed=True).solve()
+            # nearly singular: again with looser tolerances and stronger regularisation (`SOLVER_ATTEMPTS`).
+            solution = self._solver(weights, b, attempt).solve()
         return solution
 
 
