@@ -98,3 +98,22 @@ def test_a_reference_of_other_levels_is_refused_in_one_line(capsys):
     assert main(["plan", "rochdale", "--target-l1", "30", "--reference", "czech"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not have the variables and levels of rochdale" in err
+
+
+def test_the_stated_quantile_is_the_order_statistic_a_further_draw_stays_within_at_the_level():
+    from tabrelease.error_model import upper_order_statistic
+
+    # By hand: of 60 runs at 95%, the 58th smallest (58/61 = 0.951); the 57th would cover 57/61 = 0.934 only.
+    assert upper_order_statistic(60, 0.95) == 58
+    assert upper_order_statistic(19, 0.95) == 19  # 19/20 is exactly 0.95
+    assert upper_order_statistic(10, 0.95) == 10  # capped: no order statistic of 10 reaches 95%
+    for runs in (2, 7, 60, 199, 2000):
+        for level in (0.5, 0.9, 0.95, 0.99):
+            k = upper_order_statistic(runs, level)
+            assert 1 <= k <= runs
+            assert k == runs or (k / (runs + 1) >= level - 1e-12 and (k - 1) / (runs + 1) < level)
+    # The coverage it promises, by simulation: a further uniform draw at or below the 58th smallest of 60.
+    rng = np.random.default_rng(11)
+    draws = rng.random((40_000, 61))
+    kth = np.sort(draws[:, :60], axis=1)[:, upper_order_statistic(60, 0.95) - 1]
+    assert np.mean(draws[:, 60] <= kth) == pytest.approx(58 / 61, abs=0.004)

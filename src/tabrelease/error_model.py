@@ -36,8 +36,9 @@ class SimulatedErrors:
     runs: int
     level: float  # of the quantile, e.g. 0.95
     mean_l1: dict = field(default_factory=dict)  # margin axes -> mean L1 error
-    quantile_l1: dict = field(default_factory=dict)  # margin axes -> empirical `level` quantile of the L1 error
+    quantile_l1: dict = field(default_factory=dict)  # margin axes -> the `level` quantile (`upper_order_statistic`)
     mean_max_l1: float = 0.0  # mean over runs of the largest margin's L1 error
+    order_statistic: int = 0  # k: the quantile is the k-th smallest of the runs' errors (`upper_order_statistic`)
 
     def as_dict(self, label=lambda g: str(g)) -> dict:
         """The figures as a JSON-ready mapping, margins named by `label`.
@@ -50,13 +51,13 @@ class SimulatedErrors:
         Returns
         -------
         dict
-            ``reference``, ``runs``, ``level``, ``mean_l1_by_margin``, ``quantile_l1_by_margin`` and
-            ``mean_max_l1``.
+            ``reference``, ``runs``, ``level``, ``mean_l1_by_margin``, ``quantile_l1_by_margin``,
+            ``mean_max_l1`` and ``order_statistic``.
         """
         return {"reference": self.reference, "runs": self.runs, "level": self.level,
                 "mean_l1_by_margin": {label(g): v for g, v in self.mean_l1.items()},
                 "quantile_l1_by_margin": {label(g): v for g, v in self.quantile_l1.items()},
-                "mean_max_l1": self.mean_max_l1}
+                "mean_max_l1": self.mean_max_l1, "order_statistic": self.order_statistic}
 
 
 def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, level: float = 0.95,
@@ -115,13 +116,35 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
     for r in range(runs):
         release = run_plan(plan, counts, noise)
         errors[r] = [np.abs(np.asarray(m, float) - t).sum() for m, t in zip(release.released_margins, truth)]
-    # The empirical quantile: the ceil(level * runs)-th smallest error (an order statistic, no interpolation).
-    k = min(runs, max(1, ceil(level * runs))) - 1
+    k = upper_order_statistic(runs, level) - 1
     ordered = np.sort(errors, axis=0)
     return SimulatedErrors(reference=described, runs=runs, level=level,
                            mean_l1={tuple(g): float(errors[:, i].mean()) for i, g in enumerate(plan.margins)},
                            quantile_l1={tuple(g): float(ordered[k, i]) for i, g in enumerate(plan.margins)},
-                           mean_max_l1=float(errors.max(axis=1).mean()))
+                           mean_max_l1=float(errors.max(axis=1).mean()), order_statistic=k + 1)
+
+
+def upper_order_statistic(runs: int, level: float) -> int:
+    """Which order statistic of `runs` simulated errors is stated as their `level` quantile: the k-th smallest, k the
+    least with k / (runs + 1) >= level (capped at `runs`).
+
+    A further draw from the same distribution falls at or below the k-th smallest of `runs` draws with probability
+    k / (runs + 1) (the draws are exchangeable), so the stated quantile covers at least `level` of the errors it
+    describes. The k-th smallest for k = ceil(level * runs) covers less: 57 / 61 = 93.4% for 60 runs at 95%.
+
+    Parameters
+    ----------
+    runs : int
+        Simulated errors, at least 1.
+    level : float
+        The quantile's level, in (0, 1).
+
+    Returns
+    -------
+    int
+        k, from 1 to `runs`.
+    """
+    return min(runs, max(1, ceil(level * (runs + 1) - 1e-9)))
 
 
 RELEASED_TABLE = "the released table"
