@@ -117,3 +117,35 @@ def test_the_stated_quantile_is_the_order_statistic_a_further_draw_stays_within_
     draws = rng.random((40_000, 61))
     kth = np.sort(draws[:, :60], axis=1)[:, upper_order_statistic(60, 0.95) - 1]
     assert np.mean(draws[:, 60] <= kth) == pytest.approx(58 / 61, abs=0.004)
+
+
+def test_a_simulation_fitted_in_threads_gives_the_figures_of_one_thread(monkeypatch):
+    # The noise is drawn run after run before any fit, and each thread fits a contiguous share of the runs: the
+    # figures must not depend on how many CPUs the machine has.
+    import threading
+
+    from tabrelease import _cpus, error_model, pipeline
+
+    table = tr.builtin_table("rochdale")
+    plan = plan_at(table.shape, [(0, 1), (2, 3, 4), (5, 6, 7)], 0.5)
+    reference = np.rint(table.counts * 0.7).astype(np.int64)
+    monkeypatch.setattr(_cpus, "available_cpus", lambda: 1)
+    alone = simulate_errors(plan, reference, runs=24, seed=5)
+    monkeypatch.setattr(_cpus, "available_cpus", lambda: 4)
+    assert error_model.simulation_threads(with_post_processing(plan, rounding="none"), 24) == 4
+    threads = set()
+    real = pipeline.release_from_measurements
+
+    def noted(*args, **kwargs):
+        threads.add(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "release_from_measurements", noted)
+    shared = simulate_errors(plan, reference, runs=24, seed=5)
+    assert len(threads) >= 2  # the fits ran in several threads
+    assert shared == alone
+    # An estimator that keeps solvers across threads (the LP's), or a rounding to run, keeps one thread.
+    lp = with_post_processing(plan_at(table.shape, [(0, 1), (2, 3, 4), (5, 6, 7)], 0.5, mechanism="fourier"),
+                              "linf-lp", "none")
+    assert not lp.estimator.thread_safe and error_model.simulation_threads(lp, 24) == 1
+    assert error_model.simulation_threads(with_post_processing(plan, rounding="controlled"), 24) == 1

@@ -52,6 +52,9 @@ class Estimator(ABC):
 
     name: str = ""
     reads: tuple[str, ...] = (COEFFICIENTS,)  # the query kinds of the measurements it can read
+    # Whether `estimate` may run in several threads at once on one prepared estimator (the audit's simulation fits
+    # in threads where it may): only where every solver it holds is one per thread.
+    thread_safe: bool = False
 
     def for_plan(self, plan: MechanismPlan) -> Estimator:
         """This estimator made ready for one plan: what depends only on the plan (an LP or QP's operators, the
@@ -241,6 +244,7 @@ class LeastSquares(Estimator):
 
     name = LEAST_SQUARES
     reads = LINEAR
+    thread_safe = True  # its problems are cached, and each keeps one Clarabel solver per thread (`_ResidualQP`)
 
     def __init__(self, structural_zeros=None):
         self.structural_zeros = structural_zeros

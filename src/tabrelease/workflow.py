@@ -364,9 +364,10 @@ def _bundle_of(out, entry: Mapping) -> bool:
 
 # The compiled modules a release imports lazily after the point of the charge (measured: tests/test_preload.py
 # runs releases of every kind and fails if one more comes in after the preload). Nothing here is imported that
-# the release will not use: the import time is a large share of a command-line release.
+# the release will not use: the import time is a large share of a command-line release. (The audit fits its
+# simulation in threads: concurrent.futures.thread brings _queue.)
 RELEASE_MODULES = ("scipy.sparse", "scipy.linalg", "scipy.special", "highspy", "clarabel", "threadpoolctl",
-                   "jinja2", "jsonschema", "statistics", "uuid", "unicodedata")
+                   "jinja2", "jsonschema", "statistics", "uuid", "unicodedata", "concurrent.futures.thread")
 # Release mode draws from OpenDP's sampler; the ledger locks its file; a workbook is written by openpyxl.
 SECURE_NOISE_MODULES = ("opendp.prelude",)
 LEDGER_MODULES = ("filelock",)

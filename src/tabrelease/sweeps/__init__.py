@@ -8,7 +8,8 @@ Sweeps are simulations: seeded numpy noise, never the secure sampler, and every 
 """
 
 from .driver import SWEEP_OUTPUTS, TIMING_COLUMNS, InlineExecutor, SweepResult, deterministic_columns, run_sweep
-from .grid import SweepChunk, SweepGrid, available_cpus, grid_chunks, make_grid, run_seed
+from .._cpus import available_cpus
+from .grid import SweepChunk, SweepGrid, grid_chunks, make_grid, run_seed
 from .worker import replay_run, run_chunk
 
 __all__ = [

@@ -9,7 +9,6 @@ not depend on how the work was split among processes or machines.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -267,15 +266,6 @@ def grid_chunks(grid: SweepGrid) -> list[SweepChunk]:
     ]
 
 
-def available_cpus() -> int:
-    """The CPUs this process may run on (the affinity mask where there is one).
-
-    Returns
-    -------
-    int
-        At least 1.
-    """
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def run_seed(master_seed: int, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int) -> int:
