@@ -130,3 +130,25 @@ def test_a_least_squares_solver_solved_again_with_new_data_gives_a_fresh_solvers
     assert all(np.array_equal(t, f) for t, f in zip(threaded, fresh * 3))
     copy = pickle.loads(pickle.dumps(shared))
     assert np.array_equal(_fits(copy, draws[:1], weights, total)[0], fresh[0])
+
+
+def test_a_clarabel_solve_does_not_depend_on_whether_its_solver_was_new():
+    # Clarabel scales b in passes when it sets a solver up and in one product when it updates one, and these can
+    # round differently where its equilibration rescales b (rows of A far from unit size). A new solver is therefore
+    # set up with b = 0 and given b by an update, as a held one is: the same b gives the same bits either way.
+    import scipy.sparse as sp
+
+    from tabrelease.consistency import _ResidualQP
+
+    rng = np.random.default_rng(4)
+    unknowns, rows = 6, 9
+    # Rows r = y - M u (equalities, the residuals as unknowns too), then u >= 0: M's entries span two decades.
+    M = rng.normal(size=(rows, unknowns)) * 10.0 ** rng.uniform(-1, 1, size=(rows, 1))
+    A = sp.csc_matrix(np.block([[M, np.eye(rows)], [-np.eye(unknowns), np.zeros((unknowns, rows))]]))
+    weights = rng.uniform(0.2, 1.0, rows)
+    bs = [np.concatenate([rng.normal(size=rows) * 5, np.zeros(unknowns)]) for _ in range(4)]
+    held = _ResidualQP(unknowns, A, rows, unknowns)
+    after_others = [np.asarray(held.solve(weights, b).x) for b in bs]  # one solver, updated with each b
+    for b, x in zip(bs, after_others):
+        new = np.asarray(_ResidualQP(unknowns, A, rows, unknowns).solve(weights, b).x)  # a solver set up for b
+        assert np.array_equal(new, x)

@@ -119,7 +119,8 @@ def test_the_stated_quantile_is_the_order_statistic_a_further_draw_stays_within_
     assert np.mean(draws[:, 60] <= kth) == pytest.approx(58 / 61, abs=0.004)
 
 
-def test_a_simulation_fitted_in_threads_gives_the_figures_of_one_thread(monkeypatch):
+@pytest.mark.parametrize("estimator", ["least-squares", "local-least-squares"])
+def test_a_simulation_fitted_in_threads_gives_the_figures_of_one_thread(monkeypatch, estimator):
     # The noise is drawn run after run before any fit, and each thread fits a contiguous share of the runs: the
     # figures must not depend on how many CPUs the machine has.
     import threading
@@ -127,7 +128,7 @@ def test_a_simulation_fitted_in_threads_gives_the_figures_of_one_thread(monkeypa
     from tabrelease import _cpus, error_model, pipeline
 
     table = tr.builtin_table("rochdale")
-    plan = plan_at(table.shape, [(0, 1), (2, 3, 4), (5, 6, 7)], 0.5)
+    plan = with_post_processing(plan_at(table.shape, [(0, 1), (2, 3, 4), (5, 6, 7)], 0.5), estimator)
     reference = np.rint(table.counts * 0.7).astype(np.int64)
     monkeypatch.setattr(_cpus, "available_cpus", lambda: 1)
     alone = simulate_errors(plan, reference, runs=24, seed=5)
@@ -149,3 +150,23 @@ def test_a_simulation_fitted_in_threads_gives_the_figures_of_one_thread(monkeypa
                               "linf-lp", "none")
     assert not lp.estimator.thread_safe and error_model.simulation_threads(lp, 24) == 1
     assert error_model.simulation_threads(with_post_processing(plan, rounding="controlled"), 24) == 1
+
+
+def test_a_fit_that_fails_in_a_thread_ends_the_simulation_with_its_error(monkeypatch):
+    # A failed fit in one thread is the simulation's error, as it is in one thread (the audit records it and goes on).
+    from tabrelease import _cpus, pipeline
+
+    table = tr.builtin_table("rochdale")
+    plan = plan_at(table.shape, [(0, 1), (2, 3)], 1.0)
+    monkeypatch.setattr(_cpus, "available_cpus", lambda: 2)
+    real, calls = pipeline.release_from_measurements, []
+
+    def failing_late(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 15:
+            raise tr.TabreleaseError("the least-squares fit did not solve: Clarabel says MaxIterations")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "release_from_measurements", failing_late)
+    with pytest.raises(tr.TabreleaseError, match="did not solve"):
+        simulate_errors(plan, table.counts, runs=20)

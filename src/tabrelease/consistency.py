@@ -274,8 +274,9 @@ class _ResidualQP:
 
     A and the cones are fixed; the weights rarely change (one set per plan) and b changes with every solve. So the
     solver is set up once per weights and solved again with a new b (Clarabel's data update keeps the KKT pattern,
-    its symbolic factorisation and the equilibration, which depend on P and A alone): a third of a fit's time, and
-    the same solution as a solver set up afresh. One solver per thread: a solver object is not thread-safe.
+    its symbolic factorisation and the equilibration, which depend on P and A alone): a third of a fit's time. A new
+    solver is set up with b = 0 and given b the same way (`_given`), so that every solve takes one path. One solver
+    per thread: a solver object is not thread-safe.
     """
 
     def __init__(self, unknowns: int, A, equalities: int, inequalities: int):
@@ -327,12 +328,11 @@ class _ResidualQP:
         weights = np.asarray(weights, float)
         key = weights.tobytes()
         held = getattr(self._local, "held", None)
-        if held is not None and held[0] == key and getattr(held[1], "update", None) is not None \
-                and held[1].is_data_update_allowed():
+        if held is not None and held[0] == key and _updatable(held[1]):
             solver = held[1]
             solver.update(b=b)
         else:
-            solver = self._solver(weights, b)
+            solver = self._given(weights, b)
             self._local.held = (key, solver)
         solution = solver.solve()
         for attempt in range(1, len(SOLVER_ATTEMPTS)):
@@ -340,8 +340,24 @@ class _ResidualQP:
                 break
             # Unmeasured residuals (a junction tree's fill-in, sparse data at small epsilon) leave the KKT system
             # nearly singular: again with looser tolerances and stronger regularisation (`SOLVER_ATTEMPTS`).
-            solution = self._solver(weights, b, attempt).solve()
+            solution = self._given(weights, b, attempt).solve()
         return solution
+
+    def _given(self, weights: np.ndarray, b: np.ndarray, attempt: int = 0):
+        """A solver set up with b = 0 and given b by Clarabel's data update, as a held solver is given each new b:
+        every solve takes the same path, so its result never depends on whether its solver was new (which run of a
+        simulation's share a thread solves first). Clarabel scales b in passes when it sets up and in one product
+        when it updates, and the two can round differently wherever its equilibration rescales b."""
+        solver = self._solver(weights, np.zeros_like(b), attempt)
+        if _updatable(solver):
+            solver.update(b=b)
+            return solver
+        return self._solver(weights, b, attempt)  # a Clarabel without data updates: set up with b itself
+
+
+def _updatable(solver) -> bool:
+    """Whether Clarabel can take a new b into this solver (a version with data updates, nothing presolved away)."""
+    return getattr(solver, "update", None) is not None and solver.is_data_update_allowed()
 
 
 class LeastSquaresProblem:

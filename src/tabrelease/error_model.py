@@ -13,6 +13,7 @@ table is smoother and sparser than the truth at small epsilon, which the validat
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from math import ceil
 
@@ -112,24 +113,38 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
         plan = with_post_processing(plan, rounding="none")
     truth = [margin_counts(counts, g).astype(float) for g in plan.margins]
     noise = SimulationNoise(seed=seed)
-    # Every run's noise first, in the order the runs draw it one after another; then the fits, in threads where the
-    # estimator allows (Clarabel's solve runs without the GIL), each thread taking a contiguous share of the runs in
-    # order, so the figures are the same on any number of CPUs.
+    # Every run's noise first, in the order the runs draw it one after another; then the fits: the first here (it
+    # builds what the fits share), the rest in threads where the estimator allows (Clarabel's solve runs without the
+    # GIL), each thread taking a contiguous share of the runs in order, so the figures are the same on any number of
+    # CPUs.
     drawn = [measure(plan, counts, noise) for _ in range(runs)]
+    stop = threading.Event()  # set when the caller is interrupted: each thread stops at its next run
 
     def errors_of(indices) -> list:
-        return [[np.abs(np.asarray(m, float) - t).sum()
-                 for m, t in zip(release_from_measurements(plan, drawn[i]).released_margins, truth)]
-                for i in indices]
+        rows = []
+        for i in indices:
+            if stop.is_set():
+                break
+            rows.append([np.abs(np.asarray(m, float) - t).sum()
+                         for m, t in zip(release_from_measurements(plan, drawn[i]).released_margins, truth)])
+        return rows
 
-    shares = np.array_split(np.arange(runs), simulation_threads(plan, runs))
+    rows = errors_of([0])
+    shares = np.array_split(np.arange(1, runs), simulation_threads(plan, runs))
     if len(shares) == 1:
-        errors = np.array(errors_of(shares[0]), float)
+        rows += errors_of(shares[0])
     else:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(len(shares)) as pool:
-            errors = np.array([row for part in pool.map(errors_of, shares) for row in part], float)
+        pool = ThreadPoolExecutor(len(shares))
+        try:
+            rows += [row for part in pool.map(errors_of, shares) for row in part]
+        except BaseException:  # an interrupt, or a fit that failed: the other threads stop at their next run
+            stop.set()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    errors = np.array(rows, float)
     k = upper_order_statistic(runs, level) - 1
     ordered = np.sort(errors, axis=0)
     return SimulatedErrors(reference=described, runs=runs, level=level,
@@ -143,9 +158,9 @@ MAX_SIMULATION_THREADS = 4
 
 
 def simulation_threads(plan, runs: int) -> int:
-    """How many threads fit a simulation's runs: several only where the plan's estimator is thread-safe and there is
-    no rounding to run (the controlled rounding's MILP solver is not shared across threads), and at most one per CPU
-    and per two runs.
+    """How many threads fit a simulation's runs: several only where the plan's estimator is thread-safe, there is
+    no rounding to run (the controlled rounding's MILP solver is not shared across threads) and the process is not a
+    worker of a process pool, and at most one per CPU and per two runs.
 
     Parameters
     ----------
@@ -159,9 +174,15 @@ def simulation_threads(plan, runs: int) -> int:
     int
         At least 1.
     """
-    from ._cpus import available_cpus
+    import sys
 
-    if not getattr(plan.estimator, "thread_safe", False) or plan.rounding != "none":
+    from ._cpus import available_cpus
+    from .postprocessing import NO_ROUNDING
+
+    if not getattr(plan.estimator, "thread_safe", False) or plan.rounding != NO_ROUNDING:
+        return 1
+    processes = sys.modules.get("multiprocessing")  # a pool's worker has it imported; nothing else needs it here
+    if processes is not None and processes.parent_process() is not None:  # the pool has the CPUs already
         return 1
     return max(1, min(MAX_SIMULATION_THREADS, available_cpus(), runs // 2))
 

@@ -244,7 +244,9 @@ class LeastSquares(Estimator):
 
     name = LEAST_SQUARES
     reads = LINEAR
-    thread_safe = True  # its problems are cached, and each keeps one Clarabel solver per thread (`_ResidualQP`)
+    # Its problems are cached, and each keeps one Clarabel solver per thread (`_ResidualQP`); a subclass inherits
+    # this, and must say False where it holds anything else that a fit changes.
+    thread_safe = True
 
     def __init__(self, structural_zeros=None):
         self.structural_zeros = structural_zeros

@@ -266,8 +266,6 @@ def grid_chunks(grid: SweepGrid) -> list[SweepChunk]:
     ]
 
 
-
-
 def run_seed(master_seed: int, table: str, mechanism: str, calibration: str, epsilon: float, repetition: int) -> int:
     """The noise seed of one run: a hash of the master seed and the run's coordinates (63 bits).
 
