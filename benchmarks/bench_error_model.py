@@ -17,8 +17,8 @@ Per point it prints:
 * realised / stated mean L1 (means over releases and margins) with the ratio's standard error (delta method, a
   release's mean over margins as the unit; numerator and denominator from different releases, so independent). The
   error is conditional on the audit's fixed seed, which every release's simulation shares. At small epsilon one
-  release's error varies so much that 50 releases alone put the realised mean about 10% either way (Edwards, 70
-  records), the width of the target: hence the M;
+  release's error varies so much that the audited releases alone would estimate the realised mean no better than
+  the target's width (Edwards, 70 records): hence the M;
 * the same ratio for the plan's unbiased expected L1 (before non-negativity);
 * coverage: the share of the N releases' (release, margin) pairs whose realised error is at most the stated 95%
   quantile, with its standard error (a release's share as the unit); a simulation that described the realised
