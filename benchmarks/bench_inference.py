@@ -20,6 +20,7 @@ import argparse
 import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
@@ -65,16 +66,38 @@ def study_releases(shape_index: int, epsilon: float, first: int, last: int):
             yield t, plan, p, [np.asarray(m, float) for m in release.released_margins]
 
 
+class ExperimentTable(NamedTuple):
+    """One of an experiment's tables: the study's release of it, the true model's G² and fit, and the first stage of
+    the bootstrap (`bootstrap` releases drawn from the fit with the released total, by `draws`, which the experiment
+    may go on drawing from)."""
+
+    t: int
+    plan: object
+    generators: tuple
+    margins: tuple
+    released: list
+    g2: float
+    fitted: np.ndarray
+    total: int
+    draws: np.random.Generator
+    first_stage: list
+
+
 def experiment_releases(args):
-    """An experiment's releases of the true model's tables: `args` is (shape index, epsilon, first, last,
-    bootstrap); yields (t, plan, the true model's generators, the released margins, G² and the model's fit)."""
+    """An experiment's tables of the true model: `args` is (shape index, epsilon, first, last, bootstrap); yields an
+    `ExperimentTable` for each of the study's tables first to last - 1 (the first stage drawn by
+    numpy.random.default_rng([t, 99]), as both experiments draw it)."""
     from tabrelease.inference import _model_g2
 
-    shape_index, epsilon, first, last, _ = args
+    shape_index, epsilon, first, last, bootstrap = args
     generators = tuple(tuple(g) for g in SHAPES[shape_index][3])
     for t, plan, _, released in study_releases(shape_index, epsilon, first, last):
-        g2, fitted = _model_g2(released, tuple(tuple(m) for m in plan.margins), generators, plan.shape)
-        yield t, plan, generators, released, float(g2), fitted
+        margins = tuple(tuple(m) for m in plan.margins)
+        g2, fitted = _model_g2(released, margins, generators, plan.shape)
+        total = int(round(float(released[0].sum())))
+        draws = np.random.default_rng([t, 99])
+        first_stage = released_draws(plan, [fitted] * bootstrap, [total] * bootstrap, draws)
+        yield ExperimentTable(t, plan, generators, margins, released, float(g2), fitted, total, draws, first_stage)
 
 
 def released_draws(plan, worlds, totals, draws) -> list[np.ndarray]:
@@ -84,6 +107,15 @@ def released_draws(plan, worlds, totals, draws) -> list[np.ndarray]:
 
     tables = [draws.multinomial(int(m), (w / w.sum()).ravel()).reshape(plan.shape) for w, m in zip(worlds, totals)]
     return _release_chunk(plan, tables, [int(draws.integers(2**62)) for _ in tables])
+
+
+def experiment_parser() -> argparse.ArgumentParser:
+    """The options every paired experiment takes: its tables per epsilon, the epsilons, the bootstrap replicates."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tables", type=int, default=400)
+    parser.add_argument("--epsilons", default="0.5,2")
+    parser.add_argument("--bootstrap", type=int, default=99)
+    return parser
 
 
 def paired_experiment(tables_function, shape_index: int, epsilons, tables: int, bootstrap: int) -> dict:

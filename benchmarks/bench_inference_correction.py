@@ -19,12 +19,11 @@ so its figure is an independent replication. Every figure is computed by this ru
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
-from bench_inference import experiment_releases, paired_experiment, released_draws
+from bench_inference import experiment_parser, experiment_releases, paired_experiment, released_draws
 
 ALPHA = 0.05
 
@@ -34,33 +33,24 @@ def _tables(args) -> list[tuple[float, float]]:
 
     bootstrap = args[-1]
     found = []
-    for t, plan, generators, released, g2, fitted in experiment_releases(args):
-        shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
-        total = int(round(float(released[0].sum())))
-        draws = np.random.default_rng([t, 99])
-
-        def replicates(world):
-            return released_draws(plan, [world] * bootstrap, [total] * bootstrap, draws)
-
+    for e in experiment_releases(args):
         def p_value(stacked) -> float:
-            return _bootstrap_p_value(g2, _model_g2(stacked, margins, generators, shape, 1)[0])
+            return _bootstrap_p_value(e.g2, _model_g2(stacked, e.margins, e.generators, e.plan.shape, 1)[0])
 
-        first_stage = replicates(fitted)
         targets = []
-        for g in generators:
-            estimate = _sub_margin(released, margins, g)
-            lift = _sub_margin(first_stage, margins, g, 1).mean(axis=0) - estimate
+        for g in e.generators:
+            estimate = _sub_margin(e.released, e.margins, g)
+            lift = _sub_margin(e.first_stage, e.margins, g, 1).mean(axis=0) - estimate
             targets.append(np.maximum(estimate - lift, 0.5))
-        corrected = _fits(targets, generators, shape, 0)
-        found.append((p_value(first_stage), p_value(replicates(corrected))))
+        corrected = _fits(targets, e.generators, e.plan.shape, 0)
+        # The corrected world's replicates: drawn on from the first stage's generator, as before.
+        second = released_draws(e.plan, [corrected] * bootstrap, [e.total] * bootstrap, e.draws)
+        found.append((p_value(e.first_stage), p_value(second)))
     return found
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tables", type=int, default=400)
-    parser.add_argument("--epsilons", default="0.5,2")
-    parser.add_argument("--bootstrap", type=int, default=99)
+    parser = experiment_parser()
     args = parser.parse_args()
     start = time.perf_counter()
     epsilons = [float(e) for e in args.epsilons.split(",")]

@@ -21,12 +21,11 @@ replicates (paired), with the share's standard error. Every figure is computed b
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 
-from bench_inference import SHAPES, experiment_releases, paired_experiment, released_draws
+from bench_inference import SHAPES, experiment_parser, experiment_releases, paired_experiment, released_draws
 
 ALPHA = 0.05
 
@@ -45,26 +44,19 @@ def fdb_p_value(observed: float, first: np.ndarray, second: np.ndarray) -> float
 def _tables(args) -> list[tuple[float, float]]:
     from tabrelease.inference import _bootstrap_p_value, _model_g2
 
-    bootstrap = args[-1]
     found = []
-    for t, plan, generators, released, g2, fitted in experiment_releases(args):
-        shape, margins = plan.shape, tuple(tuple(m) for m in plan.margins)
-        total = int(round(float(released[0].sum())))
-        draws = np.random.default_rng([t, 99])  # bench_inference_correction.py's first stage: the same replicates
-        first_level = released_draws(plan, [fitted] * bootstrap, [total] * bootstrap, draws)
-        tau, worlds = _model_g2(first_level, margins, generators, shape, 1)
-        replicate_totals = np.rint(first_level[0].sum(axis=tuple(range(1, first_level[0].ndim)))).astype(int)
-        second_level = released_draws(plan, worlds, replicate_totals, np.random.default_rng([t, 101]))
-        tau2, _ = _model_g2(second_level, margins, generators, shape, 1)
-        found.append((_bootstrap_p_value(g2, tau), fdb_p_value(g2, tau, tau2)))
+    for e in experiment_releases(args):
+        # bench_inference_correction.py's first stage: the same replicates.
+        tau, worlds = _model_g2(e.first_stage, e.margins, e.generators, e.plan.shape, 1)
+        replicate_totals = np.rint(e.first_stage[0].sum(axis=tuple(range(1, e.first_stage[0].ndim)))).astype(int)
+        second_level = released_draws(e.plan, worlds, replicate_totals, np.random.default_rng([e.t, 101]))
+        tau2, _ = _model_g2(second_level, e.margins, e.generators, e.plan.shape, 1)
+        found.append((_bootstrap_p_value(e.g2, tau), fdb_p_value(e.g2, tau, tau2)))
     return found
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tables", type=int, default=400)
-    parser.add_argument("--epsilons", default="0.5,2")
-    parser.add_argument("--bootstrap", type=int, default=99)
+    parser = experiment_parser()
     parser.add_argument("--shape", type=int, default=1, help="index into bench_inference.SHAPES (1: 3x3x4)")
     args = parser.parse_args()
     start = time.perf_counter()
