@@ -170,3 +170,63 @@ def test_a_fit_that_fails_in_a_thread_ends_the_simulation_with_its_error(monkeyp
     monkeypatch.setattr(pipeline, "release_from_measurements", failing_late)
     with pytest.raises(tr.TabreleaseError, match="did not solve"):
         simulate_errors(plan, table.counts, runs=20)
+
+
+def test_the_world_of_one_way_margins_is_the_independence_table_rounded_without_bias():
+    """With the two one-way margins of a 2 x 3 table released, the maximum-entropy table is row x column / n (by
+    hand: [[6, 3, 3], [4, 2, 2]] for rows 12, 8 and columns 10, 5, 5, already integers); for other margins
+    (rows 13, 8) each cell is its floor or ceiling, and over seeds the cells average to row x column / n."""
+    from tabrelease.error_model import released_world
+
+    plan = plan_at((2, 3), [(0,), (1,)], 1.0)
+    released = np.array([[10, 0, 2], [0, 5, 3]])
+    assert released_world(plan, released).tolist() == [[6, 3, 3], [4, 2, 2]]
+    released = np.array([[10, 1, 2], [0, 5, 3]])
+    expected = np.outer([13, 8], [10, 6, 5]) / 21
+    draws = np.array([released_world(plan, released, seed=s) for s in range(3000)])
+    assert np.all((draws == np.floor(expected)) | (draws == np.ceil(expected)))
+    assert np.abs(draws.mean(axis=0) - expected).max() < 0.03  # each cell's standard error is at most 0.5/sqrt(3000)
+    assert released_world(plan, released, seed=5).tolist() == released_world(plan, released, seed=5).tolist()
+
+
+def test_the_world_of_a_hierarchical_workload_has_no_interaction_beyond_its_margins():
+    """Every two-way margin of a 2 x 2 x 2 table: the maximum-entropy table with them is the model of no three-way
+    interaction, whose three-way log odds ratio is 0 (the released table's own is far from it). Checked on the
+    average of seeded worlds, whose two-way margins are also the released ones on average."""
+    from tabrelease.error_model import released_world
+
+    released = np.array([[[40, 2], [3, 10]], [[5, 12], [20, 30]]])
+    plan = plan_at(released.shape, [(0, 1), (0, 2), (1, 2)], 1.0)
+    mean = np.mean([released_world(plan, released, seed=s) for s in range(4000)], axis=0)
+
+    def three_way_log_odds(t):
+        return np.log(t[1, 1, 1] * t[1, 0, 0] * t[0, 1, 0] * t[0, 0, 1] / (t[0, 0, 0] * t[1, 1, 0] * t[1, 0, 1]
+                                                                          * t[0, 1, 1]))
+
+    assert abs(three_way_log_odds(released)) > 2
+    assert abs(three_way_log_odds(mean)) < 0.05
+    for axes in [(0,), (1,), (2,)]:
+        assert np.abs(mean.sum(axis=axes) - released.sum(axis=axes)).max() < 0.1
+
+
+def test_where_every_cell_is_released_the_world_is_the_released_table():
+    from tabrelease.error_model import released_world
+
+    released = np.array([[7, 0], [1, 4]])
+    plan = plan_at((2, 2), [(0,), (0, 1)], 1.0)
+    assert released_world(plan, released).tolist() == released.tolist()
+
+
+def test_the_audit_simulates_on_the_world_not_on_the_released_table():
+    """Released table [[20, 0], [0, 20]] with its one-way margins: the world is [[10, 10], [10, 10]] (by hand), and the
+    audit's figures are those of a simulation on it, which differ from a simulation on the released table (where
+    clipping at the two empty cells removes error)."""
+    plan = plan_at((2, 2), [(0,), (1,)], 0.2)
+    released = np.array([[20, 0], [0, 20]])
+    found, note = released_table_errors(_release_with(plan, released), level=0.95)
+    assert note is None
+    on_world = simulate_errors(plan, np.array([[10, 10], [10, 10]]))
+    on_released = simulate_errors(plan, released)
+    for g in plan.margins:
+        assert found.mean_l1[g] == on_world.mean_l1[g] and found.quantile_l1[g] == on_world.quantile_l1[g]
+    assert any(on_released.mean_l1[g] != on_world.mean_l1[g] for g in plan.margins)
