@@ -210,6 +210,7 @@ def upper_order_statistic(runs: int, level: float) -> int:
     return min(runs, max(1, ceil(level * (runs + 1) - 1e-9)))
 
 
+WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
 
 
@@ -249,7 +250,10 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> np.ndarray:
     if any(len(g) == counts.ndim for g in generators):
         return np.rint(counts).astype(np.int64)  # every cell is released: the world is the released table
     targets = [margin_counts(counts, g) for g in generators]
-    fitted, _, _ = ipf_to_margins(targets, generators, counts.shape)
+    # To a hundredth of a count, or WORLD_IPF_CYCLES cycles: where the maximum has empty cells (a sparse table), IPF
+    # approaches it slowly (on journey to work, thousands of cycles for 1e-6), and the world is rounded
+    # at random anyway.
+    fitted, _, _ = ipf_to_margins(targets, generators, counts.shape, tol=1e-2, max_iter=WORLD_IPF_CYCLES)
     below = np.floor(fitted)
     up = np.random.default_rng([seed, 1]).random(fitted.shape) < fitted - below
     return (below + up).astype(np.int64)
