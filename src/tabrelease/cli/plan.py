@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
               f"{shown:>16} {theirs:>18} {ratio:>6}")
     print("E L1: expected L1 error of the unbiased linear reconstruction of the measurements (normal approximation);"
           " non-negativity and rounding reduce it, the more the sparser the table is against the noise (the audit "
-          "states the error simulated on the released margins). Every cell: Laplace noise on each cell of the full "
-          "table (Laplace only).")
+          "states the error simulated on a table with the released margins). Every cell: Laplace noise on each cell of "
+          "the full table (Laplace only).")
     from ..forecast import _plan
 
     for note in _plan(table.shape, model.generators, spec, args.epsilon[0]).notes:
