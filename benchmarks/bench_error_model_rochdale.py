@@ -5,9 +5,11 @@ world the audit now simulates on.
     python benchmarks/bench_error_model_rochdale.py > reports/benchmarks/error_model_rochdale.txt
 
 * Empty cells: the share of empty cells in the true table, and in released tables (10 releases at each epsilon):
-  the simulation's world is the released table, and non-negative fitting removes more error the more cells are empty.
+  the simulation's world was the released table, and non-negative fitting removes more error the more cells are
+  empty.
 * Rounding: the audit does not simulate it. At epsilon 0.5, the realised mean L1 of rounded and of unrounded
-  releases (200 each), and the stated mean with and without simulated rounding (3 releases, 60 runs each).
+  releases (200 each), and the stated mean on the released table with and without simulated rounding (3 releases,
+  60 runs each).
 * The world: at each epsilon, the stated mean L1 of 10 releases simulated on the released table (the audit's world
   before) and on the released margins' world (`error_model.released_world`, the audit's world now), against the
   realised mean L1 of 50 further releases of the true table.
@@ -60,7 +62,8 @@ def main() -> None:
         released = np.asarray(run_plan(plan, table.counts, SimulationNoise(seed=1000 * r + 7)).table)
         stated.append(np.mean(list(simulate_errors(plan, released).mean_l1.values())))
         stated_rounded.append(np.mean(list(simulate_errors(plan, released, rounded=True).mean_l1.values())))
-    print(f"eps 0.5: stated mean L1 over 3 releases, the audit's (rounding not simulated) {np.mean(stated):.2f}, "
+    print(f"eps 0.5: stated mean L1 over 3 releases simulated on the released table, rounding not simulated "
+          f"{np.mean(stated):.2f}, "
           f"rounding simulated {np.mean(stated_rounded):.2f}")
     print("realised / stated mean L1, the audit simulating on the released table, then on the released margins' world "
           "(10 releases; realised: 50 further releases)")
