@@ -101,9 +101,7 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
     from .pipeline import measure, release_from_measurements
     from .planner import with_post_processing
 
-    counts = np.asarray(reference)
-    if counts.shape != tuple(plan.shape) or not np.all(np.isfinite(counts)) or counts.min(initial=0) < 0:
-        raise TabreleaseError("the reference of a simulation is a non-negative table of the plan's shape")
+    counts = _table_of_plan(plan, reference, "the reference")
     if counts.size > MAX_SIMULATED_CELLS:
         raise TabreleaseError(f"a simulation refits the {counts.size} cells per run; at most {MAX_SIMULATED_CELLS}")
     if runs < 2 or not 0 < level < 1:
@@ -210,6 +208,15 @@ def upper_order_statistic(runs: int, level: float) -> int:
     return min(runs, max(1, ceil(level * (runs + 1) - 1e-9)))
 
 
+def _table_of_plan(plan, table, what: str) -> np.ndarray:
+    """`table` as an array, refused with one TabreleaseError naming `what` unless it is a finite non-negative table
+    of the plan's shape."""
+    counts = np.asarray(table)
+    if counts.shape != tuple(plan.shape) or not np.all(np.isfinite(counts)) or counts.min(initial=0) < 0:
+        raise TabreleaseError(f"{what} of a simulation is a non-negative table of the plan's shape")
+    return counts
+
+
 WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
 
@@ -252,9 +259,7 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
     """
     from .loglinear.ipf import ipf_to_margins
 
-    counts = np.asarray(table, float)
-    if counts.shape != tuple(plan.shape) or not np.all(np.isfinite(counts)) or counts.min(initial=0) < 0:
-        raise TabreleaseError("the released table of a simulation is a non-negative table of the plan's shape")
+    counts = _table_of_plan(plan, table, "the released table").astype(float)
     generators = [tuple(sorted(g)) for g in plan.margins]
     targets = [margin_counts(counts, g) for g in generators]
     # To a hundredth of a count, or WORLD_IPF_CYCLES cycles: where the maximum has empty cells (a sparse table), IPF

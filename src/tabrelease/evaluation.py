@@ -54,8 +54,8 @@ class ReleaseEvaluation:
     refit_seconds: float | None = None
     # Whole categories (a level of a variable within a released margin) released as 0 where the truth is not 0.
     zeroed_categories: list[str] | None = None
-    # The fitted release's error simulated on the released margins' world (error_model.SimulatedErrors.as_dict): its mean and
-    # its empirical (1 - bound_delta) quantile per margin; None with `simulation_note` saying why.
+    # The fitted release's error simulated on the released margins' world (error_model.SimulatedErrors.as_dict): its
+    # mean and its empirical (1 - bound_delta) quantile per margin; None with `simulation_note` saying why.
     simulated_errors: dict | None = None
     simulation_note: str | None = None
 
@@ -99,8 +99,8 @@ def evaluate_release(
     original_fit : LogLinearFit, optional
         The model's fit to the confidential table, when it was made already.
     simulate : bool, default False
-        Also simulate the release's error on the released margins' world (`error_model.released_table_errors`): public
-        figures, a mean and a true quantile of each margin's L1 error, that take non-negativity into account.
+        Also simulate the release's error on the released margins' world (`error_model.released_table_errors`):
+        public figures, a mean and a true quantile of each margin's L1 error, that take non-negativity into account.
 
     Returns
     -------
