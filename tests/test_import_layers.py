@@ -50,6 +50,7 @@ LAYERS = {
     "tabrelease.bases": MATHEMATICS,
     "tabrelease.bounds": MATHEMATICS,
     "tabrelease.planning": MATHEMATICS,
+    "tabrelease._minimise": MATHEMATICS,  # the planner's L-BFGS (numpy alone: scipy.optimize's import is slow)
     "tabrelease.junction": MATHEMATICS,
     "tabrelease.models": MATHEMATICS,
     "tabrelease.loglinear": MATHEMATICS,

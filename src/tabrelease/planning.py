@@ -50,9 +50,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 from math import prod, sqrt
+from statistics import NormalDist
 
 import numpy as np
 
+from ._minimise import minimise
 from .bases import EFRON_STEIN, FOURIER, MAX_REPLACE_VARIABLES, block_changes, coefficient_basis
 from .errors import TabreleaseError
 from .measurements import COEFFICIENTS, MARGIN_CELLS
@@ -145,9 +147,9 @@ class MarginError:
         float
             The L1 error, in counts, exceeded with probability at most delta.
         """
-        from scipy.special import ndtri
-
-        return float(self.cells * self.cell_sd * ndtri(1.0 - delta / (2.0 * self.cells)))
+        # The upper delta / (2 cells) point of the standard normal, as minus its lower point (no 1 - tiny rounding);
+        # the standard library's inverse (Wichura's AS 241) rather than scipy.special, whose import is slow.
+        return float(self.cells * self.cell_sd * -NormalDist().inv_cdf(delta / (2.0 * self.cells)))
 
     def as_dict(self) -> dict:
         """The expected error as a JSON-ready mapping.
@@ -447,7 +449,17 @@ def _plan_measurements(shape, margins, distribution, neighbours, public_total, o
     if objective == MAX_CELL_VARIANCE:
         per_cell = np.array([[_k_out(shape, a) * _dim(shape, t) / prod(shape[j] for j in a) if set(t) <= set(a)
                               else 0.0 for t in residuals] for a in workload])
-        inverse_scale = _minimise_largest(proxy, lam, per_cell, inverse_scale, norm)
+        starts = [inverse_scale]
+        if distribution == "laplace" and superset_cells > 0:
+            # The total-error plan may be HDMM's (below), found by another search: its blocks are candidates here
+            # too, so the search for the smallest worst cell also starts from it.
+            total_plan = _plan_measurements(shape, margins, distribution, neighbours, public_total,
+                                            TOTAL_SQUARED_ERROR, superset_cells, workload)
+            scales = {(b.query, b.variables): b.relative_scale for b in total_plan.blocks}
+            if all(key in candidates for key in scales):
+                starts.append(np.array([1.0 / scales[c] if c in scales else 0.0 for c in candidates]))
+        inverse_scale = min((_minimise_largest(proxy, lam, per_cell, x, norm) for x in starts),
+                            key=lambda x: _largest_cell_variance(x, proxy, lam, per_cell, norm))
     keep = inverse_scale > 0
     blocks = tuple(PlannedBlock(q, s, float(1 / x)) for (q, s), x, k in zip(candidates, inverse_scale, keep) if k)
     kept = changes[:, keep].copy()
@@ -471,6 +483,14 @@ def _total_error(design: MeasurementDesign, workload) -> float:
               for b in design.blocks]
     errors = expected_margin_errors(design.shape, workload, blocks, design.public_total)
     return float(sum(e.total_variance for e in errors.values()))
+
+
+def _largest_cell_variance(x, cost, lam, per_cell, norm) -> float:
+    """The largest per-cell variance of a released margin for 1 / scales x, at a unit privacy cost (up to a
+    constant factor common to every x)."""
+    shares = cost * x**norm / (cost @ x**norm)
+    precision = (shares / cost) ** (2 / norm)
+    return float((per_cell @ (1.0 / np.maximum(precision @ lam, 1e-300))).max())
 
 
 def _minimise_largest(cost, lam, per_cell, start, norm) -> np.ndarray:
@@ -513,8 +533,8 @@ def marginal_weights(cost: np.ndarray, information: np.ndarray, weights: np.ndar
     (sum_a c_a theta_a)^2 sum_T W_T / sum_a theta_a^2 lambda_(a,T), the expected total squared error of Laplace
     noise on the weighted marginals, up to a constant.
 
-    The search is L-BFGS-B over log theta, from even weights, the last marginal alone (the full table, when it is
-    last) and seeded random weights; deterministic, no clock.
+    The search is L-BFGS within bounds (`_minimise`) over log theta, from even weights, the last marginal alone
+    (the full table, when it is last) and seeded random weights; deterministic, no clock.
 
     Parameters
     ----------
@@ -532,8 +552,6 @@ def marginal_weights(cost: np.ndarray, information: np.ndarray, weights: np.ndar
     numpy.ndarray
         theta, with the largest 1.
     """
-    from scipy.optimize import minimize
-
     def error_and_gradient(u):
         theta = np.exp(u)
         info = (theta**2) @ information
@@ -550,8 +568,7 @@ def marginal_weights(cost: np.ndarray, information: np.ndarray, weights: np.ndar
     starts = [np.zeros(n), last] + [rng.uniform(-4.0, 0.0, n) for _ in range(4)]
     best_u, best_f = None, np.inf
     for u0 in starts:
-        result = minimize(error_and_gradient, u0, jac=True, method="L-BFGS-B", bounds=[LOG_WEIGHT_BOUNDS] * n,
-                          options={"maxiter": 2000})
+        result = minimise(error_and_gradient, u0, bounds=LOG_WEIGHT_BOUNDS, max_iter=2000)
         if result.fun < best_f:
             best_u, best_f = result.x, float(result.fun)
     theta = np.exp(best_u - best_u.max())
@@ -619,8 +636,6 @@ def _plan_laplace(cost, lam, weights, levels=None) -> np.ndarray:
     block's number of variables, -1 for a residual block; the full table alone is one of them), and seeded random
     mixtures, each blended with even shares.
     """
-    from scipy.optimize import minimize
-
     n_blocks, n_res = lam.shape
 
     def total(p):
@@ -664,7 +679,7 @@ def _plan_laplace(cost, lam, weights, levels=None) -> np.ndarray:
         for blend in start_blends:
             start = (1 - blend) * p0 + blend * even
             theta0 = np.log(np.maximum(start, 1e-12))
-            result = minimize(value_and_gradient, theta0, jac=True, method="L-BFGS-B", options={"maxiter": 3000})
+            result = minimise(value_and_gradient, theta0, max_iter=3000)
             theta = result.x - result.x.max()
             p = np.exp(theta) / np.exp(theta).sum()
             # Blocks with a negligible share are not worth a measurement of their own.

@@ -366,15 +366,19 @@ def _bundle_of(out, entry: Mapping) -> bool:
 # runs releases of every kind and fails if one more comes in after the preload). Nothing here is imported that
 # the release will not use: the import time is a large share of a command-line release. (The audit fits its
 # simulation in threads: concurrent.futures.thread brings _queue.)
-RELEASE_MODULES = ("scipy.sparse", "scipy.linalg", "scipy.special", "highspy", "clarabel", "threadpoolctl",
+RELEASE_MODULES = ("scipy.sparse", "scipy.linalg", "highspy", "clarabel", "threadpoolctl",
                    "jinja2", "jsonschema", "statistics", "uuid", "unicodedata", "concurrent.futures.thread")
+# Gaussian noise's accounting and the copula's normal scores use scipy's special functions (a slow import that a
+# Laplace release does without).
+SPECIAL_FUNCTION_MODULES = ("scipy.special",)
 # Release mode draws from OpenDP's sampler; the ledger locks its file; a workbook is written by openpyxl.
 SECURE_NOISE_MODULES = ("opendp.prelude",)
 LEDGER_MODULES = ("filelock",)
 WORKBOOK_MODULES = ("openpyxl",)
 
 
-def preload_release_modules(workbook: bool = False, *, secure: bool = True, ledger: bool = True) -> None:
+def preload_release_modules(workbook: bool = False, *, secure: bool = True, ledger: bool = True,
+                            special_functions: bool = True) -> None:
     """Import, before the charge and with signals held, the compiled modules the release path would otherwise
     import lazily after it (a signal during such an import can abort the interpreter).
 
@@ -386,10 +390,13 @@ def preload_release_modules(workbook: bool = False, *, secure: bool = True, ledg
         The noise comes from OpenDP's sampler (release mode).
     ledger : bool, default True
         A ledger is charged.
+    special_functions : bool, default True
+        The release uses scipy's special functions (Gaussian noise, copula synthesis).
     """
     import importlib
 
-    names = (RELEASE_MODULES + (SECURE_NOISE_MODULES if secure else ()) + (LEDGER_MODULES if ledger else ())
+    names = (RELEASE_MODULES + (SPECIAL_FUNCTION_MODULES if special_functions else ())
+             + (SECURE_NOISE_MODULES if secure else ()) + (LEDGER_MODULES if ledger else ())
              + (WORKBOOK_MODULES if workbook else ()))
     for name in names:
         try:
@@ -400,6 +407,13 @@ def preload_release_modules(workbook: bool = False, *, secure: bool = True, ledg
     from .bundle import report_writer
 
     report_writer()  # the presentation layer's writer, registered (and its module imported) before the charge
+
+
+def _uses_special_functions(plan: MechanismPlan) -> bool:
+    """Whether the release path calls scipy.special: Gaussian noise's accounting, or the copula's normal scores."""
+    from .estimate import CopulaSynthesis
+
+    return getattr(plan.calibration, "distribution", None) != "laplace" or isinstance(plan.estimator, CopulaSynthesis)
 
 
 def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.PathLike, *,
@@ -446,7 +460,8 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
     ledger = None if account is None else account.ledger
     stale = remove_stale_staging(out)  # folders of killed runs (they may hold an audit): gone before anything else
     with deferred_signals():
-        preload_release_modules(workbook, secure=mode == RELEASE, ledger=account is not None)
+        preload_release_modules(workbook, secure=mode == RELEASE, ledger=account is not None,
+                                special_functions=_uses_special_functions(plan))
     entry = budget = None
     try:
         with deferred_signals():  # charged and known to be, or not charged: a signal waits for the charge's end
