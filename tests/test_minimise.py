@@ -84,8 +84,8 @@ def test_a_function_without_a_decrease_stops_where_it_started():
 
 @pytest.mark.e2e
 def test_a_release_plans_without_importing_scipy_optimize(tmp_path):
-    script = ("import json, sys\nfrom tabrelease.cli import main\n"
-              f"main(['release', 'rochdale', '--epsilon', '1', '--simulate', '--seed', '1', '--out', {str(tmp_path)!r}])\n"
+    argv = ["release", "rochdale", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(tmp_path)]
+    script = (f"import json, sys\nfrom tabrelease.cli import main\nmain({argv!r})\n"
               "print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy.optimize'))))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []

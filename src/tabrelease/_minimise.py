@@ -2,17 +2,18 @@
 
 Why by hand: the planner's searches (a few dozen variables, a few thousand gradient steps in all) were run by
 `scipy.optimize.minimize(method="L-BFGS-B")`, but importing `scipy.optimize` imports all of it (linear programming,
-FFTs, special functions, spatial transforms): a third of a command-line release's wall time, for a search that
-costs a few milliseconds. This module is numpy alone.
+FFTs, special functions, spatial transforms), a large share of a command-line release's wall time, for searches
+that take milliseconds each. This module is numpy alone.
 
 The method is L-BFGS (Nocedal & Wright, Numerical Optimization, 2nd ed., Algorithm 7.4, the two-loop recursion)
 with a line search for the strong Wolfe conditions (Algorithms 3.5 and 3.6; the extrapolation matters here: the
-planner's log-weights travel far). Within bounds, each step searches the segment from the point to its quasi-Newton
-step projected onto the box, as L-BFGS-B's first step does (Byrd, Lu, Nocedal & Zhu, 1995; its later steps
-minimise over a subspace, which this simplification does not): on the first iteration that is the whole
-steepest-descent step to the box's faces, which the planner's searches rely on to leave even weights. The stopping rules are those of scipy's L-BFGS-B defaults: the projected
-gradient's largest component at most `gtol`, or a relative decrease of the value at most `ftol`. Deterministic:
-no clock, no randomness.
+planner's log-weights travel far). Within bounds, a variable at a bound that the gradient pushes outward is held
+there; the quasi-Newton step is taken in the subspace of the others (the correction pairs restricted to it), and
+each iteration searches the segment from the point to that step projected onto the box. That is L-BFGS-B's first
+step exactly (Byrd, Lu, Nocedal & Zhu, 1995: the whole steepest-descent step to the box's faces, which the
+planner's searches rely on to leave even weights) and a simplification of its later ones (no generalised Cauchy
+point). The stopping rules are those of scipy's L-BFGS-B defaults: the projected gradient's largest component at
+most `gtol`, or a relative decrease of the value at most `ftol`. Deterministic: no clock, no randomness.
 """
 
 from __future__ import annotations
