@@ -36,7 +36,7 @@ def timed(module, name, key):
         finally:
             seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - t
     setattr(module, name, wrapper)
-timed(workflow, "prepare_release", "check and plan (scipy.optimize imported here)")
+timed(workflow, "prepare_release", "check and plan")
 timed(workflow, "preload_release_modules", "preload before the charge")
 timed(workflow, "run_plan", "measure, fit, round")
 timed(error_model, "simulate_errors", "audit: 60 simulated fits")
