@@ -42,6 +42,17 @@ def test_a_quadratic_within_a_box_stops_at_the_projection_of_its_centre():
         assert found.converged
 
 
+@pytest.mark.parametrize("bounds, start, expected", [((-np.inf, 1.0), -2.0, 1.0), ((5.0, np.inf), 8.0, 5.0)])
+def test_a_bound_on_one_side_only_is_kept(bounds, start, expected):
+    """min (x - 3)^2 for x <= 1 is at 1, and for x >= 5 at 5 (by hand), never evaluated past the bound."""
+    def value_and_gradient(x):
+        assert bounds[0] <= x[0] <= bounds[1], "evaluated outside the bound"
+        return float((x[0] - 3.0) ** 2), 2 * (x - 3.0)
+
+    found = minimise(value_and_gradient, np.array([start]), bounds=bounds)
+    assert found.x[0] == pytest.approx(expected)
+
+
 @pytest.mark.parametrize("first", [1.0, 150.0])
 def test_the_line_search_returns_a_step_meeting_the_strong_wolfe_conditions(first):
     """phi(t) = (t - 100)^2 from t = 0: a first step of 1 decreases enough but its slope is still steep, so the

@@ -148,7 +148,7 @@ def minimise(value_and_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]
     x0 : numpy.ndarray
         The starting point (projected onto the bounds).
     bounds : (float, float), optional
-        One lower and one upper bound for every variable.
+        One lower and one upper bound for every variable (either may be infinite).
     max_iter : int
         At most this many iterations.
     ftol, gtol : float
@@ -162,7 +162,7 @@ def minimise(value_and_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]
     MinimiseResult
     """
     lower, upper = bounds if bounds is not None else (-np.inf, np.inf)
-    boxed = bool(np.isfinite(lower) and np.isfinite(upper))
+    boxed = bounds is not None
     x = np.clip(np.asarray(x0, dtype=float), lower, upper)
     f, g = value_and_gradient(x)
     steps: list[np.ndarray] = []

@@ -485,12 +485,21 @@ def _total_error(design: MeasurementDesign, workload) -> float:
     return float(sum(e.total_variance for e in errors.values()))
 
 
-def _largest_cell_variance(x, cost, lam, per_cell, norm) -> float:
-    """The largest per-cell variance of a released margin for 1 / scales x, at a unit privacy cost (up to a
-    constant factor common to every x)."""
-    shares = cost * x**norm / (cost @ x**norm)
+def _budget_shares(x, cost, norm) -> np.ndarray:
+    """Each block's share p_B of the budget for 1 / scales x: p_B proportional to cost_B x_B^norm."""
+    return cost * x**norm / (cost @ x**norm)
+
+
+def _cell_variances(shares, cost, lam, per_cell, norm) -> np.ndarray:
+    """Each released margin's per-cell variance for budget shares p_B (up to a factor common to every design):
+    block B's precision is proportional to x_B^2 with x_B^norm = p_B / cost_B."""
     precision = (shares / cost) ** (2 / norm)
-    return float((per_cell @ (1.0 / np.maximum(precision @ lam, 1e-300))).max())
+    return per_cell @ (1.0 / np.maximum(precision @ lam, 1e-300))
+
+
+def _largest_cell_variance(x, cost, lam, per_cell, norm) -> float:
+    """The largest per-cell variance of a released margin for 1 / scales x, at a unit privacy cost."""
+    return float(_cell_variances(_budget_shares(x, cost, norm), cost, lam, per_cell, norm).max())
 
 
 def _minimise_largest(cost, lam, per_cell, start, norm) -> np.ndarray:
@@ -500,11 +509,10 @@ def _minimise_largest(cost, lam, per_cell, start, norm) -> np.ndarray:
     from scipy.optimize import minimize
 
     n = len(cost)
-    shares0 = cost * start**norm / (cost @ start**norm)
+    shares0 = _budget_shares(start, cost, norm)
 
     def variances(shares):
-        precision = (shares / cost) ** (2 / norm)
-        return per_cell @ (1.0 / np.maximum(precision @ lam, 1e-300))
+        return _cell_variances(shares, cost, lam, per_cell, norm)
 
     reference = float(variances(shares0).max())
     result = minimize(
