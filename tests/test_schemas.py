@@ -1,5 +1,6 @@
 """Versioned schemas: what is written matches them, and a document that does not is refused without its values."""
 
+import copy
 import json
 import math
 
@@ -19,20 +20,89 @@ def test_every_schema_is_a_valid_draft_2020_12_schema():
         Draft202012Validator.check_schema(load_schema(name))
 
 
-def test_bundles_of_every_mechanism_match_their_schemas(tmp_path, capsys):
-    for mechanism in ("auto", "gaussian", "binary-encoding", "cells", "margins", "nonneg", "gaussian-copula",
-                      "copula-id", "randomized-response", "sensitive-attributes"):
-        out = tmp_path / mechanism
+MECHANISMS = ("auto", "gaussian", "binary-encoding", "cells", "margins", "nonneg", "gaussian-copula", "copula-id",
+              "randomized-response", "sensitive-attributes")
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    """(public release.json, internal audit.json) of one release by each kind of mechanism."""
+    made = {}
+    for mechanism in MECHANISMS:
+        out = tmp_path_factory.mktemp("bundles") / mechanism
         extra = {"gaussian": ["--delta", "1e-6"],
                  "sensitive-attributes": ["--sensitive", "A", "--neighbours", "replace"]}.get(mechanism, [])
         assert main(["release", "journey_to_work", "--epsilon", "1", "--mechanism", mechanism, "--simulate",
                      "--seed", "1", "--out", str(out), *extra]) == 0
-        public = json.loads((out / "public" / "release.json").read_text())
-        audit = json.loads((out / "internal" / "audit.json").read_text())
+        made[mechanism] = (json.loads((out / "public" / "release.json").read_text()),
+                           json.loads((out / "internal" / "audit.json").read_text()))
+    return made
+
+
+def test_bundles_of_every_mechanism_match_their_schemas(documents):
+    from jsonschema import Draft202012Validator
+
+    for public, audit in documents.values():
         validate(public, RELEASE)
         validate(audit, AUDIT)
+        assert not list(Draft202012Validator(load_schema(RELEASE)).iter_errors(public))
         assert public["schema"] == "tabrelease/release/1" and audit["schema"] == "tabrelease/audit/1"
-    capsys.readouterr()
+
+
+def _breakages(document):
+    """The document broken at every place, one way at a time (changed in place, restored after each yield): each key
+    dropped, a key added, each value replaced by a value of every JSON type (numbers and strings at the edges the
+    schemas draw)."""
+    replacements = (None, True, 0, 1, -1, 2.5, "", "x", [], {})
+    places = []
+
+    def walk(value, parent, key):
+        places.append((parent, key))
+        if isinstance(value, dict):
+            for k, item in value.items():
+                walk(item, value, k)
+        elif isinstance(value, list):
+            for i, item in enumerate(value[:1]):
+                walk(item, value, i)
+
+    walk(document, None, None)
+    for parent, key in places:
+        if parent is None:
+            yield from replacements
+            continue
+        original = parent[key]
+        for new in replacements:
+            parent[key] = new
+            yield document
+        if isinstance(key, str):
+            del parent[key]
+            yield document
+        if isinstance(original, dict):
+            parent[key] = {**original, "not_in_the_schema": 1}
+            yield document
+        parent[key] = original
+
+
+def test_the_own_check_agrees_with_jsonschema_on_every_document_and_its_breakages(documents):
+    # tabrelease checks its documents itself (jsonschema's import is slower than numpy's): the two must agree on
+    # whether each document is valid and where it breaks, for every kind of release and every way of breaking it.
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    from tabrelease.schemas import ALL, schema_errors
+
+    registry = Registry().with_resources((load_schema(n)["$id"], Resource.from_contents(load_schema(n))) for n in ALL)
+    checked = broken = 0
+    for mechanism in ("auto", "sensitive-attributes"):
+        for document, name in zip(copy.deepcopy(documents[mechanism]), (RELEASE, AUDIT)):
+            reference = Draft202012Validator(load_schema(name), registry=registry)
+            for variant in _breakages(document):
+                theirs = {(tuple(e.absolute_path), e.validator) for e in reference.iter_errors(variant)}
+                ours = set(schema_errors(variant, name))
+                assert ours == theirs, (mechanism, name, ours ^ theirs)
+                checked += 1
+                broken += bool(ours)
+    assert broken > 1000 and checked - broken > 100  # both kinds were compared, many times
 
 
 def test_a_key_outside_the_schema_is_never_published(tmp_path, monkeypatch, capsys):
@@ -69,3 +139,14 @@ def test_sweep_rows_match_their_schemas():
         validate(row, SWEEP_ROW)
     for row in records(result.margin_errors):
         validate(row, SWEEP_MARGIN_ROW)
+
+
+@pytest.mark.unit
+def test_a_schema_keyword_the_check_does_not_know_is_refused():
+    from tabrelease.schemas import _keywords_known
+
+    _keywords_known({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}})
+    with pytest.raises(TabreleaseError, match="oneOf"):
+        _keywords_known({"type": "object", "properties": {"a": {"oneOf": [{"type": "integer"}]}}})
+    with pytest.raises(TabreleaseError, match="maxItems"):
+        _keywords_known({"type": "array", "items": {"type": "array", "maxItems": 2}})
