@@ -463,7 +463,7 @@ class LeastSquaresProblem:
         return np.maximum(base + change, 0.0).reshape(self.domain), time.perf_counter() - start
 
     def fit(self, values: np.ndarray, weights: np.ndarray, total: float, *,
-            exact_total: bool = False) -> tuple[np.ndarray, np.ndarray]:
+            exact_total: bool = False, refine: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """The fit as (integer table x, change d), x + d the fitted table (flat): at counts above 2^52 a float
         cannot hold x + d to a fraction, so rounding takes the two parts.
 
@@ -477,6 +477,9 @@ class LeastSquaresProblem:
             The total to pin.
         exact_total : bool, default False
             Whether `total` is an exactly known integer.
+        refine : bool, default True
+            Refine the fit to integer exactness (see `solve`); without, the one solve's fit, accurate relative to
+            the size of the data (what a simulation of unrounded errors may use where that is a fraction of a count).
 
         Returns
         -------
@@ -501,6 +504,9 @@ class LeastSquaresProblem:
         pinned = max(float(total), 0.0)
         table = self._solve_change(values, weights, pinned, np.zeros(self._cells))
         x = np.where(self._free, np.rint(table), 0.0).astype(np.int64)
+        if not refine:
+            change = table - x
+            return x, np.where(self._free, np.maximum(change, -x), 0.0)
         scaled = values * self._row_scale  # the measured values in integer units (what the sampler perturbed)
         for _ in range(REFINEMENT_ROUNDS):
             residual = self._residuals(scaled, x)

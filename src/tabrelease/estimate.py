@@ -77,6 +77,17 @@ class Estimator(ABC):
         """
         return self
 
+    def for_simulation(self) -> Estimator:
+        """This estimator as a simulation of errors may fit with it: to a small fraction of a count rather than
+        exactly (an estimator that refines its fit to integer exactness, for rounding, can skip that).
+
+        Returns
+        -------
+        Estimator
+            An estimator whose estimates agree with this one's to the solver's accuracy (this one by default).
+        """
+        return self
+
     @abstractmethod
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         """The real-valued estimate from the measurements (post-processing only).
@@ -248,11 +259,19 @@ class LeastSquares(Estimator):
     # this, and must say False where it holds anything else that a fit changes.
     thread_safe = True
 
-    def __init__(self, structural_zeros=None):
+    def __init__(self, structural_zeros=None, *, refine: bool = True):
         self.structural_zeros = structural_zeros
+        self.refine = refine
 
     def for_plan(self, plan: MechanismPlan) -> LeastSquares:
-        return LeastSquares(None if plan.encoding is None else plan.encoding.structural_zeros())
+        return LeastSquares(None if plan.encoding is None else plan.encoding.structural_zeros(), refine=self.refine)
+
+    def for_simulation(self) -> LeastSquares:
+        """The fit without its refinement rounds (`consistency.LeastSquaresProblem.fit`): they make the fit exact
+        to integers at any count, for the rounding; a simulation of unrounded errors needs a fraction of a count."""
+        if type(self) is not LeastSquares:
+            return self
+        return LeastSquares(self.structural_zeros, refine=False)
 
     def problem_for(self, domain, signature):
         """The least-squares problem for a domain and the signature of its measured blocks (cached by design).
@@ -316,7 +335,7 @@ class LeastSquares(Estimator):
         exact_total = any(b.distribution == EXACT for b in measurements.blocks)
         domain = measurements.blocks[0].domain
         problem = self.problem_for(domain, signature)
-        base, change = problem.fit(values, weights, total, exact_total=exact_total)
+        base, change = problem.fit(values, weights, total, exact_total=exact_total, refine=self.refine)
         # The total rounding keeps: n when it was measured exactly, else the fit's own total, rounded exactly.
         rounded_total = int(total) if exact_total else int(base.sum()) + int(np.floor(float(change.sum()) + 0.5))
         table = np.maximum(base + change, 0.0).reshape(domain)
