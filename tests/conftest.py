@@ -67,6 +67,7 @@ FILE_TIERS = {
     "test_outside_tables.py": "unit",
     "test_planned.py": "unit",
     "test_minimise.py": "unit",
+    "test_sparse.py": "unit",
     "test_planned_privacy.py": "unit",
     "test_properties.py": "unit",
     "test_public_separation.py": "e2e",

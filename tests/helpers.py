@@ -89,3 +89,10 @@ def read_crosstab(sheet, total: str = "Total"):
             key = outer + (first, level)
             (totals if "Total" in (first, level) else cells)[key] = value
     return cells, totals
+
+
+def as_scipy(matrix):
+    """A `tabrelease._sparse.SparseMatrix` as scipy's CSR matrix, for the checks that use scipy's solvers on it."""
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((matrix.values, (matrix.row, matrix.col)), shape=matrix.shape)

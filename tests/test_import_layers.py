@@ -51,6 +51,7 @@ LAYERS = {
     "tabrelease.bounds": MATHEMATICS,
     "tabrelease.planning": MATHEMATICS,
     "tabrelease._minimise": MATHEMATICS,  # the planner's L-BFGS (numpy alone: scipy.optimize's import is slow)
+    "tabrelease._sparse": MATHEMATICS,  # sparse matrices over numpy alone (any scipy import loads its array-API layer)
     "tabrelease.junction": MATHEMATICS,
     "tabrelease.models": MATHEMATICS,
     "tabrelease.loglinear": MATHEMATICS,

@@ -19,6 +19,8 @@ from tabrelease.noise import NoNoise
 from tabrelease.rounding import controlled_round
 from tabrelease.tables import margin_counts
 
+from .helpers import as_scipy
+
 
 def dense_rows(basis):
     cells = int(np.prod(basis.shape))
@@ -100,7 +102,7 @@ def test_controlled_rounding_matches_a_plain_l1_milp_and_states_a_true_gap_when_
     for seed in range(8):
         estimate = np.random.default_rng(seed).gamma(1.2, 1.5, size=shape)
         total = int(np.rint(estimate.sum()))
-        design = margin_design(shape, margins)
+        design = as_scipy(margin_design(shape, margins))
         targets = design @ estimate.ravel()
         rows, cells = design.shape
         plain = sp.vstack([sp.hstack([design, -sp.identity(rows), sp.identity(rows)]),

@@ -9,6 +9,8 @@ from tabrelease.testing import plan_at
 from tabrelease.loglinear import fit_loglinear, l1_distance, total_variation
 from tabrelease.loglinear import design_rank, facial_set, ipf, is_decomposable, margin_design
 
+from .helpers import as_scipy
+
 # Independently computed (shared/tables/PROVENANCE.md): G2, nominal df, zero-adjusted df, MLE exists.
 PROVENANCE = {
     "edwards": (17.26, 52, 37, False),
@@ -126,7 +128,7 @@ def _facial_set_by_scaled_fibre_lp(observed, generators):
 
     from tabrelease.loglinear import margin_design
 
-    A = margin_design(observed.shape, generators)
+    A = as_scipy(margin_design(observed.shape, generators))
     t = A @ observed.ravel()
     c, m = observed.size, A.shape[0]
     A_eq = sp.hstack([A, sp.csr_matrix((m, c)), sp.csr_matrix(-t.reshape(-1, 1))])

@@ -52,11 +52,11 @@ def quiet_highs():
 def highs_model(matrix, cost, col_lower, col_upper, row_lower, row_upper):
     """A quiet `highspy.Highs` holding: min cost.x subject to row_lower <= matrix x <= row_upper, col bounds.
 
-    `matrix` is a scipy sparse matrix (converted to CSC); infinite bounds may be given as +-numpy.inf.
+    `matrix` is a sparse matrix (`tabrelease._sparse`, read in CSC); infinite bounds may be given as +-numpy.inf.
 
     Parameters
     ----------
-    matrix : scipy.sparse matrix
+    matrix : tabrelease._sparse.SparseMatrix
         The constraint matrix, rows x columns.
     cost : array_like
         The objective's coefficients, one per column.

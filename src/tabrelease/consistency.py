@@ -34,7 +34,8 @@ from itertools import combinations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
+
+from . import _sparse as sp
 
 from .bases import FOURIER, CoefficientBasis, coefficients
 from ._highs import highs_model, quiet_highs
@@ -90,11 +91,9 @@ class ConsistencyProblem:
             exact = np.asarray(exact, bool)
             if exact.shape != (d,):
                 raise TabreleaseError("internal error: one exactness flag per coefficient is needed")
-            A = A.tolil()
-            for row in np.concatenate([n_margin + np.flatnonzero(exact), n_margin + d + np.flatnonzero(exact)]):
-                A[int(row), A.shape[1] - 1] = 0.0
-            A = A.tocsc()
-            A.eliminate_zeros()
+            rows = np.concatenate([n_margin + np.flatnonzero(exact), n_margin + d + np.flatnonzero(exact)])
+            kept = ~(np.isin(A.row, rows) & (A.col == A.shape[1] - 1))  # those rows' entries in b's column go
+            A = sp.SparseMatrix(A.shape, A.row[kept], A.col[kept], A.values[kept], "csc")
         inf = highspy.kHighsInf
         n_col = cells + n_margin + 1
         col_upper = np.full(n_col, inf)
@@ -221,7 +220,7 @@ class ConsistencyProblem:
         return tables[0], tables[1]
 
 
-def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind: str | None) -> sp.csr_matrix:
+def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind: str | None) -> sp.SparseMatrix:
     """The sparse linear map from a table's cells (flattened) to one measured block's values.
 
     Parameters
@@ -237,14 +236,14 @@ def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind:
 
     Returns
     -------
-    scipy.sparse.csr_matrix
+    tabrelease._sparse.SparseMatrix
         Shape (the block's values, cells): the block's values of a table are this times its flattened cells (C order).
     """
     from .measurements import MARGIN_CELLS
 
     cells = int(np.prod(domain))
     if not variables:
-        total = sp.csr_matrix(np.ones((1, cells)))
+        total = sp.from_dense(np.ones((1, cells)))
         if query == MARGIN_CELLS:
             return total
         return total * (2.0 ** (-len(domain) / 2) if kind == FOURIER else 1.0 / cells)
@@ -255,7 +254,7 @@ def block_operator(domain: tuple[int, ...], query: str, variables: Margin, kind:
 
     basis = coefficient_basis(kind, domain, [variables])
     analysis = basis.analysis[basis.closure.index(tuple(variables))]  # parent is `variables` itself
-    return (sp.csr_matrix(analysis) @ margin).tocsr()
+    return sp.from_dense(analysis) @ margin
 
 
 # Clarabel's settings, tried in turn while it fails: (tolerance, static regularisation or None for Clarabel's
@@ -295,9 +294,8 @@ class _ResidualQP:
 
         # diag(0 for the unknowns, weights for r), built as CSC directly (scipy's diags was a tenth of a small fit).
         n = self.unknowns + len(weights)
-        hessian = sp.csc_matrix((weights, np.arange(self.unknowns, n),
-                                 np.concatenate([np.zeros(self.unknowns + 1, np.int64),
-                                                 np.arange(1, len(weights) + 1)])), shape=(n, n))
+        diagonal = np.arange(self.unknowns, n)
+        hessian = sp.SparseMatrix((n, n), diagonal, diagonal, np.asarray(weights, float), "csc")
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         # Deterministic: stopped by its iteration count only, never by a clock (Clarabel's default, made explicit).
@@ -378,7 +376,7 @@ class LeastSquaresProblem:
         self.blocks = tuple(blocks)
         cells = int(np.prod(self.domain))
         operators = [block_operator(self.domain, q, v, kind) for q, v, kind in self.blocks]
-        self._Q = sp.vstack(operators).tocsr() if operators else sp.csr_matrix((0, cells))
+        self._Q = sp.vstack(operators) if operators else sp.zeros((0, cells))
         self._sizes = [op.shape[0] for op in operators]
         free = np.ones(cells, bool)
         if structural_zeros is not None:
@@ -388,10 +386,10 @@ class LeastSquaresProblem:
         # sparse as Q (the dense Q'WQ made every interior-point step a dense factorisation).
         # Clarabel's form: A x + s = b with s in cones: equalities (zero cone) first, then -w <= 0.
         residual = sp.hstack([self._Q, -sp.identity(m)])
-        pad = lambda block: sp.hstack([block, sp.csr_matrix((block.shape[0], m))])  # noqa: E731
-        total = pad(sp.csr_matrix(np.ones((1, cells))))
-        fixed = pad(sp.identity(cells, format="csr")[~free])  # structural zeros: w = 0
-        nonneg = pad(-sp.identity(cells, format="csr")[free])
+        pad = lambda block: sp.hstack([block, sp.zeros((block.shape[0], m))])  # noqa: E731
+        total = pad(sp.from_dense(np.ones((1, cells))))
+        fixed = pad(sp.identity(cells)[~free])  # structural zeros: w = 0
+        nonneg = pad(-sp.identity(cells)[free])
         self._A = sp.vstack([residual, total, fixed, nonneg]).tocsc()
         self._equalities = m + 1 + int((~free).sum())
         self._inequalities = int(free.sum())
@@ -403,13 +401,13 @@ class LeastSquaresProblem:
         # computed exactly in integer arithmetic.
         scales = [_integer_scale(self.domain, q, kind) for q, _, kind in self.blocks]
         self._row_scale = np.concatenate([np.full(n, s) for n, s in zip(self._sizes, scales)]) if scales else np.zeros(0)
-        integer = [sp.csr_matrix(op * s) for op, s in zip(operators, scales)]
+        integer = [op * s for op, s in zip(operators, scales)]
         for op in integer:
-            if op.nnz and np.abs(op.data - np.rint(op.data)).max() > 1e-9:
+            if op.nnz and np.abs(op.values - np.rint(op.values)).max() > 1e-9:
                 raise TabreleaseError("internal error: a scaled query operator is not integral")
-            op.data = np.rint(op.data)
-        self._Qi = (sp.vstack(integer).tocsr() if integer else sp.csr_matrix((0, cells))).astype(np.int64)
-        self._row_bound = int(np.abs(self._Qi).sum(axis=1).max()) if m else 0
+        self._Qi = (sp.vstack(integer) if integer else sp.zeros((0, cells))).astype(float)
+        self._Qi = sp.SparseMatrix(self._Qi.shape, self._Qi.row, self._Qi.col, np.rint(self._Qi.values).astype(np.int64))
+        self._row_bound = int(abs(self._Qi).sum(axis=1).max()) if m else 0
         # The blocks that carry the total (margin cells: their sum; the empty set's coefficient: times its scale),
         # as the estimator's best linear unbiased total weighs them.
         self._total_blocks = [(lo, hi, q == MARGIN_CELLS) for (q, v, _), lo, hi in
@@ -592,7 +590,7 @@ def _cells_of_sub_margin(coords: tuple, within: Margin, sub: Margin, shape: tupl
     return np.ravel_multi_index(tuple(coords[within.index(j)] for j in sub), tuple(shape[j] for j in sub))
 
 
-def _sparse_constraints(basis: CoefficientBasis) -> tuple[sp.csc_matrix, int]:
+def _sparse_constraints(basis: CoefficientBasis) -> tuple[sp.SparseMatrix, int]:
     """The LP's rows over columns [w (cells), m_T for T in the closure, b]; returns (A, number of margin columns)."""
     shape = basis.shape
     cells = int(np.prod(shape))
@@ -611,8 +609,8 @@ def _sparse_constraints(basis: CoefficientBasis) -> tuple[sp.csc_matrix, int]:
         vals.append(np.broadcast_to(np.asarray(v, float), np.shape(r)).ravel())
 
     gen_start = np.cumsum([0] + [size[g] for g in basis.generators])
-    Ccoo = margin_design(shape, basis.generators).tocoo()
-    add(Ccoo.row, Ccoo.col, Ccoo.data)
+    design = margin_design(shape, basis.generators)
+    add(design.row, design.col, design.values)
     for g, lo in zip(basis.generators, gen_start[:-1]):
         r = np.arange(size[g]) + lo
         add(r, start[g] + np.arange(size[g]), -1.0)
@@ -655,11 +653,9 @@ def _sparse_constraints(basis: CoefficientBasis) -> tuple[sp.csc_matrix, int]:
     for base, sign in ((n_margin, 1.0), (n_margin + d, -1.0)):
         add(base + cr, cc, cv)
         add(base + np.arange(d), np.full(d, n_col - 1), sign)
-    A = sp.csr_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_margin + 2 * d, n_col)
-    )
-    A.sum_duplicates()
-    return A.tocsc(), n_margin
+    A = sp.from_entries(np.concatenate(vals), np.concatenate(rows), np.concatenate(cols), (n_margin + 2 * d, n_col),
+                        "csc")
+    return A, n_margin
 
 
 class LocalLeastSquaresProblem:
@@ -696,17 +692,17 @@ class LocalLeastSquaresProblem:
                 from .bases import coefficient_basis
 
                 basis = coefficient_basis(kind, self.shape, [tuple(variables)])
-                rows.append(sp.csr_matrix(basis.analysis[basis.closure.index(tuple(variables))]) @ lift)
-        self._Q = sp.vstack(rows).tocsr()
+                rows.append(sp.from_dense(basis.analysis[basis.closure.index(tuple(variables))]) @ lift)
+        self._Q = sp.vstack(rows)
         m = self._Q.shape[0]
         nonneg = sp.vstack([-self._lift[g] for g in self.generators])
-        pin = sp.csr_matrix(([1.0], ([0], [self._offsets[()]])), shape=(1, self._p))
-        pad = lambda block: sp.hstack([block, sp.csr_matrix((block.shape[0], m))])  # noqa: E731
+        pin = sp.from_entries([1.0], [0], [self._offsets[()]], (1, self._p))
+        pad = lambda block: sp.hstack([block, sp.zeros((block.shape[0], m))])  # noqa: E731
         self._A = sp.vstack([sp.hstack([self._Q, -sp.identity(m)]), pad(pin), pad(nonneg)]).tocsc()
         self._m, self._inequalities = m, nonneg.shape[0]
         self._qp = _ResidualQP(self._p, self._A, m + 1, self._inequalities)
 
-    def lift(self, a: Margin) -> sp.csr_matrix:
+    def lift(self, a: Margin) -> sp.SparseMatrix:
         """The sparse map from the residuals theta to the margin over `a` (its cells in C order).
 
         Parameters
@@ -716,25 +712,24 @@ class LocalLeastSquaresProblem:
 
         Returns
         -------
-        scipy.sparse.csr_matrix
+        tabrelease._sparse.SparseMatrix
             Shape (the margin's cells, the number of residuals).
         """
         rows, cols, vals = [], [], []
         for t in self.closure:
             if not set(t) <= set(a):
                 continue
-            block = sp.coo_matrix(np.ones((1, 1)))
+            block = sp.from_dense(np.ones((1, 1)))
             for j in a:  # sparse Kronecker factors, placed by shifting columns (no hstack of empty blocks)
                 k_j = self.shape[j]
                 factor = (np.vstack([np.eye(k_j - 1), -np.ones((1, k_j - 1))]) if j in t
                           else np.full((k_j, 1), 1.0 / k_j))
-                block = sp.kron(block, sp.coo_matrix(factor), format="coo")
+                block = sp.kron(block, sp.from_dense(factor))
             rows.append(block.row)
             cols.append(block.col + self._offsets[t])
-            vals.append(block.data)
+            vals.append(block.values)
         cells = int(np.prod([self.shape[j] for j in a]))
-        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(cells, self._p))
+        return sp.from_entries(np.concatenate(vals), np.concatenate(rows), np.concatenate(cols), (cells, self._p))
 
     @property
     def size(self) -> int:

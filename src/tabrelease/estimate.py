@@ -268,7 +268,13 @@ class LeastSquares(Estimator):
 
     def for_simulation(self) -> LeastSquares:
         """The fit without its refinement rounds (`consistency.LeastSquaresProblem.fit`): they make the fit exact
-        to integers at any count, for the rounding; a simulation of unrounded errors needs a fraction of a count."""
+        to integers at any count, for the rounding; a simulation of unrounded errors needs a fraction of a count.
+
+        Returns
+        -------
+        LeastSquares
+            Without refinement (a subclass, which fits otherwise, is returned as it is).
+        """
         if type(self) is not LeastSquares:
             return self
         return LeastSquares(self.structural_zeros, refine=False)

@@ -186,7 +186,7 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
         If HiGHS cannot solve the relaxation or finds no integer table.
     """
     import highspy
-    import scipy.sparse as sp
+    from . import _sparse as sp
 
     from ._highs import highs_model
 
@@ -243,7 +243,7 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
     bounds = [floors, [float(change_total)]]
     matrix = milp_rows
     if pin_rows is not None:
-        matrix = sp.vstack([milp_rows, sp.hstack([pin_rows, sp.csr_matrix((pin_rows.shape[0], 3 * rows))])]).tocsc()
+        matrix = sp.vstack([milp_rows, sp.hstack([pin_rows, sp.zeros((pin_rows.shape[0], 3 * rows))])]).tocsc()
         bounds.append(pin_values)
     cost = np.concatenate([np.zeros(cells), 1.0 - 2.0 * frac, np.ones(2 * rows)])
     constant = float(frac.sum())
@@ -301,14 +301,14 @@ def _rounding_operators(shape: tuple[int, ...], margins: tuple[Margin, ...]):
     (w: cells; c, a, b: margin cells each): design w - c - a + b = floor(targets), then sum w = total.
     They depend on the shape and margins alone, so a sweep's releases build them once (scipy's sparse stacking
     was a fifth of a small table's release). Callers never modify them."""
-    import scipy.sparse as sp
+    from . import _sparse as sp
 
     from .loglinear.design import margin_design
 
     design = margin_design(shape, margins).tocsc()
     rows, cells = design.shape
     matrix = sp.vstack([sp.hstack([design, -sp.identity(rows), -sp.identity(rows), sp.identity(rows)]),
-                        sp.hstack([sp.csr_matrix(np.ones((1, cells))), sp.csr_matrix((1, 3 * rows))])]).tocsc()
+                        sp.hstack([sp.from_dense(np.ones((1, cells))), sp.zeros((1, 3 * rows))])]).tocsc()
     return design, matrix
 
 
@@ -318,12 +318,12 @@ def _exact_table(design, targets, total, pin_rows, pin_values, floor, max_nodes)
     margins are those of an integer table (a noise-free fit whose cells are not integers: Rochdale's model, 0.1 s
     against 6 s)."""
     import highspy
-    import scipy.sparse as sp
+    from . import _sparse as sp
 
     from ._highs import highs_model
 
     cells = design.shape[1]
-    blocks, bounds = [design, sp.csr_matrix(np.ones((1, cells)))], [targets, [float(total)]]
+    blocks, bounds = [design, sp.from_dense(np.ones((1, cells)))], [targets, [float(total)]]
     if pin_rows is not None:
         blocks.append(pin_rows)
         bounds.append(pin_values)
@@ -355,7 +355,7 @@ MILP_OPTIONS = {"mip_rel_gap": 0.0, "mip_heuristic_run_rins": False, "mip_heuris
 
 def _pins(shape, pinned, base):
     """(rows, values) of the pinned margins as constraints on the change from `base` (None: nothing pinned)."""
-    import scipy.sparse as sp
+    from . import _sparse as sp
 
     from .loglinear.design import margin_design
 
@@ -363,7 +363,7 @@ def _pins(shape, pinned, base):
         return None, None
     rows, values = [], []
     for axes, margin in pinned:
-        design = margin_design(shape, [tuple(axes)]) if axes else sp.csr_matrix(np.ones((1, int(np.prod(shape)))))
+        design = margin_design(shape, [tuple(axes)]) if axes else sp.from_dense(np.ones((1, int(np.prod(shape)))))
         rows.append(design)
         values.append(np.asarray(margin, np.int64).ravel() - np.asarray(design @ base, np.int64))
     return sp.vstack(rows).tocsr(), np.concatenate(values).astype(float)
@@ -374,11 +374,11 @@ def _box_has_pins(pin_rows, pin_values, lower, upper, total) -> bool:
     Where there is, the MILP keeps to the box; where there is none, it searches every integer table."""
     if pin_rows is None:
         return True
-    import scipy.sparse as sp
+    from . import _sparse as sp
 
     from ._highs import highs_model
 
-    matrix = sp.vstack([pin_rows, sp.csr_matrix(np.ones((1, pin_rows.shape[1])))]).tocsc()
+    matrix = sp.vstack([pin_rows, sp.from_dense(np.ones((1, pin_rows.shape[1])))]).tocsc()
     rhs = np.concatenate([pin_values, [float(total)]])
     h, _ = highs_model(matrix, np.zeros(pin_rows.shape[1]), lower, upper, rhs, rhs)
     h.run()
@@ -392,7 +392,7 @@ def local_search_round(design, flat, lower, upper, total: int, n_margins: int) -
 
     Parameters
     ----------
-    design : scipy.sparse.csc_matrix
+    design : tabrelease._sparse.SparseMatrix
         The stacked margin design (margin cells x cells; see `loglinear.margin_design`).
     flat : numpy.ndarray
         The real-valued estimate, flat over the cells.
@@ -516,7 +516,7 @@ def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequen
 def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> tuple[np.ndarray, float]:
     """The integer margin over s, cells adjacent to `target`, whose margins over the sets in `fixed` are given."""
     import highspy
-    import scipy.sparse as sp
+    from . import _sparse as sp
 
     from ._highs import highs_model
     from .loglinear.design import margin_design
@@ -532,7 +532,7 @@ def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> 
         if t:
             rows.append(margin_design(shape, [[s.index(j) for j in t]]))
         else:
-            rows.append(sp.csr_matrix(np.ones((1, flat.size))))
+            rows.append(sp.from_dense(np.ones((1, flat.size))))
         bounds.append(np.ravel(values).astype(float))
     matrix = sp.vstack(rows).tocsc()
     rhs = np.concatenate(bounds)
@@ -542,7 +542,7 @@ def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> 
         if attempt == "wide":
             # No table of adjacent integers has these sub-margins: any non-negative integers, L1 to the target.
             n = flat.size
-            matrix = sp.vstack([sp.hstack([matrix, sp.csr_matrix((matrix.shape[0], 2 * n))]),
+            matrix = sp.vstack([sp.hstack([matrix, sp.zeros((matrix.shape[0], 2 * n))]),
                                 sp.hstack([sp.identity(n), -sp.identity(n), sp.identity(n)])]).tocsc()
             cost = np.concatenate([np.zeros(n), np.ones(2 * n)])
             lower, upper = np.zeros(3 * n), np.full(3 * n, np.inf)

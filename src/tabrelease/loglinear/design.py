@@ -8,14 +8,15 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-import scipy.sparse as sp
+
+from .. import _sparse as sp
 
 from ..models import Margin
 from ..tables import margin_counts
 from .ipf import one_blas_thread
 
 
-def margin_design(shape: Sequence[int], generators: Sequence[Margin]) -> sp.csr_matrix:
+def margin_design(shape: Sequence[int], generators: Sequence[Margin]) -> sp.SparseMatrix:
     """Sparse 0/1 matrix mapping a flattened table to its stacked generator margins.
 
     Parameters
@@ -27,7 +28,7 @@ def margin_design(shape: Sequence[int], generators: Sequence[Margin]) -> sp.csr_
 
     Returns
     -------
-    scipy.sparse.csr_matrix
+    tabrelease._sparse.SparseMatrix
         Shape (sum of the generators' margin cells, cells): row r of a generator's block has a 1 in each cell (C
         order) that adds to its margin cell r (C order); the blocks are stacked in the generators' order.
     """
@@ -37,8 +38,8 @@ def margin_design(shape: Sequence[int], generators: Sequence[Margin]) -> sp.csr_
     for g in generators:
         rows = np.ravel_multi_index(tuple(coords[j] for j in g), tuple(shape[j] for j in g))
         size = int(np.prod([shape[j] for j in g]))
-        blocks.append(sp.csr_matrix((np.ones(cells), (rows, np.arange(cells))), shape=(size, cells)))
-    return sp.vstack(blocks).tocsr()
+        blocks.append(sp.from_entries(np.ones(cells), rows, np.arange(cells), (size, cells)))
+    return sp.vstack(blocks)
 
 
 def _positive_margin_cells(support: np.ndarray, generators: Sequence[Margin]) -> np.ndarray:

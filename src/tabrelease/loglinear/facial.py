@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-import scipy.sparse as sp
+from .. import _sparse as sp
 
 from .._highs import highs_model
 from ..errors import TabreleaseError
@@ -167,11 +167,11 @@ class _FacialSetProgram:
 
         A = margin_design(shape, generators)
         m, c = A.shape
-        ident = sp.identity(c, format="csr")
+        ident = sp.identity(c)
         # columns: w (c), z (c), y (c)
         matrix = sp.vstack([
-            sp.hstack([A, -A, sp.csr_matrix((m, c))]),
-            sp.hstack([-ident, sp.csr_matrix((c, c)), ident]),
+            sp.hstack([A, -A, sp.zeros((m, c))]),
+            sp.hstack([-ident, sp.zeros((c, c)), ident]),
         ]).tocsc()
         inf = highspy.kHighsInf
         self._highs, _ = highs_model(

@@ -229,7 +229,7 @@ def one_blas_thread():
         # The command line set one BLAS thread before numpy loaded (cli.entry): nothing to limit.
         return contextlib.nullcontext()
     if not _BLAS:
-        import scipy.linalg  # noqa: F401  (scipy carries its own BLAS: load it so that the controller sees it)
+        # numpy's BLAS: the fits' products, ranks and Cholesky solves are numpy's (scipy's own BLAS is not used here).
         from threadpoolctl import ThreadpoolController
 
         _BLAS.append(ThreadpoolController())

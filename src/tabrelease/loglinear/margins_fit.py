@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
+from .. import _sparse as sp
 
 from .._highs import highs_model
 from ..errors import TabreleaseError
@@ -630,9 +630,7 @@ def _facial_cliques_by_lp(tree, shape, edges, assigned, targets, candidates, kno
     vals += [np.ones(len(open_cells)), -np.ones(len(open_cells))]
     row += len(open_cells)
     columns = s_col + 1 + len(open_cells)
-    matrix = sp.csc_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(row, columns)
-    )
+    matrix = sp.from_entries(np.concatenate(vals), np.concatenate(rows), np.concatenate(cols), (row, columns), "csc")
     lower = np.zeros(columns)
     upper = np.concatenate([np.where(candidate, np.inf, 0.0), [np.inf], np.ones(len(open_cells))])
     cost = np.concatenate([np.zeros(s_col + 1), -np.ones(len(open_cells))])

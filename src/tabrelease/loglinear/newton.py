@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-import scipy.sparse as sp
+
+from .. import _sparse as sp
 
 from ..models import Margin
 from .design import margin_design
@@ -105,7 +106,7 @@ DENSE_NEWTON_MAX_ENTRIES = 2**20
 
 
 @lru_cache(maxsize=16)
-def _cell_design(shape: tuple[int, ...], generators: tuple[Margin, ...]) -> sp.csr_matrix:
+def _cell_design(shape: tuple[int, ...], generators: tuple[Margin, ...]) -> sp.SparseMatrix:
     """The margin design transposed: one row per cell, a 1 in the column of each generator margin cell it adds to."""
     return margin_design(shape, generators).T.tocsr()
 
@@ -129,8 +130,6 @@ def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps, 
     X is dense when small (`dense=None` decides by DENSE_NEWTON_MAX_ENTRIES): the same arithmetic, and the
     same fit to rounding error.
     """
-    import scipy.linalg as la
-
     cells = np.flatnonzero(facial.ravel())
     f = observed.ravel()[cells]
     design = _cell_design(observed.shape, generators)
@@ -152,11 +151,11 @@ def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps, 
     def solve_ridged(weights, vector):
         matrix = hessian(weights)
         matrix[np.diag_indices_from(matrix)] += 1e-9 * max(float(matrix.diagonal().max()), 1e-300)
-        return la.cho_solve(la.cho_factor(matrix), vector)
+        return _cholesky_solve(matrix, vector)
 
     try:
         beta = solve_ridged(np.ones(len(cells)), XT @ np.log(np.maximum(fitted.ravel()[cells], 1e-300)))
-    except (la.LinAlgError, ValueError):
+    except (np.linalg.LinAlgError, ValueError):
         return None
     eta = X @ beta
     m = np.exp(eta)
@@ -164,7 +163,7 @@ def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps, 
     for step in range(1, max_steps + 1):
         try:
             direction = solve_ridged(m, XT @ (f - m))
-        except (la.LinAlgError, ValueError):
+        except (np.linalg.LinAlgError, ValueError):
             return None
         scale = 1.0
         while True:
@@ -186,3 +185,10 @@ def _newton_on_facial_set(observed, fitted, facial, generators, tol, max_steps, 
     return None
 
 
+def _cholesky_solve(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """The solution of matrix x = vector by Cholesky's factorisation, for a positive definite matrix: a
+    numpy.linalg.LinAlgError where it is not, a ValueError where it is not finite (as scipy's cho_factor)."""
+    if not (np.all(np.isfinite(matrix)) and np.all(np.isfinite(vector))):
+        raise ValueError("a Newton step's system is not finite")
+    lower = np.linalg.cholesky(matrix)
+    return np.linalg.solve(lower.T, np.linalg.solve(lower, vector))
