@@ -49,26 +49,46 @@ class MinimiseResult:
 
 def _direction(gradient: np.ndarray, steps: list, changes: list, free: np.ndarray | None = None) -> np.ndarray:
     """The two-loop recursion: minus the inverse-Hessian approximation times the gradient; with `free`, in the
-    subspace of the free variables (the pairs restricted to it, those of positive curvature there), zero elsewhere."""
+    subspace of the free variables (the pairs restricted to it, those of positive curvature there), zero elsewhere.
+
+    The recursion's vector updates are written through the pairs' inner products (S S', S Y', Y Y' and the
+    gradient's with S and Y, one product each), so that its loops run over at most `memory` numbers: the planner's
+    searches call this thousands of times on vectors of a few dozen entries, where each small numpy operation
+    costs more than its arithmetic."""
     if free is not None:
         gradient = np.where(free, gradient, 0.0)
-        pairs = [(np.where(free, s, 0.0), np.where(free, y, 0.0)) for s, y in zip(steps, changes)]
-        pairs = [(s, y) for s, y in pairs if s @ y > 1e-10 * (y @ y)]
-    else:
-        pairs = list(zip(steps, changes))
-    q = gradient.copy()
-    alphas = []
-    for s, y in reversed(pairs):
-        rho = 1.0 / (y @ s)
-        alpha = rho * (s @ q)
-        q -= alpha * y
-        alphas.append((rho, alpha))
-    if pairs:
-        s, y = pairs[-1]
-        q *= (s @ y) / (y @ y)
-    for (s, y), (rho, alpha) in zip(pairs, reversed(alphas)):
-        q += (alpha - rho * (y @ q)) * s
-    return -q
+    if not steps:
+        return -gradient
+    S, Y = np.array(steps), np.array(changes)
+    if free is not None:
+        S, Y = S * free, Y * free
+        keep = np.einsum("ij,ij->i", S, Y) > 1e-10 * np.einsum("ij,ij->i", Y, Y)
+        S, Y = S[keep], Y[keep]
+        if not len(S):
+            return -gradient
+    m = len(S)
+    sy = (S @ Y.T).tolist()  # sy[i][j] = s_i . y_j
+    sg = (S @ gradient).tolist()
+    rho = [1.0 / sy[i][i] for i in range(m)]
+    # First loop, newest pair first: alpha_i = rho_i s_i . q, q = g - sum over newer j of alpha_j y_j.
+    alpha = [0.0] * m
+    for i in range(m - 1, -1, -1):
+        row, acc = sy[i], sg[i]
+        for j in range(i + 1, m):
+            acc -= row[j] * alpha[j]
+        alpha[i] = rho[i] * acc
+    q = gradient - np.array(alpha) @ Y
+    last = Y[-1]
+    gamma = sy[-1][-1] / float(last @ last)
+    # r starts as gamma q; second loop, oldest first: beta_i = rho_i y_i . r, r += (alpha_i - beta_i) s_i.
+    yq = (Y @ q).tolist()
+    coefficients = [0.0] * m
+    for i in range(m):
+        acc = gamma * yq[i]
+        for j in range(i):
+            acc += sy[j][i] * coefficients[j]
+        coefficients[i] = alpha[i] - rho[i] * acc
+    return -(gamma * q + np.array(coefficients) @ S)
 
 
 def _cubic_minimiser(a, fa, da, b, fb, db) -> float:
