@@ -49,9 +49,24 @@ def _add_settings(parser, settings, required: tuple[str, ...] = ()) -> None:
         if setting.flag:
             parser.add_argument(setting.cli, action="store_true", help=setting.help)
             continue
-        text = setting.help if setting.name != "mechanism" else f"{setting.help}: {', '.join(registered_mechanisms())}"
-        parser.add_argument(setting.cli, type=_argument_type(setting.parse), choices=setting.choices,
-                            metavar=setting.metavar, required=setting.name in required, default=None, help=text)
+        # The mechanisms are listed when help is shown, not whenever the parser is built: finding the installed
+        # ones reads every package's metadata (importlib.metadata's import alone was a tenth of a release's time).
+        action = _MechanismsListed if setting.name == "mechanism" else "store"
+        parser.add_argument(setting.cli, action=action, type=_argument_type(setting.parse), choices=setting.choices,
+                            metavar=setting.metavar, required=setting.name in required, default=None,
+                            help=setting.help)
+
+
+class _MechanismsListed(argparse._StoreAction):
+    """`--mechanism`: its help names every registered mechanism, found when the help is formatted."""
+
+    @property
+    def help(self):
+        return f"{self._help}: {', '.join(registered_mechanisms())}"
+
+    @help.setter
+    def help(self, text):
+        self._help = text
 
 
 def registered_mechanisms() -> tuple[str, ...]:
