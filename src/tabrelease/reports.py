@@ -485,77 +485,213 @@ th { background: #f2f2f2; } .warn { background: #fff3cd; border: 1px solid #e0c3
 .scroll { overflow-x: auto; max-width: 100%; }
 """
 
-_AUDIT_TEMPLATE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tabrelease audit: {{ a.table.name }}</title>
+_AUDIT_HEAD = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tabrelease audit: {name}</title>
 <style>""" + PAGE_STYLE + """
 .glance { border: 2px solid #2166ac; border-radius: 6px; padding: 0.4rem 1rem; margin: 1rem 0; }
 .glance table { margin: 0.3rem 0; } .glance td, .glance th { border: none; border-bottom: 1px solid #e3e3e3; }
 td { overflow-wrap: anywhere; }
 </style></head><body>
-<h1>Release audit — {{ a.table.name }}</h1>
+<h1>Release audit — {name}</h1>
 <p><strong>Internal: this page describes the confidential table. Do not publish it.</strong></p>
-<div class="glance"><h2>At a glance</h2><table>
-{% for r in a.at_a_glance %}<tr><th>{{ r.item }}</th><td{% if r.flag %} class="{{ r.flag }}"{% endif %}>{{ r.value }}</td></tr>
-{% endfor %}</table></div>
-{% for w in a.release.warnings %}<div class="warn">{{ w }}</div>{% endfor %}
-{% for n in a.notes if n not in a.release.warnings %}<div class="warn">{{ n }}</div>{% endfor %}
+"""
+
+
+def _text(value) -> str:
+    """A value as page text, escaped."""
+    from markupsafe import escape
+
+    return str(escape(str(value)))
+
+
+def _audit_page(a: Mapping, figures: Mapping, people: Mapping, titles: Mapping) -> str:
+    """The audit page's HTML (every value escaped; the figures are SVG the tool drew)."""
+    t = _text
+    release, e, d = a["release"], a["evaluation"], a["disclosure_risk"]
+    out = [_AUDIT_HEAD.replace("{name}", t(a["table"]["name"]))]
+    out.append('<div class="glance"><h2>At a glance</h2><table>\n')
+    for r in a["at_a_glance"]:
+        flag = f' class="{t(r["flag"])}"' if r["flag"] else ""
+        out.append(f'<tr><th>{t(r["item"])}</th><td{flag}>{t(r["value"])}</td></tr>\n')
+    out.append("</table></div>\n")
+    out += [f'<div class="warn">{t(w)}</div>' for w in release["warnings"]]
+    out += [f'<div class="warn">{t(n)}</div>' for n in a["notes"] if n not in release["warnings"]]
+    basis = f' ({t(release["basis"])} basis)' if release.get("basis") else ""
+    noise = release["noise"]
+    noise_text = (f'{t(noise["distribution"])}, planned per block (below); ' if release.get("plan")
+                  else f'{t(noise["distribution"])}, scale {noise["scale"]:.6g}, ')
+    margins = "".join(f"<code>{t(titles[m['label']])}</code> " for m in release["margins"])
+    out.append(f"""
 <h2>Release</h2>
 <table>
-<tr><th>mechanism</th><td>{{ a.release.mechanism }}{% if a.release.basis %} ({{ a.release.basis }} basis){% endif %}</td></tr>
-<tr><th>privacy</th><td>{{ a.release.privacy }}</td></tr>
-<tr><th>margins</th><td>{% for m in a.release.margins %}<code>{{ titles[m.label] }}</code> {% endfor %}</td></tr>
-<tr><th>noise</th><td>{% if a.release.plan %}{{ a.release.noise.distribution }}, planned per block (below); {% else %}{{ a.release.noise.distribution }}, scale {{ "%.6g"|format(a.release.noise.scale) }}, {% endif %}{{ a.release.noise.sampler }}</td></tr>
-<tr><th>made</th><td>{{ a.release.created }} by tabrelease {{ a.release.tool_version }}</td></tr>
+<tr><th>mechanism</th><td>{t(release["mechanism"])}{basis}</td></tr>
+<tr><th>privacy</th><td>{t(release["privacy"])}</td></tr>
+<tr><th>margins</th><td>{margins}</td></tr>
+<tr><th>noise</th><td>{noise_text}{t(noise["sampler"])}</td></tr>
+<tr><th>made</th><td>{t(release["created"])} by tabrelease {t(release["tool_version"])}</td></tr>
 </table>
-{% if a.release.plan %}<h2>What was measured (the plan)</h2>
-<p>Total: {{ a.release.plan.total }}. Margin blocks have their scale in counts; residual blocks (Fourier or Efron–Stein coefficients) in coefficient units.</p>
+""")
+    if release.get("plan"):
+        plan = release["plan"]
+        out.append(f"""<h2>What was measured (the plan)</h2>
+<p>Total: {t(plan["total"])}. Margin blocks have their scale in counts; residual blocks (Fourier or Efron–Stein \
+coefficients) in coefficient units.</p>
 <table><tr><th>block</th><th>variables</th><th>noise scale</th></tr>
-{% for b in a.release.plan.blocks %}<tr><td>{{ b.query }}</td><td>{% for v in b.variables %}{{ people.get(v, v) }}{% if not loop.last %}, {% endif %}{% endfor %}</td><td>{{ "%.6g"|format(b.scale) }}</td></tr>
-{% endfor %}</table>{% endif %}
+""")
+        for b in plan["blocks"]:
+            variables = ", ".join(t(people.get(v, v)) for v in b["variables"])
+            out.append(f"<tr><td>{t(b['query'])}</td><td>{variables}</td><td>{b['scale']:.6g}</td></tr>\n")
+        out.append("</table>")
+    check = a["calibration_check"]
+    holds = ('<span class="ok">stated &epsilon; holds</span>' if check["epsilon_holds"]
+             else '<span class="bad">stated &epsilon; does NOT hold</span>')
+    out.append(f"""
 <h2>Calibration check</h2>
 <table>
-<tr><th>exact {{ a.calibration_check.sensitivity_norm }} sensitivity</th><td>{{ "%.6g"|format(a.calibration_check.sensitivity) }}</td></tr>
-<tr><th>calibration</th><td>{{ a.calibration_check.calibration }}</td></tr>
-<tr><th>&epsilon; given by the noise</th><td>{{ "%.6g"|format(a.calibration_check.epsilon_actual) }}
- {% if a.calibration_check.epsilon_holds %}<span class="ok">stated &epsilon; holds</span>{% else %}<span class="bad">stated &epsilon; does NOT hold</span>{% endif %}</td></tr>
+<tr><th>exact {t(check["sensitivity_norm"])} sensitivity</th><td>{check["sensitivity"]:.6g}</td></tr>
+<tr><th>calibration</th><td>{t(check["calibration"])}</td></tr>
+<tr><th>&epsilon; given by the noise</th><td>{check["epsilon_actual"]:.6g}
+ {holds}</td></tr>
 </table>
 <h2>What the release did</h2>
-{% set e = a.evaluation %}
-<table>
-<tr><th>sample size n → n'</th><td>{{ e.n }} → {{ "%.6g"|format(e.n_released) }}: the released margins sum to {{ "%.6g"|format(e.n_released) }} people where the table has {{ e.n }}, so the release states the population's size {% if e.n_released >= e.n %}over{% else %}under{% endif %} by {{ "%.6g"|format((e.n_released - e.n)|abs) }} ({{ "%.1f"|format(100 * (e.n_released - e.n)|abs / [e.n, 1]|max) }}%).</td></tr>
-{% if a.lp %}<tr><th>LP b*</th><td>{{ "%.6g"|format(a.lp.b_star) }} {% if a.lp.infeasible %}(no non-negative table has the noisy coefficients){% else %}(feasible){% endif %}; {{ "%.1f"|format(1000 * a.lp.seconds) }} ms. The consistency LP found the non-negative table whose coefficients are closest to the noisy ones in the largest single difference; b* is that difference: 0 would mean the noisy coefficients were already those of a non-negative table, and the larger it is, the more the noise had to be corrected before any table could be released.</td></tr>{% endif %}
-<tr><th>released table</th><td>{% if a.released_table and a.released_table.file %}<code>internal/{{ a.released_table.file }}</code>: the rounded table whose margins were released{% elif a.released_table %}{{ a.released_table.note }}{% endif %}</td></tr>
-<tr><th>max L1 error of a released margin</th><td>{{ "%.6g"|format(e.max_l1_error) }}</td></tr>
-<tr><th>model refitted</th><td><code>{{ a.model_refitted }}</code></td></tr>
-{% if e.refit_note %}<tr><th>refit</th><td>{{ e.refit_note }}</td></tr>{% else %}<tr><th>G² original</th><td>{{ "%.4f"|format(e.g2_original) }} (df {{ e.df_original }} nominal, {{ e.df_adjusted_original }} adjusted)</td></tr>{% endif %}
-<tr><th>G² released</th><td>{% if e.g2_released is not none %}{{ "%.4f"|format(e.g2_released) }} (difference {{ "%+.4f"|format(e.g2_difference) }}){% else %}not defined: no released table{% endif %}</td></tr>
-<tr><th>MLE distance, original vs released</th><td>{% if e.mle_l1 is not none %}L1 {{ "%.4f"|format(e.mle_l1) }}, total variation {{ "%.4f"|format(e.mle_total_variation) }}{% else %}not defined: the released margins are inconsistent{% endif %}</td></tr>
+""")
+    n, n_released = e["n"], e["n_released"]
+    direction = "over" if n_released >= n else "under"
+    out.append(f"""<table>
+<tr><th>sample size n → n'</th><td>{t(n)} → {n_released:.6g}: the released margins sum to {n_released:.6g} people \
+where the table has {t(n)}, so the release states the population's size {direction} by {abs(n_released - n):.6g} \
+({100 * abs(n_released - n) / max(n, 1):.1f}%).</td></tr>
+""")
+    if a.get("lp"):
+        lp = a["lp"]
+        feasible = ("(no non-negative table has the noisy coefficients)" if lp["infeasible"] else "(feasible)")
+        out.append(f"""<tr><th>LP b*</th><td>{lp["b_star"]:.6g} {feasible}; {1000 * lp["seconds"]:.1f} ms. The \
+consistency LP found the non-negative table whose coefficients are closest to the noisy ones in the largest single \
+difference; b* is that difference: 0 would mean the noisy coefficients were already those of a non-negative table, \
+and the larger it is, the more the noise had to be corrected before any table could be released.</td></tr>""")
+    released = a.get("released_table")
+    if released and released.get("file"):
+        released_text = (f"<code>internal/{t(released['file'])}</code>: the rounded table whose margins were "
+                         "released")
+    else:
+        released_text = t(released["note"]) if released else ""
+    out.append(f"""
+<tr><th>released table</th><td>{released_text}</td></tr>
+<tr><th>max L1 error of a released margin</th><td>{e["max_l1_error"]:.6g}</td></tr>
+<tr><th>model refitted</th><td><code>{t(a["model_refitted"])}</code></td></tr>
+""")
+    if e.get("refit_note"):
+        out.append(f"<tr><th>refit</th><td>{t(e['refit_note'])}</td></tr>")
+    else:
+        out.append(f"<tr><th>G² original</th><td>{e['g2_original']:.4f} (df {t(e['df_original'])} nominal, "
+                   f"{t(e['df_adjusted_original'])} adjusted)</td></tr>")
+    g2 = (f"{e['g2_released']:.4f} (difference {e['g2_difference']:+.4f})" if e["g2_released"] is not None
+          else "not defined: no released table")
+    mle = (f"L1 {e['mle_l1']:.4f}, total variation {e['mle_total_variation']:.4f}" if e["mle_l1"] is not None
+           else "not defined: the released margins are inconsistent")
+    out.append(f"""
+<tr><th>G² released</th><td>{g2}</td></tr>
+<tr><th>MLE distance, original vs released</th><td>{mle}</td></tr>
 </table>
 <h2>Per margin</h2>
-{% if figures.errors %}<figure>{{ figures.errors | safe }}</figure>{% endif %}
-{% set sim = e.simulated_errors %}<table><tr><th>margin</th><th>L1 error</th>{% if sim %}<th>simulated mean L1</th><th>simulated {{ "%g"|format(100 * sim.level) }}% quantile</th>{% endif %}<th>planned expected L1 (unbiased)</th><th>planned {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile (union bound)</th>{% if e.paper_bound_by_margin %}<th>paper's Theorem 1/3 at &delta; = {{ e.bound_delta }}</th>{% endif %}</tr>
-{% for label, err in e.l1_error_by_margin.items() %}
-<tr><td><code>{{ titles.get(label, label) }}</code></td><td>{{ "%.6g"|format(err) }}</td>{% if sim %}<td>{{ "%.4g"|format(sim.mean_l1_by_margin[label]) }}</td><td>{{ "%.4g"|format(sim.quantile_l1_by_margin[label]) }}{% if err > sim.quantile_l1_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}</td>{% endif %}<td>{% if e.expected_l1_by_margin %}{{ "%.4g"|format(e.expected_l1_by_margin[label]) }}{% else %}—{% endif %}</td><td>{% if e.expected_l1_quantile_by_margin %}{{ "%.4g"|format(e.expected_l1_quantile_by_margin[label]) }}{% if err > e.expected_l1_quantile_by_margin[label] %} <span class="bad">exceeded</span>{% endif %}{% else %}—{% endif %}</td>
-{% if e.paper_bound_by_margin %}<td>{{ "%.6g"|format(e.paper_bound_by_margin[label]) }}</td>{% endif %}</tr>
-{% endfor %}</table>
-<p>{% if sim %}The simulated figures are those of {{ sim.runs }} releases of {{ sim.reference }} by the same plan (the same noise scales and estimator, a fixed seed; rounding, which keeps each cell within 1 of the fit, not simulated): the mean and the {{ "%g"|format(100 * sim.level) }}% quantile of each margin's L1 error{% if sim.order_statistic %} (order statistic {{ sim.order_statistic }} of {{ sim.runs }}: a further release's error is at most it with probability {{ sim.order_statistic }}/{{ sim.runs + 1 }}; not a bound){% endif %}. They take non-negativity into account, and read nothing confidential (post-processing of the release: the margins of the released table, <code>internal/released_table.csv</code>, with the plan in <code>public/release.json</code>). The world they are simulated on is the table of greatest entropy with the released margins (fitted by IPF), rounded at random to counts with a fixed seed: what the released table holds beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They describe a table like that world, the smoothest table with the released margins (which carry this release's noise, and the world's rounding besides), not the truth. {% elif e.simulation_note %}{{ e.simulation_note }}. {% endif %}The planned expected L1 error is the plan's, computed before the noise was drawn: that of the unbiased linear reconstruction of the measurements (before non-negativity, the estimator and rounding, which usually reduce it), under a normal approximation. The quantile is an upper {{ "%g"|format(100 * (1 - e.bound_delta)) }}% quantile of that error (each cell within its z-score, a union over the margin's cells). {% if e.paper_bound_by_margin %}The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever the calibration.{% endif %}{% if e.l1_bound_by_margin %} A looser bound derived here for the LP (a union bound over every coefficient) is kept in audit.json.{% endif %}</p>
-{% if figures.margins %}<h3>Released against true counts</h3>
-<p>Each point is a cell of the margin; on the grey line the release is exact{% if e.expected_cell_sd_by_margin %}, and the blue band is each cell's planned 95% range{% endif %}.{% if figures.margins_left_out %} Shown: the {{ figures.margins_shown }} margins whose error is largest against the plan; {{ figures.margins_left_out }} more are in the table above.{% endif %}</p>
-<figure>{{ figures.margins | safe }}</figure>{% endif %}
+""")
+    if figures["errors"]:
+        out.append(f"<figure>{figures['errors']}</figure>")
+    sim = e["simulated_errors"]
+    header = "<table><tr><th>margin</th><th>L1 error</th>"
+    if sim:
+        header += f"<th>simulated mean L1</th><th>simulated {100 * sim['level']:g}% quantile</th>"
+    header += (f"<th>planned expected L1 (unbiased)</th><th>planned {100 * (1 - e['bound_delta']):g}% quantile "
+               "(union bound)</th>")
+    if e.get("paper_bound_by_margin"):
+        header += f"<th>paper's Theorem 1/3 at &delta; = {t(e['bound_delta'])}</th>"
+    out.append(header + "</tr>\n")
+    exceeded = ' <span class="bad">exceeded</span>'
+    expected, quantile = e.get("expected_l1_by_margin"), e.get("expected_l1_quantile_by_margin")
+    for label, err in e["l1_error_by_margin"].items():
+        row = f"<tr><td><code>{t(titles.get(label, label))}</code></td><td>{err:.6g}</td>"
+        if sim:
+            q = sim["quantile_l1_by_margin"][label]
+            row += (f"<td>{sim['mean_l1_by_margin'][label]:.4g}</td>"
+                    f"<td>{q:.4g}{exceeded if err > q else ''}</td>")
+        row += f"<td>{f'{expected[label]:.4g}' if expected else '—'}</td>"
+        row += (f"<td>{quantile[label]:.4g}{exceeded if err > quantile[label] else ''}</td>" if quantile
+                else "<td>—</td>")
+        if e.get("paper_bound_by_margin"):
+            row += f"<td>{e['paper_bound_by_margin'][label]:.6g}</td>"
+        out.append(row + "</tr>\n")
+    out.append("</table>\n<p>")
+    if sim:
+        order = ""
+        if sim.get("order_statistic"):
+            k, runs = sim["order_statistic"], sim["runs"]
+            order = (f" (order statistic {t(k)} of {t(runs)}: a further release's error is at most it with "
+                     f"probability {t(k)}/{t(runs + 1)}; not a bound)")
+        out.append(f"The simulated figures are those of {t(sim['runs'])} releases of {t(sim['reference'])} by the "
+                   "same plan (the same noise scales and estimator, a fixed seed; rounding, which keeps each cell "
+                   f"within 1 of the fit, not simulated): the mean and the {100 * sim['level']:g}% quantile of each "
+                   f"margin's L1 error{order}. They take non-negativity into account, and read nothing confidential "
+                   "(post-processing of the release: the margins of the released table, "
+                   "<code>internal/released_table.csv</code>, with the plan in <code>public/release.json</code>). "
+                   "The world they are simulated on is the table of greatest entropy with the released margins "
+                   "(fitted by IPF), rounded at random to counts with a fixed seed: what the released table holds "
+                   "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
+                   "describe a table like that world, the smoothest table with the released margins (which carry "
+                   "this release's noise, and the world's rounding besides), not the truth. ")
+    elif e.get("simulation_note"):
+        out.append(f"{t(e['simulation_note'])}. ")
+    level = f"{100 * (1 - e['bound_delta']):g}"
+    out.append("The planned expected L1 error is the plan's, computed before the noise was drawn: that of the "
+               "unbiased linear reconstruction of the measurements (before non-negativity, the estimator and "
+               "rounding, which usually reduce it), under a normal approximation. The quantile is an upper "
+               f"{level}% quantile of that error (each cell within its z-score, a union over the margin's cells). ")
+    if e.get("paper_bound_by_margin"):
+        out.append("The paper's bound is stated for the paper's noise scale; it is shown for comparison, whatever "
+                   "the calibration.")
+    if e.get("l1_bound_by_margin"):
+        out.append(" A looser bound derived here for the LP (a union bound over every coefficient) is kept in "
+                   "audit.json.")
+    out.append("</p>\n")
+    if figures["margins"]:
+        band = (", and the blue band is each cell's planned 95% range" if e.get("expected_cell_sd_by_margin") else "")
+        shown = (f" Shown: the {t(figures['margins_shown'])} margins whose error is largest against the plan; "
+                 f"{t(figures['margins_left_out'])} more are in the table above." if figures["margins_left_out"]
+                 else "")
+        out.append(f"<h3>Released against true counts</h3>\n<p>Each point is a cell of the margin; on the grey line "
+                   f"the release is exact{band}.{shown}</p>\n<figure>{figures['margins']}</figure>")
+    small = t(d["small_count"])
+    out.append(f"""
 <h2>Disclosure risk (classical view)</h2>
-{% set d = a.disclosure_risk %}
-<p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to {{ d.small_count }}).</p>
-<table><tr><th>margin</th><th>cells</th><th>true 1s</th><th>true 2s</th><th>smallest non-zero</th><th>released small</th><th>… true 0</th><th>… true 1–{{ d.small_count }}</th><th>… equal to truth</th><th>true small released as 0</th></tr>
-{% for label, r in d.margins.items() %}
-<tr><td><code>{{ titles.get(label, label) }}</code></td><td>{{ r.cells }}</td><td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>
-<td>{{ r.released_small }}</td><td>{{ r.released_small_true_zero }}</td><td>{{ r.released_small_true_small }}</td><td>{{ r.released_small_true_exact }}</td><td>{{ r.true_small_released_zero }}</td></tr>
-{% endfor %}
-{% set r = d.full_table %}<tr><td>full table</td><td>{{ r.cells }}</td>{% if r.true_count_1 is none %}<td colspan="3">not counted (the table was counted from its file as margins; --engine pandas holds its records)</td>{% else %}<td>{{ r.true_count_1 }}</td><td>{{ r.true_count_2 }}</td><td>{{ r.smallest_nonzero if r.smallest_nonzero is not none else "—" }}</td>{% endif %}
-{% if r.released_small is defined %}<td>{{ r.released_small }}</td><td>{{ r.released_small_true_zero }}</td><td>{{ r.released_small_true_small }}</td><td>{{ r.released_small_true_exact }}</td><td>{{ r.true_small_released_zero }}</td>{% else %}<td colspan="5">no released table</td>{% endif %}</tr>
-</table>
-{% if e.bound_source %}<p>Bound: {{ e.bound_source }}.</p>{% endif %}
-</body></html>
-"""
+<p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to \
+{small}).</p>
+<table><tr><th>margin</th><th>cells</th><th>true 1s</th><th>true 2s</th><th>smallest non-zero</th><th>released \
+small</th><th>… true 0</th><th>… true 1–{small}</th><th>… equal to truth</th><th>true small released as 0</th></tr>
+""")
+
+    def smallest(r):
+        return t(r["smallest_nonzero"]) if r["smallest_nonzero"] is not None else "—"
+
+    def released_cells(r):
+        return "".join(f"<td>{t(r[key])}</td>" for key in ("released_small", "released_small_true_zero",
+                                                          "released_small_true_small", "released_small_true_exact",
+                                                          "true_small_released_zero"))
+
+    for label, r in d["margins"].items():
+        out.append(f"<tr><td><code>{t(titles.get(label, label))}</code></td><td>{t(r['cells'])}</td>"
+                   f"<td>{t(r['true_count_1'])}</td><td>{t(r['true_count_2'])}</td><td>{smallest(r)}</td>\n"
+                   f"{released_cells(r)}</tr>\n")
+    r = d["full_table"]
+    if r["true_count_1"] is None:
+        counted = ('<td colspan="3">not counted (the table was counted from its file as margins; --engine pandas '
+                   "holds its records)</td>")
+    else:
+        counted = f"<td>{t(r['true_count_1'])}</td><td>{t(r['true_count_2'])}</td><td>{smallest(r)}</td>"
+    after = released_cells(r) if "released_small" in r else '<td colspan="5">no released table</td>'
+    out.append(f"<tr><td>full table</td><td>{t(r['cells'])}</td>{counted}\n{after}</tr>\n</table>\n")
+    if e.get("bound_source"):
+        out.append(f"<p>Bound: {t(e['bound_source'])}.</p>")
+    out.append("\n</body></html>\n")
+    return "".join(out)
 
 
 def render_audit_html(audit: Mapping, figures: Mapping | None = None) -> str:
@@ -573,15 +709,12 @@ def render_audit_html(audit: Mapping, figures: Mapping | None = None) -> str:
     str
         The HTML page (values escaped).
     """
-    import jinja2
-
     from .tables import margin_title
 
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     figures = figures or {"errors": None, "margins": None, "margins_shown": 0, "margins_left_out": 0}
     # A person reads margins by their variables' names for people (audit.json keys them by letters, which depend on
     # the variables a table was read with).
     people = {v["name"]: v.get("label") or v["name"] for v in audit["release"].get("variables", [])}
     titles = {m["label"]: margin_title([people.get(v, v) for v in m["variables"]], range(len(m["variables"])))
               for m in audit["release"]["margins"]}
-    return env.from_string(_AUDIT_TEMPLATE).render(a=audit, figures=figures, people=people, titles=titles)
+    return _audit_page(audit, figures, people, titles)

@@ -367,7 +367,7 @@ def _bundle_of(out, entry: Mapping) -> bool:
 # the release will not use: the import time is a large share of a command-line release. (The audit fits its
 # simulation in threads: concurrent.futures.thread brings _queue.)
 RELEASE_MODULES = ("numpy.random", "highspy", "clarabel", "threadpoolctl",
-                   "jinja2", "statistics", "uuid", "unicodedata", "concurrent.futures.thread")
+                   "markupsafe", "statistics", "uuid", "unicodedata", "concurrent.futures.thread")
 # Gaussian noise's accounting and the copula's normal scores use scipy's special functions (a slow import that a
 # Laplace release does without).
 SPECIAL_FUNCTION_MODULES = ("scipy.special",)
