@@ -178,8 +178,8 @@ def test_a_fit_on_which_clarabel_stalled_solves_to_the_optimum(monkeypatch):
     attempts = []
     real_solver = consistency._ResidualQP._solver
 
-    def recorded(self, w, b, attempt=0):
-        solver = real_solver(self, w, b, attempt)
+    def recorded(self, w, b, attempt=0, ridge=0.0):
+        solver = real_solver(self, w, b, attempt, ridge)
 
         class Recorded:  # the solver, its status noted per attempt
             def __getattr__(self, name):
@@ -206,3 +206,42 @@ def test_a_fit_on_which_clarabel_stalled_solves_to_the_optimum(monkeypatch):
         theta = (low + high) / 2
         low, high = (theta, high) if np.maximum(values - theta / weights, 0).sum() > total else (low, theta)
     np.testing.assert_allclose(fitted, np.maximum(values - high / weights, 0.0), atol=1e-4)
+
+
+def test_a_refinement_that_drifts_to_its_capped_bound_is_solved_again_with_a_ridge(monkeypatch):
+    """With a million per cell, a refinement round's change drifted, along what no query measures, to the cap on
+    its non-negativity bound (7 of these 60 fits raised an internal error, after the charge in a release). Such a
+    round is solved again with a ridge: every fit succeeds, and its released margins are the weighted least-squares
+    optimum (non-negativity is inactive this far from 0), found here by a dense solve of its KKT system."""
+    from tabrelease import consistency
+    from tabrelease.error_model import AUDIT_SEED
+    from tabrelease.pipeline import measure, release_from_measurements
+    from tabrelease.planner import with_post_processing
+
+    table = tr.builtin_table("rochdale")
+    counts = table.counts.astype(np.int64) * 10**6 + 1
+    plan = with_post_processing(plan_at(table.shape, [(0, 1), (2, 3, 4), (5, 6, 7)], 1.0), rounding="none")
+    noise = SimulationNoise(seed=AUDIT_SEED)
+    ridges = []
+    real = consistency._ResidualQP.solve
+
+    def noted(self, weights, b, ridge=0.0):
+        ridges.append(ridge)
+        return real(self, weights, b, ridge)
+
+    monkeypatch.setattr(consistency._ResidualQP, "solve", noted)
+    for _ in range(60):
+        measurements = measure(plan, counts, noise)
+        released = release_from_measurements(plan, measurements).released_margins
+        signature, values, weights, total = plan.estimator.prepared(measurements)
+        Q = plan.estimator.problem_for(table.shape, signature)._Q.toarray()
+        # The optimum as a change d from the true table (so that the dense solve works with numbers of the size of
+        # the noise): min sum weights (values - Q (truth + d))^2 subject to sum d = total - n.
+        truth = counts.ravel().astype(float)
+        kkt = np.block([[Q.T @ (weights[:, None] * Q), np.ones((Q.shape[1], 1))], [np.ones((1, Q.shape[1])), 0.0]])
+        rhs = np.concatenate([Q.T @ (weights * (values - Q @ truth)), [total - truth.sum()]])
+        d = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:-1]
+        for g, margin in zip(plan.margins, released):
+            expected = margin_counts(counts, g) + margin_counts(d.reshape(table.shape), g)
+            assert np.abs(np.asarray(margin, float) - expected).max() < 1e-3
+    assert consistency.CHANGE_RIDGE in ridges  # the case the ridge is for was met

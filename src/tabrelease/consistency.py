@@ -53,6 +53,12 @@ FEASIBILITY_TOLERANCE = 1e-7
 REFINEMENT_ROUNDS = 8
 # The non-negativity of a cell far above the data of a refinement round is capped at this many times that data.
 CHANGE_BOUND_CAP = 1e6
+# A refinement round's fit is flat along the changes that move no measured query (the cells a margin does not tell
+# apart), and the interior-point method ends near the centre of that flat set, which capped bounds pull far from
+# the data: with a million per cell, a change reached its cap in 7 of 60 fits (`tests/test_least_squares.py`).
+# Such a round is solved again with this ridge on the change (in the round's scaled units): the change of least size
+# among the best fits, whose measured queries differ from the best fit's by about this fraction of the change.
+CHANGE_RIDGE = 1e-9
 
 # Coefficients larger than this are scaled down before the LP is solved (and its solution scaled back).
 LP_SCALE = 1e8
@@ -289,13 +295,18 @@ class _ResidualQP:
         self.__dict__.update(state)
         self._local = threading.local()
 
-    def _solver(self, weights: np.ndarray, b: np.ndarray, attempt: int = 0):
+    def _solver(self, weights: np.ndarray, b: np.ndarray, attempt: int = 0, ridge: float = 0.0):
         import clarabel
 
-        # diag(0 for the unknowns, weights for r), built as CSC directly (scipy's diags was a tenth of a small fit).
+        # diag(0, or the ridge, for the unknowns; weights for r), built as CSC directly.
         n = self.unknowns + len(weights)
-        diagonal = np.arange(self.unknowns, n)
-        hessian = sp.SparseMatrix((n, n), diagonal, diagonal, np.asarray(weights, float), "csc")
+        if ridge:
+            diagonal = np.arange(n)
+            values = np.concatenate([np.full(self.unknowns, float(ridge)), np.asarray(weights, float)])
+        else:
+            diagonal = np.arange(self.unknowns, n)
+            values = np.asarray(weights, float)
+        hessian = sp.SparseMatrix((n, n), diagonal, diagonal, values, "csc")
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         # Deterministic: stopped by its iteration count only, never by a clock (Clarabel's default, made explicit).
@@ -309,7 +320,7 @@ class _ResidualQP:
         cones = [clarabel.ZeroConeT(self.equalities), clarabel.NonnegativeConeT(self.inequalities)]
         return clarabel.DefaultSolver(hessian, np.zeros(n), self.A, b, cones, settings)
 
-    def solve(self, weights: np.ndarray, b: np.ndarray):
+    def solve(self, weights: np.ndarray, b: np.ndarray, ridge: float = 0.0):
         """Clarabel's solution for these weights and right-hand side.
 
         Parameters
@@ -318,19 +329,21 @@ class _ResidualQP:
             The residuals' weights (the diagonal of P past the unknowns).
         b : numpy.ndarray
             The constraints' right-hand side.
+        ridge : float, default 0
+            A ridge on the unknowns (the diagonal of P before the residuals); 0: none.
 
         Returns
         -------
         clarabel.DefaultSolution
         """
         weights = np.asarray(weights, float)
-        key = weights.tobytes()
+        key = weights.tobytes() + np.float64(ridge).tobytes()
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == key and _updatable(held[1]):
             solver = held[1]
             solver.update(b=b)
         else:
-            solver = self._given(weights, b)
+            solver = self._given(weights, b, ridge=ridge)
             self._local.held = (key, solver)
         solution = solver.solve()
         for attempt in range(1, len(SOLVER_ATTEMPTS)):
@@ -338,19 +351,19 @@ class _ResidualQP:
                 break
             # Unmeasured residuals (a junction tree's fill-in, sparse data at small epsilon) leave the KKT system
             # nearly singular: again with looser tolerances and stronger regularisation (`SOLVER_ATTEMPTS`).
-            solution = self._given(weights, b, attempt).solve()
+            solution = self._given(weights, b, attempt, ridge).solve()
         return solution
 
-    def _given(self, weights: np.ndarray, b: np.ndarray, attempt: int = 0):
+    def _given(self, weights: np.ndarray, b: np.ndarray, attempt: int = 0, ridge: float = 0.0):
         """A solver set up with b = 0 and given b by Clarabel's data update, as a held solver is given each new b:
         every solve takes the same path, so its result never depends on whether its solver was new (which run of a
         simulation's share a thread solves first). Clarabel scales b in passes when it sets up and in one product
         when it updates, and the two can round differently wherever its equilibration rescales b."""
-        solver = self._solver(weights, np.zeros_like(b), attempt)
+        solver = self._solver(weights, np.zeros_like(b), attempt, ridge)
         if _updatable(solver):
             solver.update(b=b)
             return solver
-        return self._solver(weights, b, attempt)  # a Clarabel without data updates: set up with b itself
+        return self._solver(weights, b, attempt, ridge)  # a Clarabel without data updates: set up with b itself
 
 
 def _updatable(solver) -> bool:
@@ -567,13 +580,15 @@ class LeastSquaresProblem:
         lower = base[self._free] / unit
         capped = lower > cap
         b[self._A.shape[0] - self._inequalities:] = np.minimum(lower, cap)
-        solution = self._qp.solve(weights, b)
-        if str(solution.status) not in ("Solved", "AlmostSolved"):
-            raise TabreleaseError(f"the least-squares fit did not solve: Clarabel says {solution.status}")
-        change = np.asarray(solution.x)[: self._cells]
-        if np.any(capped) and np.any(change[self._free][capped] <= -0.5 * cap):
-            raise TabreleaseError("internal error: the least-squares refinement reached its capped bound")
-        return change * unit
+        for ridge in (0.0, CHANGE_RIDGE):
+            solution = self._qp.solve(weights, b, ridge)
+            if str(solution.status) not in ("Solved", "AlmostSolved"):
+                raise TabreleaseError(f"the least-squares fit did not solve: Clarabel says {solution.status}")
+            change = np.asarray(solution.x)[: self._cells]
+            if not (np.any(capped) and np.any(change[self._free][capped] <= -0.5 * cap)):
+                return change * unit
+            # The change drifted to a capped bound along what no query measures (`CHANGE_RIDGE`): again with the ridge.
+        raise TabreleaseError("internal error: the least-squares refinement reached its capped bound")
 def _integer_scale(domain, query: str, kind: str | None) -> float:
     """What one block's queries are multiplied by to make an integer table's answers integers."""
     from .measurements import MARGIN_CELLS
