@@ -150,3 +150,18 @@ def test_a_schema_keyword_the_check_does_not_know_is_refused():
         _keywords_known({"type": "object", "properties": {"a": {"oneOf": [{"type": "integer"}]}}})
     with pytest.raises(TabreleaseError, match="maxItems"):
         _keywords_known({"type": "array", "items": {"type": "array", "maxItems": 2}})
+
+
+@pytest.mark.unit
+def test_a_final_newline_does_not_pass_a_pattern_anchored_at_the_end():
+    # JSON Schema's patterns are ECMA-262's, where `$` is the end of the string; Python's `$` also matches before a
+    # final newline, so a file name "a.csv\n" would pass the allow-list of what is published.
+    from tabrelease.schemas import schema_errors
+
+    def pattern_errors(document):
+        return {path for path, keyword in schema_errors(document, RELEASE) if keyword == "pattern"}
+
+    good = {"margins": [{"file": "a.csv"}], "release_id": "0" * 32}
+    assert pattern_errors(good) == set()
+    assert pattern_errors({"margins": [{"file": "a.csv\n"}], "release_id": "0" * 32 + "\n"}) == {
+        ("margins", 0, "file"), ("release_id",)}

@@ -38,7 +38,7 @@ def _same(ours, theirs, exact=True):
 def test_construction_and_the_compressed_arrays_are_scipys(seed):
     rng = np.random.default_rng(seed)
     ours, theirs = _random(rng)
-    _same(ours, theirs, exact=False)  # duplicates summed in another order
+    _same(ours, theirs, exact=False)  # duplicates summed in order (scipy's order after its unstable sort varies)
     ours, theirs = _random(rng, duplicates=False)
     _same(ours, theirs)
     for format in ("csr", "csc"):
@@ -68,10 +68,20 @@ def test_products_are_scipys_bit_for_bit(seed):
     np.testing.assert_array_equal(ours @ many, theirs @ many)
     y = rng.standard_normal(ours.shape[0])
     np.testing.assert_allclose(y @ ours, theirs.T @ y, rtol=1e-13, atol=1e-13)
-    other, other_theirs = _random(rng, shape=(ours.shape[1], int(rng.integers(1, 7))))
-    _same(ours @ other, theirs @ other_theirs, exact=False)
+    other, other_theirs = _random(rng, shape=(ours.shape[1], int(rng.integers(1, 7))), duplicates=False)
+    for mine, scipys in ((ours @ other, theirs @ other_theirs), (ours.T @ ours, theirs.T @ theirs)):
+        # Each entry's terms added in scipy's order, and no entry where they cancel to 0: the same entries, bits.
+        scipys = scipys.tocsr()
+        scipys.sort_indices()
+        assert mine.nnz == scipys.nnz
+        np.testing.assert_array_equal(mine.indptr, scipys.indptr)
+        np.testing.assert_array_equal(mine.indices, scipys.indices)
+        np.testing.assert_array_equal(mine.data, scipys.data)
     _same(ours.T, theirs.T.tocsr())
-    _same(ours.T @ ours, (theirs.T @ theirs).tocsr(), exact=False)
+    cancelling = sp.from_dense([[1.0, -1.0]]) @ sp.from_dense([[1.0], [1.0]])
+    assert cancelling.nnz == 0 and (sps.csr_matrix([[1.0, -1.0]]) @ sps.csr_matrix([[1.0], [1.0]])).nnz == 0
+    empty = sp.zeros((2, 3))
+    assert (empty @ np.ones(3)).dtype == float and (np.ones(2) @ empty).dtype == float
 
 
 def test_integer_products_are_exact_where_floats_would_round():
@@ -125,3 +135,5 @@ def test_mistakes_are_refused():
         sp.identity(3)[np.array([3])]
     with pytest.raises(TypeError):
         sp.identity(3) * np.ones(3)
+    with pytest.raises(IndexError, match="one at a time"):
+        sp.identity(3)[np.array([0, 1]), np.array([1, 2])]

@@ -218,6 +218,9 @@ class SparseMatrix:
     def __getitem__(self, key):
         if isinstance(key, tuple):
             rows, cols = key
+            if not (isinstance(rows, slice) or isinstance(cols, slice)):
+                # scipy would pair the two (elements, not a block): ask for rows, then columns.
+                raise IndexError("index a sparse matrix by rows and columns one at a time: [rows][:, columns]")
             matrix = self if _everything(rows) else self._take_rows(rows)
             if _everything(cols):
                 return matrix
@@ -284,9 +287,18 @@ def from_entries(values, row, col, shape, format: str = "csr") -> SparseMatrix:
         key, values = key[order], values[order]
         first = np.concatenate([[True], key[1:] != key[:-1]])
         if not first.all():
-            values = np.add.reduceat(values, np.flatnonzero(first))
+            values = _group_sums(values, np.cumsum(first) - 1, int(first.sum()))
             key = key[first]
     return SparseMatrix((m, n), key // n if n else key, key % n if n else key, values, format)
+
+
+def _group_sums(values: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
+    """The sum of each group's values (`group`: each value's group, in order), each added one after another in the
+    given order as scipy adds duplicates (floats), exactly for integers."""
+    if values.dtype.kind == "f":
+        return np.bincount(group, weights=values, minlength=groups).astype(values.dtype, copy=False)
+    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
+    return np.add.reduceat(values, starts)
 
 
 def from_dense(array, format: str = "csr") -> SparseMatrix:
@@ -452,7 +464,8 @@ def _row_sums(products: np.ndarray, row: np.ndarray, pointers: np.ndarray, n: in
     add.reduceat, exactly (a bincount sums in floats)."""
     if products.dtype.kind == "f":
         if products.ndim == 1:
-            return np.bincount(row, weights=products, minlength=n)
+            # (astype: with no entries, bincount gives integers whatever the weights.)
+            return np.bincount(row, weights=products, minlength=n).astype(products.dtype, copy=False)
         out = np.zeros((n,) + products.shape[1:], products.dtype)
         np.add.at(out, row, products)
         return out
@@ -472,5 +485,10 @@ def _sparse_product(a: SparseMatrix, b: SparseMatrix) -> SparseMatrix:
     ends = b._row_starts[a.col + 1]
     taken = _ranges(starts, ends)
     counts = ends - starts
-    return from_entries(np.repeat(a.values, counts) * b.values[taken], np.repeat(a.row, counts), b.col[taken],
-                        (a.shape[0], b.shape[1]), a.format)
+    product = from_entries(np.repeat(a.values, counts) * b.values[taken], np.repeat(a.row, counts), b.col[taken],
+                           (a.shape[0], b.shape[1]), a.format)
+    # scipy's product keeps no entry whose terms cancel to 0 (its constructors keep explicit zeros; this does not).
+    kept = product.values != 0
+    if kept.all():
+        return product
+    return SparseMatrix(product.shape, product.row[kept], product.col[kept], product.values[kept], product.format)

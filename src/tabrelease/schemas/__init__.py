@@ -102,6 +102,15 @@ def _keywords_known(schema) -> None:
             _keywords_known(schema[key])
 
 
+def _ecma_end(pattern: str) -> str:
+    """The pattern with a final `$` read as JSON Schema (ECMA-262) reads it, the end of the string: Python's `$` also
+    matches before a final newline, which would let "a.csv\n" through the file-name pattern of what is published
+    (jsonschema, using Python's `re` as it is, lets it through)."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        return pattern[:-1] + r"\Z"
+    return pattern
+
+
 def _errors(value, schema, path: tuple, schemas: dict):
     """(path, keyword) of every place where `value` breaks `schema` (the subset of Draft 2020-12 in `_KEYWORDS`)."""
     if schema is True:
@@ -129,7 +138,7 @@ def _errors(value, schema, path: tuple, schemas: dict):
     if isinstance(value, str):
         if "minLength" in schema and len(value) < schema["minLength"]:
             yield path, "minLength"
-        if "pattern" in schema and re.search(schema["pattern"], value) is None:
+        if "pattern" in schema and re.search(_ecma_end(schema["pattern"]), value) is None:
             yield path, "pattern"
     if isinstance(value, list):
         if "minItems" in schema and len(value) < schema["minItems"]:
