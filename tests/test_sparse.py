@@ -100,8 +100,8 @@ def test_stacking_selection_and_entrywise_operations_are_scipys(seed):
     a, a_theirs = _random(rng, shape=(4, 6), duplicates=False)
     b, b_theirs = _random(rng, shape=(3, 6), duplicates=False)
     c, c_theirs = _random(rng, shape=(4, 2), duplicates=False)
-    _same(sp.vstack([a, b]), sps.vstack([a_theirs, b_theirs]).tocsr())
-    _same(sp.hstack([a, c]), sps.hstack([a_theirs, c_theirs]).tocsr())
+    _same(sp.stack(0, [a, b]), sps.vstack([a_theirs, b_theirs]).tocsr())
+    _same(sp.stack(1, [a, c]), sps.hstack([a_theirs, c_theirs]).tocsr())
     _same(sp.kron(b, c), sps.kron(b_theirs, c_theirs).tocsr())
     mask = rng.random(4) < 0.5
     _same(a[mask], a_theirs[mask])
@@ -126,9 +126,9 @@ def test_mistakes_are_refused():
     with pytest.raises(ValueError, match="outside"):
         sp.from_entries([1.0], [3], [0], (2, 2))
     with pytest.raises(ValueError, match="columns"):
-        sp.vstack([sp.zeros((1, 2)), sp.zeros((1, 3))])
+        sp.stack(0, [sp.zeros((1, 2)), sp.zeros((1, 3))])
     with pytest.raises(ValueError, match="rows"):
-        sp.hstack([sp.zeros((1, 2)), sp.zeros((2, 2))])
+        sp.stack(1, [sp.zeros((1, 2)), sp.zeros((2, 2))])
     with pytest.raises(ValueError):
         sp.identity(3) @ np.ones(4)
     with pytest.raises(IndexError):

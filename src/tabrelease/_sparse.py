@@ -34,7 +34,7 @@ class SparseMatrix:
     format : {"csr", "csc"}
         Which compressed arrays `indptr`, `indices` and `data` give (a solver reads "csc").
 
-    Build one with `from_dense`, `from_entries`, `identity`, `zeros`, `vstack`, `hstack` or `kron`, which sort and
+    Build one with `from_dense`, `from_entries`, `identity`, `zeros`, `stack` or `kron`, which sort and
     sum; the constructor trusts its arguments.
     """
 
@@ -359,56 +359,41 @@ def identity(n: int, format: str = "csr", dtype=float) -> SparseMatrix:
     return SparseMatrix((n, n), index, index, np.ones(int(n), dtype), format)
 
 
-def vstack(blocks, format: str = "csr") -> SparseMatrix:
-    """The blocks one above the other.
+def stack(along: int, blocks, format: str = "csr") -> SparseMatrix:
+    """The blocks one above the other (`along` 0, as scipy's vstack) or side by side (`along` 1, as its hstack).
 
     Parameters
     ----------
+    along : {0, 1}
+        0: rows after rows (equal numbers of columns); 1: columns after columns (equal numbers of rows).
     blocks : sequence of SparseMatrix
-        With equal numbers of columns.
     format : {"csr", "csc"}, default "csr"
 
     Returns
     -------
     SparseMatrix
     """
-    blocks = list(blocks)
-    if not blocks:
-        raise ValueError("nothing to stack")
-    columns = {b.shape[1] for b in blocks}
-    if len(columns) != 1:
-        raise ValueError(f"blocks stacked vertically have {sorted(columns)} columns")
-    offsets = np.cumsum([0] + [b.shape[0] for b in blocks])
-    # Row-major blocks one after another stay row-major: no sort needed.
-    return SparseMatrix((int(offsets[-1]), columns.pop()),
-                        np.concatenate([b.row + o for b, o in zip(blocks, offsets)]),
-                        np.concatenate([b.col for b in blocks]),
-                        np.concatenate([b.values for b in blocks]) if blocks else np.zeros(0), format)
-
-
-def hstack(blocks, format: str = "csr") -> SparseMatrix:
-    """The blocks side by side.
-
-    Parameters
-    ----------
-    blocks : sequence of SparseMatrix
-        With equal numbers of rows.
-    format : {"csr", "csc"}, default "csr"
-
-    Returns
-    -------
-    SparseMatrix
-    """
-    blocks = list(blocks)
-    if not blocks:
-        raise ValueError("nothing to stack")
-    rows = {b.shape[0] for b in blocks}
-    if len(rows) != 1:
-        raise ValueError(f"blocks stacked side by side have {sorted(rows)} rows")
-    offsets = np.cumsum([0] + [b.shape[1] for b in blocks])
+    blocks, offsets, across = _stacking(blocks, along)
+    if along == 0:
+        # Row-major blocks one after another stay row-major: no sort needed.
+        return SparseMatrix((int(offsets[-1]), across), np.concatenate([b.row + o for b, o in zip(blocks, offsets)]),
+                            np.concatenate([b.col for b in blocks]), np.concatenate([b.values for b in blocks]),
+                            format)
     return from_entries(np.concatenate([b.values for b in blocks]), np.concatenate([b.row for b in blocks]),
-                        np.concatenate([b.col + o for b, o in zip(blocks, offsets)]),
-                        (rows.pop(), int(offsets[-1])), format)
+                        np.concatenate([b.col + o for b, o in zip(blocks, offsets)]), (across, int(offsets[-1])),
+                        format)
+
+
+def _stacking(blocks, along: int):
+    """(the blocks, where each starts along the stacking axis, the other axis's common length); a mismatch refused."""
+    blocks = list(blocks)
+    if not blocks:
+        raise ValueError("nothing to stack")
+    across = {b.shape[1 - along] for b in blocks}
+    if len(across) != 1:
+        raise ValueError(f"blocks stacked {'side by side' if along else 'vertically'} have {sorted(across)} "
+                         f"{'rows' if along else 'columns'}")
+    return blocks, np.cumsum([0] + [b.shape[along] for b in blocks]), across.pop()
 
 
 def kron(a: SparseMatrix, b: SparseMatrix, format: str = "csr") -> SparseMatrix:

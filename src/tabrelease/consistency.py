@@ -389,7 +389,7 @@ class LeastSquaresProblem:
         self.blocks = tuple(blocks)
         cells = int(np.prod(self.domain))
         operators = [block_operator(self.domain, q, v, kind) for q, v, kind in self.blocks]
-        self._Q = sp.vstack(operators) if operators else sp.zeros((0, cells))
+        self._Q = sp.stack(0, operators) if operators else sp.zeros((0, cells))
         self._sizes = [op.shape[0] for op in operators]
         free = np.ones(cells, bool)
         if structural_zeros is not None:
@@ -398,12 +398,12 @@ class LeastSquaresProblem:
         # Variables x = (w, r) with r = Q w - y: the objective 1/2 r' diag(weights) r keeps the KKT system as
         # sparse as Q (the dense Q'WQ made every interior-point step a dense factorisation).
         # Clarabel's form: A x + s = b with s in cones: equalities (zero cone) first, then -w <= 0.
-        residual = sp.hstack([self._Q, -sp.identity(m)])
-        pad = lambda block: sp.hstack([block, sp.zeros((block.shape[0], m))])  # noqa: E731
+        residual = sp.stack(1, [self._Q, -sp.identity(m)])
+        pad = lambda block: sp.stack(1, [block, sp.zeros((block.shape[0], m))])  # noqa: E731
         total = pad(sp.from_dense(np.ones((1, cells))))
         fixed = pad(sp.identity(cells)[~free])  # structural zeros: w = 0
         nonneg = pad(-sp.identity(cells)[free])
-        self._A = sp.vstack([residual, total, fixed, nonneg]).tocsc()
+        self._A = sp.stack(0, [residual, total, fixed, nonneg]).tocsc()
         self._equalities = m + 1 + int((~free).sum())
         self._inequalities = int(free.sum())
         self._qp = _ResidualQP(cells, self._A, self._equalities, self._inequalities)
@@ -418,8 +418,8 @@ class LeastSquaresProblem:
         for op in integer:
             if op.nnz and np.abs(op.values - np.rint(op.values)).max() > 1e-9:
                 raise TabreleaseError("internal error: a scaled query operator is not integral")
-        self._Qi = (sp.vstack(integer) if integer else sp.zeros((0, cells))).astype(float)
-        self._Qi = sp.SparseMatrix(self._Qi.shape, self._Qi.row, self._Qi.col, np.rint(self._Qi.values).astype(np.int64))
+        scaled = (sp.stack(0, integer) if integer else sp.zeros((0, cells))).astype(float)
+        self._Qi = sp.SparseMatrix(scaled.shape, scaled.row, scaled.col, np.rint(scaled.values).astype(np.int64))
         self._row_bound = int(abs(self._Qi).sum(axis=1).max()) if m else 0
         # The blocks that carry the total (margin cells: their sum; the empty set's coefficient: times its scale),
         # as the estimator's best linear unbiased total weighs them.
@@ -708,12 +708,12 @@ class LocalLeastSquaresProblem:
 
                 basis = coefficient_basis(kind, self.shape, [tuple(variables)])
                 rows.append(sp.from_dense(basis.analysis[basis.closure.index(tuple(variables))]) @ lift)
-        self._Q = sp.vstack(rows)
+        self._Q = sp.stack(0, rows)
         m = self._Q.shape[0]
-        nonneg = sp.vstack([-self._lift[g] for g in self.generators])
+        nonneg = sp.stack(0, [-self._lift[g] for g in self.generators])
         pin = sp.from_entries([1.0], [0], [self._offsets[()]], (1, self._p))
-        pad = lambda block: sp.hstack([block, sp.zeros((block.shape[0], m))])  # noqa: E731
-        self._A = sp.vstack([sp.hstack([self._Q, -sp.identity(m)]), pad(pin), pad(nonneg)]).tocsc()
+        pad = lambda block: sp.stack(1, [block, sp.zeros((block.shape[0], m))])  # noqa: E731
+        self._A = sp.stack(0, [sp.stack(1, [self._Q, -sp.identity(m)]), pad(pin), pad(nonneg)]).tocsc()
         self._m, self._inequalities = m, nonneg.shape[0]
         self._qp = _ResidualQP(self._p, self._A, m + 1, self._inequalities)
 

@@ -141,7 +141,8 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
         # integer exactness: two thirds of the audit's time). Its accuracy depends on the size of the data, the same
         # in every run: the first run is fitted both ways, and the faster fit is used where it agrees.
         faster = replace(plan, estimator=plan.estimator.for_simulation())
-        if all(np.abs(a - b).max(initial=0.0) <= SIMULATION_FIT_TOLERANCE for a, b in zip(margins_of(faster, 0), first)):
+        if all(np.abs(a - b).max(initial=0.0) <= SIMULATION_FIT_TOLERANCE
+               for a, b in zip(margins_of(faster, 0), first)):
             fitting = faster
     shares = np.array_split(np.arange(1, runs), simulation_threads(plan, runs))
     if len(shares) == 1:

@@ -660,12 +660,13 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(f"<h3>Released against true counts</h3>\n<p>Each point is a cell of the margin; on the grey line "
                    f"the release is exact{band}.{shown}</p>\n<figure>{figures['margins']}</figure>")
     small = t(d["small_count"])
+    heads = ("margin", "cells", "true 1s", "true 2s", "smallest non-zero", "released small", "… true 0",
+             f"… true 1–{small}", "… equal to truth", "true small released as 0")
     out.append(f"""
 <h2>Disclosure risk (classical view)</h2>
 <p>What a plain, non-private release of these margins would have shown, and the released margins' small cells (1 to \
 {small}).</p>
-<table><tr><th>margin</th><th>cells</th><th>true 1s</th><th>true 2s</th><th>smallest non-zero</th><th>released \
-small</th><th>… true 0</th><th>… true 1–{small}</th><th>… equal to truth</th><th>true small released as 0</th></tr>
+<table><tr>{"".join(f"<th>{h}</th>" for h in heads)}</tr>
 """)
 
     def smallest(r):

@@ -243,7 +243,7 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
     bounds = [floors, [float(change_total)]]
     matrix = milp_rows
     if pin_rows is not None:
-        matrix = sp.vstack([milp_rows, sp.hstack([pin_rows, sp.zeros((pin_rows.shape[0], 3 * rows))])]).tocsc()
+        matrix = sp.stack(0, [milp_rows, sp.stack(1, [pin_rows, sp.zeros((pin_rows.shape[0], 3 * rows))])]).tocsc()
         bounds.append(pin_values)
     cost = np.concatenate([np.zeros(cells), 1.0 - 2.0 * frac, np.ones(2 * rows)])
     constant = float(frac.sum())
@@ -307,8 +307,8 @@ def _rounding_operators(shape: tuple[int, ...], margins: tuple[Margin, ...]):
 
     design = margin_design(shape, margins).tocsc()
     rows, cells = design.shape
-    matrix = sp.vstack([sp.hstack([design, -sp.identity(rows), -sp.identity(rows), sp.identity(rows)]),
-                        sp.hstack([sp.from_dense(np.ones((1, cells))), sp.zeros((1, 3 * rows))])]).tocsc()
+    matrix = sp.stack(0, [sp.stack(1, [design, -sp.identity(rows), -sp.identity(rows), sp.identity(rows)]),
+                        sp.stack(1, [sp.from_dense(np.ones((1, cells))), sp.zeros((1, 3 * rows))])]).tocsc()
     return design, matrix
 
 
@@ -327,7 +327,7 @@ def _exact_table(design, targets, total, pin_rows, pin_values, floor, max_nodes)
     if pin_rows is not None:
         blocks.append(pin_rows)
         bounds.append(pin_values)
-    matrix = sp.vstack(blocks).tocsc()
+    matrix = sp.stack(0, blocks).tocsc()
     rhs = np.concatenate([np.asarray(b, float) for b in bounds])
     h, _ = highs_model(matrix, np.zeros(cells), floor, np.full(cells, np.inf), rhs, rhs)
     h.changeColsIntegrality(cells, np.arange(cells, dtype=np.int32), np.full(cells, highspy.HighsVarType.kInteger))
@@ -366,7 +366,7 @@ def _pins(shape, pinned, base):
         design = margin_design(shape, [tuple(axes)]) if axes else sp.from_dense(np.ones((1, int(np.prod(shape)))))
         rows.append(design)
         values.append(np.asarray(margin, np.int64).ravel() - np.asarray(design @ base, np.int64))
-    return sp.vstack(rows).tocsr(), np.concatenate(values).astype(float)
+    return sp.stack(0, rows).tocsr(), np.concatenate(values).astype(float)
 
 
 def _box_has_pins(pin_rows, pin_values, lower, upper, total) -> bool:
@@ -378,7 +378,7 @@ def _box_has_pins(pin_rows, pin_values, lower, upper, total) -> bool:
 
     from ._highs import highs_model
 
-    matrix = sp.vstack([pin_rows, sp.from_dense(np.ones((1, pin_rows.shape[1])))]).tocsc()
+    matrix = sp.stack(0, [pin_rows, sp.from_dense(np.ones((1, pin_rows.shape[1])))]).tocsc()
     rhs = np.concatenate([pin_values, [float(total)]])
     h, _ = highs_model(matrix, np.zeros(pin_rows.shape[1]), lower, upper, rhs, rhs)
     h.run()
@@ -534,7 +534,7 @@ def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> 
         else:
             rows.append(sp.from_dense(np.ones((1, flat.size))))
         bounds.append(np.ravel(values).astype(float))
-    matrix = sp.vstack(rows).tocsc()
+    matrix = sp.stack(0, rows).tocsc()
     rhs = np.concatenate(bounds)
     # |x - t| over {floor, ceil} is linear: frac + (x - floor)(1 - 2 frac).
     cost = 1.0 - 2.0 * (flat - lower)
@@ -542,8 +542,8 @@ def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> 
         if attempt == "wide":
             # No table of adjacent integers has these sub-margins: any non-negative integers, L1 to the target.
             n = flat.size
-            matrix = sp.vstack([sp.hstack([matrix, sp.zeros((matrix.shape[0], 2 * n))]),
-                                sp.hstack([sp.identity(n), -sp.identity(n), sp.identity(n)])]).tocsc()
+            matrix = sp.stack(0, [sp.stack(1, [matrix, sp.zeros((matrix.shape[0], 2 * n))]),
+                                sp.stack(1, [sp.identity(n), -sp.identity(n), sp.identity(n)])]).tocsc()
             cost = np.concatenate([np.zeros(n), np.ones(2 * n)])
             lower, upper = np.zeros(3 * n), np.full(3 * n, np.inf)
             rhs = np.concatenate([rhs, flat])

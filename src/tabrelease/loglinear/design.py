@@ -39,7 +39,7 @@ def margin_design(shape: Sequence[int], generators: Sequence[Margin]) -> sp.Spar
         rows = np.ravel_multi_index(tuple(coords[j] for j in g), tuple(shape[j] for j in g))
         size = int(np.prod([shape[j] for j in g]))
         blocks.append(sp.from_entries(np.ones(cells), rows, np.arange(cells), (size, cells)))
-    return sp.vstack(blocks)
+    return sp.stack(0, blocks)
 
 
 def _positive_margin_cells(support: np.ndarray, generators: Sequence[Margin]) -> np.ndarray:

@@ -169,9 +169,9 @@ class _FacialSetProgram:
         m, c = A.shape
         ident = sp.identity(c)
         # columns: w (c), z (c), y (c)
-        matrix = sp.vstack([
-            sp.hstack([A, -A, sp.zeros((m, c))]),
-            sp.hstack([-ident, sp.zeros((c, c)), ident]),
+        matrix = sp.stack(0, [
+            sp.stack(1, [A, -A, sp.zeros((m, c))]),
+            sp.stack(1, [-ident, sp.zeros((c, c)), ident]),
         ]).tocsc()
         inf = highspy.kHighsInf
         self._highs, _ = highs_model(

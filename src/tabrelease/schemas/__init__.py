@@ -94,7 +94,8 @@ def _keywords_known(schema) -> None:
         raise TabreleaseError("internal error: a schema is neither an object nor a boolean")
     unknown = set(schema) - _KEYWORDS - _ANNOTATIONS
     if unknown:
-        raise TabreleaseError(f"internal error: a schema uses keywords that tabrelease does not check: {sorted(unknown)}")
+        raise TabreleaseError(f"internal error: a schema uses keywords that tabrelease does not check: "
+                              f"{sorted(unknown)}")
     for sub in schema.get("properties", {}).values():
         _keywords_known(sub)
     for key in ("items", "additionalProperties"):
