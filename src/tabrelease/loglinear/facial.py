@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -114,28 +116,23 @@ def _parity_moves(shape: tuple[int, ...], generators: tuple[Margin, ...]):
                 * np.prod([shape[j] for j in range(k) if j not in S], dtype=float) for S in minimal)
     if not minimal or count > MAX_PARITY_MOVES:
         return None
+    strides = np.array([math.prod(shape[j + 1:]) for j in range(k)], dtype=np.intp)
     pluses, minuses = [], []
     for S in minimal:
         S = sorted(S)
         rest = [j for j in range(k) if j not in S]
-        pair_lists = [list(combinations(range(shape[j]), 2)) for j in S]
+        # One move per choice of a pair of levels (a < b) on each axis of S and a level on each other axis, the
+        # pairs varying slowest; its corners take a or b on each axis of S, by the corner's bits.
+        pairs = [np.array(list(combinations(range(shape[j]), 2)), np.intp).reshape(-1, 2) for j in S]
+        index = np.indices([len(p) for p in pairs] + [shape[j] for j in rest]).reshape(len(S) + len(rest), -1)
+        fixed = sum((index[len(S) + i] * strides[j] for i, j in enumerate(rest)), np.zeros(index.shape[1], np.intp))
+
+        def cells(corner, S=S, pairs=pairs, index=index, fixed=fixed):
+            return fixed + sum(pairs[i][index[i], bit] * strides[j] for i, (j, bit) in enumerate(zip(S, corner)))
+
         corners = list(product((0, 1), repeat=len(S)))
-        even = [c for c in corners if sum(c) % 2 == 0]
-        odd = [c for c in corners if sum(c) % 2 == 1]
-        plus_rows, minus_rows = [], []
-        for pairs in product(*pair_lists):
-            for fixed in product(*[range(shape[j]) for j in rest]):
-                def cell(corner):
-                    coords = [0] * k
-                    for j, (a, b), bit in zip(S, pairs, corner):
-                        coords[j] = b if bit else a
-                    for j, level in zip(rest, fixed):
-                        coords[j] = level
-                    return int(np.ravel_multi_index(coords, shape))
-                plus_rows.append([cell(c) for c in even])
-                minus_rows.append([cell(c) for c in odd])
-        pluses.append(np.asarray(plus_rows, np.intp))
-        minuses.append(np.asarray(minus_rows, np.intp))
+        pluses.append(np.stack([cells(c) for c in corners if sum(c) % 2 == 0], axis=1).astype(np.intp))
+        minuses.append(np.stack([cells(c) for c in corners if sum(c) % 2 == 1], axis=1).astype(np.intp))
     # Moves of different sets have different sizes: pad each row by repeating its first corner (harmless: the
     # same cell tested or set twice).
     width = max(p.shape[1] for p in pluses)
