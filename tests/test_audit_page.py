@@ -81,3 +81,21 @@ def test_an_unfit_release_is_red_at_a_glance(tmp_path, capsys):
     internal = [n for n in audit["notes"] if n not in public]
     assert glance["warnings"] == {"item": "warnings", "value": f"{len(public) + len(internal)} (listed below)",
                                   "flag": "bad"}
+
+
+def test_a_large_released_total_is_written_whole_on_the_audit_page(tmp_path):
+    # n' of 875,000,017 was shown as 8.75e+08 beside n = 875000000 (found trying the tool with large counts).
+    import re
+
+    import tabrelease as tr
+    from tabrelease.reports import _count_text
+
+    assert _count_text(875000017.0) == "875000017" and _count_text(877.25) == "877.2" and _count_text(3) == "3"
+    table = tr.builtin_table("czech")
+    big = table.with_counts(table.counts.astype(np.int64) * 10**6)
+    out = tmp_path / "r"
+    tr.publish_release(big, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1), (2, 3)], mode="simulation",
+                                           seed=1), out)
+    page = (out / "internal" / "audit.html").read_text()
+    text = page.split("<svg")[0]  # the page's text before the figures
+    assert "e+0" not in text and re.search(r"n&#39; = \d{9}", text) and re.search(r"→ \d{9}", text)

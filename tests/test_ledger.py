@@ -421,3 +421,10 @@ def test_the_ledger_lists_its_releases_with_failures_marked(tmp_path, capsys, mo
     assert main(["ledger", str(ledger), "--releases"]) == 0
     text = capsys.readouterr().out
     assert "2 release(s)" in text and "FAILED (the release failed after its charge (OSError))" in text
+
+
+def test_ledger_init_with_json_prints_one_json_document(tmp_path, capsys):
+    ledger = tmp_path / "made.json"
+    assert main(["ledger", "init", str(ledger), "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert made["ledger"].endswith("made.json") and made["key"] == made["ledger"] + ".key" and ledger.exists()

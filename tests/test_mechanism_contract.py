@@ -118,6 +118,10 @@ def test_help_and_errors_list_every_registered_mechanism(toy, capsys):
         get_mechanism("no-such-mechanism")
     for name in tr.mechanism_names():
         assert name in str(refused.value)
+    from tabrelease.estimate import ESTIMATORS
+
+    for name in ESTIMATORS:  # and every estimator --estimator takes
+        assert name in shown, f"--help does not list the estimator {name}"
 
 
 def test_an_installed_mechanism_is_found_through_its_entry_point(tmp_path, monkeypatch, capsys):

@@ -188,11 +188,12 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -
     rows.append(("consistency", guarantee.get(release.guarantee, str(release.guarantee)),
                  "ok" if release.guarantee == "global" else "bad" if release.guarantee == "none" else ""))
     if evaluation is None:
-        rows.append(("released total", f"n' = {release.n_released:.6g}", ""))
+        rows.append(("released total", f"n' = {_count_text(release.n_released)}", ""))
     else:
         n, n_released = evaluation.n, evaluation.n_released
         off = abs(n_released - n) / n if n else 0.0
-        rows.append(("released total", f"n = {n} -> n' = {n_released:.6g} ({100 * (n_released - n) / max(n, 1):+.1f}%)",
+        rows.append(("released total",
+                     f"n = {n} -> n' = {_count_text(n_released)} ({100 * (n_released - n) / max(n, 1):+.1f}%)",
                      "bad" if off > N_OFF_SHARE else "ok"))
         worst = max(evaluation.l1_error_by_margin, key=evaluation.l1_error_by_margin.get)
         share = evaluation.max_l1_error / n if n else float("nan")
@@ -497,6 +498,11 @@ td { overflow-wrap: anywhere; }
 """
 
 
+def _count_text(value: float) -> str:
+    """A number of people as a person reads it: whole, or to one decimal (never in powers of ten)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
 def _text(value) -> str:
     """A value as page text, escaped."""
     from markupsafe import escape
@@ -557,9 +563,10 @@ coefficients) in coefficient units.</p>
 """)
     n, n_released = e["n"], e["n_released"]
     direction = "over" if n_released >= n else "under"
+    released, off = _count_text(n_released), _count_text(abs(n_released - n))
     out.append(f"""<table>
-<tr><th>sample size n → n'</th><td>{t(n)} → {n_released:.6g}: the released margins sum to {n_released:.6g} people \
-where the table has {t(n)}, so the release states the population's size {direction} by {abs(n_released - n):.6g} \
+<tr><th>sample size n → n'</th><td>{t(n)} → {released}: the released margins sum to {released} people \
+where the table has {t(n)}, so the release states the population's size {direction} by {off} \
 ({100 * abs(n_released - n) / max(n, 1):.1f}%).</td></tr>
 """)
     if a.get("lp"):

@@ -511,7 +511,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("calibration", "exact sensitivity (default) or the paper's formulas, for reproduction only", _text,
             choices=CALIBRATIONS, default="exact"),
     Setting("estimator", "least-squares (GLS over non-negative tables with the total pinned; default of planned), "
-            "linf-lp (the paper's LP; default of the paper's mechanisms), as-measured, shifted-synthesis", _text),
+            "local-least-squares (the same over the released margins themselves, for tables past the cell limit), "
+            "linf-lp (the paper's LP; default of the paper's mechanisms), as-measured, shifted-synthesis, "
+            "copula-synthesis (the copula mechanisms'), relaxed-projection (rap's), "
+            "randomized-response-least-squares (randomized response's)", _text),
     Setting("rounding", "controlled (an integer table whose margins are as close as possible to the estimate's; "
             "default of planned), nearest (each cell, the paper's step 6; default of the paper's mechanisms), none",
             _text, choices=ROUNDING_CHOICES),

@@ -58,7 +58,10 @@ def run(args) -> int:
         raise TabreleaseError(f"give FILE, or one of {', '.join(ACTIONS)} then FILE")
     if action == "init":
         made = init_ledger(path)
-        print(f"made the ledger {made} (key: {made}.key, owner-only, or $TABRELEASE_LEDGER_KEY)")
+        if args.json:
+            print_json({"ledger": str(made), "key": f"{made}.key"})
+        else:
+            print(f"made the ledger {made} (key: {made}.key, owner-only, or $TABRELEASE_LEDGER_KEY)")
         return 0
     if action == "verify":
         from ..ledger import ledger_aliases, verify_bundles
