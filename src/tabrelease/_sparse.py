@@ -176,7 +176,7 @@ class SparseMatrix:
             The entries times the array's values at their places.
         """
         other = np.broadcast_to(np.asarray(other), self.shape)
-        return from_entries(self.values * other[self.row, self.col], self.row, self.col, self.shape, self.format)
+        return SparseMatrix(self.shape, self.row, self.col, self.values * other[self.row, self.col], self.format)
 
     def sum(self, axis=None):
         """The sum of the entries, of each row or of each column.
@@ -287,18 +287,17 @@ def from_entries(values, row, col, shape, format: str = "csr") -> SparseMatrix:
         key, values = key[order], values[order]
         first = np.concatenate([[True], key[1:] != key[:-1]])
         if not first.all():
-            values = _group_sums(values, np.cumsum(first) - 1, int(first.sum()))
+            values = _group_sums(values, first)
             key = key[first]
     return SparseMatrix((m, n), key // n if n else key, key % n if n else key, values, format)
 
 
-def _group_sums(values: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
-    """The sum of each group's values (`group`: each value's group, in order), each added one after another in the
-    given order as scipy adds duplicates (floats), exactly for integers."""
+def _group_sums(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The sum of each run of values (`first`: where each run starts), each added one after another in the given
+    order as scipy adds duplicates (floats), exactly for integers."""
     if values.dtype.kind == "f":
-        return np.bincount(group, weights=values, minlength=groups).astype(values.dtype, copy=False)
-    starts = np.flatnonzero(np.concatenate([[True], group[1:] != group[:-1]]))
-    return np.add.reduceat(values, starts)
+        return np.bincount(np.cumsum(first) - 1, weights=values).astype(values.dtype, copy=False)
+    return np.add.reduceat(values, np.flatnonzero(first))
 
 
 def from_dense(array, format: str = "csr") -> SparseMatrix:

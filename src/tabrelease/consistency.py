@@ -418,7 +418,7 @@ class LeastSquaresProblem:
         for op in integer:
             if op.nnz and np.abs(op.values - np.rint(op.values)).max() > 1e-9:
                 raise TabreleaseError("internal error: a scaled query operator is not integral")
-        scaled = (sp.stack(0, integer) if integer else sp.zeros((0, cells))).astype(float)
+        scaled = sp.stack(0, integer) if integer else sp.zeros((0, cells))
         self._Qi = sp.SparseMatrix(scaled.shape, scaled.row, scaled.col, np.rint(scaled.values).astype(np.int64))
         self._row_bound = int(abs(self._Qi).sum(axis=1).max()) if m else 0
         # The blocks that carry the total (margin cells: their sum; the empty set's coefficient: times its scale),
@@ -589,6 +589,8 @@ class LeastSquaresProblem:
                 return change * unit
             # The change drifted to a capped bound along what no query measures (`CHANGE_RIDGE`): again with the ridge.
         raise TabreleaseError("internal error: the least-squares refinement reached its capped bound")
+
+
 def _integer_scale(domain, query: str, kind: str | None) -> float:
     """What one block's queries are multiplied by to make an integer table's answers integers."""
     from .measurements import MARGIN_CELLS

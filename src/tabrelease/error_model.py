@@ -125,27 +125,27 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
     drawn = [measure(plan, counts, noise) for _ in range(runs)]
     stop = threading.Event()  # set when the caller is interrupted: each thread stops at its next run
 
-    def margins_of(by, i) -> list:
-        return [np.asarray(m, float) for m in release_from_measurements(by, drawn[i]).released_margins]
+    def errors_by(by, i) -> list:
+        return [np.abs(np.asarray(m, float) - t).sum()
+                for m, t in zip(release_from_measurements(by, drawn[i]).released_margins, truth)]
 
     def errors_of(indices) -> list:
         rows = []
         for i in indices:
             if stop.is_set():
                 break
-            rows.append([np.abs(m - t).sum() for m, t in zip(margins_of(fitting, i), truth)])
+            rows.append(errors_by(fitting, i))
         return rows
 
-    first = margins_of(plan, 0)  # the first run here: it builds what the fits share
-    rows = [[np.abs(m - t).sum() for m, t in zip(first, truth)]]
+    rows = [errors_by(plan, 0)]  # the first run here: it builds what the fits share
     fitting = plan
-    if not rounded and plan.estimator.for_simulation() is not plan.estimator:
+    faster_estimator = plan.estimator.for_simulation()
+    if not rounded and faster_estimator is not plan.estimator:
         # The estimator can fit faster to a fraction of a count (the least-squares fit without its refinement to
         # integer exactness: two thirds of the audit's time). Its accuracy depends on the size of the data, the same
         # in every run: the first run is fitted both ways, and the faster fit is used where it agrees.
-        faster = replace(plan, estimator=plan.estimator.for_simulation())
-        faster_errors = [np.abs(m - t).sum() for m, t in zip(margins_of(faster, 0), truth)]
-        if all(abs(a - b) <= SIMULATION_FIT_TOLERANCE * b for a, b in zip(faster_errors, rows[0])):
+        faster = replace(plan, estimator=faster_estimator)
+        if all(abs(a - b) <= SIMULATION_FIT_TOLERANCE * b for a, b in zip(errors_by(faster, 0), rows[0])):
             fitting = faster
     shares = np.array_split(np.arange(1, runs), simulation_threads(plan, runs))
     if len(shares) == 1:

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import _sparse as sp
 from .errors import TabreleaseError
 from .models import Margin
 # The roundings' names are values (a mechanism names its default rounding without importing this module).
@@ -186,7 +187,6 @@ def controlled_round(table: np.ndarray, margins: Sequence[Margin], total: int, *
         If HiGHS cannot solve the relaxation or finds no integer table.
     """
     import highspy
-    from . import _sparse as sp
 
     from ._highs import highs_model
 
@@ -301,7 +301,6 @@ def _rounding_operators(shape: tuple[int, ...], margins: tuple[Margin, ...]):
     (w: cells; c, a, b: margin cells each): design w - c - a + b = floor(targets), then sum w = total.
     They depend on the shape and margins alone, so a sweep's releases build them once (scipy's sparse stacking
     was a fifth of a small table's release). Callers never modify them."""
-    from . import _sparse as sp
 
     from .loglinear.design import margin_design
 
@@ -318,7 +317,6 @@ def _exact_table(design, targets, total, pin_rows, pin_values, floor, max_nodes)
     margins are those of an integer table (a noise-free fit whose cells are not integers: Rochdale's model, 0.1 s
     against 6 s)."""
     import highspy
-    from . import _sparse as sp
 
     from ._highs import highs_model
 
@@ -355,7 +353,6 @@ MILP_OPTIONS = {"mip_rel_gap": 0.0, "mip_heuristic_run_rins": False, "mip_heuris
 
 def _pins(shape, pinned, base):
     """(rows, values) of the pinned margins as constraints on the change from `base` (None: nothing pinned)."""
-    from . import _sparse as sp
 
     from .loglinear.design import margin_design
 
@@ -374,7 +371,6 @@ def _box_has_pins(pin_rows, pin_values, lower, upper, total) -> bool:
     Where there is, the MILP keeps to the box; where there is none, it searches every integer table."""
     if pin_rows is None:
         return True
-    from . import _sparse as sp
 
     from ._highs import highs_model
 
@@ -516,7 +512,6 @@ def controlled_round_margins(estimates: Sequence[np.ndarray], generators: Sequen
 def _round_given(target: np.ndarray, s: Margin, fixed: dict, max_nodes: int) -> tuple[np.ndarray, float]:
     """The integer margin over s, cells adjacent to `target`, whose margins over the sets in `fixed` are given."""
     import highspy
-    from . import _sparse as sp
 
     from ._highs import highs_model
     from .loglinear.design import margin_design
