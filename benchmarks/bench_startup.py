@@ -3,9 +3,11 @@
     python benchmarks/bench_startup.py [--runs N]
 
 Compiles the package's bytecode first (as `pip install .` does), then runs `python -c "import numpy"` and
-`tabrelease release rochdale --epsilon 1 --simulate --seed 1 --out DIR` alternately, N times each (after one warm-up of each), in fresh processes, and prints both medians, their ratio
-(the goal: at most 6), and the imports that cost most in one release (python -X importtime). Interleaved, so that
-the machine's load weighs on both alike.
+`tabrelease release rochdale --epsilon 1 --simulate --seed 1 --out DIR` alternately, N times each (after one
+warm-up of each), in fresh processes, and prints both medians, their ratio (the goal: at most 6), the imports that
+cost most in one release (python -X importtime), and what the release no longer imports (scipy.sparse, jsonschema,
+jinja2 with the audit page's former template), timed the same way. Interleaved, so that the machine's load weighs
+on all alike.
 """
 
 from __future__ import annotations
@@ -48,6 +50,24 @@ main(sys.argv[1:])
 seconds["whole process (in it)"] = time.perf_counter() - start
 print(json.dumps(seconds))
 """
+
+
+# Import jinja2 and compile the audit page's template (argv[1]: a file holding it), as the release did before the
+# page was written in Python.
+_JINJA = r'''
+import sys
+import jinja2
+jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(open(sys.argv[1]).read())
+'''
+
+
+def _old_audit_template() -> str:
+    """The audit page's jinja2 template from the commit before it was replaced (git show 7ecf980)."""
+    source = subprocess.run(["git", "show", "7ecf980:src/tabrelease/reports.py"], capture_output=True, text=True,
+                            check=True).stdout
+    names: dict = {}
+    exec(source[source.index("PAGE_STYLE = "):source.index("def render_audit_html(")], names)  # two constants
+    return names["_AUDIT_TEMPLATE"]
 
 
 def _wall(command: list[str]) -> float:
@@ -105,6 +125,23 @@ def main() -> None:
     print("top-level imports of the release, cumulative ms:")
     for micros, name in sorted(rows, reverse=True)[:8]:
         print(f"  {micros / 1000:7.1f}  {name}")
+    # What the release no longer imports, each in fresh processes interleaved with `import numpy` (the dependency
+    # notes in the README quote these).
+    with tempfile.NamedTemporaryFile("w", suffix=".html", delete=False) as held:
+        held.write(_old_audit_template())
+    others = {"import numpy, scipy.sparse": ["import numpy, scipy.sparse"], "import jsonschema": ["import jsonschema"],
+              "import jinja2, compile the audit page's former template": [_JINJA, held.name]}
+    timed = {name: [] for name in ["import numpy", *others]}
+    try:
+        for _ in range(args.runs):
+            timed["import numpy"].append(_wall(numpy))
+            for name, code in others.items():
+                timed[name].append(_wall([sys.executable, "-c", *code]))
+    finally:
+        Path(held.name).unlink()
+    print(f"imports a release no longer makes, median s over {args.runs} fresh processes each, interleaved:")
+    for name, walls_of in timed.items():
+        print(f"  {statistics.median(walls_of):7.3f}  {name}")
 
 
 if __name__ == "__main__":
