@@ -105,29 +105,58 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
     TabreleaseError
         The reference is not a non-negative table of the plan's shape, or too large to simulate, or runs < 2.
     """
-    from .noise import SimulationNoise
-    from .pipeline import measure, release_from_measurements
-    from .planner import with_post_processing
-
     counts = _table_of_plan(plan, reference, "the reference")
     if counts.size > MAX_SIMULATED_CELLS:
         raise TabreleaseError(f"a simulation refits the {counts.size} cells per run; at most {MAX_SIMULATED_CELLS}")
     if runs < 2 or not 0 < level < 1:
         raise TabreleaseError("a simulation needs at least 2 runs and a level in (0, 1)")
     counts = np.rint(counts).astype(np.int64)
+    errors, _ = _simulated_runs(plan, [counts] * runs, seed=seed, rounded=rounded)
+    return _summary(plan, errors, level=level, described=described)
+
+
+def _summary(plan, errors: np.ndarray, *, level: float, described: str) -> SimulatedErrors:
+    """The figures of a (runs x margins) array of simulated L1 errors."""
+    runs = len(errors)
+    k = upper_order_statistic(runs, level) - 1
+    ordered = np.sort(errors, axis=0)
+    return SimulatedErrors(reference=described, runs=runs, level=level,
+                           mean_l1={tuple(g): float(errors[:, i].mean()) for i, g in enumerate(plan.margins)},
+                           quantile_l1={tuple(g): float(ordered[k, i]) for i, g in enumerate(plan.margins)},
+                           mean_max_l1=float(errors.max(axis=1).mean()), order_statistic=k + 1)
+
+
+def _simulated_runs(plan, worlds: list, *, seed: int, rounded: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Release each of `worlds` (integer tables of the plan's shape) once by `plan` with seeded simulation noise:
+    each run's L1 error of every margin against its own world's margins, and each run's released total.
+
+    Returns
+    -------
+    errors : numpy.ndarray
+        (runs x margins).
+    totals : numpy.ndarray
+        Each run's released total (of its table, or the mean of its margins' totals where it has no table).
+    """
+    from .noise import SimulationNoise
+    from .pipeline import measure, release_from_measurements
+    from .planner import with_post_processing
+
+    runs = len(worlds)
     if not rounded:
         plan = with_post_processing(plan, rounding="none")
-    truth = [margin_counts(counts, g).astype(float) for g in plan.margins]
+    truths = [[margin_counts(world, g).astype(float) for g in plan.margins] for world in worlds]
     noise = SimulationNoise(seed=seed)
     # Every run's noise first, in the order the runs draw it one after another; then the fits: the first here, the
     # rest in threads where the estimator allows (Clarabel's solve runs without the GIL), each thread taking a
     # contiguous share of the runs in order, so the figures are the same on any number of CPUs.
-    drawn = [measure(plan, counts, noise) for _ in range(runs)]
+    drawn = [measure(plan, world, noise) for world in worlds]
     stop = threading.Event()  # set when the caller is interrupted: each thread stops at its next run
 
-    def errors_by(by, i) -> list:
-        return [np.abs(np.asarray(m, float) - t).sum()
-                for m, t in zip(release_from_measurements(by, drawn[i]).released_margins, truth)]
+    def errors_by(by, i) -> tuple[list, float]:
+        released = release_from_measurements(by, drawn[i])
+        total = (float(np.asarray(released.table).sum()) if released.table is not None
+                 else float(np.mean([np.asarray(m, float).sum() for m in released.released_margins])))
+        return [np.abs(np.asarray(m, float) - t).sum() for m, t in zip(released.released_margins, truths[i])], total
 
     def errors_of(indices) -> list:
         rows = []
@@ -137,37 +166,38 @@ def simulate_errors(plan, reference: np.ndarray, *, runs: int = AUDIT_RUNS, leve
             rows.append(errors_by(fitting, i))
         return rows
 
-    rows = [errors_by(plan, 0)]  # the first run here: it builds what the fits share
+    # The first run fitted here, on the world with the most people: it builds what the fits share, and the faster
+    # fit's accuracy, which falls as counts grow, is checked where it is lowest.
+    first = int(np.argmax([int(world.sum()) for world in worlds]))
+    order = [first] + [i for i in range(runs) if i != first]
+    rows = {first: errors_by(plan, first)}
     fitting = plan
     faster_estimator = plan.estimator.for_simulation()
     if not rounded and faster_estimator is not plan.estimator:
         # The estimator can fit faster to a fraction of a count (the least-squares fit without its refinement to
-        # integer exactness: two thirds of the audit's time). Its accuracy depends on the size of the data, the same
-        # in every run: the first run is fitted both ways, and the faster fit is used where it agrees.
+        # integer exactness: two thirds of the audit's time). The first run is fitted both ways, and the faster fit
+        # is used where it agrees.
         faster = replace(plan, estimator=faster_estimator)
-        if all(abs(a - b) <= SIMULATION_FIT_TOLERANCE * b for a, b in zip(errors_by(faster, 0), rows[0])):
+        if all(abs(a - b) <= SIMULATION_FIT_TOLERANCE * b for a, b in zip(errors_by(faster, first)[0], rows[first][0])):
             fitting = faster
-    shares = np.array_split(np.arange(1, runs), simulation_threads(plan, runs))
+    rest = np.array(order[1:], dtype=int)
+    shares = np.array_split(rest, simulation_threads(plan, runs))
     if len(shares) == 1:
-        rows += errors_of(shares[0])
+        found = errors_of(shares[0])
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(len(shares))
         try:
-            rows += [row for part in pool.map(errors_of, shares) for row in part]
+            found = [row for part in pool.map(errors_of, shares) for row in part]
         except BaseException:  # an interrupt, or a fit that failed: the other threads stop at their next run
             stop.set()
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-    errors = np.array(rows, float)
-    k = upper_order_statistic(runs, level) - 1
-    ordered = np.sort(errors, axis=0)
-    return SimulatedErrors(reference=described, runs=runs, level=level,
-                           mean_l1={tuple(g): float(errors[:, i].mean()) for i, g in enumerate(plan.margins)},
-                           quantile_l1={tuple(g): float(ordered[k, i]) for i, g in enumerate(plan.margins)},
-                           mean_max_l1=float(errors.max(axis=1).mean()), order_statistic=k + 1)
+    rows.update(zip(rest.tolist(), found))
+    return (np.array([rows[i][0] for i in range(runs)], float).reshape(runs, len(plan.margins)),
+            np.array([rows[i][1] for i in range(runs)], float))
 
 
 # Threads for a simulation's fits: at most this many (the audit's 60 fits are short; more threads cost more to start).
@@ -238,6 +268,10 @@ def _table_of_plan(plan, table, what: str) -> np.ndarray:
 
 WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
+# The audit's first pass: releases of the world whose released totals give the total's error (`released_table_errors`).
+TOTAL_RUNS = 20
+TOTALS_REFLECTED = ("; its total varied run by run as the release's own total varies about its truth (twice the "
+                    "world's total less that of a simulated release of the world, at least 0)")
 
 
 def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
@@ -276,6 +310,13 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
     TabreleaseError
         The table is not a non-negative table of the plan's shape.
     """
+    fitted, described = _maximum_entropy_world(plan, table)
+    return _rounded_at_random(fitted, np.random.default_rng([seed, 1])), described
+
+
+def _maximum_entropy_world(plan, table) -> tuple[np.ndarray, str]:
+    """The maximum-entropy table with the released table's margins over the plan's margins (not rounded), and what
+    it is in words."""
     from .loglinear.ipf import ipf_to_margins
 
     counts = _table_of_plan(plan, table, "the released table").astype(float)
@@ -290,14 +331,28 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
         gap = max(float(np.abs(margin_counts(fitted, g) - t).max()) for g, t in zip(generators, targets))
         described += (f"; its fit stopped after {WORLD_IPF_CYCLES} cycles, its margins within {gap:.3g} of the "
                       "released ones")
+    return fitted, described
+
+
+def _rounded_at_random(fitted: np.ndarray, rng) -> np.ndarray:
+    """Each cell rounded down or up at random with the probability of its fraction: counts whose expectation is
+    `fitted`."""
     below = np.floor(fitted)
-    up = np.random.default_rng([seed, 1]).random(fitted.shape) < fitted - below
-    return (below + up).astype(np.int64), described
+    return (below + (rng.random(fitted.shape) < fitted - below)).astype(np.int64)
 
 
 def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUNS):
-    """The release's error simulated on its released margins' world (`released_world`: post-processing, nothing
-    confidential is read, and the seeds are fixed), or None with the reason.
+    """The release's error simulated on its released margins' world (`released_world`), with the world's total
+    varied as the release's own total varies: post-processing, nothing confidential is read, and the seeds are fixed.
+
+    A release's error depends most on its total where the noise is large against the table (a non-negative fit's
+    error grows with the counts it fits, less than in proportion), and the released total is itself a noisy one: a
+    world with the released total alone states too little where the total came out low (every simulated release of
+    an empty world is exact), and too much where it came out high. So the world's total is varied by the basic
+    bootstrap: `TOTAL_RUNS` releases of the world give the released total T*; the `runs` simulated releases are each
+    of the maximum-entropy world scaled to max(0, 2 T - T*) (T the world's total, the T* taken in turn) and rounded
+    at random; each run's error is against its own world's margins. The validation benchmark
+    (`benchmarks/bench_error_model.py`) measures the figures against realised errors.
 
     Parameters
     ----------
@@ -318,9 +373,18 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         return None, "no simulated error: the release has no table of cells to simulate on (its margins only)"
     if np.asarray(release.table).size > MAX_SIMULATED_CELLS:
         return None, f"no simulated error: the table has more than {MAX_SIMULATED_CELLS} cells"
+    if runs < 2 or not 0 < level < 1:
+        return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     try:
-        world, described = released_world(release.plan, np.asarray(release.table))
-        return simulate_errors(release.plan, world, runs=runs, level=level, described=described), None
+        fitted, described = _maximum_entropy_world(release.plan, np.asarray(release.table))
+        world = _rounded_at_random(fitted, np.random.default_rng([AUDIT_SEED, 1]))
+        _, released_totals = _simulated_runs(release.plan, [world] * TOTAL_RUNS, seed=AUDIT_SEED, rounded=False)
+        totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
+        shape = fitted / fitted.sum() if fitted.sum() > 0 else fitted
+        rng = np.random.default_rng([AUDIT_SEED, 2])
+        worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
+        errors, _ = _simulated_runs(release.plan, worlds, seed=AUDIT_SEED + 1, rounded=False)
+        return _summary(release.plan, errors, level=level, described=described + TOTALS_REFLECTED), None
     except (TabreleaseError, ArithmeticError, MemoryError) as exc:
         # The release was drawn already: a simulation that fails is recorded, never fatal.
         return None, f"the error simulation failed ({type(exc).__name__})"
