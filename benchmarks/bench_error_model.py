@@ -7,7 +7,8 @@ For each frontier table, workload (the model's margins; every two-way margin) an
 drawn from the true table (seeded simulation noise, rounding as released):
 
 * N releases with the audit's figures, computed as the audit computes them: 60 seeded releases by the same plan of
-  the released margins' world (`error_model.released_table_errors`, `error_model.released_world`). Their mean is
+  the released margins' world, its total varied as the release's own total varies (`error_model.released_table_errors`,
+  `error_model.released_world`). Their mean is
   the stated mean L1 error of a margin, their quantile (`error_model.upper_order_statistic`: the 58th smallest of
   60) the stated 95% quantile;
 * M further releases of the true table, without the audit (a release is cheap, its audit is not): the realised mean
@@ -119,7 +120,7 @@ def main() -> None:
         found = {(r["table"], r["workload"], r["epsilon"]): r for r in pool.map(point, tasks)}
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; per point "
           f"{args.releases} default releases each with the audit's simulation (60 releases of the released margins' "
-          "world), "
+          "world, its total varied as the release's total varies), "
           f"and {args.truth_runs} further releases of the true table for the realised error; {len(tasks)} distinct "
           f"points; "
           f"{time.perf_counter() - start:.0f} s on {args.jobs} processes")
