@@ -270,7 +270,7 @@ WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
 # The audit's first pass: releases of the world whose released totals give the total's error (`released_table_errors`).
 TOTAL_RUNS = 20
-TOTALS_REFLECTED = ("; its total varied run by run as the release's own total varies about its truth (twice the "
+TOTALS_REFLECTED = (", its total varied run by run as the release's own total varies about the truth (twice the "
                     "world's total less that of a simulated release of the world, at least 0)")
 
 
