@@ -210,12 +210,10 @@ def test_a_fit_that_fails_in_a_thread_ends_the_simulation_with_its_error(monkeyp
 def test_the_world_of_one_way_margins_is_the_independence_table_rounded_without_bias():
     """With the two one-way margins of a 2 x 3 table released, the maximum-entropy table is row x column / n (by
     hand: [[6, 3, 3], [4, 2, 2]] for rows 12, 8 and columns 10, 5, 5, already integers); for other margins
-    (rows 13, 8) each cell is its floor or ceiling, and over seeds the cells average to row x column / n. (The
-    paper's Efron-Stein mechanism measures the margins' coefficients alone, not every cell.)"""
-    from tabrelease.error_model import cell_standard_deviation, released_world
+    (rows 13, 8) each cell is its floor or ceiling, and over seeds the cells average to row x column / n."""
+    from tabrelease.error_model import released_world
 
-    plan = plan_at((2, 3), [(0,), (1,)], 1.0, mechanism="efron-stein")
-    assert cell_standard_deviation(plan) == np.inf
+    plan = plan_at((2, 3), [(0,), (1,)], 1.0)
     released = np.array([[10, 0, 2], [0, 5, 3]])
     assert released_world(plan, released)[0].tolist() == [[6, 3, 3], [4, 2, 2]]
     released = np.array([[10, 1, 2], [0, 5, 3]])
@@ -229,12 +227,11 @@ def test_the_world_of_one_way_margins_is_the_independence_table_rounded_without_
 def test_the_world_of_a_hierarchical_workload_has_no_interaction_beyond_its_margins():
     """Every two-way margin of a 2 x 2 x 2 table: the maximum-entropy table with them is the model of no three-way
     interaction, whose three-way log odds ratio is 0 (the released table's own is far from it). Checked on the
-    average of seeded worlds, whose two-way margins are also the released ones on average. (The Efron-Stein
-    mechanism measures the margins' coefficients alone, not every cell.)"""
+    average of seeded worlds, whose two-way margins are also the released ones on average."""
     from tabrelease.error_model import released_world
 
     released = np.array([[[40, 2], [3, 10]], [[5, 12], [20, 30]]])
-    plan = plan_at(released.shape, [(0, 1), (0, 2), (1, 2)], 1.0, mechanism="efron-stein")
+    plan = plan_at(released.shape, [(0, 1), (0, 2), (1, 2)], 1.0)
     mean = np.mean([released_world(plan, released, seed=s)[0] for s in range(4000)], axis=0)
 
     def three_way_log_odds(t):
@@ -245,27 +242,6 @@ def test_the_world_of_a_hierarchical_workload_has_no_interaction_beyond_its_marg
     assert abs(three_way_log_odds(mean)) < 0.01  # its standard error over 4000 seeds: about 0.0014
     for axes in [(0,), (1,), (2,)]:
         assert np.abs(mean.sum(axis=axes) - released.sum(axis=axes)).max() < 0.1
-
-
-@pytest.mark.parametrize("epsilon", [0.05, 2.0])
-def test_where_every_cell_is_measured_the_world_starts_from_the_released_table_plus_a_cells_noise(epsilon):
-    """Released [[10, 0], [0, 10]] with its one-way margins, by a plan that measures every cell with Laplace noise
-    of scale b = 1 / epsilon (add/remove, sensitivity 1): a cell's standard deviation is sqrt(2) b (by hand), and the
-    world is IPF from the released table plus it: rows and columns of [[10 + s, s], [s, 10 + s]] are all 10 + 2s,
-    so each cell is scaled by 10 / (10 + 2s): 10 (10 + s) / (10 + 2s) on the diagonal (by hand). Checked on the
-    average of seeded worlds. At epsilon 0.05 the world is nearly the smoothest one (5 in each cell); at 2, nearly
-    the released table."""
-    from tabrelease.error_model import cell_standard_deviation, released_world
-
-    plan = plan_at((2, 2), [(0,), (1,)], epsilon)
-    assert plan.design.blocks[0].variables == (0, 1)  # the plan measures the full table's cells
-    sd = np.sqrt(2.0) / epsilon
-    assert cell_standard_deviation(plan) == pytest.approx(sd, rel=1e-12)
-    released = np.array([[10, 0], [0, 10]])
-    diagonal, off = 10 * (10 + sd) / (10 + 2 * sd), 10 * sd / (10 + 2 * sd)
-    mean = np.mean([released_world(plan, released, seed=s)[0] for s in range(3000)], axis=0)
-    np.testing.assert_allclose(mean, [[diagonal, off], [off, diagonal]], atol=0.03)  # standard error <= 0.5/sqrt(3000)
-    assert f"plus {sd:.3g} in each cell" in released_world(plan, released)[1]
 
 
 def test_where_every_cell_is_released_the_world_is_the_released_table():
@@ -303,7 +279,7 @@ def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_
     from tabrelease.pipeline import run_plan
     from tabrelease.planner import with_post_processing
 
-    plan = plan_at((2, 2), [(0,), (1,)], 0.2, mechanism="efron-stein")  # measures no cell: the world is the smoothest
+    plan = plan_at((2, 2), [(0,), (1,)], 0.2)
     released = np.array([[20, 0], [0, 20]])
     found, note = released_table_errors(_release_with(plan, released), level=0.95)
     assert note is None and "varied" in found.reference

@@ -269,8 +269,6 @@ def _table_of_plan(plan, table, what: str) -> np.ndarray:
 
 WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
-WORLD_FROM_CELLS = (", fitted from the released table plus {sd:.3g} in each cell (one standard deviation of a cell's "
-                    "noise: the plan measured every cell)")
 # The audit's first pass: releases of the world whose released totals give the total's error (`released_table_errors`).
 TOTAL_RUNS = 20
 TOTALS_REFLECTED = (", its total varied run by run as the release's own total varies about the truth (twice the "
@@ -279,11 +277,9 @@ TOTALS_REFLECTED = (", its total varied run by run as the release's own total va
 
 def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
     """The table the audit simulates a release on: the table of greatest entropy whose margins over the plan's
-    margins are those of the released table (iterative proportional fitting from a uniform table; where the plan
-    measures every cell, from the released table plus one standard deviation of a cell's noise,
-    `_maximum_entropy_world`),
-    each cell then rounded down or up at random with the probability of its fraction (seeded), so that it is a table
-    of counts whose cells have the fitted table as their expectation.
+    margins are those of the released table (iterative proportional fitting from a uniform table), each cell then
+    rounded down or up at random with the probability of its fraction (seeded), so that it is a table of counts
+    whose cells have the maximum-entropy table as their expectation.
 
     Why not the released table itself: where the noise is large, what the released table holds beyond its margins is
     mostly the fit's allocation of noise, which a non-negative fit spreads over every margin cell alike; the error of
@@ -320,32 +316,18 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
 
 
 def _maximum_entropy_world(plan, table) -> tuple[np.ndarray, str]:
-    """The released margins' world before rounding, and what it is in words: the table with the released table's
-    margins over the plan's margins of greatest entropy relative to the released table plus one noise standard
-    deviation per cell (IPF from it), where the plan's measurements determine every cell; of greatest entropy
-    where they do not.
-
-    Where every cell is measured, the released table says about the cells beyond its margins what their noise allows:
-    at large epsilon a cell fitted empty is most likely empty, and the smoothest table with the margins fills it (on
-    journey to work, whose truth has more empty cells than that smoothest table, the audit stated too much error).
-    Adding one standard deviation of the unbiased reconstruction's error to each cell before fitting the margins keeps
-    that information as far as the noise allows: at small epsilon the addition swamps the released cells and the
-    world is the smoothest one again."""
+    """The maximum-entropy table with the released table's margins over the plan's margins (not rounded), and what
+    it is in words."""
     from .loglinear.ipf import ipf_to_margins
 
     counts = _table_of_plan(plan, table, "the released table").astype(float)
     generators = [tuple(sorted(g)) for g in plan.margins]
     targets = [margin_counts(counts, g) for g in generators]
-    sd = cell_standard_deviation(plan)
-    start = counts + sd if np.isfinite(sd) else None
     # To a hundredth of a count, or WORLD_IPF_CYCLES cycles: where the maximum has empty cells (a sparse table), IPF
     # approaches it slowly (journey to work's), and the world is rounded at random anyway; where it stops first, the
     # description says how far from the released margins.
-    fitted, _, converged = ipf_to_margins(targets, generators, counts.shape, start=start, tol=1e-2,
-                                          max_iter=WORLD_IPF_CYCLES)
+    fitted, _, converged = ipf_to_margins(targets, generators, counts.shape, tol=1e-2, max_iter=WORLD_IPF_CYCLES)
     described = RELEASED_WORLD
-    if start is not None:
-        described += WORLD_FROM_CELLS.format(sd=sd)
     if not converged:
         gap = max(float(np.abs(margin_counts(fitted, g) - t).max()) for g, t in zip(generators, targets))
         described += (f"; its fit stopped after {WORLD_IPF_CYCLES} cycles, its margins within {gap:.3g} of the "
@@ -407,23 +389,3 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     except (TabreleaseError, ArithmeticError, MemoryError) as exc:
         # The release was drawn already: a simulation that fails is recorded, never fatal.
         return None, f"the error simulation failed ({type(exc).__name__})"
-
-
-def cell_standard_deviation(plan) -> float:
-    """The standard deviation of one cell of the unbiased linear reconstruction of the full table from the plan's
-    measurements (data-independent), or infinity where they do not determine every cell or the mechanism states no
-    expected error.
-
-    Parameters
-    ----------
-    plan : MechanismPlan
-
-    Returns
-    -------
-    float
-    """
-    full = tuple(range(len(plan.shape)))
-    found = None if plan.implementation is None else plan.implementation.expected_errors(replace(plan, margins=(full,)))
-    if not found:
-        return float("inf")
-    return float(found[full].cell_sd)
