@@ -11,8 +11,8 @@ world the audit now simulates on.
   releases (200 each), and the stated mean on the released table with and without simulated rounding (3 releases,
   60 runs each).
 * The world: at each epsilon, the stated mean L1 of 10 releases simulated on the released table (the audit's world
-  before) and on the released margins' world (`error_model.released_world`, the audit's world now), against the
-  realised mean L1 of 50 further releases of the true table.
+  before) and on the released margins' world (`error_model.released_world`, the audit's world since; since 2cc1ffb
+  the audit also varies its total), against the realised mean L1 of 50 further releases of the true table.
 
 Every figure is computed by this run.
 """

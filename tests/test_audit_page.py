@@ -99,3 +99,24 @@ def test_a_large_released_total_is_written_whole_on_the_audit_page(tmp_path):
     page = (out / "internal" / "audit.html").read_text()
     text = page.split("<svg")[0]  # the page's text before the figures
     assert "e+0" not in text and re.search(r"n&#39; = \d{9}", text) and re.search(r"→ \d{9}", text)
+
+
+def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(tmp_path):
+    """The page explains the simulation's varied total where audit.json's reference says it was varied, and not
+    for an audit written before (its reference without it), rendered again from the file."""
+    import json
+
+    import tabrelease as tr
+    from tabrelease.error_model import TOTALS_REFLECTED
+    from tabrelease.reports import render_audit_html
+
+    out = tmp_path / "r"
+    tr.publish_release(tr.builtin_table("rochdale"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=2),
+                       out)
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    simulated = audit["evaluation"]["simulated_errors"]
+    assert simulated["reference"].endswith(TOTALS_REFLECTED)
+    explained = "The world's total is varied from run to run"
+    assert explained in (out / "internal" / "audit.html").read_text()
+    simulated["reference"] = simulated["reference"][: -len(TOTALS_REFLECTED)]
+    assert explained not in render_audit_html(audit) and "The world they are simulated on" in render_audit_html(audit)

@@ -629,7 +629,7 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(row + "</tr>\n")
     out.append("</table>\n<p>")
     if sim:
-        from .error_model import TOTAL_RUNS
+        from .error_model import TOTAL_RUNS, TOTALS_REFLECTED
 
         order = ""
         if sim.get("order_statistic"):
@@ -646,13 +646,15 @@ and the larger it is, the more the noise had to be corrected before any table co
                    "(fitted by IPF), rounded at random to counts with a fixed seed: what the released table holds "
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
                    "describe a table like that world, the smoothest table with the released margins (which carry "
-                   "this release's noise, and the world's rounding besides), not the truth. The world's total is "
-                   "varied from run to run because the released total is noisy too, and where the noise is large "
-                   "against the table it decides most of the error: a world with the released total alone states too "
-                   "little where that total came out low, and too much where it came out high. Each run's world is "
-                   "scaled to twice the world's total less the released total of one of "
-                   f"{t(TOTAL_RUNS)} releases of the world (the basic bootstrap), and its error is taken against "
-                   "its own margins. ")
+                   "this release's noise, and the world's rounding besides), not the truth. ")
+        if TOTALS_REFLECTED in sim["reference"]:  # an audit written before the total was varied says nothing of it
+            out.append("The world's total is varied from run to run because the released total is noisy too, and "
+                       "where the noise is large against the table it decides most of the error: a world with the "
+                       "released total alone states too little where that total came out low, and too much where it "
+                       "came out high. Each run's world is the table of greatest entropy (before rounding) scaled to "
+                       "twice the world's total less the released total of one of "
+                       f"{t(TOTAL_RUNS)} releases of the world, or to 0 where that is negative (the basic bootstrap), "
+                       "rounded at random afresh; its error is taken against its own margins. ")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
     level = f"{100 * (1 - e['bound_delta']):g}"
