@@ -145,7 +145,9 @@ def _simulated_runs(plan, worlds: list, *, seed: int, rounded: bool) -> tuple[np
     runs = len(worlds)
     if not rounded:
         plan = with_post_processing(plan, rounding="none")
-    truths = [[margin_counts(world, g).astype(float) for g in plan.margins] for world in worlds]
+    # One world's margins once, however many runs release it (`simulate_errors` passes one table `runs` times).
+    margins_of = {id(world): [margin_counts(world, g).astype(float) for g in plan.margins] for world in worlds}
+    truths = [margins_of[id(world)] for world in worlds]
     noise = SimulationNoise(seed=seed)
     # Every run's noise first, in the order the runs draw it one after another; then the fits: the first here, the
     # rest in threads where the estimator allows (Clarabel's solve runs without the GIL), each thread taking a
@@ -385,7 +387,8 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         world = _rounded_at_random(fitted, np.random.default_rng([AUDIT_SEED, 1]))
         _, released_totals = _simulated_runs(release.plan, [world] * TOTAL_RUNS, seed=AUDIT_SEED, rounded=False)
         totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
-        shape = fitted / fitted.sum() if fitted.sum() > 0 else fitted
+        fitted_total = fitted.sum()
+        shape = fitted / fitted_total if fitted_total > 0 else fitted
         rng = np.random.default_rng([AUDIT_SEED, 2])
         worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
         errors, _ = _simulated_runs(release.plan, worlds, seed=AUDIT_SEED + 1, rounded=False)

@@ -301,7 +301,6 @@ def _rounding_operators(shape: tuple[int, ...], margins: tuple[Margin, ...]):
     (w: cells; c, a, b: margin cells each): design w - c - a + b = floor(targets), then sum w = total.
     They depend on the shape and margins alone, so a sweep's releases build them once (scipy's sparse stacking
     was a fifth of a small table's release). Callers never modify them."""
-
     from .loglinear.design import margin_design
 
     design = margin_design(shape, margins).tocsc()
@@ -353,7 +352,6 @@ MILP_OPTIONS = {"mip_rel_gap": 0.0, "mip_heuristic_run_rins": False, "mip_heuris
 
 def _pins(shape, pinned, base):
     """(rows, values) of the pinned margins as constraints on the change from `base` (None: nothing pinned)."""
-
     from .loglinear.design import margin_design
 
     if not pinned:
