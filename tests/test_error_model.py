@@ -273,12 +273,15 @@ def test_a_world_whose_fit_stops_early_says_how_far_its_margins_are_and_bad_tabl
 def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_total_varies(released, epsilon):
     """A released 2 x 2 table with its one-way margins: the maximum-entropy table is row x column / n (by hand), and
     the world is it rounded at random (`released_world`), of total T. The audit's figures are recomputed here
-    through the public release path: 20 releases of the world give released totals T*; the 60 runs release the
-    maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn) and rounded at random, each run's error against
-    its own world. The second case has a world whose rounding moves its total and reflected totals below 0 (both
-    checked), so that T, the clamp and what is scaled are each held to the definition. The figures differ from a
-    simulation on the world at its own total."""
-    from tabrelease.error_model import AUDIT_SEED, TOTAL_RUNS, released_world, upper_order_statistic
+    through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b): the world rounded with
+    [s, 1]; 20 releases of it (noise seed s) give released totals T*; 60 runs (noise seed s + 1) release the
+    maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn) and rounded at random ([s, 2]), each run's error
+    against its own world. Batches are added until the runs' mean error (each run's mean over the margins) has a
+    standard error of at most 3% of itself. The second case has a world whose rounding moves its total and
+    reflected totals below 0 (both checked), so that T, the clamp and what is scaled are each held to the
+    definition, and takes more than one batch. The figures differ from a simulation on the world at its own
+    total."""
+    from tabrelease.error_model import TOTAL_RUNS, released_world, upper_order_statistic
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import run_plan
     from tabrelease.planner import with_post_processing
@@ -289,29 +292,56 @@ def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_
     assert note is None and "total varied" in found.reference
     n = released.sum()
     smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
-    world = released_world(plan, released)[0]
     unrounded = with_post_processing(plan, rounding="none")
-    noise = SimulationNoise(seed=AUDIT_SEED)
-    totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]
-    reflected = [2.0 * world.sum() - t for t in totals]
-    if epsilon < 0.1:
-        assert world.sum() != n and min(reflected) < 0  # the cases the definition's details decide
-    rng = np.random.default_rng([AUDIT_SEED, 2])
-    noise = SimulationNoise(seed=AUDIT_SEED + 1)
     errors = []
-    for i in range(60):
-        expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
-        scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
-        release = run_plan(unrounded, scaled, noise)
-        errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
-                       for m, g in zip(release.released_margins, plan.margins)])
+    for batch in range(32):
+        seed = 20261123 + 2 * batch
+        world = released_world(plan, released, seed=seed)[0]
+        noise = SimulationNoise(seed=seed)
+        totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]
+        reflected = [2.0 * world.sum() - t for t in totals]
+        if epsilon < 0.1 and batch == 0:
+            assert world.sum() != n and min(reflected) < 0  # the cases the definition's details decide
+        rng = np.random.default_rng([seed, 2])
+        noise = SimulationNoise(seed=seed + 1)
+        for i in range(60):
+            expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
+            scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
+            release = run_plan(unrounded, scaled, noise)
+            errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
+                           for m, g in zip(release.released_margins, plan.margins)])
+        per_run = np.mean(errors, axis=1)
+        if per_run.std(ddof=1) / np.sqrt(len(per_run)) <= 0.03 * per_run.mean():
+            break
     errors = np.array(errors)
-    k = upper_order_statistic(60, 0.95)
+    assert found.runs == len(errors)
+    if epsilon < 0.1:
+        assert found.runs > 60
+    k = upper_order_statistic(len(errors), 0.95)
     for i, g in enumerate(plan.margins):
         assert found.mean_l1[g] == pytest.approx(errors[:, i].mean(), rel=1e-3)
         assert found.quantile_l1[g] == pytest.approx(np.sort(errors[:, i])[k - 1], rel=1e-3)
-    on_world = simulate_errors(plan, world)
+    on_world = simulate_errors(plan, released_world(plan, released)[0])
     assert any(abs(on_world.mean_l1[g] - found.mean_l1[g]) > 0.01 * found.mean_l1[g] for g in plan.margins)
+
+
+def test_the_audit_adds_batches_until_the_mean_is_known_to_3_percent_within_its_caps():
+    """`audit_batches` by hand: runs whose mean over margins has a standard error of 3% of itself or less stop; more
+    asks for one batch more, unless the batches' cap or the cells fitted (cells x runs) forbid it."""
+    from tabrelease.error_model import audit_batches
+
+    steady = np.array([[10.0, 12.0], [11.0, 11.0], [12.0, 10.0]] * 20)  # every run's mean 11: standard error 0
+    assert audit_batches(steady, batches=1, cells=4, runs=60) == 1
+    spread = np.repeat([[1.0, 1.0], [3.0, 3.0]], 30, axis=0)  # mean 2, sd 1.008: se 0.130 = 6.5% of the mean
+    assert audit_batches(spread, batches=1, cells=4, runs=60) == 2
+    assert audit_batches(spread, batches=32, cells=4, runs=60) == 32
+    assert audit_batches(spread, batches=1, cells=2**21 // 120, runs=60) == 2
+    assert audit_batches(spread, batches=1, cells=2**21 // 120 + 1, runs=60) == 1
+    # The standard error falls as runs grow: 240 runs of the same spread give se 0.0647 = 3.2%; 300 give 2.9%.
+    assert audit_batches(np.tile(spread, (4, 1)), batches=4, cells=4, runs=60) == 5
+    assert audit_batches(np.tile(spread, (5, 1)), batches=5, cells=4, runs=60) == 5
+    zero = np.zeros((60, 3))  # every run erred by 0: the mean is known
+    assert audit_batches(zero, batches=1, cells=4, runs=60) == 1
 
 
 @pytest.mark.parametrize("failure", [ValueError, np.linalg.LinAlgError, ZeroDivisionError])

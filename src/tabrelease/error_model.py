@@ -358,8 +358,14 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     total T, give released totals T*; the `runs` simulated releases are each of the maximum-entropy table (before
     rounding) scaled to max(0, 2 T - T*), the T* taken in turn, and rounded at random afresh; each run's error is
     against its own world's margins. The runs reuse each T* (`runs` / `TOTAL_RUNS` times), so they are not
-    independent draws, and the quantile's probability k / (runs + 1) (`upper_order_statistic`) is approximate. The
-    validation benchmark (`benchmarks/bench_error_model.py`) measures the figures against realised errors.
+    independent draws, and the quantile's probability k / (runs + 1) (`upper_order_statistic`) is approximate.
+
+    That is one batch. Batches are added, each with its own seeds (its own rounding of the world, totals and noise),
+    until every margin's mean error has a relative standard error over the runs of at most `MEAN_RELATIVE_SE`, or
+    `MAX_BATCHES` batches are done, or a further batch would take the runs past `MAX_SIMULATED_CELL_RUNS` cells fitted
+    (`audit_batches`): on a small table at small epsilon one batch's mean errs by up to a tenth
+    (`benchmarks/bench_error_model_seeds.py`). The decision reads only the runs, so the figures stay a function of
+    the release. The validation benchmark (`benchmarks/bench_error_model.py`) measures them against realised errors.
 
     Parameters
     ----------
@@ -368,7 +374,7 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     level : float, default 0.95
         The quantile's level.
     runs : int, default 60
-        Simulated releases.
+        Simulated releases per batch.
 
     Returns
     -------
@@ -384,15 +390,66 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     try:
         fitted, described = _maximum_entropy_world(release.plan, np.asarray(release.table))
-        world = _rounded_at_random(fitted, np.random.default_rng([AUDIT_SEED, 1]))
-        _, released_totals = _simulated_runs(release.plan, [world] * TOTAL_RUNS, seed=AUDIT_SEED, rounded=False)
-        totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
         fitted_total = fitted.sum()
         shape = fitted / fitted_total if fitted_total > 0 else fitted
-        rng = np.random.default_rng([AUDIT_SEED, 2])
-        worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
-        errors, _ = _simulated_runs(release.plan, worlds, seed=AUDIT_SEED + 1, rounded=False)
+        batches = []
+        while True:
+            seed = AUDIT_SEED + 2 * len(batches)  # the first batch's seeds are AUDIT_SEED and AUDIT_SEED + 1
+            batches.append(_batch_of_runs(release.plan, fitted, shape, runs=runs, seed=seed))
+            errors = np.concatenate(batches)
+            if audit_batches(errors, batches=len(batches), cells=fitted.size, runs=runs) == len(batches):
+                break
         return _summary(release.plan, errors, level=level, described=described + TOTALS_REFLECTED), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
         return None, f"the error simulation failed ({type(exc).__name__})"
+
+
+# The audit adds batches of runs until each margin's mean error has at most this relative standard error over the
+# runs, MAX_BATCHES batches are done, or a further batch would take the cells fitted past MAX_SIMULATED_CELL_RUNS.
+MEAN_RELATIVE_SE = 0.03
+MAX_BATCHES = 32
+MAX_SIMULATED_CELL_RUNS = 2**21
+
+
+def audit_batches(errors: np.ndarray, *, batches: int, cells: int, runs: int) -> int:
+    """How many batches the audit's simulation takes, given the (runs x margins) errors of the `batches` done: the
+    number done, where every margin's mean has a relative standard error over the runs (sd / sqrt(runs) / mean) of
+    at most `MEAN_RELATIVE_SE`, or no further batch is allowed; else one more.
+
+    Parameters
+    ----------
+    errors : numpy.ndarray
+        (runs x margins) L1 errors of the batches done.
+    batches : int
+        Batches done.
+    cells : int
+        Cells of the table each run fits.
+    runs : int
+        Runs per batch.
+
+    Returns
+    -------
+    int
+        `batches` or `batches + 1`.
+    """
+    if batches >= MAX_BATCHES or (batches + 1) * runs * cells > MAX_SIMULATED_CELL_RUNS:
+        return batches
+    per_run = errors.mean(axis=1)
+    spread = per_run.std(ddof=1) / np.sqrt(len(per_run))
+    # Runs that every one erred by 0 have a mean known exactly.
+    return batches if spread <= MEAN_RELATIVE_SE * per_run.mean() else batches + 1
+
+
+def _batch_of_runs(plan, fitted: np.ndarray, shape: np.ndarray, *, runs: int, seed: int) -> np.ndarray:
+    """One batch of the audit's simulation (`released_table_errors`): the world (`fitted` rounded at random), its
+    `TOTAL_RUNS` released totals T*, then `runs` releases of `shape` scaled to max(0, 2 T - T*) and rounded at
+    random; the (runs x margins) L1 errors. Seeds: `seed` for the totals' noise, `seed + 1` for the runs' noise,
+    [seed, 1] and [seed, 2] for the roundings."""
+    world = _rounded_at_random(fitted, np.random.default_rng([seed, 1]))
+    _, released_totals = _simulated_runs(plan, [world] * TOTAL_RUNS, seed=seed, rounded=False)
+    totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
+    rng = np.random.default_rng([seed, 2])
+    worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
+    errors, _ = _simulated_runs(plan, worlds, seed=seed + 1, rounded=False)
+    return errors
