@@ -7,8 +7,8 @@ estimator and rounding, `runs` times; each margin's L1 error against the referen
 empirical upper quantile. The reference is never confidential. After a release it is the released margins' world
 (`released_world`): the table of greatest entropy with the released table's margins, rounded at random to counts
 (post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan), its total
-varied from run to run as the release's own total varies (`released_table_errors`). Before one, it is a table the user
-states. The figures are those of a table like the reference, which the validation in
+varied from run to run as the release's own total varies, in batches of runs until the runs' mean error is known to
+3% (`released_table_errors`). Before one, it is a table the user states. The figures are those of a table like the reference, which the validation in
 `benchmarks/bench_error_model.py` measures (realised / simulated mean error, and the quantile's coverage).
 """
 
@@ -399,7 +399,8 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
             errors = np.concatenate(batches)
             if audit_batches(errors, batches=len(batches), cells=fitted.size, runs=runs) == len(batches):
                 break
-        return _summary(release.plan, errors, level=level, described=described + TOTALS_REFLECTED), None
+        described += TOTALS_REFLECTED + BATCHES_ADDED
+        return _summary(release.plan, errors, level=level, described=described), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
         return None, f"the error simulation failed ({type(exc).__name__})"
@@ -410,6 +411,8 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
 MEAN_RELATIVE_SE = 0.03
 MAX_BATCHES = 32
 MAX_SIMULATED_CELL_RUNS = 2**21
+BATCHES_ADDED = (f"; the runs came in batches, each with its own seeds, added until the runs' mean error had a "
+                 f"standard error of at most {MEAN_RELATIVE_SE:.0%} of itself")
 
 
 def audit_batches(errors: np.ndarray, *, batches: int, cells: int, runs: int) -> int:

@@ -629,7 +629,8 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(row + "</tr>\n")
     out.append("</table>\n<p>")
     if sim:
-        from .error_model import TOTAL_RUNS, TOTALS_REFLECTED
+        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, TOTAL_RUNS,
+                                  TOTALS_REFLECTED)
 
         order = ""
         if sim.get("order_statistic"):
@@ -655,6 +656,12 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "twice the world's total less the released total of one of "
                        f"{t(TOTAL_RUNS)} releases of the world, or to 0 where that is negative (the basic bootstrap), "
                        "rounded at random afresh; its error is taken against its own margins. ")
+        if BATCHES_ADDED in sim["reference"]:  # nor does one written before the runs came in batches
+            out.append(f"The runs come in batches of {t(AUDIT_RUNS)}, each with its own seeds, added until the runs' "
+                       "mean error (each run's mean over the margins) has a standard error over the runs of at most "
+                       f"{100 * MEAN_RELATIVE_SE:g}% of itself, or {t(MAX_BATCHES)} batches are done, or the cells "
+                       "fitted would pass a limit: on a small table at small epsilon, one batch's mean can be off by a "
+                       "tenth. ")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
     level = f"{100 * (1 - e['bound_delta']):g}"
