@@ -275,12 +275,15 @@ def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_
     the world is it rounded at random (`released_world`), of total T. The audit's figures are recomputed here
     through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b): the world rounded with
     [s, 1]; 20 releases of it (noise seed s) give released totals T*; 60 runs (noise seed s + 1) release the
-    maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn) and rounded at random ([s, 2]), each run's error
-    against its own world. Batches are added until the runs' mean error (each run's mean over the margins) has a
-    standard error of at most 3% of itself. The second case has a world whose rounding moves its total and
-    reflected totals below 0 (both checked), so that T, the clamp and what is scaled are each held to the
-    definition, and takes more than one batch. The figures differ from a simulation on the world at its own
-    total."""
+    maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
+    ([s, 2]), each run's error against its own world. Batch 0 is the pilot: r is the standard error of its runs'
+    mean error (each run's mean over the margins) over the 20 groups of runs sharing a T*, relative to the mean;
+    B = ceil((r / 3%)^2); where B > 1 the figures are those of batches 1 to B. The second case has a world whose
+    rounding moves its total and reflected totals below 0 (both checked), so that T, the clamp and what is scaled
+    are each held to the definition, and takes more than one batch. The figures differ from a simulation on the
+    world at its own total."""
+    from math import ceil
+
     from tabrelease.error_model import TOTAL_RUNS, released_world, upper_order_statistic
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import run_plan
@@ -293,27 +296,31 @@ def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_
     n = released.sum()
     smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
     unrounded = with_post_processing(plan, rounding="none")
-    errors = []
-    for batch in range(32):
-        seed = 20261123 + 2 * batch
+
+    def batch(b: int) -> np.ndarray:
+        seed = 20261123 + 2 * b
         world = released_world(plan, released, seed=seed)[0]
         noise = SimulationNoise(seed=seed)
         totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]
         reflected = [2.0 * world.sum() - t for t in totals]
-        if epsilon < 0.1 and batch == 0:
+        if epsilon < 0.1 and b == 0:
             assert world.sum() != n and min(reflected) < 0  # the cases the definition's details decide
         rng = np.random.default_rng([seed, 2])
         noise = SimulationNoise(seed=seed + 1)
+        errors = []
         for i in range(60):
             expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
             scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
             release = run_plan(unrounded, scaled, noise)
             errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
                            for m, g in zip(release.released_margins, plan.margins)])
-        per_run = np.mean(errors, axis=1)
-        if per_run.std(ddof=1) / np.sqrt(len(per_run)) <= 0.03 * per_run.mean():
-            break
-    errors = np.array(errors)
+        return np.array(errors)
+
+    pilot = batch(0)
+    per_run = pilot.mean(axis=1)
+    groups = [per_run[i::20].mean() for i in range(20)]
+    count = ceil((np.std(groups, ddof=1) / np.sqrt(20) / per_run.mean() / 0.03) ** 2)
+    errors = pilot if count <= 1 else np.concatenate([batch(b) for b in range(1, min(count, 32) + 1)])
     assert found.runs == len(errors)
     if epsilon < 0.1:
         assert found.runs > 60
@@ -325,23 +332,29 @@ def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_
     assert any(abs(on_world.mean_l1[g] - found.mean_l1[g]) > 0.01 * found.mean_l1[g] for g in plan.margins)
 
 
-def test_the_audit_adds_batches_until_the_mean_is_known_to_3_percent_within_its_caps():
-    """`audit_batches` by hand: runs whose mean over margins has a standard error of 3% of itself or less stop; more
-    asks for one batch more, unless the batches' cap or the cells fitted (cells x runs) forbid it."""
+def test_the_audit_takes_as_many_batches_as_make_its_mean_known_to_3_percent_within_its_caps():
+    """`audit_batches` by hand: the pilot's runs are grouped by the released total they share (run i in group
+    i mod 20), the standard error of the groups' mean relative to the mean is r, and the batches are
+    ceil((r / 3%)^2), at least 1, at most 32 and within 2^21 cells fitted."""
     from tabrelease.error_model import audit_batches
 
     steady = np.array([[10.0, 12.0], [11.0, 11.0], [12.0, 10.0]] * 20)  # every run's mean 11: standard error 0
-    assert audit_batches(steady, batches=1, cells=4, runs=60) == 1
-    spread = np.repeat([[1.0, 1.0], [3.0, 3.0]], 30, axis=0)  # mean 2, sd 1.008: se 0.130 = 6.5% of the mean
-    assert audit_batches(spread, batches=1, cells=4, runs=60) == 2
-    assert audit_batches(spread, batches=32, cells=4, runs=60) == 32
-    assert audit_batches(spread, batches=1, cells=2**21 // 120, runs=60) == 2
-    assert audit_batches(spread, batches=1, cells=2**21 // 120 + 1, runs=60) == 1
-    # The standard error falls as runs grow: 240 runs of the same spread give se 0.0647 = 3.2%; 300 give 2.9%.
-    assert audit_batches(np.tile(spread, (4, 1)), batches=4, cells=4, runs=60) == 5
-    assert audit_batches(np.tile(spread, (5, 1)), batches=5, cells=4, runs=60) == 5
-    zero = np.zeros((60, 3))  # every run erred by 0: the mean is known
-    assert audit_batches(zero, batches=1, cells=4, runs=60) == 1
+    assert audit_batches(steady, cells=4) == 1
+    # Groups 0-9 have mean 1, groups 10-19 mean 3 (runs i, i + 20 and i + 40 share a group): group sd 1.026,
+    # r = 1.026 / sqrt(20) / 2 = 0.1147, (r / 0.03)^2 = 14.6: 15 batches. As independent runs it would be 5.
+    shared = np.repeat([[1.0, 1.0], [3.0, 3.0]], 10, axis=0)
+    skewed = np.tile(shared, (3, 1))
+    assert audit_batches(skewed, cells=4) == 15
+    assert audit_batches(skewed * 7, cells=4) == 15  # relative: the same in any units
+    assert audit_batches(skewed[:, [0, 0, 0]], cells=4) == 15  # each run's mean over its margins
+    # Runs 0-19 err by 1, 20-39 by 3, 40-59 by 2: every group's mean is 2, so the mean is known (one batch); as
+    # independent runs (r = 5.3%), or grouped three by three in order, it would not be.
+    assert audit_batches(np.repeat([[1.0], [3.0], [2.0]], 20, axis=0), cells=4) == 1
+    assert audit_batches(skewed, cells=2**21 // 600) == 10  # 10 batches of 60 runs fit 2^21 cells; 11 do not
+    assert audit_batches(skewed, cells=2**21) == 1
+    wide = np.tile(np.repeat([[0.2], [3.8]], 10, axis=0), (3, 1))  # r = 0.2065: 47.4, capped at 32
+    assert audit_batches(wide, cells=4) == 32
+    assert audit_batches(np.zeros((60, 3)), cells=4) == 1  # every run erred by 0: the mean is known
 
 
 @pytest.mark.parametrize("failure", [ValueError, np.linalg.LinAlgError, ZeroDivisionError])

@@ -657,11 +657,13 @@ and the larger it is, the more the noise had to be corrected before any table co
                        f"{t(TOTAL_RUNS)} releases of the world, or to 0 where that is negative (the basic bootstrap), "
                        "rounded at random afresh; its error is taken against its own margins. ")
         if BATCHES_ADDED in sim["reference"]:  # nor does one written before the runs came in batches
-            out.append(f"The runs come in batches of {t(AUDIT_RUNS)}, each with its own seeds, added until the runs' "
-                       "mean error (each run's mean over the margins) has a standard error over the runs of at most "
-                       f"{100 * MEAN_RELATIVE_SE:g}% of itself, or {t(MAX_BATCHES)} batches are done, or the cells "
-                       "fitted would pass a limit: on a small table at small epsilon, one batch's mean can be off by a "
-                       "tenth. ")
+            out.append(f"The runs come in batches of {t(AUDIT_RUNS)}, each with its own seeds. A first batch says "
+                       "how many batches make the runs' mean error (each run's mean over the margins) known to "
+                       f"{100 * MEAN_RELATIVE_SE:g}% of itself (its standard error, the runs sharing a released total "
+                       f"taken together), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
+                       "is more than one, the figures are those of that many further batches, the first left out (a "
+                       "number chosen from it would lean the mean its way). On a small table at small epsilon one "
+                       "batch's mean can be off by a tenth. ")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
     level = f"{100 * (1 - e['bound_delta']):g}"
