@@ -7,10 +7,10 @@ For each frontier table, workload (the model's margins; every two-way margin) an
 drawn from the true table (seeded simulation noise, rounding as released):
 
 * N releases with the audit's figures, computed as the audit computes them: seeded releases by the same plan of
-  the released margins' world, corrected for the noise in its total by the bootstrap
-  (`error_model.released_table_errors`, `error_model.released_world`), in batches of 50 pairs of runs, as many as
-  make the mean known to 3% (`error_model.audit_batches`). Their mean is the stated mean L1 error of a margin, their
-  quantile (`error_model.upper_order_statistic`: the 49th smallest of 50, the 96th of 100) the stated 95% quantile;
+  the released margins' world, its total varied as the release's own total varies (`error_model.released_table_errors`,
+  `error_model.released_world`), in batches of 60 until the runs' mean is known to 3% (`error_model.audit_batches`).
+  Their mean is the stated mean L1 error of a margin, their quantile (`error_model.upper_order_statistic`: the 58th
+  smallest of 60, the 286th of 300) the stated 95% quantile;
 * M further releases of the true table, without the audit (a release is cheap, its audit is not): the realised mean
   L1 error of each margin.
 
@@ -24,7 +24,7 @@ Per point it prints:
 * the same ratio for the plan's unbiased expected L1 (before non-negativity);
 * coverage: the share of the N releases' (release, margin) pairs whose realised error is at most the stated 95%
   quantile, with its standard error (a release's share as the unit); a simulation that described the realised
-  error exactly would cover about k / (runs + 1) (49 / 51 = 96.1% at 50 runs);
+  error exactly would cover k / (runs + 1) in expectation (58 / 61 = 95.1% at 60 runs);
 * the audit's runs (their median over the N releases);
 * the plan's union-bound quantile's coverage.
 
@@ -44,7 +44,7 @@ import numpy as np
 
 import tabrelease as tr
 from tabrelease import frontier
-from tabrelease.error_model import AUDIT_PAIRS, MEAN_RELATIVE_SE, released_table_errors, upper_order_statistic
+from tabrelease.error_model import AUDIT_RUNS, MEAN_RELATIVE_SE, released_table_errors, upper_order_statistic
 from tabrelease.mechanisms import get_mechanism
 from tabrelease.noise import SimulationNoise
 from tabrelease.pipeline import run_plan
@@ -124,8 +124,8 @@ def main() -> None:
         found = {(r["table"], r["workload"], r["epsilon"]): r for r in pool.map(point, tasks)}
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; per point "
           f"{args.releases} default releases each with the audit's simulation (releases of the released margins' "
-          f"world corrected for the noise in its total, in batches of {AUDIT_PAIRS} pairs, as many as make the mean "
-          f"known to {MEAN_RELATIVE_SE:.0%}), "
+          f"world, its total varied as the release's total varies, in batches of {AUDIT_RUNS} until the runs' mean "
+          f"is known to {MEAN_RELATIVE_SE:.0%}), "
           f"and {args.truth_runs} further releases of the true table for the realised error; {len(tasks)} distinct "
           f"points; "
           f"{time.perf_counter() - start:.0f} s on {args.jobs} processes")

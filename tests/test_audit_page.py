@@ -101,14 +101,13 @@ def test_a_large_released_total_is_written_whole_on_the_audit_page(tmp_path):
     assert "e+0" not in text and re.search(r"n&#39; = \d{9}", text) and re.search(r"→ \d{9}", text)
 
 
-def test_the_page_describes_the_total_s_correction_only_where_the_audit_made_it(tmp_path):
-    """The page explains the correction for the released total's noise, and the batches of runs, where
-    audit.json's reference says so, and not for an audit written before (its reference without them), rendered
-    again from the file."""
+def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(tmp_path):
+    """The page explains the simulation's varied total, and its batches of runs, where audit.json's reference says
+    so, and not for an audit written before (its reference without them), rendered again from the file."""
     import json
 
     import tabrelease as tr
-    from tabrelease.error_model import BATCHES_ADDED, TOTAL_CORRECTED
+    from tabrelease.error_model import BATCHES_ADDED, TOTALS_REFLECTED
     from tabrelease.reports import render_audit_html
 
     out = tmp_path / "r"
@@ -116,11 +115,11 @@ def test_the_page_describes_the_total_s_correction_only_where_the_audit_made_it(
                        out)
     audit = json.loads((out / "internal" / "audit.json").read_text())
     simulated = audit["evaluation"]["simulated_errors"]
-    assert simulated["reference"].endswith(TOTAL_CORRECTED + BATCHES_ADDED)
-    explained, batched = "corrected for the noise in the released total", "The runs come in batches of 50"
+    assert simulated["reference"].endswith(TOTALS_REFLECTED + BATCHES_ADDED)
+    explained, batched = "The world's total is varied from run to run", "The runs come in batches of 60"
     page = (out / "internal" / "audit.html").read_text()
     assert explained in page and batched in page
     simulated["reference"] = simulated["reference"][: -len(BATCHES_ADDED)]
     assert explained in render_audit_html(audit) and batched not in render_audit_html(audit)
-    simulated["reference"] = simulated["reference"][: -len(TOTAL_CORRECTED)]
+    simulated["reference"] = simulated["reference"][: -len(TOTALS_REFLECTED)]
     assert explained not in render_audit_html(audit) and "The world they are simulated on" in render_audit_html(audit)

@@ -270,20 +270,21 @@ def test_a_world_whose_fit_stops_early_says_how_far_its_margins_are_and_bad_tabl
 
 
 @pytest.mark.parametrize("released, epsilon", [([[20, 0], [0, 20]], 0.2), ([[22, 1], [3, 17]], 0.02)])
-def test_the_audit_corrects_its_error_for_the_noise_in_the_released_total(released, epsilon):
-    """A released 2 x 2 table with its one-way margins: the maximum-entropy table is row x column / n (by hand). The
-    audit's figures are recomputed here through the public release path, batch by batch (batch b's seed
-    s = AUDIT_SEED + b), 50 pairs per batch: pair j's uniforms (the j-th draw of [s, 2]) round the table at random,
-    its release (noise seed s, the pairs in order) errs by a_j and releases total T*_j; the same uniforms round the
-    table scaled to T*_(j+1) (the last pair taking the first's), released with noise seed s again, erring by b_j;
-    the corrected error is 2 a_j - b_j, each error against its own world's margins. Batch 0 is the pilot: r is the
-    standard error of its mean corrected error (each pair's mean over the margins), relative to the mean;
-    B = ceil((r / 3%)^2); where B > 1 the figures are those of batches 1 to B. The second case releases totals of 0
-    (the fit clips them) and takes more than one batch. The figures differ from a simulation on the world at its
-    own total."""
+def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_total_varies(released, epsilon):
+    """A released 2 x 2 table with its one-way margins: the maximum-entropy table is row x column / n (by hand), and
+    the world is it rounded at random (`released_world`), of total T. The audit's figures are recomputed here
+    through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b): the world rounded with
+    [s, 1]; 20 releases of it (noise seed s) give released totals T*; 60 runs (noise seed s + 1) release the
+    maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
+    ([s, 2]), each run's error against its own world. Batch 0 is the pilot: r is the standard error of its runs'
+    mean error (each run's mean over the margins) over the 20 groups of runs sharing a T*, relative to the mean;
+    B = ceil((r / 3%)^2); where B > 1 the figures are those of batches 1 to B. The second case has a world whose
+    rounding moves its total and reflected totals below 0 (both checked), so that T, the clamp and what is scaled
+    are each held to the definition, and takes more than one batch. The figures differ from a simulation on the
+    world at its own total."""
     from math import ceil
 
-    from tabrelease.error_model import released_world, upper_order_statistic
+    from tabrelease.error_model import TOTAL_RUNS, released_world, upper_order_statistic
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import run_plan
     from tabrelease.planner import with_post_processing
@@ -291,77 +292,69 @@ def test_the_audit_corrects_its_error_for_the_noise_in_the_released_total(releas
     released = np.array(released)
     plan = plan_at((2, 2), [(0,), (1,)], epsilon)
     found, note = released_table_errors(_release_with(plan, released), level=0.95)
-    assert note is None and "corrected for the noise in the released total" in found.reference
+    assert note is None and "total varied" in found.reference
     n = released.sum()
     smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
     unrounded = with_post_processing(plan, rounding="none")
 
-    def rounded(x, u):
-        return (np.floor(x) + (u < x - np.floor(x))).astype(np.int64)
-
-    def error(world, noise):
-        release = run_plan(unrounded, world, noise)
-        return ([np.abs(np.asarray(m, float) - world.sum(axis=1 - g[0])).sum()
-                 for m, g in zip(release.released_margins, plan.margins)], float(np.asarray(release.table).sum()))
-
     def batch(b: int) -> np.ndarray:
-        seed = 20261123 + b
-        rng = np.random.default_rng([seed, 2])
-        uniforms = [rng.random((2, 2)) for _ in range(50)]
+        seed = 20261123 + 2 * b
+        world = released_world(plan, released, seed=seed)[0]
         noise = SimulationNoise(seed=seed)
-        at_total = [error(rounded(smoothest, u), noise) for u in uniforms]
-        totals = [t for _, t in at_total]
+        totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]
+        reflected = [2.0 * world.sum() - t for t in totals]
         if epsilon < 0.1 and b == 0:
-            assert min(totals) < 1e-6  # a total the fit clipped at 0
-        noise = SimulationNoise(seed=seed)
-        elsewhere = [error(rounded(smoothest / n * totals[(j + 1) % 50], u), noise)[0] for j, u in enumerate(uniforms)]
-        return 2 * np.array([a for a, _ in at_total]) - np.array(elsewhere)
+            assert world.sum() != n and min(reflected) < 0  # the cases the definition's details decide
+        rng = np.random.default_rng([seed, 2])
+        noise = SimulationNoise(seed=seed + 1)
+        errors = []
+        for i in range(60):
+            expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
+            scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
+            release = run_plan(unrounded, scaled, noise)
+            errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
+                           for m, g in zip(release.released_margins, plan.margins)])
+        return np.array(errors)
 
     pilot = batch(0)
     per_run = pilot.mean(axis=1)
-    count = ceil((per_run.std(ddof=1) / np.sqrt(50) / per_run.mean() / 0.03) ** 2)
+    groups = [per_run[i::20].mean() for i in range(20)]
+    count = ceil((np.std(groups, ddof=1) / np.sqrt(20) / per_run.mean() / 0.03) ** 2)
     errors = pilot if count <= 1 else np.concatenate([batch(b) for b in range(1, min(count, 32) + 1)])
     assert found.runs == len(errors)
     if epsilon < 0.1:
-        assert found.runs > 50
+        assert found.runs > 60
     k = upper_order_statistic(len(errors), 0.95)
     for i, g in enumerate(plan.margins):
-        assert found.mean_l1[g] == pytest.approx(max(0.0, errors[:, i].mean()), rel=1e-3)
-        assert found.quantile_l1[g] == pytest.approx(max(0.0, np.sort(errors[:, i])[k - 1]), rel=1e-3)
+        assert found.mean_l1[g] == pytest.approx(errors[:, i].mean(), rel=1e-3)
+        assert found.quantile_l1[g] == pytest.approx(np.sort(errors[:, i])[k - 1], rel=1e-3)
     on_world = simulate_errors(plan, released_world(plan, released)[0])
     assert any(abs(on_world.mean_l1[g] - found.mean_l1[g]) > 0.01 * found.mean_l1[g] for g in plan.margins)
 
 
 def test_the_audit_takes_as_many_batches_as_make_its_mean_known_to_3_percent_within_its_caps():
-    """`audit_batches` by hand: r is the standard error of the pilot's mean error (each run's mean over its margins)
-    relative to the mean, and the batches are ceil((r / 3%)^2), at least 1, at most 32 and within 2^21 cells
-    fitted."""
+    """`audit_batches` by hand: the pilot's runs are grouped by the released total they share (run i in group
+    i mod 20), the standard error of the groups' mean relative to the mean is r, and the batches are
+    ceil((r / 3%)^2), at least 1, at most 32 and within 2^21 cells fitted."""
     from tabrelease.error_model import audit_batches
 
     steady = np.array([[10.0, 12.0], [11.0, 11.0], [12.0, 10.0]] * 20)  # every run's mean 11: standard error 0
     assert audit_batches(steady, cells=4) == 1
-    # Half the runs err by 1, half by 3: sd 1.0084, r = 1.0084 / sqrt(60) / 2 = 0.0651, (r / 0.03)^2 = 4.71: 5.
-    spread = np.repeat([[1.0, 1.0], [3.0, 3.0]], 30, axis=0)
-    assert audit_batches(spread, cells=4) == 5
-    assert audit_batches(spread * 7, cells=4) == 5  # relative: the same in any units
-    assert audit_batches(np.repeat([[1.0, 3.0, 2.0]], 60, axis=0), cells=4) == 1  # each run's mean over margins: 2
-    assert audit_batches(spread, cells=2**21 // 240) == 4  # 4 batches of 60 runs fit 2^21 cells; 5 do not
-    assert audit_batches(spread, cells=2**21) == 1
-    wide = np.repeat([[0.2], [3.8]], 30, axis=0)  # r = 0.1172: 15.3, so 16
-    assert audit_batches(wide, cells=4) == 16
-    assert audit_batches(np.repeat([[0.0], [1.0]], [58, 2], axis=0), cells=4) == 32  # r = 0.70: 546, capped at 32
+    # Groups 0-9 have mean 1, groups 10-19 mean 3 (runs i, i + 20 and i + 40 share a group): group sd 1.026,
+    # r = 1.026 / sqrt(20) / 2 = 0.1147, (r / 0.03)^2 = 14.6: 15 batches. As independent runs it would be 5.
+    shared = np.repeat([[1.0, 1.0], [3.0, 3.0]], 10, axis=0)
+    skewed = np.tile(shared, (3, 1))
+    assert audit_batches(skewed, cells=4) == 15
+    assert audit_batches(skewed * 7, cells=4) == 15  # relative: the same in any units
+    assert audit_batches(skewed[:, [0, 0, 0]], cells=4) == 15  # each run's mean over its margins
+    # Runs 0-19 err by 1, 20-39 by 3, 40-59 by 2: every group's mean is 2, so the mean is known (one batch); as
+    # independent runs (r = 5.3%), or grouped three by three in order, it would not be.
+    assert audit_batches(np.repeat([[1.0], [3.0], [2.0]], 20, axis=0), cells=4) == 1
+    assert audit_batches(skewed, cells=2**21 // 600) == 10  # 10 batches of 60 runs fit 2^21 cells; 11 do not
+    assert audit_batches(skewed, cells=2**21) == 1
+    wide = np.tile(np.repeat([[0.2], [3.8]], 10, axis=0), (3, 1))  # r = 0.2065: 47.4, capped at 32
+    assert audit_batches(wide, cells=4) == 32
     assert audit_batches(np.zeros((60, 3)), cells=4) == 1  # every run erred by 0: the mean is known
-
-
-def test_a_corrected_mean_or_quantile_below_zero_is_stated_as_zero():
-    """A corrected error 2a - b can fall below 0 where the correction is noisy; a stated mean or quantile cannot."""
-    from tabrelease.error_model import _summary
-
-    plan = plan_at((2, 2), [(0,), (1,)], 1.0)
-    found = _summary(plan, np.array([[-3.0, 1.0], [-1.0, 2.0]]), level=0.5, described="two runs")
-    assert found.order_statistic == 2  # ceil(0.5 x 3): the larger of the two
-    assert found.mean_l1 == {(0,): 0.0, (1,): 1.5} and found.quantile_l1 == {(0,): 0.0, (1,): 2.0}
-    assert found.mean_max_l1 == 1.5
 
 
 @pytest.mark.parametrize("failure", [ValueError, np.linalg.LinAlgError, ZeroDivisionError])

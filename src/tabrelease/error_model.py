@@ -6,9 +6,9 @@ The release is simulated on a reference table: the plan's own noise (simulation 
 estimator and rounding, `runs` times; each margin's L1 error against the reference's margins gives a mean and an
 empirical upper quantile. The reference is never confidential. After a release it is the released margins' world
 (`released_world`): the table of greatest entropy with the released table's margins, rounded at random to counts
-(post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan),
-corrected for the noise in its total by the bootstrap, in as many batches of runs as make the mean error known to 3%
-(`released_table_errors`). Before one, it is a table the user states. The figures are those of a table
+(post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan), its total
+varied from run to run as the release's own total varies, in as many batches of runs as make the runs' mean error
+known to 3% (`released_table_errors`). Before one, it is a table the user states. The figures are those of a table
 like the reference, which the validation in `benchmarks/bench_error_model.py` measures (realised / simulated mean
 error, and the quantile's coverage).
 """
@@ -122,11 +122,10 @@ def _summary(plan, errors: np.ndarray, *, level: float, described: str) -> Simul
     runs = len(errors)
     k = upper_order_statistic(runs, level) - 1
     ordered = np.sort(errors, axis=0)
-    # At least 0: a corrected error (`released_table_errors`) can fall below it where the correction is noisy.
     return SimulatedErrors(reference=described, runs=runs, level=level,
-                           mean_l1={tuple(g): max(0.0, float(errors[:, i].mean())) for i, g in enumerate(plan.margins)},
-                           quantile_l1={tuple(g): max(0.0, float(ordered[k, i])) for i, g in enumerate(plan.margins)},
-                           mean_max_l1=max(0.0, float(errors.max(axis=1).mean())), order_statistic=k + 1)
+                           mean_l1={tuple(g): float(errors[:, i].mean()) for i, g in enumerate(plan.margins)},
+                           quantile_l1={tuple(g): float(ordered[k, i]) for i, g in enumerate(plan.margins)},
+                           mean_max_l1=float(errors.max(axis=1).mean()), order_statistic=k + 1)
 
 
 def _simulated_runs(plan, worlds: list, *, seed: int, rounded: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -275,11 +274,10 @@ def _table_of_plan(plan, table, what: str) -> np.ndarray:
 
 WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
-# Pairs of runs in each batch of the audit's simulation (`released_table_errors`).
-AUDIT_PAIRS = 50
-TOTAL_CORRECTED = ("; corrected for the noise in the released total by the bootstrap (twice each run's error at the "
-                   "world's total less that of its pair, the same noise and rounding at the total another run "
-                   "released)")
+# The audit's first pass: releases of the world whose released totals give the total's error (`released_table_errors`).
+TOTAL_RUNS = 20
+TOTALS_REFLECTED = ("; the world's total varied run by run as the release's own total varies about the truth (twice "
+                    "the world's total less that of a simulated release of the world, at least 0)")
 
 
 def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
@@ -345,39 +343,29 @@ def _maximum_entropy_world(plan, table) -> tuple[np.ndarray, str]:
 def _rounded_at_random(fitted: np.ndarray, rng) -> np.ndarray:
     """Each cell rounded down or up at random with the probability of its fraction: counts whose expectation is
     `fitted`."""
-    return _rounded_by(fitted, rng.random(fitted.shape))
-
-
-def _rounded_by(fitted: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """Each cell rounded up where its uniform is below its fraction, else down."""
     below = np.floor(fitted)
-    return (below + (uniforms < fitted - below)).astype(np.int64)
+    return (below + (rng.random(fitted.shape) < fitted - below)).astype(np.int64)
 
 
-def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_PAIRS):
-    """The release's error simulated on its released margins' world (`released_world`), corrected for the noise in
-    the world's total by the bootstrap: post-processing, nothing confidential is read, and the seeds are fixed.
+def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUNS):
+    """The release's error simulated on its released margins' world (`released_world`), with the world's total
+    varied as the release's own total varies: post-processing, nothing confidential is read, and the seeds are fixed.
 
-    A release's error depends most on its total where the noise is large against the table, and not in proportion
-    (a non-negative fit's error grows less than the counts it fits): it is concave in the total. The world's total T
-    is the released one, the truth's n plus noise, and the mean of a concave function of a noisy total is below the
-    function at the truth (Jensen), by about the curvature times the total's variance. The bootstrap estimates that
-    bias the way it arose: releases of the world give totals T* = T plus noise, and the error at T* less the error at
-    T is the bias. So each run is a pair (`_paired_runs`): a release of the world at its total T (rounded at random)
-    with error a, and a release with the same noise and rounding of the world scaled to the total another run's
-    release gave (never its own: that noise made it), with error b; the run's corrected error is 2 a - b. With the
-    same noise and rounding, a - b is mostly the curvature, not noise, so the correction costs little precision. The
-    stated mean and quantile are those of the corrected errors (at least 0); the quantile's probability k / (runs +
-    1) (`upper_order_statistic`) is approximate for them. Before (stop 39) the world's total was varied about T by
-    the basic bootstrap (2 T - T*), which doubles the bias instead: on Rochdale's two-way margins at epsilon 0.05 it
-    understated by a third (a scratch comparison of stop 40 on the same releases: realised / stated 1.328 varied,
-    1.229 at T alone, 1.161 corrected).
+    A release's error depends most on its total where the noise is large against the table (a non-negative fit's
+    error grows with the counts it fits, less than in proportion), and the released total is itself a noisy one: a
+    world with the released total alone states too little where the total came out low (the release's total cannot
+    fall below 0, so a world near 0 errs less in its total than the truth's release did), and too much where it came
+    out high. So the world's total is varied by the basic bootstrap: `TOTAL_RUNS` releases of the (rounded) world, of
+    total T, give released totals T*; the `runs` simulated releases are each of the maximum-entropy table (before
+    rounding) scaled to max(0, 2 T - T*), the T* taken in turn, and rounded at random afresh; each run's error is
+    against its own world's margins. The runs reuse each T* (`runs` / `TOTAL_RUNS` times), so they are not
+    independent draws, and the quantile's probability k / (runs + 1) (`upper_order_statistic`) is approximate.
 
-    That is one batch of `runs` pairs. A first batch (the pilot) says how many batches make the mean corrected error
-    known to `MEAN_RELATIVE_SE` of itself, within caps (`audit_batches`): on a small table at small epsilon one
-    batch's mean errs by up to a tenth (`benchmarks/bench_error_model_seeds.py`). Where that is one, the pilot's
-    figures are stated; else those of that many further batches, each with its own seeds (its own noise and
-    rounding), the pilot left out (a count chosen from the pilot would lean the mean the pilot's way). The decision
+    That is one batch. A first batch (the pilot) says how many batches make the runs' mean error known to
+    `MEAN_RELATIVE_SE` of itself, within caps (`audit_batches`): on a small table at small epsilon one batch's mean
+    errs by up to a tenth (`benchmarks/bench_error_model_seeds.py`). Where that is one, the pilot's figures are
+    stated; else those of that many further batches, each with its own seeds (its own rounding of the world, totals
+    and noise), the pilot left out (a count chosen from the pilot would lean the mean the pilot's way). The decision
     reads only the runs, so the figures stay a function of the release. The validation benchmark
     (`benchmarks/bench_error_model.py`) measures them against realised errors.
 
@@ -387,8 +375,8 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_PAI
         A release with its plan and, for a simulation, its released table.
     level : float, default 0.95
         The quantile's level.
-    runs : int, default 50
-        Pairs of simulated releases per batch.
+    runs : int, default 60
+        Simulated releases per batch.
 
     Returns
     -------
@@ -404,17 +392,20 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_PAI
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     try:
         fitted, described = _maximum_entropy_world(release.plan, np.asarray(release.table))
+        fitted_total = fitted.sum()
+        shape = fitted / fitted_total if fitted_total > 0 else fitted
         # The first batch (the pilot) says how many batches make the mean known to MEAN_RELATIVE_SE
         # (`audit_batches`). Where that is more than one, the figures are those of that many further batches, the
         # pilot left out: a pilot whose runs happened to agree asks for fewer batches, and where the errors are skewed
         # such a pilot's mean is also high (rochdale's two-way margins at epsilon 0.05: the stated mean correlated
-        # -0.25 with the runs over 30 audit seeds, in a scratch measurement), so a mean that kept it would lean.
-        pilot = _paired_runs(release.plan, fitted, pairs=runs, seed=AUDIT_SEED)
-        count = audit_batches(pilot, cells=2 * fitted.size)
-        batches = [pilot] if count == 1 else [_paired_runs(release.plan, fitted, pairs=runs, seed=AUDIT_SEED + b)
-                                              for b in range(1, count + 1)]
-        described += TOTAL_CORRECTED + BATCHES_ADDED
-        return _summary(release.plan, np.concatenate(batches), level=level, described=described), None
+        # -0.25 with the runs over 30 audit seeds), so a mean that kept it would lean its way.
+        pilot = _batch_of_runs(release.plan, fitted, shape, runs=runs, seed=AUDIT_SEED)
+        count = audit_batches(pilot, cells=fitted.size)
+        batches = [pilot] if count == 1 else [_batch_of_runs(release.plan, fitted, shape, runs=runs,
+                                                             seed=AUDIT_SEED + 2 * b) for b in range(1, count + 1)]
+        errors = np.concatenate(batches)
+        described += TOTALS_REFLECTED + BATCHES_ADDED
+        return _summary(release.plan, errors, level=level, described=described), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
         return None, f"the error simulation failed ({type(exc).__name__})"
@@ -432,17 +423,21 @@ BATCHES_ADDED = (f"; the runs came in batches, each with its own seeds, as many 
 
 def audit_batches(first: np.ndarray, *, cells: int) -> int:
     """How many batches the audit's simulation takes, from the (runs x margins) errors of its first batch
-    (`_paired_runs`): ceil((r / MEAN_RELATIVE_SE)^2), r the relative standard error (sd / sqrt(runs) / mean) of
+    (`_batch_of_runs`): ceil((r / MEAN_RELATIVE_SE)^2), r the relative standard error (sd / sqrt(n) / mean) of
     the batch's mean error (each run's mean over the margins), so that the mean of that many batches has about
     MEAN_RELATIVE_SE; at least 1, at most MAX_BATCHES, and at most as many as keep cells x runs within
     MAX_SIMULATED_CELL_RUNS.
 
+    A batch's runs share `TOTAL_RUNS` released totals, run i the (i mod TOTAL_RUNS)-th; where the total decides the
+    error, runs sharing one err alike, so the standard error is that of the means of the runs sharing each total
+    (n = TOTAL_RUNS such groups), not of the runs as if independent.
+
     Parameters
     ----------
     first : numpy.ndarray
-        (runs x margins) errors of the first batch.
+        (runs x margins) L1 errors of the first batch.
     cells : int
-        Cells each run fits (both of a pair's releases).
+        Cells of the table each run fits.
 
     Returns
     -------
@@ -451,28 +446,25 @@ def audit_batches(first: np.ndarray, *, cells: int) -> int:
     """
     runs = len(first)
     per_run = first.mean(axis=1)
+    groups = min(TOTAL_RUNS, runs)
+    shared = np.array([per_run[i::groups].mean() for i in range(groups)])
     mean = per_run.mean()
     affordable = max(1, MAX_SIMULATED_CELL_RUNS // max(1, runs * cells))
-    if runs < 2 or mean <= 0:  # a mean of 0 (every run erred by 0) is known
+    if groups < 2 or mean <= 0:  # every run erred by 0: the mean is known
         return 1
-    relative = per_run.std(ddof=1) / np.sqrt(runs) / mean
+    relative = shared.std(ddof=1) / np.sqrt(groups) / mean
     return int(min(MAX_BATCHES, affordable, max(1, ceil((relative / MEAN_RELATIVE_SE) ** 2 - 1e-9))))
 
 
-def _paired_runs(plan, fitted: np.ndarray, *, pairs: int, seed: int) -> np.ndarray:
-    """One batch of the audit's simulation (`released_table_errors`): `pairs` runs, each corrected error 2 a - b,
-    as a (pairs x margins) array.
-
-    Run j's uniforms u_j (from [seed, 2]) round `fitted` (the world at its total T) at random: its release (noise
-    seed `seed`, runs in order) errs by a_j and releases a total T*_j. The same uniforms round `fitted` scaled to
-    T*_(j+1) (the next run's, the last taking the first's), released with the same noise (seed `seed` again, so run
-    j draws what run j drew before): error b_j. Each error is against its own world's margins."""
-    total = float(fitted.sum())
-    shape = fitted / total if total > 0 else fitted
+def _batch_of_runs(plan, fitted: np.ndarray, shape: np.ndarray, *, runs: int, seed: int) -> np.ndarray:
+    """One batch of the audit's simulation (`released_table_errors`): the world (`fitted` rounded at random), its
+    `TOTAL_RUNS` released totals T*, then `runs` releases of `shape` scaled to max(0, 2 T - T*) and rounded at
+    random; the (runs x margins) L1 errors. Seeds: `seed` for the totals' noise, `seed + 1` for the runs' noise,
+    [seed, 1] and [seed, 2] for the roundings."""
+    world = _rounded_at_random(fitted, np.random.default_rng([seed, 1]))
+    _, released_totals = _simulated_runs(plan, [world] * TOTAL_RUNS, seed=seed, rounded=False)
+    totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
     rng = np.random.default_rng([seed, 2])
-    uniforms = [rng.random(fitted.shape) for _ in range(pairs)]
-    at_total, released_totals = _simulated_runs(plan, [_rounded_by(fitted, u) for u in uniforms], seed=seed,
-                                                rounded=False)
-    elsewhere, _ = _simulated_runs(plan, [_rounded_by(shape * t, u) for t, u in
-                                          zip(np.roll(released_totals, -1), uniforms)], seed=seed, rounded=False)
-    return 2.0 * at_total - elsewhere
+    worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
+    errors, _ = _simulated_runs(plan, worlds, seed=seed + 1, rounded=False)
+    return errors

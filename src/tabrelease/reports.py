@@ -629,7 +629,8 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(row + "</tr>\n")
     out.append("</table>\n<p>")
     if sim:
-        from .error_model import AUDIT_PAIRS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, TOTAL_CORRECTED
+        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, TOTAL_RUNS,
+                                  TOTALS_REFLECTED)
 
         order = ""
         if sim.get("order_statistic"):
@@ -647,21 +648,22 @@ and the larger it is, the more the noise had to be corrected before any table co
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
                    "describe a table like that world, the smoothest table with the released margins (which carry "
                    "this release's noise, and the world's rounding besides), not the truth. ")
-        if TOTAL_CORRECTED in sim["reference"]:  # an audit written before the correction says nothing of it
-            out.append("The figures are corrected for the noise in the released total, which the world carries: "
-                       "where the noise is large against the table the total decides most of the error, and the "
-                       "error grows less than in proportion to the total, so the error at a noisy total is on "
-                       "average below the error at the true one. The bootstrap estimates that shortfall as it arose: "
-                       "each run is a pair of releases with the same noise and rounding, one of the world at its "
-                       "total (error a) and one of the world scaled to the total another run's release gave (error "
-                       "b), and the run's error is 2a − b. ")
+        if TOTALS_REFLECTED in sim["reference"]:  # an audit written before the total was varied says nothing of it
+            out.append("The world's total is varied from run to run because the released total is noisy too, and "
+                       "where the noise is large against the table it decides most of the error: a world with the "
+                       "released total alone states too little where that total came out low, and too much where it "
+                       "came out high. Each run's world is the table of greatest entropy (before rounding) scaled to "
+                       "twice the world's total less the released total of one of "
+                       f"{t(TOTAL_RUNS)} releases of the world, or to 0 where that is negative (the basic bootstrap), "
+                       "rounded at random afresh; its error is taken against its own margins. ")
         if BATCHES_ADDED in sim["reference"]:  # nor does one written before the runs came in batches
-            out.append(f"The runs come in batches of {t(AUDIT_PAIRS)}, each with its own seeds. A first batch says "
+            out.append(f"The runs come in batches of {t(AUDIT_RUNS)}, each with its own seeds. A first batch says "
                        "how many batches make the runs' mean error (each run's mean over the margins) known to "
-                       f"{100 * MEAN_RELATIVE_SE:g}% of itself (its standard error), at most {t(MAX_BATCHES)} and "
-                       "within a limit on the cells fitted; where that is more than one, the figures are those of "
-                       "that many further batches, the first left out (a number chosen from it would lean the mean "
-                       "its way). On a small table at small epsilon one batch's mean can be off by a tenth. ")
+                       f"{100 * MEAN_RELATIVE_SE:g}% of itself (its standard error, the runs sharing a released total "
+                       f"taken together), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
+                       "is more than one, the figures are those of that many further batches, the first left out (a "
+                       "number chosen from it would lean the mean its way). On a small table at small epsilon one "
+                       "batch's mean can be off by a tenth. ")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
     level = f"{100 * (1 - e['bound_delta']):g}"
