@@ -278,58 +278,78 @@ def test_the_audit_simulates_on_the_world_with_its_total_varied_as_the_releases_
     maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
     ([s, 2]), each run's error against its own world. Batch 0 is the pilot: r is the standard error of its runs'
     mean error (each run's mean over the margins) over the 20 groups of runs sharing a T*, relative to the mean;
-    B = ceil((r / 3%)^2); where B > 1 the figures are those of batches 1 to B. The second case has a world whose
-    rounding moves its total and reflected totals below 0 (both checked), so that T, the clamp and what is scaled
-    are each held to the definition, and takes more than one batch. The figures differ from a simulation on the
-    world at its own total."""
+    B = ceil((r / 3%)^2); here B > 1 in both cases, and the figures are those of batches 1 to B. The second case has
+    a world whose rounding moves its total and reflected totals below 0 (both checked), so that T, the clamp and
+    what is scaled are each held to the definition. The figures differ from a simulation on the world at its own
+    total."""
     from math import ceil
 
-    from tabrelease.error_model import TOTAL_RUNS, released_world, upper_order_statistic
-    from tabrelease.noise import SimulationNoise
-    from tabrelease.pipeline import run_plan
-    from tabrelease.planner import with_post_processing
+    from tabrelease.error_model import released_world, upper_order_statistic
 
     released = np.array(released)
     plan = plan_at((2, 2), [(0,), (1,)], epsilon)
     found, note = released_table_errors(_release_with(plan, released), level=0.95)
     assert note is None and "total varied" in found.reference
-    n = released.sum()
-    smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
-    unrounded = with_post_processing(plan, rounding="none")
-
-    def batch(b: int) -> np.ndarray:
-        seed = 20261123 + 2 * b
-        world = released_world(plan, released, seed=seed)[0]
-        noise = SimulationNoise(seed=seed)
-        totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]
-        reflected = [2.0 * world.sum() - t for t in totals]
-        if epsilon < 0.1 and b == 0:
-            assert world.sum() != n and min(reflected) < 0  # the cases the definition's details decide
-        rng = np.random.default_rng([seed, 2])
-        noise = SimulationNoise(seed=seed + 1)
-        errors = []
-        for i in range(60):
-            expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
-            scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
-            release = run_plan(unrounded, scaled, noise)
-            errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
-                           for m, g in zip(release.released_margins, plan.margins)])
-        return np.array(errors)
-
-    pilot = batch(0)
+    pilot, world, reflected = _audit_batch_by_hand(plan, released, 0)
+    if epsilon < 0.1:
+        assert world.sum() != released.sum() and min(reflected) < 0  # the cases the definition's details decide
     per_run = pilot.mean(axis=1)
     groups = [per_run[i::20].mean() for i in range(20)]
     count = ceil((np.std(groups, ddof=1) / np.sqrt(20) / per_run.mean() / 0.03) ** 2)
-    errors = pilot if count <= 1 else np.concatenate([batch(b) for b in range(1, min(count, 32) + 1)])
+    assert count > 1  # both cases take further batches: the one-batch path is the next test's
+    errors = np.concatenate([_audit_batch_by_hand(plan, released, b)[0] for b in range(1, min(count, 32) + 1)])
     assert found.runs == len(errors)
-    if epsilon < 0.1:
-        assert found.runs > 60
     k = upper_order_statistic(len(errors), 0.95)
     for i, g in enumerate(plan.margins):
         assert found.mean_l1[g] == pytest.approx(errors[:, i].mean(), rel=1e-3)
         assert found.quantile_l1[g] == pytest.approx(np.sort(errors[:, i])[k - 1], rel=1e-3)
     on_world = simulate_errors(plan, released_world(plan, released)[0])
     assert any(abs(on_world.mean_l1[g] - found.mean_l1[g]) > 0.01 * found.mean_l1[g] for g in plan.margins)
+
+
+def test_where_the_first_batch_is_enough_its_runs_are_the_figures(monkeypatch):
+    """Where `audit_batches` asks for one batch, the audit states the first batch's 60 runs, recomputed by hand."""
+    from tabrelease import error_model
+    from tabrelease.error_model import upper_order_statistic
+
+    monkeypatch.setattr(error_model, "audit_batches", lambda first, cells: 1)
+    released = np.array([[22, 1], [3, 17]])
+    plan = plan_at((2, 2), [(0,), (1,)], 0.02)
+    found, note = released_table_errors(_release_with(plan, released), level=0.95)
+    errors = _audit_batch_by_hand(plan, released, 0)[0]
+    assert note is None and found.runs == 60
+    k = upper_order_statistic(60, 0.95)
+    for i, g in enumerate(plan.margins):
+        assert found.mean_l1[g] == pytest.approx(errors[:, i].mean(), rel=1e-3)
+        assert found.quantile_l1[g] == pytest.approx(np.sort(errors[:, i])[k - 1], rel=1e-3)
+
+
+def _audit_batch_by_hand(plan, released, b: int):
+    """Batch b of the audit's simulation of a 2 x 2 table with its one-way margins, through the public release
+    path: (the 60 runs' errors, the world, the reflected totals)."""
+    from tabrelease.error_model import TOTAL_RUNS, released_world
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.pipeline import run_plan
+    from tabrelease.planner import with_post_processing
+
+    n = released.sum()
+    smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
+    unrounded = with_post_processing(plan, rounding="none")
+    seed = 20261123 + 2 * b
+    world = released_world(plan, released, seed=seed)[0]
+    noise = SimulationNoise(seed=seed)
+    totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]
+    reflected = [2.0 * world.sum() - t for t in totals]
+    rng = np.random.default_rng([seed, 2])
+    noise = SimulationNoise(seed=seed + 1)
+    errors = []
+    for i in range(60):
+        expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
+        scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
+        release = run_plan(unrounded, scaled, noise)
+        errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
+                       for m, g in zip(release.released_margins, plan.margins)])
+    return np.array(errors), world, reflected
 
 
 def test_the_audit_takes_as_many_batches_as_make_its_mean_known_to_3_percent_within_its_caps():
@@ -355,6 +375,11 @@ def test_the_audit_takes_as_many_batches_as_make_its_mean_known_to_3_percent_wit
     wide = np.tile(np.repeat([[0.2], [3.8]], 10, axis=0), (3, 1))  # r = 0.2065: 47.4, capped at 32
     assert audit_batches(wide, cells=4) == 32
     assert audit_batches(np.zeros((60, 3)), cells=4) == 1  # every run erred by 0: the mean is known
+    # Fewer runs than shared totals: each run its own group (20 groups would leave some empty). 7 runs of 1, 3, 1,
+    # 3, 1, 3, 2: sd 1, r = 1 / sqrt(7) / 2 = 0.189, (r / 0.03)^2 = 39.7: capped at 32.
+    assert audit_batches(np.array([[1.0], [3.0], [1.0], [3.0], [1.0], [3.0], [2.0]]), cells=4) == 32
+    # 7 runs of 10, 11, 10, 11, ...: sd 0.5345, r = 0.5345 / sqrt(7) / 10.43 = 0.0194: one batch.
+    assert audit_batches(np.array([[10.0], [11.0], [10.0], [11.0], [10.0], [11.0], [10.0]]), cells=4) == 1
 
 
 @pytest.mark.parametrize("failure", [ValueError, np.linalg.LinAlgError, ZeroDivisionError])

@@ -2,15 +2,15 @@
 linear reconstruction) cannot say, because non-negative fitting and rounding remove more error the sparser the
 table is against its noise.
 
-The release is simulated on a reference table: the plan's own noise (simulation mode, a fixed seed), its own
+The release is simulated on a reference table: the plan's own noise (simulation mode, fixed seeds), its own
 estimator and rounding, `runs` times; each margin's L1 error against the reference's margins gives a mean and an
 empirical upper quantile. The reference is never confidential. After a release it is the released margins' world
 (`released_world`): the table of greatest entropy with the released table's margins, rounded at random to counts
-(post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan), its total
-varied from run to run as the release's own total varies, in as many batches of runs as make the runs' mean error
-known to 3% (`released_table_errors`). Before one, it is a table the user states. The figures are those of a table
-like the reference, which the validation in `benchmarks/bench_error_model.py` measures (realised / simulated mean
-error, and the quantile's coverage).
+(post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan), its
+total varied from run to run as the release's own total varies, in as many batches of runs as a first batch
+estimates make the mean error known to 3%, within caps (`released_table_errors`). Before one, it is a table the user
+states. The figures are those of a table like the reference, which the validation in
+`benchmarks/bench_error_model.py` measures (realised / simulated mean error, and the quantile's coverage).
 """
 
 from __future__ import annotations
@@ -361,13 +361,13 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     against its own world's margins. The runs reuse each T* (`runs` / `TOTAL_RUNS` times), so they are not
     independent draws, and the quantile's probability k / (runs + 1) (`upper_order_statistic`) is approximate.
 
-    That is one batch. A first batch (the pilot) says how many batches make the runs' mean error known to
+    That is one batch. A first batch (the pilot) estimates how many batches make the runs' mean error known to
     `MEAN_RELATIVE_SE` of itself, within caps (`audit_batches`): on a small table at small epsilon one batch's mean
-    errs by up to a tenth (`benchmarks/bench_error_model_seeds.py`). Where that is one, the pilot's figures are
-    stated; else those of that many further batches, each with its own seeds (its own rounding of the world, totals
-    and noise), the pilot left out (a count chosen from the pilot would lean the mean the pilot's way). The decision
-    reads only the runs, so the figures stay a function of the release. The validation benchmark
-    (`benchmarks/bench_error_model.py`) measures them against realised errors.
+    has a standard deviation up to a tenth of itself (`benchmarks/bench_error_model_seeds.py`). Where that is one,
+    the pilot's figures are stated; else those of that many further batches, each with its own seeds (its own
+    rounding of the world, totals and noise), the pilot left out (a count chosen from the pilot would lean the mean
+    the pilot's way). The decision reads only the runs, so the figures stay a function of the release. The
+    validation benchmark (`benchmarks/bench_error_model.py`) measures them against realised errors.
 
     Parameters
     ----------
@@ -412,7 +412,8 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
 
 
 # The audit's runs come in batches, as many as make the runs' mean error's standard error at most MEAN_RELATIVE_SE of
-# itself (estimated from the first batch), at most MAX_BATCHES, and no more than MAX_SIMULATED_CELL_RUNS cells fitted.
+# itself (estimated from the first batch), at most MAX_BATCHES, and no more than MAX_SIMULATED_CELL_RUNS cells x runs
+# in the batches stated (the first batch, where left out, and each batch's fits for the totals come on top).
 MEAN_RELATIVE_SE = 0.03
 MAX_BATCHES = 32
 MAX_SIMULATED_CELL_RUNS = 2**21

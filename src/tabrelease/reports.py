@@ -638,13 +638,13 @@ and the larger it is, the more the noise had to be corrected before any table co
             order = (f" (order statistic {t(k)} of {t(runs)}: a further release's error is at most it with "
                      f"probability {t(k)}/{t(runs + 1)}; not a bound)")
         out.append(f"The simulated figures are those of {t(sim['runs'])} releases of {t(sim['reference'])} by the "
-                   "same plan (the same noise scales and estimator, a fixed seed; rounding, which keeps each cell "
+                   "same plan (the same noise scales and estimator, fixed seeds; rounding, which keeps each cell "
                    f"within 1 of the fit, not simulated): the mean and the {100 * sim['level']:g}% quantile of each "
                    f"margin's L1 error{order}. They take non-negativity into account, and read nothing confidential "
                    "(post-processing of the release: the margins of the released table, "
                    "<code>internal/released_table.csv</code>, with the plan in <code>public/release.json</code>). "
                    "The world they are simulated on is the table of greatest entropy with the released margins "
-                   "(fitted by IPF), rounded at random to counts with a fixed seed: what the released table holds "
+                   "(fitted by IPF), rounded at random to counts with fixed seeds: what the released table holds "
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
                    "describe a table like that world, the smoothest table with the released margins (which carry "
                    "this release's noise, and the world's rounding besides), not the truth. ")
@@ -658,7 +658,7 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "rounded at random afresh; its error is taken against its own margins. ")
         if BATCHES_ADDED in sim["reference"]:  # nor does one written before the runs came in batches
             out.append(f"The runs come in batches of {t(AUDIT_RUNS)}, each with its own seeds. A first batch says "
-                       "how many batches make the runs' mean error (each run's mean over the margins) known to "
+                       "how many batches would make the runs' mean error (each run's mean over the margins) known to "
                        f"{100 * MEAN_RELATIVE_SE:g}% of itself (its standard error, the runs sharing a released total "
                        f"taken together), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
                        "is more than one, the figures are those of that many further batches, the first left out (a "
