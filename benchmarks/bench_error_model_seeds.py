@@ -2,14 +2,14 @@
 
     python benchmarks/bench_error_model_seeds.py [--seeds S] > reports/benchmarks/error_model_seeds.txt
 
-The audit states each margin's mean L1 error from seeded simulated releases, in batches until their mean is known
-to 3% (`error_model.released_table_errors`). Its seed is fixed, so every release of a table shares one draw of the
-simulation's Monte Carlo error: in `benchmarks/bench_error_model.py` that error does not average out over releases,
-and its standard errors leave it out. Here one default release per point (simulation noise, seed 7) is audited with
-S other seeds in place of the audit's; printed per point: the stated mean L1 (the mean over margins) at the audit's
-own seed, its mean and standard deviation over the S seeds, and that standard deviation relative to the mean: the
-Monte Carlo error of a stated figure, against which a target of realised / stated within 0.9-1.1 is to be read;
-then the audit's runs at its own seed and their median over the S seeds.
+The audit states each margin's mean L1 error from seeded simulated releases, in as many batches as a first batch
+estimates make their mean known to 3% (`error_model.released_table_errors`). Its seed is fixed, so every release of
+a table shares one draw of the simulation's Monte Carlo error: in `benchmarks/bench_error_model.py` that error does
+not average out over releases, and its standard errors leave it out. Here one default release per point (simulation
+noise, seed 7) is audited with S other seeds in place of the audit's; printed per point: the stated mean L1 (the
+mean over margins) at the audit's own seed, its mean and standard deviation over the S seeds, and that standard
+deviation relative to the mean: the Monte Carlo error of a stated figure, against which a target of realised /
+stated within 0.9-1.1 is to be read; then the audit's runs at its own seed and their median over the S seeds.
 Every figure is computed by this run.
 """
 
@@ -72,8 +72,8 @@ def main() -> None:
         rows = list(pool.map(point, [(p, args.seeds) for p in POINTS]))
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; one default "
           f"release per point (simulation noise, seed 7), its audit's simulation (batches of {error_model.AUDIT_RUNS} "
-          f"runs, {error_model.TOTAL_RUNS} for the totals, until the runs' mean is known to "
-          f"{error_model.MEAN_RELATIVE_SE:.0%}) at the audit's seed and at {args.seeds} others; "
+          f"runs, {error_model.TOTAL_RUNS} for the totals, as many as a first batch estimates make the runs' mean "
+          f"known to {error_model.MEAN_RELATIVE_SE:.0%}) at the audit's seed and at {args.seeds} others; "
           f"{time.perf_counter() - start:.0f} s on {args.jobs} processes")
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'audit seed':>12} {'mean of seeds':>14} {'sd':>10} "
           f"{'sd / mean':>10} {'audit runs':>10} {'median runs':>11}")
