@@ -128,9 +128,11 @@ def _summary(plan, errors: np.ndarray, *, level: float, described: str) -> Simul
                            mean_max_l1=float(errors.max(axis=1).mean()), order_statistic=k + 1)
 
 
-def _simulated_runs(plan, worlds: list, *, seed: int, rounded: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Release each of `worlds` (integer tables of the plan's shape) once by `plan` with seeded simulation noise:
-    each run's L1 error of every margin against its own world's margins, and each run's released total.
+def _simulated_runs(plan, worlds: list, *, seed: int | None = None, rounded: bool,
+                    drawn: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Release each of `worlds` (integer tables of the plan's shape) once by `plan` with seeded simulation noise (or
+    from `drawn`, each world's measurements drawn already): each run's L1 error of every margin against its own
+    world's margins, and each run's released total.
 
     Returns
     -------
@@ -149,11 +151,12 @@ def _simulated_runs(plan, worlds: list, *, seed: int, rounded: bool) -> tuple[np
     # One world's margins once, however many runs release it (`simulate_errors` passes one table `runs` times).
     margins_of = {id(world): [margin_counts(world, g).astype(float) for g in plan.margins] for world in worlds}
     truths = [margins_of[id(world)] for world in worlds]
-    noise = SimulationNoise(seed=seed)
     # Every run's noise first, in the order the runs draw it one after another; then the fits: the first here, the
     # rest in threads where the estimator allows (Clarabel's solve runs without the GIL), each thread taking a
     # contiguous share of the runs in order, so the figures are the same on any number of CPUs.
-    drawn = [measure(plan, world, noise) for world in worlds]
+    if drawn is None:
+        noise = SimulationNoise(seed=seed)
+        drawn = [measure(plan, world, noise) for world in worlds]
     stop = threading.Event()  # set when the caller is interrupted: each thread stops at its next run
 
     def errors_by(by, i) -> tuple[list, float]:
@@ -274,10 +277,18 @@ def _table_of_plan(plan, table, what: str) -> np.ndarray:
 
 WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
-# The audit's first pass: releases of the world whose released totals give the total's error (`released_table_errors`).
+# What audits written before the total was conditioned on the release's said of their runs (each world's total
+# reflected about a shared released total of TOTAL_RUNS releases of the world): the audit page still explains it
+# where an older audit.json is rendered again.
 TOTAL_RUNS = 20
 TOTALS_REFLECTED = ("; the world's total varied run by run as the release's own total varies about the truth (twice "
                     "the world's total less that of a simulated release of the world, at least 0)")
+# Run i of a batch with seed s draws its noise from SimulationNoise(s * RUN_SEED_STRIDE + i) (twice: once to learn its
+# noise in the total, once for its world; `_batch_of_runs`).
+RUN_SEED_STRIDE = 2**20
+TOTAL_CONDITIONED = ("; each run's world of the total the truth's may have had, given the release's total: the released "
+                     "total less the run's own noise in its total, at least 0, so that each run releases about the "
+                     "released total")
 
 
 def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
@@ -348,26 +359,29 @@ def _rounded_at_random(fitted: np.ndarray, rng) -> np.ndarray:
 
 
 def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUNS):
-    """The release's error simulated on its released margins' world (`released_world`), with the world's total
-    varied as the release's own total varies: post-processing, nothing confidential is read, and the seeds are fixed.
+    """The release's error simulated on its released margins' world (`released_world`), each run's world of the
+    total the truth's may have had given the release's own total: post-processing, nothing confidential is read, and
+    the seeds are fixed.
 
     A release's error depends most on its total where the noise is large against the table (a non-negative fit's
-    error grows with the counts it fits, less than in proportion), and the released total is itself a noisy one: a
-    world with the released total alone states too little where the total came out low (the release's total cannot
-    fall below 0, so a world near 0 errs less in its total than the truth's release did), and too much where it came
-    out high. So the world's total is varied by the basic bootstrap: `TOTAL_RUNS` releases of the (rounded) world, of
-    total T, give released totals T*; the `runs` simulated releases are each of the maximum-entropy table (before
-    rounding) scaled to max(0, 2 T - T*), the T* taken in turn, and rounded at random afresh; each run's error is
-    against its own world's margins. The runs reuse each T* (`runs` / `TOTAL_RUNS` times), so they are not
-    independent draws, and the quantile's probability k / (runs + 1) (`upper_order_statistic`) is approximate.
+    error grows with the counts it fits), and the released total T is a noisy one: the truth's total n is T less the
+    release's noise in its total, which is not known, but whose distribution is. So each run draws its noise first,
+    takes its own noise in the total (e: the total its fit pins, the best linear unbiased estimate from the noisy
+    blocks, less its world's total; 0 where the total is measured exactly) and releases the maximum-entropy table
+    (before rounding) scaled to max(0, T - e), rounded at random: every run releases about the release's own total
+    T from a world of a total n might have had. The figures are then those of a release of total T, which is known,
+    not of releases of any total. (Before, the world's total was reflected about the released totals of 20 releases
+    of the world, and each run's own total varied again about its world's: where the total's noise is large against
+    the table, the stated spread took in both, and the quantile covered more than its level.) The runs are
+    independent draws (each its own noise and world).
 
     That is one batch. A first batch (the pilot) estimates how many batches make the runs' mean error known to
     `MEAN_RELATIVE_SE` of itself, within caps (`audit_batches`): on a small table at small epsilon one batch's mean
     has a standard deviation up to a tenth of itself (`benchmarks/bench_error_model_seeds.py`). Where that is one,
     the pilot's figures are stated; else those of that many further batches, each with its own seeds (its own
-    rounding of the world, totals and noise), the pilot left out (a count chosen from the pilot would lean the mean
-    the pilot's way). The decision reads only the runs, so the figures stay a function of the release. The
-    validation benchmark (`benchmarks/bench_error_model.py`) measures them against realised errors.
+    noise and rounding), the pilot left out (a count chosen from the pilot would lean the mean the pilot's way).
+    The decision reads only the runs, so the figures stay a function of the release. The validation benchmark
+    (`benchmarks/bench_error_model.py`) measures them against realised errors.
 
     Parameters
     ----------
@@ -396,14 +410,14 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         # (`audit_batches`). Where that is more than one, the figures are those of that many further batches, the
         # pilot left out: a pilot whose runs happened to agree asks for fewer batches, and where the errors are skewed
         # such a pilot's mean is also high (rochdale's two-way margins at epsilon 0.05, with the pilot kept: the
-        # stated mean correlated -0.25 with the runs over 30 audit seeds, a scratch measurement of stop 40; 0.03 with
-        # it left out), so a mean that kept it would lean its way.
+        # stated mean correlated -0.25 with the runs over 30 audit seeds, a scratch measurement of stop 40 with the
+        # totals then reflected; 0.03 with it left out), so a mean that kept it would lean its way.
         pilot = _batch_of_runs(release.plan, fitted, runs=runs, seed=AUDIT_SEED)
         count = audit_batches(pilot, cells=fitted.size)
         batches = [pilot] if count == 1 else [_batch_of_runs(release.plan, fitted, runs=runs, seed=AUDIT_SEED + 2 * b)
                                               for b in range(1, count + 1)]
         errors = np.concatenate(batches)
-        described += TOTALS_REFLECTED + BATCHES_ADDED
+        described += TOTAL_CONDITIONED + BATCHES_ADDED
         return _summary(release.plan, errors, level=level, described=described), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
@@ -412,7 +426,7 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
 
 # The audit's runs come in batches, as many as make the runs' mean error's standard error at most MEAN_RELATIVE_SE of
 # itself (estimated from the first batch), at most MAX_BATCHES, and no more than MAX_SIMULATED_CELL_RUNS cells x runs
-# in the batches stated (the first batch, where left out, and each batch's fits for the totals come on top).
+# in the batches stated (the first batch, where left out, comes on top).
 MEAN_RELATIVE_SE = 0.03
 MAX_BATCHES = 32
 MAX_SIMULATED_CELL_RUNS = 2**21
@@ -423,14 +437,10 @@ BATCHES_ADDED = (f"; the runs came in batches, each with its own seeds, as many 
 
 def audit_batches(first: np.ndarray, *, cells: int) -> int:
     """How many batches the audit's simulation takes, from the (runs x margins) errors of its first batch
-    (`_batch_of_runs`): ceil((r / MEAN_RELATIVE_SE)^2), r the relative standard error (sd / sqrt(n) / mean) of
-    the batch's mean error (each run's mean over the margins), so that the mean of that many batches has about
-    MEAN_RELATIVE_SE; at least 1, at most MAX_BATCHES, and at most as many as keep cells x runs within
-    MAX_SIMULATED_CELL_RUNS.
-
-    A batch's runs share `TOTAL_RUNS` released totals, run i the (i mod TOTAL_RUNS)-th; where the total decides the
-    error, runs sharing one err alike, so the standard error is that of the means of the runs sharing each total
-    (n = TOTAL_RUNS such groups), not of the runs as if independent.
+    (`_batch_of_runs`): ceil((r / MEAN_RELATIVE_SE)^2), r the relative standard error (sd / sqrt(runs) / mean) of
+    the batch's mean error (each run's mean over the margins; the runs are independent), so that the mean of that
+    many batches has about MEAN_RELATIVE_SE; at least 1, at most MAX_BATCHES, and at most as many as keep cells x runs
+    within MAX_SIMULATED_CELL_RUNS.
 
     Parameters
     ----------
@@ -446,27 +456,46 @@ def audit_batches(first: np.ndarray, *, cells: int) -> int:
     """
     runs = len(first)
     per_run = first.mean(axis=1)
-    groups = min(TOTAL_RUNS, runs)
-    shared = np.array([per_run[i::groups].mean() for i in range(groups)])
     mean = per_run.mean()
     affordable = max(1, MAX_SIMULATED_CELL_RUNS // max(1, runs * cells))
-    if groups < 2 or mean <= 0:  # every run erred by 0: the mean is known
+    if runs < 2 or mean <= 0:  # every run erred by 0: the mean is known
         return 1
-    relative = shared.std(ddof=1) / np.sqrt(groups) / mean
+    relative = per_run.std(ddof=1) / np.sqrt(runs) / mean
     return int(min(MAX_BATCHES, affordable, max(1, ceil((relative / MEAN_RELATIVE_SE) ** 2 - 1e-9))))
 
 
 def _batch_of_runs(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.ndarray:
-    """One batch of the audit's simulation (`released_table_errors`): the world (`fitted` rounded at random), its
-    `TOTAL_RUNS` released totals T*, then `runs` releases of `fitted` scaled to max(0, 2 T - T*) and rounded at
-    random; the (runs x margins) L1 errors. Seeds: `seed` for the totals' noise, `seed + 1` for the runs' noise,
-    [seed, 1] and [seed, 2] for the roundings."""
-    world = _rounded_at_random(fitted, np.random.default_rng([seed, 1]))
-    _, released_totals = _simulated_runs(plan, [world] * TOTAL_RUNS, seed=seed, rounded=False)
-    totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
-    fitted_total = fitted.sum()
-    shape = fitted / fitted_total if fitted_total > 0 else fitted
+    """One batch of the audit's simulation (`released_table_errors`): `runs` releases, run i with the noise of
+    SimulationNoise(seed * RUN_SEED_STRIDE + i), of `fitted` (total T) scaled to max(0, T - e) and rounded at random
+    ([seed, 2]), e the run's noise in its total (`_noise_in_total`, learnt by drawing the same noise on `fitted`
+    rounded at random with [seed, 1]); the (runs x margins) L1 errors, each against its own world."""
+    from .noise import SimulationNoise
+    from .pipeline import measure
+
+    total = float(fitted.sum())
+    shape = fitted / total if total > 0 else fitted
+    at_total = _rounded_at_random(fitted, np.random.default_rng([seed, 1]))
     rng = np.random.default_rng([seed, 2])
-    worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
-    errors, _ = _simulated_runs(plan, worlds, seed=seed + 1, rounded=False)
+    worlds, drawn = [], []
+    for i in range(runs):
+        noise_seed = seed * RUN_SEED_STRIDE + i
+        noise = _noise_in_total(measure(plan, at_total, SimulationNoise(seed=noise_seed)), float(at_total.sum()))
+        world = _rounded_at_random(shape * max(0.0, total - noise), rng)
+        worlds.append(world)
+        drawn.append(measure(plan, world, SimulationNoise(seed=noise_seed)))  # the same noise, on the run's world
+    errors, _ = _simulated_runs(plan, worlds, rounded=False, drawn=drawn)
     return errors
+
+
+def _noise_in_total(measurements, world_total: float) -> float:
+    """The noise in the total a least-squares fit of `measurements` pins (the best linear unbiased estimate of n from
+    the noisy blocks, `measurements.best_total`), less the total of the table measured: 0 where the total is measured
+    exactly or no block carries it (the total is then not the release's noise)."""
+    from .measurements import EXACT, best_total
+
+    if any(b.distribution == EXACT for b in measurements.blocks):
+        return 0.0
+    try:
+        return best_total([b for b in measurements.blocks if b.distribution != EXACT]) - world_total
+    except TabreleaseError:
+        return 0.0
