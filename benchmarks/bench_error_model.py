@@ -7,10 +7,11 @@ For each frontier table, workload (the model's margins; every two-way margin) an
 drawn from the true table (seeded simulation noise, rounding as released):
 
 * N releases with the audit's figures, computed as the audit computes them: seeded releases by the same plan of
-  the released margins' world, its total varied as the release's own total varies (`error_model.released_table_errors`,
-  `error_model.released_world`), in as many batches of 60 as a first batch estimates make the runs' mean known to
-  3% (`error_model.audit_batches`). Their mean is the stated mean L1 error of a margin, their quantile
-  (`error_model.upper_order_statistic`: the 58th smallest of 60, the 286th of 300) the stated 95% quantile;
+  the released margins' world, each run's world of a total the truth's may have had given the release's total
+  (`error_model.released_table_errors`, `error_model.released_world`), in as many batches of 60 as a first batch
+  estimates make the runs' mean known to 3% (`error_model.audit_batches`). Their mean is the stated mean L1 error
+  of a margin, their quantile (`error_model.upper_order_statistic`: the 58th smallest of 60, the 286th of 300) the
+  stated 95% quantile;
 * M further releases of the true table, without the audit (a release is cheap, its audit is not): the realised mean
   L1 error of each margin.
 
@@ -124,8 +125,8 @@ def main() -> None:
         found = {(r["table"], r["workload"], r["epsilon"]): r for r in pool.map(point, tasks)}
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; per point "
           f"{args.releases} default releases each with the audit's simulation (releases of the released margins' "
-          f"world, its total varied as the release's total varies, in as many batches of {AUDIT_RUNS} as a first "
-          f"batch estimates make the runs' mean known to {MEAN_RELATIVE_SE:.0%}), "
+          f"world, each run's of a total the truth's may have had given the release's total, in as many batches of "
+          f"{AUDIT_RUNS} as a first batch estimates make the runs' mean known to {MEAN_RELATIVE_SE:.0%}), "
           f"and {args.truth_runs} further releases of the true table for the realised error; {len(tasks)} distinct "
           f"points; "
           f"{time.perf_counter() - start:.0f} s on {args.jobs} processes")

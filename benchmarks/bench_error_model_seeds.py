@@ -72,7 +72,7 @@ def main() -> None:
         rows = list(pool.map(point, [(p, args.seeds) for p in POINTS]))
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; one default "
           f"release per point (simulation noise, seed 7), its audit's simulation (batches of {error_model.AUDIT_RUNS} "
-          f"runs, {error_model.TOTAL_RUNS} for the totals, as many as a first batch estimates make the runs' mean "
+          f"runs, as many as a first batch estimates make the runs' mean "
           f"known to {error_model.MEAN_RELATIVE_SE:.0%}) at the audit's seed and at {args.seeds} others; "
           f"{time.perf_counter() - start:.0f} s on {args.jobs} processes")
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'audit seed':>12} {'mean of seeds':>14} {'sd':>10} "

@@ -42,7 +42,7 @@ timed(workflow, "prepare_release", "check and plan")
 timed(workflow, "preload_release_modules", "preload before the charge")
 timed(workflow, "run_plan", "measure, fit, round")
 timed(error_model, "released_table_errors",
-      f"audit: simulated fits (per batch {error_model.TOTAL_RUNS} for the total, then {error_model.AUDIT_RUNS})")
+      f"audit: simulated fits (batches of {error_model.AUDIT_RUNS})")
 timed(evaluation, "evaluate_release", "audit: evaluation in all")
 timed(bundle, "write_release_bundle", "write the bundle")
 seconds["start-up and imports"] = time.perf_counter() - start

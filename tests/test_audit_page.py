@@ -102,12 +102,13 @@ def test_a_large_released_total_is_written_whole_on_the_audit_page(tmp_path):
 
 
 def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(tmp_path):
-    """The page explains the simulation's varied total, and its batches of runs, where audit.json's reference says
-    so, and not for an audit written before (its reference without them), rendered again from the file."""
+    """The page explains how the simulation's total was chosen, and its batches of runs, where audit.json's
+    reference says so: the total conditioned on the release's; for an audit written before, rendered again from the
+    file, the reflected total it had (and its batches' grouped standard error), or nothing of either."""
     import json
 
     import tabrelease as tr
-    from tabrelease.error_model import BATCHES_ADDED, TOTALS_REFLECTED
+    from tabrelease.error_model import BATCHES_ADDED, TOTAL_CONDITIONED, TOTALS_REFLECTED
     from tabrelease.reports import render_audit_html
 
     out = tmp_path / "r"
@@ -115,11 +116,17 @@ def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(t
                        out)
     audit = json.loads((out / "internal" / "audit.json").read_text())
     simulated = audit["evaluation"]["simulated_errors"]
-    assert simulated["reference"].endswith(TOTALS_REFLECTED + BATCHES_ADDED)
-    explained, batched = "The world's total is varied from run to run", "The runs come in batches of 60"
+    assert simulated["reference"].endswith(TOTAL_CONDITIONED + BATCHES_ADDED)
+    conditioned, reflected = "Each run's world has a total the truth's may have had", "The world's total is varied"
+    batched, grouped = "The runs come in batches of 60", "the runs sharing a released total taken together"
     page = (out / "internal" / "audit.html").read_text()
-    assert explained in page and batched in page
-    simulated["reference"] = simulated["reference"][: -len(BATCHES_ADDED)]
-    assert explained in render_audit_html(audit) and batched not in render_audit_html(audit)
-    simulated["reference"] = simulated["reference"][: -len(TOTALS_REFLECTED)]
-    assert explained not in render_audit_html(audit) and "The world they are simulated on" in render_audit_html(audit)
+    assert conditioned in page and batched in page and reflected not in page and grouped not in page
+    base = simulated["reference"][: -len(TOTAL_CONDITIONED + BATCHES_ADDED)]
+    simulated["reference"] = base + TOTALS_REFLECTED + BATCHES_ADDED  # written at stop 40
+    older = render_audit_html(audit)
+    assert reflected in older and grouped in older and conditioned not in older
+    simulated["reference"] = base + TOTALS_REFLECTED  # before the batches
+    assert reflected in render_audit_html(audit) and batched not in render_audit_html(audit)
+    simulated["reference"] = base  # before the total was varied
+    page = render_audit_html(audit)
+    assert reflected not in page and conditioned not in page and "The world they are simulated on" in page

@@ -629,8 +629,8 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(row + "</tr>\n")
     out.append("</table>\n<p>")
     if sim:
-        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, TOTAL_RUNS,
-                                  TOTALS_REFLECTED)
+        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, TOTAL_CONDITIONED,
+                                  TOTAL_RUNS, TOTALS_REFLECTED)
 
         order = ""
         if sim.get("order_statistic"):
@@ -648,7 +648,18 @@ and the larger it is, the more the noise had to be corrected before any table co
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
                    "describe a table like that world, the smoothest table with the released margins (which carry "
                    "this release's noise, and the world's rounding besides), not the truth. ")
-        if TOTALS_REFLECTED in sim["reference"]:  # an audit written before the total was varied says nothing of it
+        if TOTAL_CONDITIONED in sim["reference"]:
+            out.append("Each run's world has a total the truth's may have had, given this release's total: the "
+                       "released total is noisy, and where the noise is large against the table it decides most of "
+                       "the error, so a world with the released total alone would state too little where that total "
+                       "came out low, and too much where it came out high. Each run draws its noise first, takes its "
+                       "own noise in the total (the total its fit pins, the best linear unbiased estimate from the "
+                       "noisy measurements, less its world's), and releases the table of greatest entropy (before "
+                       "rounding) scaled to the released total less that noise, or to 0 where that is negative, "
+                       "rounded at random afresh: every run releases about this release's total. Its error is taken "
+                       "against its own margins. ")
+        # Audits written before the total was conditioned on the release's reflected it about shared totals.
+        if TOTALS_REFLECTED in sim["reference"]:  # and one written before the total was varied says nothing of it
             out.append("The world's total is varied from run to run because the released total is noisy too, and "
                        "where the noise is large against the table it decides most of the error: a world with the "
                        "released total alone states too little where that total came out low, and too much where it "
@@ -659,8 +670,10 @@ and the larger it is, the more the noise had to be corrected before any table co
         if BATCHES_ADDED in sim["reference"]:  # nor does one written before the runs came in batches
             out.append(f"The runs come in batches of {t(AUDIT_RUNS)}, each with its own seeds. A first batch says "
                        "how many batches would make the runs' mean error (each run's mean over the margins) known to "
-                       f"{100 * MEAN_RELATIVE_SE:g}% of itself (its standard error, the runs sharing a released total "
-                       f"taken together), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
+                       f"{100 * MEAN_RELATIVE_SE:g}% of itself (its standard error"
+                       + (", the runs sharing a released total taken together" if TOTALS_REFLECTED in sim["reference"]
+                          else "")
+                       + f"), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
                        "is more than one, the figures are those of that many further batches, the first left out (a "
                        "number chosen from it would lean the mean its way). On a small table at small epsilon one "
                        "batch's mean can be off by a tenth. ")
