@@ -316,7 +316,7 @@ def test_where_the_first_batch_is_enough_its_runs_are_the_figures(monkeypatch):
     from tabrelease import error_model
     from tabrelease.error_model import upper_order_statistic
 
-    monkeypatch.setattr(error_model, "audit_batches", lambda first, cells: 1)
+    monkeypatch.setattr(error_model, "audit_batches", lambda first, cells, shared_totals: 1)
     released = np.array([[22, 1], [3, 17]])
     plan = plan_at((2, 2), [(0,), (1,)], 0.02)
     found, note = released_table_errors(_release_with(plan, released), level=0.95)
@@ -388,6 +388,111 @@ def test_the_audit_takes_as_many_batches_as_make_its_mean_known_to_3_percent_wit
     assert audit_batches(np.array([[10.0], [11.0], [10.0], [11.0], [10.0], [11.0], [10.0]]), cells=4) == 1
 
 
+@pytest.mark.parametrize("released, epsilon", [([[20, 0], [0, 20]], 0.2), ([[22, 1], [3, 17]], 0.02)])
+def test_where_the_total_is_not_a_linear_estimate_the_audit_reflects_it_about_shared_released_totals(
+        released, epsilon, monkeypatch):
+    """The reflected batch (`_reflected_batch`, for estimators whose total is not the least-squares fit's pinned
+    estimate; forced here on a least-squares plan). A released 2 x 2 table with its one-way margins: the
+    maximum-entropy table is row x column / n (by hand), and
+    the world is it rounded at random (`released_world`), of total T. The audit's figures are recomputed here
+    through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b): the world rounded with
+    [s, 1]; 20 releases of it (noise seed s) give released totals T*; 60 runs (noise seed s + 1) release the
+    maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
+    ([s, 2]), each run's error against its own world. Batch 0 is the pilot: r is the standard error of its runs'
+    mean error (each run's mean over the margins) over the 20 groups of runs sharing a T*, relative to the mean;
+    B = ceil((r / 3%)^2); here B > 1 in both cases, and the figures are those of batches 1 to B. The second case has
+    a world whose rounding moves its total and reflected totals below 0 (both checked), so that T, the clamp and
+    what is scaled are each held to the definition. The figures differ from a simulation on the world at its own
+    total."""
+    from math import ceil
+
+    from tabrelease import error_model
+    from tabrelease.error_model import TOTALS_REFLECTED, released_world, upper_order_statistic
+
+    monkeypatch.setattr(error_model, "conditions_on_total", lambda plan: False)
+    released = np.array(released)
+    plan = plan_at((2, 2), [(0,), (1,)], epsilon)
+    found, note = released_table_errors(_release_with(plan, released), level=0.95)
+    assert note is None and TOTALS_REFLECTED in found.reference
+    pilot, world, reflected = _reflected_batch_by_hand(plan, released, 0)
+    if epsilon < 0.1:
+        assert world.sum() != released.sum() and min(reflected) < 0  # the cases the definition's details decide
+    per_run = pilot.mean(axis=1)
+    groups = [per_run[i::20].mean() for i in range(20)]
+    count = ceil((np.std(groups, ddof=1) / np.sqrt(20) / per_run.mean() / 0.03) ** 2)
+    assert count > 1  # both cases take further batches: the one-batch path is the next test's
+    errors = np.concatenate([_reflected_batch_by_hand(plan, released, b)[0] for b in range(1, min(count, 32) + 1)])
+    assert found.runs == len(errors)
+    k = upper_order_statistic(len(errors), 0.95)
+    for i, g in enumerate(plan.margins):
+        assert found.mean_l1[g] == pytest.approx(errors[:, i].mean(), rel=1e-3)
+        assert found.quantile_l1[g] == pytest.approx(np.sort(errors[:, i])[k - 1], rel=1e-3)
+    on_world = simulate_errors(plan, released_world(plan, released)[0])
+    assert any(abs(on_world.mean_l1[g] - found.mean_l1[g]) > 0.01 * found.mean_l1[g] for g in plan.margins)
+
+
+def _reflected_batch_by_hand(plan, released, b: int):
+    """Reflected batch b of the audit's simulation of a 2 x 2 table with its one-way margins, through the public release
+    path: (the 60 runs' errors, the world, the reflected totals)."""
+    from tabrelease.error_model import TOTAL_RUNS, released_world
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.pipeline import run_plan
+    from tabrelease.planner import with_post_processing
+
+    n = released.sum()
+    smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
+    unrounded = with_post_processing(plan, rounding="none")
+    seed = 20261123 + 2 * b
+    world = released_world(plan, released, seed=seed)[0]
+    noise = SimulationNoise(seed=seed)
+    totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]
+    reflected = [2.0 * world.sum() - t for t in totals]
+    rng = np.random.default_rng([seed, 2])
+    noise = SimulationNoise(seed=seed + 1)
+    errors = []
+    for i in range(60):
+        expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
+        scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
+        release = run_plan(unrounded, scaled, noise)
+        errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
+                       for m, g in zip(release.released_margins, plan.margins)])
+    return np.array(errors), world, reflected
+
+
+def test_where_runs_share_released_totals_the_stopping_rule_groups_them():
+    """`audit_batches` of a reflected batch by hand: the pilot's runs are grouped by the released total they share
+    (run i in group i mod 20), the standard error of the groups' mean relative to the mean is r, and the batches are
+    ceil((r / 3%)^2), at least 1, at most 32 and within 2^21 cells fitted."""
+    from functools import partial
+
+    from tabrelease.error_model import audit_batches as ungrouped
+
+    audit_batches = partial(ungrouped, shared_totals=20)
+
+    steady = np.array([[10.0, 12.0], [11.0, 11.0], [12.0, 10.0]] * 20)  # every run's mean 11: standard error 0
+    assert audit_batches(steady, cells=4) == 1
+    # Groups 0-9 have mean 1, groups 10-19 mean 3 (runs i, i + 20 and i + 40 share a group): group sd 1.026,
+    # r = 1.026 / sqrt(20) / 2 = 0.1147, (r / 0.03)^2 = 14.6: 15 batches. As independent runs it would be 5.
+    shared = np.repeat([[1.0, 1.0], [3.0, 3.0]], 10, axis=0)
+    skewed = np.tile(shared, (3, 1))
+    assert audit_batches(skewed, cells=4) == 15
+    assert audit_batches(skewed * 7, cells=4) == 15  # relative: the same in any units
+    assert audit_batches(skewed[:, [0, 0, 0]], cells=4) == 15  # each run's mean over its margins
+    # Runs 0-19 err by 1, 20-39 by 3, 40-59 by 2: every group's mean is 2, so the mean is known (one batch); as
+    # independent runs (r = 5.3%), or grouped three by three in order, it would not be.
+    assert audit_batches(np.repeat([[1.0], [3.0], [2.0]], 20, axis=0), cells=4) == 1
+    assert audit_batches(skewed, cells=2**21 // 600) == 10  # 10 batches of 60 runs fit 2^21 cells; 11 do not
+    assert audit_batches(skewed, cells=2**21) == 1
+    wide = np.tile(np.repeat([[0.2], [3.8]], 10, axis=0), (3, 1))  # r = 0.2065: 47.4, capped at 32
+    assert audit_batches(wide, cells=4) == 32
+    assert audit_batches(np.zeros((60, 3)), cells=4) == 1  # every run erred by 0: the mean is known
+    # Fewer runs than shared totals: each run its own group (20 groups would leave some empty). 7 runs of 1, 3, 1,
+    # 3, 1, 3, 2: sd 1, r = 1 / sqrt(7) / 2 = 0.189, (r / 0.03)^2 = 39.7: capped at 32.
+    assert audit_batches(np.array([[1.0], [3.0], [1.0], [3.0], [1.0], [3.0], [2.0]]), cells=4) == 32
+    # 7 runs of 10, 11, 10, 11, ...: sd 0.5345, r = 0.5345 / sqrt(7) / 10.43 = 0.0194: one batch.
+    assert audit_batches(np.array([[10.0], [11.0], [10.0], [11.0], [10.0], [11.0], [10.0]]), cells=4) == 1
+
+
 @pytest.mark.parametrize("failure", [ValueError, np.linalg.LinAlgError, ZeroDivisionError])
 def test_an_audit_simulation_that_fails_is_recorded_not_raised(monkeypatch, failure):
     """The release was drawn before its audit: a fit in the simulation that raises (numpy's LinAlgError is a
@@ -421,3 +526,25 @@ def test_a_runs_noise_in_its_total_is_the_noise_in_the_total_its_fit_pins(shape,
     assert in_total != 0 and in_total == pytest.approx(released - table.sum(), abs=1e-6)
     public = with_post_processing(plan_at(shape, margins, 0.5, options={"public_total": True}), rounding="none")
     assert _noise_in_total(measure(public, table, SimulationNoise(seed=3)), float(table.sum())) == 0.0
+
+
+def test_the_audit_conditions_on_the_total_only_where_the_fit_pins_a_linear_estimate_of_it():
+    """Least squares (the default planned mechanism, HDMM's marginals) pins the total to the best linear unbiased
+    estimate from noise drawn the same on any table: its audit conditions on the released total. The paper's LP,
+    the cells as measured, the copula's and RAP's syntheses and randomized response do not (their totals are other
+    functions of the noise, or their noise depends on the table): their audits reflect the total, and say so."""
+    from tabrelease.error_model import BATCHES_ADDED, TOTAL_CONDITIONED, TOTALS_REFLECTED, conditions_on_total
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.pipeline import run_plan
+
+    shape, margins = (2, 3, 2), [(0, 1), (1, 2)]
+    for mechanism in ("planned", "hdmm-marginals"):
+        assert conditions_on_total(plan_at(shape, margins, 1.0, mechanism=mechanism))
+    for mechanism, settings in [("efron-stein", {}), ("cells", {}), ("gaussian-copula", {}),
+                                ("randomized-response", {}), ("rap", {"delta": 1e-6})]:
+        assert not conditions_on_total(plan_at(shape, margins, 1.0, mechanism=mechanism, **settings)), mechanism
+    table = np.random.default_rng(2).integers(0, 30, size=shape)
+    for mechanism, said in [("planned", TOTAL_CONDITIONED), ("efron-stein", TOTALS_REFLECTED)]:
+        plan = plan_at(shape, margins, 1.0, mechanism=mechanism)
+        found, note = released_table_errors(run_plan(plan, table, SimulationNoise(seed=4)), level=0.95)
+        assert note is None and found.reference.endswith(said + BATCHES_ADDED), mechanism

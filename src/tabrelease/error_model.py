@@ -155,6 +155,8 @@ def _simulated_runs(plan, worlds: list, *, seed: int | None = None, rounded: boo
     # rest in threads where the estimator allows (Clarabel's solve runs without the GIL), each thread taking a
     # contiguous share of the runs in order, so the figures are the same on any number of CPUs.
     if drawn is None:
+        if seed is None:  # an unseeded source would draw from the operating system: the figures would not replay
+            raise TabreleaseError("a simulation draws its noise from a seed, or is given its measurements")
         noise = SimulationNoise(seed=seed)
         drawn = [measure(plan, world, noise) for world in worlds]
     stop = threading.Event()  # set when the caller is interrupted: each thread stops at its next run
@@ -277,18 +279,19 @@ def _table_of_plan(plan, table, what: str) -> np.ndarray:
 
 WORLD_IPF_CYCLES = 300
 RELEASED_WORLD = "the released margins' world (the maximum-entropy table with the released margins, rounded at random)"
-# What audits written before the total was conditioned on the release's said of their runs (each world's total
-# reflected about a shared released total of TOTAL_RUNS releases of the world): the audit page still explains it
-# where an older audit.json is rendered again.
+# Where the release's total is not the least-squares fit's pinned total of linear noisy blocks (the paper's LP, the
+# copula's and RAP's syntheses, randomized response), a run cannot learn its noise in the total from a replay of its
+# noise, and the world's total is reflected instead: about the released totals of TOTAL_RUNS releases of the world,
+# which the runs share (`_reflected_batch`). Audits of least-squares releases written before 75c92d6 did so too.
 TOTAL_RUNS = 20
 TOTALS_REFLECTED = ("; the world's total varied run by run as the release's own total varies about the truth (twice "
                     "the world's total less that of a simulated release of the world, at least 0)")
 # Run i of a batch with seed s draws its noise from SimulationNoise(s * RUN_SEED_STRIDE + i) (twice: once to learn its
-# noise in the total, once for its world; `_batch_of_runs`).
+# noise in the total, once for its world; `_conditioned_batch`).
 RUN_SEED_STRIDE = 2**20
 TOTAL_CONDITIONED = ("; each run's world of the total the truth's may have had, given the release's total: the released "
-                     "total less the run's own noise in its total, at least 0, so that each run releases about the "
-                     "released total")
+                     "total less the run's own noise in its total, at least 0, so that each run whose world is not "
+                     "clamped at 0 releases about the released total")
 
 
 def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
@@ -365,23 +368,26 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
 
     A release's error depends most on its total where the noise is large against the table (a non-negative fit's
     error grows with the counts it fits), and the released total T is a noisy one: the truth's total n is T less the
-    release's noise in its total, which is not known, but whose distribution is. So each run draws its noise first,
-    takes its own noise in the total (e: the total its fit pins, the best linear unbiased estimate from the noisy
-    blocks, less its world's total; 0 where the total is measured exactly) and releases the maximum-entropy table
-    (before rounding) scaled to max(0, T - e), rounded at random: every run releases about the release's own total
-    T from a world of a total n might have had. The figures are then those of a release of total T, which is known,
-    not of releases of any total. (Before, the world's total was reflected about the released totals of 20 releases
-    of the world, and each run's own total varied again about its world's: where the total's noise is large against
-    the table, the stated spread took in both, and the quantile covered more than its level.) The runs are
-    independent draws (each its own noise and world).
+    release's noise in its total, which is not known, but whose distribution is. Where the estimator is least
+    squares (its total pinned to the best linear unbiased estimate from linear noisy blocks, or to a public total;
+    `conditions_on_total`), each run draws its noise first, takes its own noise in the total (e: that estimate less
+    its world's total; 0 where the total is public) and releases, with the same noise, the maximum-entropy table
+    (before rounding) scaled to max(0, T - e), rounded at random: every run whose T - e is not clamped at 0 releases
+    about T, from a world of a total n might have had (`_conditioned_batch`). The figures are then those of a release
+    of total T, which is known, not of releases of any total; the runs are independent draws. Other estimators' totals
+    are no such estimate (the LP's, the syntheses'), or their noise is not the same on another world (RAP's noisy
+    choices, randomized response), so there the world's total is reflected (`_reflected_batch`): `TOTAL_RUNS`
+    releases of the world give released totals T*, and the runs release the maximum-entropy table scaled to
+    max(0, 2 T - T*), the T* in turn, each run's own total varying again about its world's; the runs share the T*.
+    The reference string says which was done.
 
     That is one batch. A first batch (the pilot) estimates how many batches make the runs' mean error known to
     `MEAN_RELATIVE_SE` of itself, within caps (`audit_batches`): on a small table at small epsilon one batch's mean
-    has a standard deviation up to a tenth of itself (`benchmarks/bench_error_model_seeds.py`). Where that is one,
-    the pilot's figures are stated; else those of that many further batches, each with its own seeds (its own
-    noise and rounding), the pilot left out (a count chosen from the pilot would lean the mean the pilot's way).
-    The decision reads only the runs, so the figures stay a function of the release. The validation benchmark
-    (`benchmarks/bench_error_model.py`) measures them against realised errors.
+    is not that precise (`benchmarks/bench_error_model_seeds.py` measures the spread of the stated mean over audit
+    seeds). Where that is one, the pilot's figures are stated; else those of that many further batches, each with
+    its own seeds (its own noise and rounding), the pilot left out (a count chosen from the pilot would lean the mean
+    the pilot's way). The decision reads only the runs, so the figures stay a function of the release. The
+    validation benchmark (`benchmarks/bench_error_model.py`) measures them against realised errors.
 
     Parameters
     ----------
@@ -412,12 +418,14 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         # such a pilot's mean is also high (rochdale's two-way margins at epsilon 0.05, with the pilot kept: the
         # stated mean correlated -0.25 with the runs over 30 audit seeds, a scratch measurement of stop 40 with the
         # totals then reflected; 0.03 with it left out), so a mean that kept it would lean its way.
-        pilot = _batch_of_runs(release.plan, fitted, runs=runs, seed=AUDIT_SEED)
-        count = audit_batches(pilot, cells=fitted.size)
-        batches = [pilot] if count == 1 else [_batch_of_runs(release.plan, fitted, runs=runs, seed=AUDIT_SEED + 2 * b)
+        conditioned = conditions_on_total(release.plan)
+        batch = _conditioned_batch if conditioned else _reflected_batch
+        pilot = batch(release.plan, fitted, runs=runs, seed=AUDIT_SEED)
+        count = audit_batches(pilot, cells=fitted.size, shared_totals=None if conditioned else TOTAL_RUNS)
+        batches = [pilot] if count == 1 else [batch(release.plan, fitted, runs=runs, seed=AUDIT_SEED + 2 * b)
                                               for b in range(1, count + 1)]
         errors = np.concatenate(batches)
-        described += TOTAL_CONDITIONED + BATCHES_ADDED
+        described += (TOTAL_CONDITIONED if conditioned else TOTALS_REFLECTED) + BATCHES_ADDED
         return _summary(release.plan, errors, level=level, described=described), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
@@ -435,12 +443,16 @@ BATCHES_ADDED = (f"; the runs came in batches, each with its own seeds, as many 
                  "that asked for more than one, the first batch is not among them)")
 
 
-def audit_batches(first: np.ndarray, *, cells: int) -> int:
-    """How many batches the audit's simulation takes, from the (runs x margins) errors of its first batch
-    (`_batch_of_runs`): ceil((r / MEAN_RELATIVE_SE)^2), r the relative standard error (sd / sqrt(runs) / mean) of
-    the batch's mean error (each run's mean over the margins; the runs are independent), so that the mean of that
-    many batches has about MEAN_RELATIVE_SE; at least 1, at most MAX_BATCHES, and at most as many as keep cells x runs
-    within MAX_SIMULATED_CELL_RUNS.
+def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = None) -> int:
+    """How many batches the audit's simulation takes, from the (runs x margins) errors of its first batch:
+    ceil((r / MEAN_RELATIVE_SE)^2), r the relative standard error (sd / sqrt(n) / mean) of the batch's mean error
+    (each run's mean over the margins), so that the mean of that many batches has about MEAN_RELATIVE_SE; at least 1,
+    at most MAX_BATCHES, and at most as many as keep cells x runs within MAX_SIMULATED_CELL_RUNS.
+
+    The runs of a conditioned batch (`_conditioned_batch`) are independent: n is the runs. Those of a reflected
+    batch (`_reflected_batch`) share `shared_totals` released totals, run i the (i mod shared_totals)-th; where the
+    total decides the error, runs sharing one err alike, so the standard error is that of the means of the runs
+    sharing each total (n = shared_totals such groups, or the runs where they are fewer).
 
     Parameters
     ----------
@@ -448,6 +460,8 @@ def audit_batches(first: np.ndarray, *, cells: int) -> int:
         (runs x margins) L1 errors of the first batch.
     cells : int
         Cells of the table each run fits.
+    shared_totals : int, optional
+        How many released totals the runs share, in turn (None: independent runs).
 
     Returns
     -------
@@ -456,19 +470,47 @@ def audit_batches(first: np.ndarray, *, cells: int) -> int:
     """
     runs = len(first)
     per_run = first.mean(axis=1)
+    groups = runs if shared_totals is None else min(shared_totals, runs)
+    means = np.array([per_run[i::groups].mean() for i in range(groups)])
     mean = per_run.mean()
     affordable = max(1, MAX_SIMULATED_CELL_RUNS // max(1, runs * cells))
-    if runs < 2 or mean <= 0:  # every run erred by 0: the mean is known
+    if groups < 2 or mean <= 0:  # every run erred by 0: the mean is known
         return 1
-    relative = per_run.std(ddof=1) / np.sqrt(runs) / mean
+    relative = means.std(ddof=1) / np.sqrt(groups) / mean
     return int(min(MAX_BATCHES, affordable, max(1, ceil((relative / MEAN_RELATIVE_SE) ** 2 - 1e-9))))
 
 
-def _batch_of_runs(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.ndarray:
-    """One batch of the audit's simulation (`released_table_errors`): `runs` releases, run i with the noise of
-    SimulationNoise(seed * RUN_SEED_STRIDE + i), of `fitted` (total T) scaled to max(0, T - e) and rounded at random
-    ([seed, 2]), e the run's noise in its total (`_noise_in_total`, learnt by drawing the same noise on `fitted`
-    rounded at random with [seed, 1]); the (runs x margins) L1 errors, each against its own world."""
+def conditions_on_total(plan) -> bool:
+    """Whether the audit's runs condition on the release's total (`_conditioned_batch`): the plan's estimator is
+    least squares, which pins the total to the best linear unbiased estimate from its linear noisy blocks (or to a
+    public total), and those blocks' noise is drawn the same whatever the table (additive noise of fixed scales).
+    Else the world's total is reflected (`_reflected_batch`)."""
+    from .estimate import LeastSquares
+
+    return isinstance(plan.estimator, LeastSquares)
+
+
+def _reflected_batch(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.ndarray:
+    """One reflected batch of the audit's simulation (`released_table_errors`): the world (`fitted` rounded at
+    random), its `TOTAL_RUNS` released totals T*, then `runs` releases of `fitted` scaled to max(0, 2 T - T*) and
+    rounded at random; the (runs x margins) L1 errors. Seeds: `seed` for the totals' noise, `seed + 1` for the runs'
+    noise, [seed, 1] and [seed, 2] for the roundings."""
+    world = _rounded_at_random(fitted, np.random.default_rng([seed, 1]))
+    _, released_totals = _simulated_runs(plan, [world] * TOTAL_RUNS, seed=seed, rounded=False)
+    totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
+    fitted_total = fitted.sum()
+    shape = fitted / fitted_total if fitted_total > 0 else fitted
+    rng = np.random.default_rng([seed, 2])
+    worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
+    errors, _ = _simulated_runs(plan, worlds, seed=seed + 1, rounded=False)
+    return errors
+
+
+def _conditioned_batch(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.ndarray:
+    """One conditioned batch of the audit's simulation (`released_table_errors`): `runs` releases, run i with the
+    noise of SimulationNoise(seed * RUN_SEED_STRIDE + i), of `fitted` (total T) scaled to max(0, T - e) and rounded
+    at random ([seed, 2]), e the run's noise in its total (`_noise_in_total`, learnt by drawing the same noise on
+    `fitted` rounded at random with [seed, 1]); the (runs x margins) L1 errors, each against its own world."""
     from .noise import SimulationNoise
     from .pipeline import measure
 
@@ -489,13 +531,16 @@ def _batch_of_runs(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.ndar
 
 def _noise_in_total(measurements, world_total: float) -> float:
     """The noise in the total a least-squares fit of `measurements` pins (the best linear unbiased estimate of n from
-    the noisy blocks, `measurements.best_total`), less the total of the table measured: 0 where the total is measured
-    exactly or no block carries it (the total is then not the release's noise)."""
+    the noisy blocks, `measurements.best_total`), less the total of the table measured; 0 where the total is measured
+    exactly (public). Only for plans that `conditions_on_total`.
+
+    Raises
+    ------
+    TabreleaseError
+        No block carries the total (the least-squares fit itself would refuse such measurements).
+    """
     from .measurements import EXACT, best_total
 
     if any(b.distribution == EXACT for b in measurements.blocks):
         return 0.0
-    try:
-        return best_total([b for b in measurements.blocks if b.distribution != EXACT]) - world_total
-    except TabreleaseError:
-        return 0.0
+    return best_total([b for b in measurements.blocks if b.distribution != EXACT]) - world_total

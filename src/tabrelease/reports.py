@@ -656,9 +656,10 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "own noise in the total (the total its fit pins, the best linear unbiased estimate from the "
                        "noisy measurements, less its world's), and releases the table of greatest entropy (before "
                        "rounding) scaled to the released total less that noise, or to 0 where that is negative, "
-                       "rounded at random afresh: every run releases about this release's total. Its error is taken "
+                       "rounded at random afresh: every run whose world is not clamped at 0 releases about this "
+                       "release's total (the least-squares fit pins its total to that estimate). Its error is taken "
                        "against its own margins. ")
-        # Audits written before the total was conditioned on the release's reflected it about shared totals.
+        # Audits of estimators other than least squares, and those written before 75c92d6, reflect it instead.
         if TOTALS_REFLECTED in sim["reference"]:  # and one written before the total was varied says nothing of it
             out.append("The world's total is varied from run to run because the released total is noisy too, and "
                        "where the noise is large against the table it decides most of the error: a world with the "
@@ -676,7 +677,7 @@ and the larger it is, the more the noise had to be corrected before any table co
                        + f"), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
                        "is more than one, the figures are those of that many further batches, the first left out (a "
                        "number chosen from it would lean the mean its way). On a small table at small epsilon one "
-                       "batch's mean can be off by a tenth. ")
+                       "batch's mean is not that precise. ")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
     level = f"{100 * (1 - e['bound_delta']):g}"
