@@ -484,7 +484,17 @@ def conditions_on_total(plan) -> bool:
     """Whether the audit's runs condition on the release's total (`_conditioned_batch`): the plan's estimator is
     least squares, which pins the total to the best linear unbiased estimate from its linear noisy blocks (or to a
     public total), and those blocks' noise is drawn the same whatever the table (additive noise of fixed scales).
-    Else the world's total is reflected (`_reflected_batch`)."""
+    Else the world's total is reflected (`_reflected_batch`).
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The release's plan (its estimator).
+
+    Returns
+    -------
+    bool
+    """
     from .estimate import LeastSquares
 
     return isinstance(plan.estimator, LeastSquares)
