@@ -130,3 +130,24 @@ def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(t
     simulated["reference"] = base  # before the total was varied
     page = render_audit_html(audit)
     assert reflected not in page and conditioned not in page and "The world they are simulated on" in page
+
+
+def test_the_page_says_a_released_total_is_exact_only_where_it_is(tmp_path):
+    """A public total is released exactly: the page says so, not "over by 0 (0.0%)"; a noisy total's page gives its
+    direction and size, from audit.json's n and n'."""
+    import json
+
+    import tabrelease as tr
+
+    for name, options in [("public", {"public_total": True}), ("noisy", {})]:
+        out = tmp_path / name
+        tr.publish_release(tr.builtin_table("czech"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=3,
+                                                                      options=options), out)
+        audit = json.loads((out / "internal" / "audit.json").read_text())
+        n, released = audit["evaluation"]["n"], audit["evaluation"]["n_released"]
+        page = (out / "internal" / "audit.html").read_text()
+        if name == "public":
+            assert n == released and "states the population's size exactly" in page and "by 0 (" not in page
+        else:
+            assert n != released and "states the population's size exactly" not in page
+            assert f"{'over' if released > n else 'under'} by {abs(released - n):g} (" in page

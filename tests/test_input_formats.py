@@ -83,7 +83,7 @@ def test_a_ragged_row_is_one_line_naming_the_row(tmp_path, capsys):
     path = tmp_path / "ragged.csv"
     path.write_text("a,b,count\n0,0,1\n0,1,2,9\n1,0,3\n1,1,4\n", encoding="utf-8")
     err = _cli_error(["fit", str(path)], capsys)
-    assert "row 3 has 4 fields where the header has 3" in err
+    assert "data row 2 has 4 fields where the header has 3" in err
     assert "9" not in err.replace(str(path), "")  # the stray value is not echoed
 
 

@@ -113,7 +113,10 @@ def check_release_destination(out, force: bool) -> Path:
         listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise TabreleaseError(f"{out} is not a release folder (it holds {listed}); --force replaces only a release; "
                               "choose another --out")
-    if not out.resolve().parent.is_dir():
+    parent = out.resolve().parent
+    if parent.exists() and not parent.is_dir():
+        raise TabreleaseError(f"the parent of {out} is a file, not a folder")
+    if not parent.is_dir():
         raise TabreleaseError(f"the parent folder of {out} does not exist")
     return out
 

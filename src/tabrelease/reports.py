@@ -564,10 +564,12 @@ coefficients) in coefficient units.</p>
     n, n_released = e["n"], e["n_released"]
     direction = "over" if n_released >= n else "under"
     released, off = _count_text(n_released), _count_text(abs(n_released - n))
+    stated = ("so the release states the population's size exactly" if n_released == n else
+              f"so the release states the population's size {direction} by {off} "
+              f"({100 * abs(n_released - n) / max(n, 1):.1f}%)")
     out.append(f"""<table>
 <tr><th>sample size n → n'</th><td>{t(n)} → {released}: the released margins sum to {released} people \
-where the table has {t(n)}, so the release states the population's size {direction} by {off} \
-({100 * abs(n_released - n) / max(n, 1):.1f}%).</td></tr>
+where the table has {t(n)}, {stated}.</td></tr>
 """)
     if a.get("lp"):
         lp = a["lp"]

@@ -185,9 +185,13 @@ def table_from_frame(
     )
     if complete and len(frame) != cells:
         missing = cells - len(frame)
+        listed = np.zeros(shape, dtype=bool)
+        listed[index] = True
+        first = np.argwhere(~listed)[0]  # the listed cells are distinct (duplicates were refused): one is missing
+        named = {var: str(lv[i]) for var, lv, i in zip(variables, level_lists, first)}
         raise TabreleaseError(
-            f"the long table lists {len(frame)} of {cells} cells ({missing} missing); list every cell, zeros "
-            "included, or say the table is sparse (--sparse, complete=False)"
+            f"the long table lists {len(frame)} of {cells} cells ({missing} missing, the first {named}); list every "
+            "cell, zeros included, or say the table is sparse (--sparse, complete=False)"
         )
     array = np.zeros(shape, dtype=np.int64)
     array[index] = counts
@@ -548,13 +552,13 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
     for number, row in enumerate(rows[1:], start=2):
         extra = row[width:]
         if any(extra):
-            raise TabreleaseError(f"{path}: row {number} has {len(row)} fields where the header has {width} "
+            raise TabreleaseError(f"{path}: data row {number - 1} has {len(row)} fields where the header has {width} "
                                   f"(is {hint} right?)")
         row = row[:width]
         if not any(row):
-            raise TabreleaseError(f"{path}: row {number} is blank (only trailing blank rows are allowed)")
+            raise TabreleaseError(f"{path}: data row {number - 1} is blank (only trailing blank rows are allowed)")
         if len(row) < width:
-            raise TabreleaseError(f"{path}: row {number} has {len(row)} fields where the header has {width} "
+            raise TabreleaseError(f"{path}: data row {number - 1} has {len(row)} fields where the header has {width} "
                                   f"(is {hint} right?)")
         body.append(row)
     names = header[:width]
