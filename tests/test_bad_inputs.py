@@ -97,7 +97,7 @@ CLI_CASES = [
     ("duplicate cell", _csv(GOOD + "1,1,2\n"), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
      "duplicate cell {'A': '1', 'B': '1'}"),
     ("missing cell", _csv("A,B,count\n0,0,3\n0,1,1\n1,0,2\n"), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
-     "the long table lists 3 of 4 cells (1 missing, the first {'A': '1', 'B': '1'})"),
+     "the long table lists 3 of 4 cells (1 missing)"),
     ("one-level variable", _csv("A,B,count\n0,0,3\n0,1,1\n"), ["fit", "t.csv"],
      "variable 'A' has only one level"),
     ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"], "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
@@ -254,7 +254,7 @@ API_CASES = [
     ("one-level variable", lambda: table_from_frame(pd.DataFrame({"a": ["x", "x"], "b": ["p", "q"], "count": [1, 2]})),
      "variable 'a' has only one level"),
     ("sparse table without complete=False", lambda: table_from_frame(
-        pd.DataFrame({"a": ["x", "y"], "b": ["p", "q"], "count": [4, 1]})), "lists 2 of 4 cells (2 missing, the first {'a': 'x', 'b': 'q'})"),
+        pd.DataFrame({"a": ["x", "y"], "b": ["p", "q"], "count": [4, 1]})), "lists 2 of 4 cells (2 missing)"),
     ("microdata value outside the given levels", lambda: table_from_microdata(
         pd.DataFrame({"sex": ["f", "m", "f", "f"], "region": ["n", "s", "s", "s"]}), levels={"region": ["n"]}),
      "variable 'region' has values ['s'] that are not among its levels ['n']"),

@@ -185,13 +185,11 @@ def table_from_frame(
     )
     if complete and len(frame) != cells:
         missing = cells - len(frame)
-        listed = np.zeros(shape, dtype=bool)
-        listed[index] = True
-        first = np.argwhere(~listed)[0]  # the listed cells are distinct (duplicates were refused): one is missing
-        named = {var: str(lv[i]) for var, lv, i in zip(variables, level_lists, first)}
+        # Which cells are missing is not said: a cell left out of a full listing is most often an empty one, and an
+        # error message says nothing of the confidential counts.
         raise TabreleaseError(
-            f"the long table lists {len(frame)} of {cells} cells ({missing} missing, the first {named}); list every "
-            "cell, zeros included, or say the table is sparse (--sparse, complete=False)"
+            f"the long table lists {len(frame)} of {cells} cells ({missing} missing); list every cell, zeros "
+            "included, or say the table is sparse (--sparse, complete=False)"
         )
     array = np.zeros(shape, dtype=np.int64)
     array[index] = counts
