@@ -639,17 +639,22 @@ and the larger it is, the more the noise had to be corrected before any table co
             k, runs = sim["order_statistic"], sim["runs"]
             order = (f" (order statistic {t(k)} of {t(runs)}: a further release's error is at most it with "
                      f"probability {t(k)}/{t(runs + 1)}; not a bound)")
-        out.append(f"The simulated figures are those of {t(sim['runs'])} releases of {t(sim['reference'])} by the "
-                   "same plan (the same noise scales and estimator, fixed seeds; rounding, which keeps each cell "
-                   f"within 1 of the fit, not simulated): the mean and the {100 * sim['level']:g}% quantile of each "
-                   f"margin's L1 error{order}. They take non-negativity into account, and read nothing confidential "
-                   "(post-processing of the release: the margins of the released table, "
-                   "<code>internal/released_table.csv</code>, with the plan in <code>public/release.json</code>). "
+        # The reference's parts on the total and the batches are explained in paragraphs of their own below.
+        world = sim["reference"]
+        for part in (TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
+            world = world.replace(part, "")
+        out.append(f"<b>The simulated error</b> is the mean and the {100 * sim['level']:g}% quantile of each "
+                   f"margin's L1 error over {t(sim['runs'])} simulated releases by the same plan{order}, of "
+                   f"{t(world)}. They take non-negativity into account and read nothing confidential. "
+                   "</p>\n<p>The runs use the same noise scales and estimator with fixed seeds; rounding, which "
+                   "keeps each cell within 1 of the fit, is not simulated. They are post-processing of the release: "
+                   "the margins of the released table, <code>internal/released_table.csv</code>, with the plan in "
+                   "<code>public/release.json</code>. "
                    "The world they are simulated on is the table of greatest entropy with the released margins "
                    "(fitted by IPF), rounded at random to counts with fixed seeds: what the released table holds "
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
                    "describe a table like that world, the smoothest table with the released margins (which carry "
-                   "this release's noise, and the world's rounding besides), not the truth. ")
+                   "this release's noise, and the world's rounding besides), not the truth.</p>\n<p>")
         if TOTAL_CONDITIONED in sim["reference"]:
             out.append("Each run's world has a total the truth's may have had, given this release's total: the "
                        "released total is noisy, and where the noise is large against the table it decides most of "
@@ -660,7 +665,7 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "rounding) scaled to the released total less that noise, or to 0 where that is negative, "
                        "rounded at random afresh: every run whose world is not clamped at 0 releases about this "
                        "release's total (the least-squares fit pins its total to that estimate). Its error is taken "
-                       "against its own margins. ")
+                       "against its own margins.</p>\n<p>")
         # Audits of estimators other than least squares, and those written before 75c92d6, reflect it instead.
         if TOTALS_REFLECTED in sim["reference"]:  # and one written before the total was varied says nothing of it
             out.append("The world's total is varied from run to run because the released total is noisy too, and "
@@ -669,7 +674,7 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "came out high. Each run's world is the table of greatest entropy (before rounding) scaled to "
                        "twice the world's total less the released total of one of "
                        f"{t(TOTAL_RUNS)} releases of the world, or to 0 where that is negative (the basic bootstrap), "
-                       "rounded at random afresh; its error is taken against its own margins. ")
+                       "rounded at random afresh; its error is taken against its own margins.</p>\n<p>")
         if BATCHES_ADDED in sim["reference"]:  # nor does one written before the runs came in batches
             out.append(f"The runs come in batches of {t(AUDIT_RUNS)}, each with its own seeds. A first batch says "
                        "how many batches would make the runs' mean error (each run's mean over the margins) known to "
@@ -679,7 +684,7 @@ and the larger it is, the more the noise had to be corrected before any table co
                        + f"), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
                        "is more than one, the figures are those of that many further batches, the first left out (a "
                        "number chosen from it would lean the mean its way). On a small table at small epsilon one "
-                       "batch's mean is not that precise. ")
+                       "batch's mean is not that precise.</p>\n<p>")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
     level = f"{100 * (1 - e['bound_delta']):g}"
