@@ -282,8 +282,8 @@ def test_verify_json_of_an_intact_ledger_is_one_document(tmp_path, capsys):
     ("{", "not valid JSON", 2),
     ('{"version": 2}', "damaged", 6),
     ('{"version": 2, "key_id": "x", "records": {}, "head": {}}', "damaged", 6),
-    ('{"version": 1, "budgets": {}, "entries": []}', "version 3", 2),
-    ('[1, 2]', "version 3", 2),
+    ('{"version": 1, "budgets": {}, "entries": []}', "version 2 or 3 (it has another version)", 2),
+    ('[1, 2]', "its JSON is a list or a value, not a ledger", 2),
 ])
 def test_a_damaged_ledger_gives_one_line(tmp_path, capsys, content, expected, status):
     ledger = new_ledger(tmp_path)

@@ -296,8 +296,14 @@ def _load(path: Path) -> dict:
         raise TabreleaseError(f"{path} is not a tabrelease ledger (not valid JSON)") from None
     except RecursionError:  # the JSON parser follows nesting by recursion
         raise TabreleaseError(f"{path} is not a tabrelease ledger (it nests too deeply to read)") from None
-    if not isinstance(data, dict) or data.get("version") not in READABLE_VERSIONS:
-        raise TabreleaseError(f"{path} is not a tabrelease ledger of version {LEDGER_VERSION}")
+    if not isinstance(data, dict):
+        raise TabreleaseError(f"{path} is not a tabrelease ledger (its JSON is a list or a value, not a ledger)")
+    if data.get("version") not in READABLE_VERSIONS:
+        # Say which versions are read, not what the file holds beyond its version: a ledger's contents stay out of
+        # error messages.
+        readable = " or ".join(map(str, READABLE_VERSIONS))
+        found = "no version" if "version" not in data else "another version"
+        raise TabreleaseError(f"{path} is not a tabrelease ledger of version {readable} (it has {found})")
     if not isinstance(data.get("records"), list) or not isinstance(data.get("key_id"), str) \
             or not isinstance(data.get("head"), dict) \
             or (data["version"] >= 3 and not isinstance(data.get("ledger_id"), str)):
