@@ -428,3 +428,12 @@ def test_ledger_init_with_json_prints_one_json_document(tmp_path, capsys):
     assert main(["ledger", "init", str(ledger), "--json"]) == 0
     made = json.loads(capsys.readouterr().out)
     assert made["ledger"].endswith("made.json") and made["key"] == made["ledger"] + ".key" and ledger.exists()
+
+
+def test_the_ledger_commands_usage_names_its_words_once(capsys):
+    """argparse's own usage for a repeatable positional printed "[init|verify|show] FILE [[init|verify|show] FILE
+    ...]" (a new user's trial): the usage line is written out."""
+    with pytest.raises(SystemExit) as done:
+        main(["ledger", "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.splitlines()[0] == "usage: tabrelease ledger [init|verify|show] FILE [options]"

@@ -11,6 +11,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "ledger",
         help="make (init), verify or show a privacy ledger; set a dataset's budget",
+        # argparse would print the positional words twice ("[init|verify|show] FILE [[init|verify|show] FILE ...]")
+        usage="tabrelease ledger [init|verify|show] FILE [options]",
         description="A privacy ledger records every release made with `release --ledger FILE` against the dataset it "
         "is drawn from. `ledger init FILE` makes a new ledger and its key (FILE.key, owner-only); `ledger verify FILE` "
         "checks its chain of MACs (an edited, deleted or reordered record is found); `ledger FILE` (or `ledger show "
