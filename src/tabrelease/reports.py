@@ -643,7 +643,7 @@ and the larger it is, the more the noise had to be corrected before any table co
         world = sim["reference"]
         for part in (TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
             world = world.replace(part, "")
-        out.append(f"<b>The simulated error</b> is the mean and the {100 * sim['level']:g}% quantile of each "
+        out.append(f"<strong>The simulated error</strong> is the mean and the {100 * sim['level']:g}% quantile of each "
                    f"margin's L1 error over {t(sim['runs'])} simulated releases by the same plan{order}, of "
                    f"{t(world)}. They take non-negativity into account and read nothing confidential. "
                    "</p>\n<p>The runs use the same noise scales and estimator with fixed seeds; rounding, which "
