@@ -435,3 +435,27 @@ def test_the_ledger_commands_usage_names_its_words_once(capsys):
     ...]" (a new user's trial): the usage line is written out."""
     assert main(["ledger", "--help"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "usage: tabrelease ledger [init|verify|show] FILE [options]"
+
+
+def test_a_known_ledger_overwritten_is_called_damaged_not_only_not_a_ledger(tmp_path, capsys):
+    """A file that is no ledger, where the anchor has seen one, is said to be that ledger damaged or replaced (with
+    the anchor's id and count), not only "not a tabrelease ledger"; at a path the anchor has not seen, the plain
+    message stands."""
+    import re
+
+    path = tmp_path / "l.json"
+    assert main(["ledger", "init", str(path)]) == 0
+    ledger_id = json.loads(path.read_text())["ledger_id"]
+    capsys.readouterr()
+    for text in ("garbage", "[1, 2]", '{"version": 99}'):
+        path.write_text(text)
+        assert main(["ledger", "verify", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not a tabrelease ledger" in err
+        assert re.search(rf"records a ledger here \(id {ledger_id}, 0 records\): it was damaged or replaced", err)
+    other = tmp_path / "other.json"
+    other.write_text("garbage")
+    assert main(["release", "czech", "--epsilon", "1", "--ledger", str(other), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not a tabrelease ledger (not valid JSON)" in err and "records a ledger here" not in err
+    assert not (tmp_path / "o").exists()

@@ -279,6 +279,19 @@ def _canonical(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
+def _known_here(path: Path) -> str:
+    """Where a file that is no ledger stands at a path the anchor has seen a ledger at: the words that say so (a
+    ledger damaged or replaced, not a wrong path), else nothing."""
+    try:
+        seen = [line for line in _anchor_lines(path) if line.get("path") in (os.fspath(path), os.path.realpath(path))]
+    except (TabreleaseError, OSError):  # the anchor itself unreadable: the message stays the plain one
+        return ""
+    if not seen:
+        return ""
+    return (f"; its anchor {anchor_path(path)} records a ledger here (id {seen[-1].get('ledger_id')}, "
+            f"{seen[-1].get('count')} records): it was damaged or replaced, restore it from a copy")
+
+
 def _mac(key: bytes, previous: str, record: dict) -> str:
     body = {k: v for k, v in record.items() if k != "mac"}
     return hmac.new(key, previous.encode() + b"|" + _canonical(body), hashlib.sha256).hexdigest()
@@ -293,17 +306,20 @@ def _load(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise TabreleaseError(f"{path} is not a tabrelease ledger (not valid JSON)") from None
+        raise TabreleaseError(f"{path} is not a tabrelease ledger (not valid JSON){_known_here(path)}") from None
     except RecursionError:  # the JSON parser follows nesting by recursion
-        raise TabreleaseError(f"{path} is not a tabrelease ledger (it nests too deeply to read)") from None
+        raise TabreleaseError(f"{path} is not a tabrelease ledger (it nests too deeply to read){_known_here(path)}") \
+            from None
     if not isinstance(data, dict):
-        raise TabreleaseError(f"{path} is not a tabrelease ledger (its JSON is a list or a value, not a ledger)")
+        raise TabreleaseError(f"{path} is not a tabrelease ledger (its JSON is a list or a value, not a ledger)"
+                              f"{_known_here(path)}")
     if data.get("version") not in READABLE_VERSIONS:
         # Say which versions are read, not what the file holds beyond its version: a ledger's contents stay out of
         # error messages.
         readable = " or ".join(map(str, READABLE_VERSIONS))
         found = "no version" if "version" not in data else "another version"
-        raise TabreleaseError(f"{path} is not a tabrelease ledger of version {readable} (it has {found})")
+        raise TabreleaseError(f"{path} is not a tabrelease ledger of version {readable} (it has {found})"
+                              f"{_known_here(path)}")
     if not isinstance(data.get("records"), list) or not isinstance(data.get("key_id"), str) \
             or not isinstance(data.get("head"), dict) \
             or (data["version"] >= 3 and not isinstance(data.get("ledger_id"), str)):
