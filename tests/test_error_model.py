@@ -521,11 +521,12 @@ def test_a_runs_noise_in_its_total_is_the_noise_in_the_total_its_fit_pins(shape,
 
     table = np.random.default_rng(5).integers(20, 60, size=shape)
     plan = with_post_processing(plan_at(shape, margins, 0.5), rounding="none")
-    in_total = _noise_in_total(measure(plan, table, SimulationNoise(seed=3)), float(table.sum()))
+    in_total = _noise_in_total(plan.estimator, measure(plan, table, SimulationNoise(seed=3)), float(table.sum()))
     released = float(np.asarray(run_plan(plan, table, SimulationNoise(seed=3)).table).sum())
     assert in_total != 0 and in_total == pytest.approx(released - table.sum(), abs=1e-6)
     public = with_post_processing(plan_at(shape, margins, 0.5, options={"public_total": True}), rounding="none")
-    assert _noise_in_total(measure(public, table, SimulationNoise(seed=3)), float(table.sum())) == 0.0
+    assert _noise_in_total(public.estimator, measure(public, table, SimulationNoise(seed=3)),
+                           float(table.sum())) == 0.0
 
 
 def test_the_audit_conditions_on_the_total_only_where_the_fit_pins_a_linear_estimate_of_it():

@@ -8,8 +8,8 @@ empirical upper quantile. The reference is never confidential. After a release i
 (`released_world`): the table of greatest entropy with the released table's margins, rounded at random to counts
 (post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan), each
 run's world of a total the truth's may have had given the release's total, in as many batches of runs as a first
-batch estimates make the mean error known to 3%, within caps (`released_table_errors`). Before one, it is a table the user
-states. The figures are those of a table like the reference, which the validation in
+batch estimates make the mean error known to 3%, within caps (`released_table_errors`). Before one, it is a table
+the user states. The figures are those of a table like the reference, which the validation in
 `benchmarks/bench_error_model.py` measures (realised / simulated mean error, and the quantile's coverage).
 """
 
@@ -289,9 +289,9 @@ TOTALS_REFLECTED = ("; the world's total varied run by run as the release's own 
 # Run i of a batch with seed s draws its noise from SimulationNoise(s * RUN_SEED_STRIDE + i) (twice: once to learn its
 # noise in the total, once for its world; `_conditioned_batch`).
 RUN_SEED_STRIDE = 2**20
-TOTAL_CONDITIONED = ("; each run's world of the total the truth's may have had, given the release's total: the released "
-                     "total less the run's own noise in its total, at least 0, so that each run whose world is not "
-                     "clamped at 0 releases about the released total")
+TOTAL_CONDITIONED = ("; each run's world of the total the truth's may have had, given the release's total: the "
+                     "released total less the run's own noise in its total, at least 0, so that each run whose world "
+                     "is not clamped at 0 releases about the released total")
 
 
 def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
@@ -508,8 +508,7 @@ def _reflected_batch(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.nd
     world = _rounded_at_random(fitted, np.random.default_rng([seed, 1]))
     _, released_totals = _simulated_runs(plan, [world] * TOTAL_RUNS, seed=seed, rounded=False)
     totals = np.maximum(0.0, 2.0 * world.sum() - released_totals)
-    fitted_total = fitted.sum()
-    shape = fitted / fitted_total if fitted_total > 0 else fitted
+    shape = _shape_of(fitted)
     rng = np.random.default_rng([seed, 2])
     worlds = [_rounded_at_random(shape * totals[i % TOTAL_RUNS], rng) for i in range(runs)]
     errors, _ = _simulated_runs(plan, worlds, seed=seed + 1, rounded=False)
@@ -525,13 +524,14 @@ def _conditioned_batch(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.
     from .pipeline import measure
 
     total = float(fitted.sum())
-    shape = fitted / total if total > 0 else fitted
+    shape = _shape_of(fitted)
     at_total = _rounded_at_random(fitted, np.random.default_rng([seed, 1]))
     rng = np.random.default_rng([seed, 2])
     worlds, drawn = [], []
     for i in range(runs):
         noise_seed = seed * RUN_SEED_STRIDE + i
-        noise = _noise_in_total(measure(plan, at_total, SimulationNoise(seed=noise_seed)), float(at_total.sum()))
+        noise = _noise_in_total(plan.estimator, measure(plan, at_total, SimulationNoise(seed=noise_seed)),
+                                float(at_total.sum()))
         world = _rounded_at_random(shape * max(0.0, total - noise), rng)
         worlds.append(world)
         drawn.append(measure(plan, world, SimulationNoise(seed=noise_seed)))  # the same noise, on the run's world
@@ -539,18 +539,20 @@ def _conditioned_batch(plan, fitted: np.ndarray, *, runs: int, seed: int) -> np.
     return errors
 
 
-def _noise_in_total(measurements, world_total: float) -> float:
-    """The noise in the total a least-squares fit of `measurements` pins (the best linear unbiased estimate of n from
-    the noisy blocks, `measurements.best_total`), less the total of the table measured; 0 where the total is measured
-    exactly (public). Only for plans that `conditions_on_total`.
+def _shape_of(fitted: np.ndarray) -> np.ndarray:
+    """The world's shape: `fitted` over its total (all zeros where the total is 0, a world that stays empty)."""
+    total = fitted.sum()
+    return fitted / total if total > 0 else fitted
+
+
+def _noise_in_total(estimator, measurements, world_total: float) -> float:
+    """The total a least-squares `estimator` pins for `measurements` (`LeastSquares.prepared`: the best linear
+    unbiased estimate of n from the noisy blocks, or the public total), less the total of the table measured: the
+    run's noise in its total (0 where the total is public). Only for plans that `conditions_on_total`.
 
     Raises
     ------
     TabreleaseError
-        No block carries the total (the least-squares fit itself would refuse such measurements).
+        The measurements are not ones the estimator reads (no block carries the total, say).
     """
-    from .measurements import EXACT, best_total
-
-    if any(b.distribution == EXACT for b in measurements.blocks):
-        return 0.0
-    return best_total([b for b in measurements.blocks if b.distribution != EXACT]) - world_total
+    return float(estimator.prepared(measurements)[3]) - world_total
