@@ -547,16 +547,16 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
     if width == 0:
         raise TabreleaseError(f"{path} has no column names")
     body = []
-    for number, row in enumerate(rows[1:], start=2):
+    for number, row in enumerate(rows[1:], start=1):  # data rows, the header not counted
         extra = row[width:]
         if any(extra):
-            raise TabreleaseError(f"{path}: data row {number - 1} has {len(row)} fields where the header has {width} "
+            raise TabreleaseError(f"{path}: data row {number} has {len(row)} fields where the header has {width} "
                                   f"(is {hint} right?)")
         row = row[:width]
         if not any(row):
-            raise TabreleaseError(f"{path}: data row {number - 1} is blank (only trailing blank rows are allowed)")
+            raise TabreleaseError(f"{path}: data row {number} is blank (only trailing blank rows are allowed)")
         if len(row) < width:
-            raise TabreleaseError(f"{path}: data row {number - 1} has {len(row)} fields where the header has {width} "
+            raise TabreleaseError(f"{path}: data row {number} has {len(row)} fields where the header has {width} "
                                   f"(is {hint} right?)")
         body.append(row)
     names = header[:width]
