@@ -213,7 +213,7 @@ def test_the_world_of_one_way_margins_is_the_independence_table_rounded_without_
     (rows 13, 8) each cell is its floor or ceiling, and over seeds the cells average to row x column / n."""
     from tabrelease.error_model import released_world
 
-    plan = plan_at((2, 3), [(0,), (1,)], 1.0)
+    plan = plan_at((2, 3), [(0,), (1,)], 0.1)  # noise on every cell, of scale 10: the world is not moved (below)
     released = np.array([[10, 0, 2], [0, 5, 3]])
     assert released_world(plan, released)[0].tolist() == [[6, 3, 3], [4, 2, 2]]
     released = np.array([[10, 1, 2], [0, 5, 3]])
@@ -231,7 +231,7 @@ def test_the_world_of_a_hierarchical_workload_has_no_interaction_beyond_its_marg
     from tabrelease.error_model import released_world
 
     released = np.array([[[40, 2], [3, 10]], [[5, 12], [20, 30]]])
-    plan = plan_at(released.shape, [(0, 1), (0, 2), (1, 2)], 1.0)
+    plan = plan_at(released.shape, [(0, 1), (0, 2), (1, 2)], 0.02)  # noise too large for the world to move
     mean = np.mean([released_world(plan, released, seed=s)[0] for s in range(4000)], axis=0)
 
     def three_way_log_odds(t):
@@ -271,13 +271,14 @@ def test_a_world_whose_fit_stops_early_says_how_far_its_margins_are_and_bad_tabl
 
 @pytest.mark.parametrize("released, epsilon", [([[20, 0], [0, 20]], 0.2), ([[22, 1], [3, 17]], 0.02)])
 def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_the_releases_total(released, epsilon):
-    """A released 2 x 2 table of total T with its one-way margins: the maximum-entropy table is row x column / T (by
-    hand). The audit's figures are recomputed here through the public release path, batch by batch (batch b's seed
-    s = AUDIT_SEED + 2 b), run by run (run i's noise seed s * 2^20 + i): the run's noise in its total e is the best
+    """A released 2 x 2 table of total T with its one-way margins: the world is the maximum-entropy table
+    row x column / T moved toward the released table by the share the noise does not explain (by hand,
+    `_world_of_one_way_margins_by_hand`: 0.875 in the first case, 0 in the second). The audit's figures are
+    recomputed here through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b), run by run (run i's noise seed s * 2^20 + i): the run's noise in its total e is the best
     linear unbiased estimate of the total from that noise drawn on the world rounded at random with [s, 1]
     (`released_world`), less the world's total (the plan measures every cell: the sum of their noisy values less
-    the world's); the run releases, with the same noise, the maximum-entropy table scaled to max(0, T - e) and
-    rounded at random ([s, 2]), its error against its own world. Batch 0 is the pilot: r is the standard error of
+    the world's); the run releases, with the same noise, the world scaled to max(0, T - e) and rounded at random
+    ([s, 2]), its error against its own world. Batch 0 is the pilot: r is the standard error of
     its runs' mean error (each run's mean over the margins) relative to the mean; B = ceil((r / 3%)^2); here B > 1
     in both cases, and the figures are those of batches 1 to B. Every run whose world is not near 0 releases T to
     within its world's rounding; the second case has runs that are clamped at 0 (checked). The figures differ from a
@@ -343,7 +344,7 @@ def _audit_batch_by_hand(plan, released, b: int):
     from tabrelease.planner import with_post_processing
 
     n = released.sum()
-    smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
+    smoothest = _world_of_one_way_margins_by_hand(plan, released)
     unrounded = with_post_processing(plan, rounding="none")
     seed = 20261123 + 2 * b
     at_total = released_world(plan, released, seed=seed)[0]
@@ -363,6 +364,19 @@ def _audit_batch_by_hand(plan, released, b: int):
         world_totals.append(expected.sum())
         released_totals.append(float(np.asarray(release.table).sum()))
     return np.array(errors), np.array(world_totals), np.array(released_totals)
+
+
+def _world_of_one_way_margins_by_hand(plan, released):
+    """The audit's world, before rounding, for a released 2 x 2 table with its one-way margins and noise on every
+    cell of Laplace scale 1 / epsilon: the maximum-entropy table row x column / n moved toward the released table by
+    s = max(0, 1 - r 2 b^2 / sum of the departure squared), r = 4 cells - 3 free parameters = 1, to 3 figures."""
+    (cells,) = plan.design.blocks
+    assert cells.variables == (0, 1) and plan.design.distribution == "laplace" and plan.margins == ((0,), (1,))
+    b = 1.0 / plan.calibration.epsilon  # one person changes one cell by 1
+    smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / released.sum()
+    departure = released - smoothest
+    share = float(f"{max(0.0, 1.0 - 2 * b * b / (departure**2).sum()):.3g}")
+    return smoothest + share * departure
 
 
 def test_the_audit_takes_as_many_batches_as_make_its_mean_known_to_3_percent_within_its_caps():
@@ -399,11 +413,11 @@ def test_where_the_total_is_not_a_linear_estimate_the_audit_reflects_it_about_sh
         released, epsilon, monkeypatch):
     """The reflected batch (`_reflected_batch`, for estimators whose total is not the least-squares fit's pinned
     estimate; forced here on a least-squares plan). A released 2 x 2 table with its one-way margins: the
-    maximum-entropy table is row x column / n (by hand), and
-    the world is it rounded at random (`released_world`), of total T. The audit's figures are recomputed here
+    maximum-entropy table row x column / n moved toward the released table (by hand, as above), rounded at random
+    (`released_world`), of total T. The audit's figures are recomputed here
     through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b): the world rounded with
     [s, 1]; 20 releases of it (noise seed s) give released totals T*; 60 runs (noise seed s + 1) release the
-    maximum-entropy table scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
+    unrounded world scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
     ([s, 2]), each run's error against its own world. Batch 0 is the pilot: r is the standard error of its runs'
     mean error (each run's mean over the margins) over the 20 groups of runs sharing a T*, relative to the mean;
     B = ceil((r / 3%)^2); here B > 1 in both cases, and the figures are those of batches 1 to B. The second case has
@@ -440,7 +454,7 @@ def _reflected_batch_by_hand(plan, released, b: int):
     from tabrelease.planner import with_post_processing
 
     n = released.sum()
-    smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / n
+    smoothest = _world_of_one_way_margins_by_hand(plan, released)
     unrounded = with_post_processing(plan, rounding="none")
     seed = 20261123 + 2 * b
     world = released_world(plan, released, seed=seed)[0]

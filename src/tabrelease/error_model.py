@@ -296,9 +296,10 @@ TOTAL_CONDITIONED = ("; each run's world of the total the truth's may have had, 
 
 def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
     """The table the audit simulates a release on: the table of greatest entropy whose margins over the plan's
-    margins are those of the released table (iterative proportional fitting from a uniform table), each cell then
-    rounded down or up at random with the probability of its fraction (seeded), so that it is a table of counts
-    whose cells have the maximum-entropy table as their expectation.
+    margins are those of the released table (iterative proportional fitting from a uniform table), moved toward the
+    released table where the plan put noise on every cell and the released cells depart from it by more than that
+    noise (`_toward_the_release`), each cell then rounded down or up at random with the probability of its fraction
+    (seeded), so that it is a table of counts whose cells have that table as their expectation.
 
     Why not the released table itself: where the noise is large, what the released table holds beyond its margins is
     mostly the fit's allocation of noise, which a non-negative fit spreads over every margin cell alike; the error of
@@ -331,6 +332,9 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
         The table is not a non-negative table of the plan's shape.
     """
     fitted, described = _maximum_entropy_world(plan, table)
+    fitted, share = _toward_the_release(plan, fitted, _table_of_plan(plan, table, "the released table"))
+    if share is not None:
+        described += TOWARD_THE_RELEASE + f"{share:.3g}"
     return _rounded_at_random(fitted, np.random.default_rng([seed, 1])), described
 
 
@@ -352,6 +356,62 @@ def _maximum_entropy_world(plan, table) -> tuple[np.ndarray, str]:
         described += (f"; its fit stopped after {WORLD_IPF_CYCLES} cycles, its margins within {gap:.3g} of the "
                       "released ones")
     return fitted, described
+
+
+# Appended to the world's description where it was moved toward the released table (`_toward_the_release`), with
+# the share (three significant figures; the world is moved by the share as stated).
+TOWARD_THE_RELEASE = ("; moved toward the released table by the share of the released cells' departure from that "
+                      "world which the noise on every cell does not explain: ")
+
+
+def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, float | None]:
+    """The world moved toward the released table by the share of the released cells' departure from it that the
+    noise does not explain, where the plan put noise on every cell: world + s (table - world), s the positive-part
+    James-Stein share max(0, 1 - r v / sum of (released cell - world)^2) to three significant figures, v the noise's
+    variance per cell, r the cells less the free parameters of the log-linear model of the plan's margins (the
+    dimension the departure lies in: the two tables have the same margins).
+
+    Why: the maximum-entropy world keeps only the released margins and is smoother than a sparse truth, and a
+    non-negative fit's error depends on how sparse the table is: on journey to work (182 of 256 cells empty), at
+    epsilon 1 and 2, realised / stated mean error was 0.920 and 0.892 with the world unmoved (stop 41's validation).
+    Where the noise is small against the table, the released table is close to the truth and s is near 1; where it
+    is large, the departure is mostly noise and s is 0 (the world unchanged). The released cells are a non-negative
+    fit with its total pinned, which removes part of the noise, so r v overstates the noise left in them: s leans
+    toward the smooth world. Plans without noise on every cell keep the world: their released cells beyond the
+    released margins are the fit's allocation, not measured.
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+        The release's plan (its design: blocks, distribution and scales).
+    world : numpy.ndarray
+        The maximum-entropy world (`_maximum_entropy_world`), before rounding.
+    table : numpy.ndarray
+        The released table, whose margins over the plan's margins are the world's.
+
+    Returns
+    -------
+    world : numpy.ndarray
+        Non-negative (a mix of two non-negative tables of one total).
+    share : float or None
+        s, or None where the plan put no noise on every cell.
+    """
+    from .measurements import MARGIN_CELLS
+    from .models import free_parameters
+
+    design = getattr(plan, "design", None)
+    shape = tuple(world.shape)
+    every_cell = (MARGIN_CELLS, tuple(range(len(shape))))
+    if design is None or tuple(design.shape) != shape or every_cell not in {(b.query, b.variables)
+                                                                           for b in design.blocks}:
+        return world, None
+    scale = design.scales(plan.calibration.scale)[every_cell]
+    variance = 2.0 * scale**2 if design.distribution == "laplace" else scale**2
+    departure = np.asarray(table, float) - world
+    spread = float((departure**2).sum())
+    residual = world.size - free_parameters(plan.margins, shape)
+    share = float(f"{max(0.0, 1.0 - residual * variance / spread):.3g}") if spread > 0 else 0.0
+    return world + share * departure, share
 
 
 def _rounded_at_random(fitted: np.ndarray, rng) -> np.ndarray:
@@ -412,6 +472,9 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     try:
         fitted, described = _maximum_entropy_world(release.plan, np.asarray(release.table))
+        fitted, share = _toward_the_release(release.plan, fitted, np.asarray(release.table))
+        if share is not None:
+            described += TOWARD_THE_RELEASE + f"{share:.3g}"
         # The first batch (the pilot) says how many batches make the mean known to MEAN_RELATIVE_SE
         # (`audit_batches`). Where that is more than one, the figures are those of that many further batches, the
         # pilot left out: a pilot whose runs happened to agree asks for fewer batches, and where the errors are skewed
