@@ -132,6 +132,30 @@ def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(t
     assert reflected not in page and conditioned not in page and "The world they are simulated on" in page
 
 
+def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_made_one(tmp_path):
+    """Journey to work's default plan puts noise on every cell: audit.json's reference states the share the world
+    was moved by, and the page explains the move with that share (and not as part of the world's name). Rochdale's
+    plan measures margins: neither says anything of a move."""
+    import json
+
+    import tabrelease as tr
+    from tabrelease.error_model import TOWARD_THE_RELEASE
+
+    explained = "so the released cells say more of the table than its margins"
+    for name, moved in [("journey_to_work", True), ("rochdale", False)]:
+        out = tmp_path / name
+        tr.publish_release(tr.builtin_table(name), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=3),
+                           out)
+        reference = json.loads((out / "internal" / "audit.json").read_text())["evaluation"]["simulated_errors"][
+            "reference"]
+        page = (out / "internal" / "audit.html").read_text()
+        assert (TOWARD_THE_RELEASE in reference) is moved and (explained in page) is moved
+        assert "does not explain: " not in page  # the reference's own wording is not pasted into the world's name
+        if moved:
+            share = reference.split(TOWARD_THE_RELEASE)[1].split(";")[0]
+            assert 0.5 < float(share) < 1 and f"by the share {share} of the released cells" in page
+
+
 def test_the_page_says_a_released_total_is_exact_only_where_it_is(tmp_path):
     """A public total is released exactly: the page says so, not "over by 0 (0.0%)"; a noisy total's page gives its
     direction and size, from audit.json's n and n'."""

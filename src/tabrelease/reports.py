@@ -632,7 +632,7 @@ and the larger it is, the more the noise had to be corrected before any table co
     out.append("</table>\n<p>")
     if sim:
         from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, TOTAL_CONDITIONED,
-                                  TOTAL_RUNS, TOTALS_REFLECTED)
+                                  TOTAL_RUNS, TOTALS_REFLECTED, TOWARD_THE_RELEASE)
 
         order = ""
         if sim.get("order_statistic"):
@@ -643,6 +643,7 @@ and the larger it is, the more the noise had to be corrected before any table co
         world = sim["reference"]
         for part in (TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
             world = world.replace(part, "")
+        world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
         out.append(f"<strong>The simulated error</strong> is the mean and the {100 * sim['level']:g}% quantile of each "
                    f"margin's L1 error over {t(sim['runs'])} simulated releases by the same plan{order}, of "
                    f"{t(world)}. They take non-negativity into account and read nothing confidential. "
@@ -655,6 +656,15 @@ and the larger it is, the more the noise had to be corrected before any table co
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
                    "describe a table like that world, the smoothest table with the released margins (which carry "
                    "this release's noise, and the world's rounding besides), not the truth.</p>\n<p>")
+        if share:
+            out.append("The plan put noise on every cell, so the released cells say more of the table than its "
+                       "margins, the more so the smaller the noise is against the table: the world is moved toward "
+                       f"the released table by the share {t(share)} of the released cells' departure from the "
+                       "smoothest table that the noise does not explain (the positive-part James-Stein share: 1 less "
+                       "the noise's variance per cell times the dimensions the departure has, over its sum of squares; "
+                       "0 leaves the smoothest table, 1 would take the released table itself). A smooth world has "
+                       "no empty cells where a sparse truth has many, and a non-negative fit errs differently on "
+                       "empty cells.</p>\n<p>")
         if TOTAL_CONDITIONED in sim["reference"]:
             out.append("Each run's world has a total the truth's may have had, given this release's total: the "
                        "released total is noisy, and where the noise is large against the table it decides most of "
