@@ -1,17 +1,17 @@
-"""The error of the fitted, rounded release, by simulation: what the plan's expected error (that of the unbiased
-linear reconstruction) cannot say, because non-negative fitting and rounding remove more error the sparser the
-table is against its noise.
+"""The error of the fitted, rounded release, by simulation: what the plan's expected error (that of the unbiased linear
+reconstruction) cannot say, because non-negative fitting and rounding remove more error the sparser the table is
+against its noise.
 
-The release is simulated on a reference table: the plan's own noise (simulation mode, fixed seeds), its own
-estimator and rounding, `runs` times; each margin's L1 error against the reference's margins gives a mean and an
-empirical upper quantile. The reference is never confidential. After a release it is the released margins' world
-(`released_world`): the table of greatest entropy with the released table's margins, moved toward the released table
-where the plan put noise on every cell by the share of the cells' departure that the noise does not explain, rounded
-at random to counts (post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan), each
-run's world of a total the truth's may have had given the release's total, in as many batches of runs as a first
-batch estimates make the mean error known to 3%, within caps (`released_table_errors`). Before one, it is a table
-the user states. The figures are those of a table like the reference, which the validation in
-`benchmarks/bench_error_model.py` measures (realised / simulated mean error, and the quantile's coverage).
+The release is simulated on a reference table: the plan's own noise (simulation mode, fixed seeds), its own estimator
+and rounding, `runs` times; each margin's L1 error against the reference's margins gives a mean and an empirical upper
+quantile. The reference is never confidential. After a release it is the released margins' world (`released_world`):
+the table of greatest entropy with the released table's margins, moved toward the released table where the plan put
+noise on every cell by the share of the cells' departure that the noise does not explain, rounded at random to counts
+(post-processing of the release; the seeds are fixed, so the figures are reproducible from it and the plan), each
+run's world of a total the truth's may have had given the release's total, in as many batches of runs as a first batch
+estimates make the mean error known to 3%, within caps (`released_table_errors`). Before one, it is a table the user
+states. The figures are those of a table like the reference, which the validation in `benchmarks/bench_error_model.py`
+measures (realised / simulated mean error, and the quantile's coverage).
 """
 
 from __future__ import annotations
