@@ -293,6 +293,24 @@ def test_a_damaged_ledger_gives_one_line(tmp_path, capsys, content, expected, st
     assert err.count("\n") == 1 and expected in err
 
 
+def test_a_file_that_is_no_ledger_and_has_no_key_is_said_to_be_no_ledger(tmp_path, capsys):
+    """Without a key beside it (or in the environment), a file that is not a ledger is said to be that, not only
+    that it has no key (a new user's trial pointed `tabrelease ledger` at a text file); a ledger whose key is missing
+    is still said to have none."""
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\n")
+    assert main(["ledger", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "notes.txt is not a tabrelease ledger (not valid JSON)" in err
+    assert "no key" not in err
+    ledger = tmp_path / "l.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    (tmp_path / "l.json.key").unlink()
+    capsys.readouterr()
+    assert main(["ledger", str(ledger)]) == 2
+    assert "no key for the ledger" in capsys.readouterr().err
+
+
 # --- keys ---------------------------------------------------------------------------------------------
 def test_keys_are_made_only_by_init_and_must_be_the_ledgers_own(tmp_path, monkeypatch, capsys):
     ledger = tmp_path / "ledger.json"

@@ -157,6 +157,8 @@ def ledger_key(path: str | os.PathLike) -> bytes:
         return env.encode()
     key_path = _key_path(Path(os.path.realpath(path)))
     if not key_path.exists():
+        if Path(path).is_file():
+            _load(Path(path))  # a file that is no ledger is said to be that first: no key would make it one
         raise TabreleaseError(f"no key for the ledger {path}: expected {key_path} or ${KEY_ENVIRONMENT} (a new ledger "
                               "is made with `tabrelease ledger init FILE`)")
     info = os.stat(key_path)
