@@ -100,7 +100,12 @@ CLI_CASES = [
      "the long table lists 3 of 4 cells (1 missing)"),
     ("one-level variable", _csv("A,B,count\n0,0,3\n0,1,1\n"), ["fit", "t.csv"],
      "variable 'A' has only one level"),
-    ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"], "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
+    ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"],
+     "this table has no default model: name one with --model, e.g. '[A,B]' (its variables, by letter or name: A, B)"),
+    ("no default model, named variables", _csv(GOOD.replace("A,B,", "sex,age,")), ["fit", "t.csv"],
+     "e.g. '[sex,age]' (its variables, by letter or name: A (sex), B (age))"),
+    ("no default model to plan for", _csv(GOOD), ["plan", "t.csv", "--epsilon", "1"],
+     "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
     # side files (levels, metadata, batch specs): read whole, so pipes, devices and huge files are refused first
     ("a level listed twice in a levels file", _with_table("lv.json", _text('{"A": ["0", "1", "0"], "B": ["0", "1"]}')),
      [*FIT_T, "--levels", "lv.json"], "the levels file lv.json: variable 'A' lists the level '0' twice"),

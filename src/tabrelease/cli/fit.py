@@ -27,6 +27,13 @@ def run(args) -> int:
     if args.max_iter is not None and args.max_iter < 1:
         raise TabreleaseError("--max-iter must be at least 1")
     table = load_from_args(args)
+    if args.model is None and not (table.metadata or {}).get("model"):
+        # Said here in fit's own terms (the library's message also names release's --margins and the API's).
+        names = table.variables
+        pairs = "".join(f"[{a},{b}]" for a, b in list(zip(names, names[1:]))[:3]) or f"[{names[0]}]"
+        called = ", ".join(v if v == c else f"{c} ({v})" for c, v in zip(table.letters, names))
+        raise TabreleaseError(f"this table has no default model: name one with --model, e.g. '{pairs}' (its "
+                              f"variables, by letter or name: {called})")
     summary = fit_summary(table, args.model, tol=args.tol, max_iter=args.max_iter)
     if args.json:
         print_json(summary)
