@@ -69,6 +69,38 @@ def test_secure_release_box_is_green(tmp_path, capsys):
     assert glance["consistency"]["value"].startswith("global")
 
 
+def test_the_box_says_which_ledger_was_charged_or_that_none_was(tmp_path, capsys):
+    """A release charged to a ledger: audit.json's ledger_charge is the ledger's own record of it (read from the
+    ledger file: its id, the record's number, the dataset, the release id and the guarantee charged, beside the
+    ledger's path), and the box's ledger row says so, green. Made without a ledger: null, and the row says nothing
+    accounts for it, red for a release drawn by the secure sampler (it must be weighed before publishing), unflagged
+    for a simulation."""
+    import html as markup
+
+    ledger = tmp_path / "l.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "2"]) == 0
+    capsys.readouterr()
+    audit, page = audit_of(tmp_path, capsys, "release", "czech", "--epsilon", "0.5", "--simulate", "--seed", "2",
+                           "--ledger", ledger)
+    book = json.loads(ledger.read_text())
+    (number, record), = [(i + 1, r) for i, r in enumerate(book["records"]) if r.get("release_id")]
+    assert number == 2  # the budget's record is the first
+    charged = audit["ledger_charge"]
+    assert charged == {"ledger": str(ledger), "ledger_id": book["ledger_id"], "dataset": "czech",
+                       "record": number, "release_id": record["release_id"], "guarantee": record["guarantee"]}
+    assert charged["release_id"] == audit["release"]["release_id"] and charged["guarantee"]["loss"]["epsilon"] == 0.5
+    row = {r["item"]: r for r in audit["at_a_glance"]}["ledger"]
+    assert row["flag"] == "ok" and row["value"].startswith("charged epsilon=0.5")
+    assert f"to the dataset czech of the ledger {ledger} (id {book['ledger_id']}, record {number}; " \
+           f"release id {record['release_id']})" in row["value"] and markup.escape(row["value"]) in page
+    for argv, flag in [(["--simulate", "--seed", "2"], ""), ([], "bad")]:
+        (tmp_path / f"without-{flag}").mkdir()
+        audit, _ = audit_of(tmp_path / f"without-{flag}", capsys, "release", "czech", "--epsilon", "0.5", *argv)
+        row = {r["item"]: r for r in audit["at_a_glance"]}["ledger"]
+        assert audit["ledger_charge"] is None and row["value"].startswith("not charged") and row["flag"] == flag
+
+
 def test_an_unfit_release_is_red_at_a_glance(tmp_path, capsys):
     # Edwards (n = 70) at epsilon 0.05: the noise dwarfs the table. The box flags the worst error (a share of n
     # above UNFIT_ERROR_SHARE) and counts the warnings, each computed here from the audit's own numbers.

@@ -154,16 +154,21 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
     }
 
 
-def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -> list[dict]:
+def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None,
+                charge: Mapping | None = None) -> list[dict]:
     """What a reviewer must see first, as rows {item, value, flag} ("bad" marks what must be fixed or weighed
     before publishing). Without an evaluation (a release in memory, not yet compared with the truth) the rows
-    read only the release: they are public. With one they read the confidential table (the audit's box).
+    read only the release: they are public. With one they read the confidential table (the audit's box), and say
+    which ledger the release was charged to, or that it was charged to none.
 
     Parameters
     ----------
     release : Release
     evaluation : ReleaseEvaluation or None
         The release compared with the truth; None: only the release's public rows.
+    charge : mapping or None
+        With an evaluation: what the audit keeps of the release's charge (`ledger_charge`), None for a release made
+        without a ledger.
 
     Returns
     -------
@@ -200,9 +205,42 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None) -
         worst = _titles_by_label(release).get(worst, worst)
         rows.append(("worst margin error", f"L1 {evaluation.max_l1_error:.6g} on {worst}: {100 * share:.1f}% of n",
                      "bad" if share > UNFIT_ERROR_SHARE else ""))
+        rows.append(_ledger_row(release, charge))
         warnings = len(release_warnings(release)) + len(evaluation_warnings(evaluation))
         rows.append(("warnings", f"{warnings} (listed below)" if warnings else "none", "bad" if warnings else "ok"))
     return [{"item": item, "value": value, "flag": flag} for item, value, flag in rows]
+
+
+def _ledger_row(release: Release, charge: Mapping | None) -> tuple[str, str, str]:
+    """The at-a-glance row of the ledger: what was charged to which dataset of which ledger (its record), or that
+    nothing was, which a release drawn by the secure sampler must have weighed before it is published."""
+    if charge is None:
+        return ("ledger", "not charged: made without a ledger, so no budget accounts for it",
+                "bad" if release.noise_mode == "release" else "")
+    from .privacy import PrivacyGuarantee
+
+    charged = PrivacyGuarantee.from_dict(charge["guarantee"]).describe()
+    return ("ledger", f"charged {charged} to the dataset {charge['dataset']} of the ledger {charge['ledger']} (id "
+                      f"{charge['ledger_id']}, record {charge['record']}; release id {charge['release_id']})", "ok")
+
+
+def ledger_charge(charge: Mapping | None) -> dict | None:
+    """What the audit keeps of the ledger's record of the charge: the ledger (its path and id), the dataset, the
+    record's number, the release id and the guarantee charged; None for a release made without a ledger.
+
+    Parameters
+    ----------
+    charge : mapping or None
+        The ledger's record (`ledger.charge`) with the ledger's path under "ledger", as `publish_release` passes it.
+
+    Returns
+    -------
+    dict or None
+    """
+    if charge is None:
+        return None
+    return {"ledger": str(charge["ledger"]), "ledger_id": charge.get("ledger_id"), "dataset": charge["dataset"],
+            "record": charge["sequence"], "release_id": charge["release_id"], "guarantee": charge["guarantee"]}
 
 
 def _titles_by_label(release: Release) -> dict[str, str]:
@@ -274,7 +312,8 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
 
 
 def audit_record(
-    table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation, public: Mapping, model_label: str
+    table: ContingencyTable, release: Release, evaluation: ReleaseEvaluation, public: Mapping, model_label: str,
+    charge: Mapping | None = None,
 ) -> dict:
     """The internal audit of a release (internal/audit.json): what it did to the confidential table.
 
@@ -288,6 +327,8 @@ def audit_record(
         The release's public description (`release_parameters`), held in the audit as it is.
     model_label : str
         The model refitted, in bracket notation.
+    charge : mapping or None
+        What the audit keeps of the ledger's charge (`ledger_charge`); None: made without a ledger.
 
     Returns
     -------
@@ -297,7 +338,8 @@ def audit_record(
     return _clean(
         {
             "schema": "tabrelease/audit/1",
-            "at_a_glance": at_a_glance(release, evaluation),
+            "at_a_glance": at_a_glance(release, evaluation, charge),
+            "ledger_charge": None if charge is None else dict(charge),
             "release": dict(public),
             "table": {"name": table.name, "shape": list(table.shape), "n": table.n, "cells": table.cells,
                       "zero_cells": table.zero_cells},
@@ -399,7 +441,8 @@ def write_release_contents(
     workbook : bool
         Also write public/margins.xlsx (needs openpyxl: `check_report_support` checks it before the charge).
     charge : mapping or None
-        The ledger's record of the charge (its `release_id` is published); None: made without a ledger.
+        The ledger's record of the charge, with the ledger's path under "ledger" (its `release_id` is published; the
+        audit keeps `ledger_charge` of it); None: made without a ledger.
     out_sep : str
         The public CSV files' field separator: one of ``, ; |`` or a tab.
     out_bom : bool
@@ -440,7 +483,7 @@ def write_release_contents(
     names, _ = people_names(table)
     # The model refitted, by the variables' names for people (not letters, which depend on the variables read).
     model_label = "".join(margin_title(names, g) for g in HierarchicalModel(release.margins, table.k).generators)
-    audit = audit_record(table, release, evaluation, public, model_label)
+    audit = audit_record(table, release, evaluation, public, model_label, ledger_charge(charge))
     validate(audit, schemas.AUDIT)
     (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
     if release.table is not None:

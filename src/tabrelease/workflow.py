@@ -474,7 +474,8 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
         said = release_warnings(release) + evaluation_warnings(evaluation)  # what the audit's reader is told too
         written = write_release_bundle(out, table, release, evaluation,
-                                       version=version or __version__, force=force, workbook=workbook, charge=entry,
+                                       version=version or __version__, force=force, workbook=workbook,
+                                       charge=None if entry is None else {**entry, "ledger": str(ledger)},
                                        out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
     except BaseException as exc:
         if entry is None or _bundle_of(out, entry):
