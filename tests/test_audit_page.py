@@ -172,6 +172,7 @@ def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_ma
 
     import tabrelease as tr
     from tabrelease.error_model import TOWARD_THE_RELEASE
+    from tabrelease.reports import render_audit_html
 
     explained = "so the released cells say more of the table than its margins"
     for name, moved in [("journey_to_work", True), ("rochdale", False)]:
@@ -186,6 +187,15 @@ def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_ma
         if moved:
             share = reference.split(TOWARD_THE_RELEASE)[1].split(";")[0]
             assert 0.5 < float(share) < 1 and f"by the share {share} of the released cells" in page
+            assert "less smooth than the table of greatest entropy by that share" in page
+            # A share of 0 (the noise explains the whole departure): the page says the world was not moved.
+            audit = json.loads((out / "internal" / "audit.json").read_text())
+            simulated = audit["evaluation"]["simulated_errors"]
+            simulated["reference"] = reference.replace(TOWARD_THE_RELEASE + share, TOWARD_THE_RELEASE + "0")
+            unmoved = render_audit_html(audit)
+            assert "here the noise explains all of it (the share is 0)" in unmoved and "by the share 0 " not in unmoved
+            assert "the smoothest table with the released margins (which carry" in unmoved
+            assert "less smooth than" not in unmoved
 
 
 def test_the_page_says_a_released_total_is_exact_only_where_it_is(tmp_path):

@@ -40,17 +40,22 @@ def test_a_simulation_refuses_a_reference_of_another_shape_or_negative_counts():
         simulate_errors(plan, -np.ones((2, 2)))
 
 
-def test_the_audit_states_the_error_simulated_on_the_released_margins_world(tmp_path):
+@pytest.mark.parametrize("name, moved", [("czech", False), ("titanic", True)])
+def test_the_audit_states_the_error_simulated_on_the_released_margins_world(tmp_path, name, moved):
     """A CLI release's audit carries the simulated figures; recomputed here from the released table written to
-    internal/ and the plan (the same seeds and runs), they are the same numbers."""
+    internal/ and the plan (the same seeds and runs), they are the same numbers: Czech's plan measures margins (the
+    world is the table of greatest entropy), Titanic's puts noise on every cell (the world is moved toward the
+    released table, whose cells are read from the file too)."""
     from tabrelease.cli import main
+    from tabrelease.error_model import TOWARD_THE_RELEASE
 
     out = tmp_path / "r"
-    assert main(["release", "czech", "--epsilon", "0.5", "--simulate", "--seed", "4", "--out", str(out)]) == 0
+    assert main(["release", name, "--epsilon", "0.5", "--simulate", "--seed", "4", "--out", str(out)]) == 0
     audit = json.loads((out / "internal" / "audit.json").read_text())
     simulated = audit["evaluation"]["simulated_errors"]
     assert simulated["reference"].startswith("the released margins' world") and simulated["level"] == 0.95
-    table = tr.builtin_table("czech")
+    assert (TOWARD_THE_RELEASE in simulated["reference"]) is moved
+    table = tr.builtin_table(name)
     import pandas as pd
 
     cells = pd.read_csv(out / "internal" / "released_table.csv")
@@ -59,7 +64,7 @@ def test_the_audit_states_the_error_simulated_on_the_released_margins_world(tmp_
         released[tuple(table.levels[j].index(str(v)) for j, v in enumerate(row[:-1]))] = row[-1]
     plan = plan_at(table.shape, tr.default_model(table).generators, 0.5)
     again, note = released_table_errors(_release_with(plan, released), level=0.95)
-    assert note is None
+    assert note is None and again.reference == simulated["reference"]
     labels = {tr.models.margin_label(g, table.letters): g for g in plan.margins}
     for label, value in simulated["mean_l1_by_margin"].items():
         assert value == pytest.approx(again.mean_l1[labels[label]], rel=1e-12)
@@ -304,13 +309,17 @@ def test_a_plan_without_noise_on_every_cell_keeps_the_smoothest_world():
     assert np.all((draws == np.floor(expected)) | (draws == np.ceil(expected)))
 
 
-def test_where_every_cell_is_released_the_world_is_the_released_table():
-    from tabrelease.error_model import released_world
+@pytest.mark.parametrize("epsilon", [0.05, 1.0])
+def test_where_every_cell_is_released_the_world_is_the_released_table(epsilon):
+    """A margin of every variable: the table of greatest entropy with it is the released table, which no share moves
+    (and none is stated), whatever the noise."""
+    from tabrelease.error_model import TOWARD_THE_RELEASE, released_world
 
     released = np.array([[7, 0], [1, 4]])
-    plan = plan_at((2, 2), [(0,), (0, 1)], 1.0)
+    plan = plan_at((2, 2), [(0,), (0, 1)], epsilon)
     world, described = released_world(plan, released)
     assert world.tolist() == released.tolist() and "stopped" not in described
+    assert TOWARD_THE_RELEASE not in described
 
 
 def test_a_world_whose_fit_stops_early_says_how_far_its_margins_are_and_bad_tables_are_refused():

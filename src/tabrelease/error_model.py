@@ -361,8 +361,8 @@ def _maximum_entropy_world(plan, table) -> tuple[np.ndarray, str]:
 
 # Appended to the world's description where it was moved toward the released table (`_toward_the_release`), with
 # the share (three significant figures; the world is moved by the share as stated).
-TOWARD_THE_RELEASE = ("; moved toward the released table by the share of the released cells' departure from that "
-                      "world which the noise on every cell does not explain: ")
+TOWARD_THE_RELEASE = ("; before its rounding, moved toward the released table by the share of the released cells' "
+                      "departure from it which the noise on every cell does not explain: ")
 
 
 def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, float | None]:
@@ -370,7 +370,8 @@ def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.
     noise does not explain, where the plan put noise on every cell: world + s (table - world), s the positive-part
     James-Stein share max(0, 1 - r v / sum of (released cell - world)^2) to three significant figures, v the noise's
     variance per cell, r the cells less the free parameters of the log-linear model of the plan's margins (the
-    dimension the departure lies in: the two tables have the same margins).
+    dimension the departure lies in: the two tables have the same margins; James-Stein's own rule has r - 2, and r
+    leans toward the smooth world).
 
     Why: the maximum-entropy world keeps only the released margins and is smoother than a sparse truth, and a
     non-negative fit's error depends on how sparse the table is: on journey to work (182 of 256 cells empty), at
@@ -395,7 +396,7 @@ def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.
     world : numpy.ndarray
         Non-negative (a mix of two non-negative tables of one total).
     share : float or None
-        s, or None where the plan put no noise on every cell.
+        s, or None where the plan put no noise on every cell, or its margins include every variable.
     """
     from .measurements import MARGIN_CELLS
     from .models import free_parameters
@@ -408,9 +409,11 @@ def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.
         return world, None
     scale = design.scales(plan.calibration.scale)[every_cell]
     variance = 2.0 * scale**2 if design.distribution == "laplace" else scale**2
+    residual = world.size - free_parameters(plan.margins, shape)
+    if residual <= 0:  # the margins include every variable: the world is the released table already
+        return world, None
     departure = np.asarray(table, float) - world
     spread = float((departure**2).sum())
-    residual = world.size - free_parameters(plan.margins, shape)
     share = float(f"{max(0.0, 1.0 - residual * variance / spread):.3g}") if spread > 0 else 0.0
     return world + share * departure, share
 
@@ -432,13 +435,14 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     release's noise in its total, which is not known, but whose distribution is. Where the estimator is least
     squares (its total pinned to the best linear unbiased estimate from linear noisy blocks, or to a public total;
     `conditions_on_total`), each run draws its noise first, takes its own noise in the total (e: that estimate less
-    its world's total; 0 where the total is public) and releases, with the same noise, the maximum-entropy table
-    (before rounding) scaled to max(0, T - e), rounded at random: every run whose T - e is not clamped at 0 releases
+    its world's total; 0 where the total is public) and releases, with the same noise, the world (before rounding:
+    the maximum-entropy table, moved toward the released table where `_toward_the_release` does) scaled to
+    max(0, T - e), rounded at random: every run whose T - e is not clamped at 0 releases
     about T, from a world of a total n might have had (`_conditioned_batch`). The figures are then those of a release
     of total T, which is known, not of releases of any total; the runs are independent draws. Other estimators' totals
     are no such estimate (the LP's, the syntheses'), or their noise is not the same on another world (RAP's noisy
     choices, randomized response), so there the world's total is reflected (`_reflected_batch`): `TOTAL_RUNS`
-    releases of the world give released totals T*, and the runs release the maximum-entropy table scaled to
+    releases of the world give released totals T*, and the runs release the world (before rounding) scaled to
     max(0, 2 T - T*), the T* in turn, each run's own total varying again about its world's; the runs share the T*.
     The reference string says which was done.
 

@@ -692,22 +692,29 @@ and the larger it is, the more the noise had to be corrected before any table co
                    f"{t(world)}. They take non-negativity into account and read nothing confidential. "
                    "</p>\n<p>The runs use the same noise scales and estimator with fixed seeds; rounding, which "
                    "keeps each cell within 1 of the fit, is not simulated. They are post-processing of the release: "
-                   "the margins of the released table, <code>internal/released_table.csv</code>, with the plan in "
-                   "<code>public/release.json</code>. "
+                   "the released table, <code>internal/released_table.csv</code> (its margins, and its cells where "
+                   "the world is moved toward it), with the plan in <code>public/release.json</code>. "
                    "The world they are simulated on is the table of greatest entropy with the released margins "
                    "(fitted by IPF), rounded at random to counts with fixed seeds: what the released table holds "
-                   "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. They "
-                   "describe a table like that world, the smoothest table with the released margins (which carry "
-                   "this release's noise, and the world's rounding besides), not the truth.</p>\n<p>")
+                   "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. ")
+        moved = bool(share) and float(share) > 0
         if share:
+            # The plan put noise on every cell: the released cells were weighed against it (`_toward_the_release`).
             out.append("The plan put noise on every cell, so the released cells say more of the table than its "
-                       "margins, the more so the smaller the noise is against the table: the world is moved toward "
-                       f"the released table by the share {t(share)} of the released cells' departure from the "
-                       "smoothest table that the noise does not explain (the positive-part James-Stein share: 1 less "
-                       "the noise's variance per cell times the dimensions the departure has, over its sum of squares; "
-                       "0 leaves the smoothest table, 1 would take the released table itself). A smooth world has "
-                       "no empty cells where a sparse truth has many, and a non-negative fit errs differently on "
-                       "empty cells.</p>\n<p>")
+                       "margins, the more so the smaller the noise is against the table: the world "
+                       + (f"is moved toward the released table, before its rounding, by the share {t(share)}"
+                          if moved else "would be moved toward the released table by the share")
+                       + " of the released cells' departure from the smoothest table that the noise does not explain "
+                       "(the positive-part James-Stein share: 1 less the noise's variance per cell times the "
+                       "dimensions the departure has, over its sum of squares; 0 leaves the smoothest table, 1 would "
+                       "take the released table itself)"
+                       + ("" if moved else ", and here the noise explains all of it (the share is 0)")
+                       + ". A smooth world has no empty cells where a sparse truth has many, and a non-negative fit "
+                       "errs differently on empty cells. ")
+        out.append("They describe a table like that world" + (
+            ", less smooth than the table of greatest entropy by that share" if moved else
+            ", the smoothest table with the released margins (which carry this release's noise, and the world's "
+            "rounding besides)") + ", not the truth.</p>\n<p>")
         if TOTAL_CONDITIONED in sim["reference"]:
             out.append("Each run's world has a total the truth's may have had, given this release's total: the "
                        "released total is noisy, and where the noise is large against the table it decides most of "
