@@ -91,9 +91,9 @@ def test_the_box_says_which_ledger_was_charged_or_that_none_was(tmp_path, capsys
                        "record": number, "release_id": record["release_id"], "guarantee": record["guarantee"]}
     assert charged["release_id"] == audit["release"]["release_id"] and charged["guarantee"]["loss"]["epsilon"] == 0.5
     row = {r["item"]: r for r in audit["at_a_glance"]}["ledger"]
-    assert row["flag"] == "ok" and row["value"].startswith("charged epsilon=0.5")
-    assert f"to the dataset czech of the ledger {ledger} (id {book['ledger_id']}, record {number}; " \
-           f"release id {record['release_id']})" in row["value"] and markup.escape(row["value"]) in page
+    assert row["flag"] == "ok" and row["value"].startswith("charged to the dataset czech: epsilon=0.5 (pure)")
+    assert row["value"].endswith(f"; in the ledger {ledger} (id {book['ledger_id']}), its record {number}; release id "
+                                 f"{record['release_id']}") and markup.escape(row["value"]) in page
     for argv, flag in [(["--simulate", "--seed", "2"], ""), ([], "bad")]:
         (tmp_path / f"without-{flag}").mkdir()
         audit, _ = audit_of(tmp_path / f"without-{flag}", capsys, "release", "czech", "--epsilon", "0.5", *argv)
@@ -174,7 +174,7 @@ def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_ma
     from tabrelease.error_model import TOWARD_THE_RELEASE
     from tabrelease.reports import render_audit_html
 
-    explained = "so the released cells say more of the table than its margins"
+    explained = "so the released table's cells say more of the table than its margins"
     for name, moved in [("journey_to_work", True), ("rochdale", False)]:
         out = tmp_path / name
         tr.publish_release(tr.builtin_table(name), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=3),
@@ -186,7 +186,8 @@ def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_ma
         assert "does not explain: " not in page  # the reference's own wording is not pasted into the world's name
         if moved:
             share = reference.split(TOWARD_THE_RELEASE)[1].split(";")[0]
-            assert 0.5 < float(share) < 1 and f"by the share {share} of the released cells" in page
+            assert 0.5 < float(share) < 1 and f"by the share {share} of the released table's departure" in page
+            assert f"moved toward the released table by the share {share} (below)" in page
             assert "less smooth than the table of greatest entropy by that share" in page
             # A share of 0 (the noise explains the whole departure): the page says the world was not moved.
             audit = json.loads((out / "internal" / "audit.json").read_text())

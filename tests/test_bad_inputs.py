@@ -101,9 +101,12 @@ CLI_CASES = [
     ("one-level variable", _csv("A,B,count\n0,0,3\n0,1,1\n"), ["fit", "t.csv"],
      "variable 'A' has only one level"),
     ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"],
-     "this table has no default model: name one with --model, e.g. '[A,B]' (its variables, by letter or name: A, B)"),
+     "this table has no default model: name one with --model, e.g. '[A][B]' (its variables, by letter or name: A, B)"),
     ("no default model, named variables", _csv(GOOD.replace("A,B,", "sex,age,")), ["fit", "t.csv"],
-     "e.g. '[sex,age]' (its variables, by letter or name: A (sex), B (age))"),
+     "e.g. '[sex][age]' (its variables, by letter or name: A (sex), B (age))"),
+    ("no default model, three variables", _csv("x,y,z,count\n" + "".join(f"{i},{j},{k},1\n" for i in "01" for j in "01"
+                                                                      for k in "01")), ["fit", "t.csv"],
+     "e.g. '[x,y][x,z][y,z]' (its variables, by letter or name: A (x), B (y), C (z))"),
     ("no default model to plan for", _csv(GOOD), ["plan", "t.csv", "--epsilon", "1"],
      "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
     # side files (levels, metadata, batch specs): read whole, so pipes, devices and huge files are refused first

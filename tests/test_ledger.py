@@ -311,6 +311,26 @@ def test_a_file_that_is_no_ledger_and_has_no_key_is_said_to_be_no_ledger(tmp_pat
     assert "no key for the ledger" in capsys.readouterr().err
 
 
+def test_init_over_a_file_that_is_no_ledger_says_so_and_makes_no_key(tmp_path, capsys):
+    """`ledger init` at a path holding a file that is not a ledger says that (not that a ledger exists there) and
+    leaves no key behind; over a ledger, damaged or not, it says a ledger exists."""
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\n")
+    assert main(["ledger", "init", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a tabrelease ledger: `ledger init` makes a new ledger where there is no " \
+        "file yet" in err and "already exists" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    ledger = tmp_path / "l.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    for content in (None, '{"version": 3}'):  # the ledger itself, then damaged (its fields missing)
+        if content is not None:
+            ledger.write_text(content)
+        capsys.readouterr()
+        assert main(["ledger", "init", str(ledger)]) == 2
+        assert f"a ledger already exists at {ledger}" in capsys.readouterr().err
+
+
 # --- keys ---------------------------------------------------------------------------------------------
 def test_keys_are_made_only_by_init_and_must_be_the_ledgers_own(tmp_path, monkeypatch, capsys):
     ledger = tmp_path / "ledger.json"

@@ -206,6 +206,13 @@ def init_ledger(path: str | os.PathLike) -> Path:
     """
     path = _resolve(path, must_exist=False)
     if path.exists():
+        try:
+            _load(path)
+        except LedgerIntegrityError:  # a ledger, damaged: it exists all the same
+            pass
+        except TabreleaseError:  # a file that is no ledger is said to be that, not a ledger that exists
+            raise TabreleaseError(f"there is a file at {path}, and it is not a tabrelease ledger: `ledger init` makes "
+                                  "a new ledger where there is no file yet") from None
         raise TabreleaseError(f"a ledger already exists at {path}")
     earlier = [line for line in _anchor_lines(path) if line.get("path") == os.fspath(path)]
     if earlier:

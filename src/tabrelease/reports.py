@@ -220,8 +220,8 @@ def _ledger_row(release: Release, charge: Mapping | None) -> tuple[str, str, str
     from .privacy import PrivacyGuarantee
 
     charged = PrivacyGuarantee.from_dict(charge["guarantee"]).describe()
-    return ("ledger", f"charged {charged} to the dataset {charge['dataset']} of the ledger {charge['ledger']} (id "
-                      f"{charge['ledger_id']}, record {charge['record']}; release id {charge['release_id']})", "ok")
+    return ("ledger", f"charged to the dataset {charge['dataset']}: {charged}; in the ledger {charge['ledger']} (id "
+                      f"{charge['ledger_id']}), its record {charge['record']}; release id {charge['release_id']}", "ok")
 
 
 def ledger_charge(charge: Mapping | None) -> dict | None:
@@ -687,6 +687,9 @@ and the larger it is, the more the noise had to be corrected before any table co
         for part in (TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
             world = world.replace(part, "")
         world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
+        moved = bool(share) and float(share) > 0
+        if moved:
+            world += f", moved toward the released table by the share {share} (below)"
         out.append(f"<strong>The simulated error</strong> is the mean and the {100 * sim['level']:g}% quantile of each "
                    f"margin's L1 error over {t(sim['runs'])} simulated releases by the same plan{order}, of "
                    f"{t(world)}. They take non-negativity into account and read nothing confidential. "
@@ -697,14 +700,13 @@ and the larger it is, the more the noise had to be corrected before any table co
                    "The world they are simulated on is the table of greatest entropy with the released margins "
                    "(fitted by IPF), rounded at random to counts with fixed seeds: what the released table holds "
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. ")
-        moved = bool(share) and float(share) > 0
         if share:
             # The plan put noise on every cell: the released cells were weighed against it (`_toward_the_release`).
-            out.append("The plan put noise on every cell, so the released cells say more of the table than its "
-                       "margins, the more so the smaller the noise is against the table: the world "
+            out.append("The plan put noise on every cell, so the released table's cells say more of the table than "
+                       "its margins, the more so the smaller the noise is against the table: the world "
                        + (f"is moved toward the released table, before its rounding, by the share {t(share)}"
                           if moved else "would be moved toward the released table by the share")
-                       + " of the released cells' departure from the smoothest table that the noise does not explain "
+                       + " of the released table's departure from the smoothest table that the noise does not explain "
                        "(the positive-part James-Stein share: 1 less the noise's variance per cell times the "
                        "dimensions the departure has, over its sum of squares; 0 leaves the smoothest table, 1 would "
                        "take the released table itself)"

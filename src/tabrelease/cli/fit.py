@@ -30,7 +30,9 @@ def run(args) -> int:
     if args.model is None and not (table.metadata or {}).get("model"):
         # Said here in fit's own terms (the library's message also names release's --margins and the API's).
         names = table.variables
-        pairs = "".join(f"[{a},{b}]" for a, b in list(zip(names, names[1:]))[:3]) or f"[{names[0]}]"
+        # An unsaturated example: independence of two variables; else two-way terms (of the first three variables).
+        pairs = ("".join(f"[{v}]" for v in names) if len(names) <= 2 else
+                 "".join(f"[{a},{b}]" for a, b in [(names[0], names[1]), (names[0], names[2]), (names[1], names[2])]))
         called = ", ".join(v if v == c else f"{c} ({v})" for c, v in zip(table.letters, names))
         raise TabreleaseError(f"this table has no default model: name one with --model, e.g. '{pairs}' (its "
                               f"variables, by letter or name: {called})")
