@@ -60,6 +60,9 @@ def test_at_a_glance_box(tmp_path, capsys):
     assert all(ev["expected_l1_quantile_by_margin"][g] > ev["expected_l1_by_margin"][g] for g in ev["expected_l1_by_margin"])
     # The loose union bound stays in audit.json for the record, but no longer on the page.
     assert ev["l1_bound_by_margin"] is not None and "derived bound" not in html
+    # The planned union bound above the quantile is named a bound, not a quantile (a new user's read of stop 42).
+    assert "planned 95% bound (a union bound above the quantile, not a quantile)" in html
+    assert "quantile (union bound)" not in html
 
 
 def test_secure_release_box_is_green(tmp_path, capsys):

@@ -283,7 +283,8 @@ def audit_figures(table: ContingencyTable, release: Release, evaluation: Release
     realised = evaluation.l1_error_by_margin
     labels = [margin_label(g, table.letters) for g in release.margins]
     expected = evaluation.expected_l1_by_margin
-    quantile, quantile_name = evaluation.expected_l1_quantile_by_margin, "planned {:g}% quantile (union bound)"
+    quantile = evaluation.expected_l1_quantile_by_margin
+    quantile_name = "planned {:g}% bound (a union bound above the quantile)"
     band_from = None
     if evaluation.simulated_errors:  # a true quantile, simulated on the released margins' world, where there is one
         simulated = evaluation.simulated_errors
@@ -653,8 +654,8 @@ and the larger it is, the more the noise had to be corrected before any table co
     header = "<table><tr><th>margin</th><th>L1 error</th>"
     if sim:
         header += f"<th>simulated mean L1</th><th>simulated {100 * sim['level']:g}% quantile</th>"
-    header += (f"<th>planned expected L1 (unbiased)</th><th>planned {100 * (1 - e['bound_delta']):g}% quantile "
-               "(union bound)</th>")
+    header += (f"<th>planned expected L1 (unbiased)</th><th>planned {100 * (1 - e['bound_delta']):g}% bound (a union "
+               "bound above the quantile, not a quantile)</th>")
     if e.get("paper_bound_by_margin"):
         header += f"<th>paper's Theorem 1/3 at &delta; = {t(e['bound_delta'])}</th>"
     out.append(header + "</tr>\n")
