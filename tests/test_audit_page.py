@@ -98,8 +98,12 @@ def test_the_box_says_which_ledger_was_charged_or_that_none_was(tmp_path, capsys
     assert row["value"].endswith(f"; in the ledger {ledger} (id {book['ledger_id']}), its record {number}; release id "
                                  f"{record['release_id']}") and markup.escape(row["value"]) in page
     for argv, flag in [(["--simulate", "--seed", "2"], ""), ([], "bad")]:
-        (tmp_path / f"without-{flag}").mkdir()
-        audit, _ = audit_of(tmp_path / f"without-{flag}", capsys, "release", "czech", "--epsilon", "0.5", *argv)
+        out = tmp_path / f"without-{flag}" / "rel"
+        out.parent.mkdir()
+        assert main(["release", "czech", "--epsilon", "0.5", *argv, "--out", str(out)]) == 0
+        said = capsys.readouterr().out  # the terminal says it too, for the publishable release
+        assert ("ledger:   none: no privacy budget accounts for this release" in said) is (flag == "bad")
+        audit = json.loads((out / "internal" / "audit.json").read_text())
         row = {r["item"]: r for r in audit["at_a_glance"]}["ledger"]
         assert audit["ledger_charge"] is None and row["value"].startswith("not charged") and row["flag"] == flag
 

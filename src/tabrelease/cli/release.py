@@ -92,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         account = "its account could not be read back" if done.budget is None else budget_line(done.budget)
         print(f"ledger:   charged {charged.describe()} to the dataset {done.ledger_entry['dataset']} (record "
               f"{done.ledger_entry['sequence']}); {account}")
+    elif release.noise_mode == "release":  # publishable, and in no account: said here as in the audit's box
+        print("ledger:   none: no privacy budget accounts for this release (--ledger FILE charges one)")
     print(f"public:   {done.out / 'public'}")
     print(f"internal: {done.out / 'internal' / 'audit.html'}")
     return 0
