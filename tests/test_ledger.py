@@ -468,6 +468,26 @@ def test_ledger_init_with_json_prints_one_json_document(tmp_path, capsys):
     assert made["ledger"].endswith("made.json") and made["key"] == made["ledger"] + ".key" and ledger.exists()
 
 
+def test_ledger_init_says_where_its_key_is_or_that_the_environment_holds_it(tmp_path, capsys, monkeypatch):
+    """With no key in the environment, init names the key file it made (and it exists, owner-only); with
+    $TABRELEASE_LEDGER_KEY set it makes no key file and says the environment's key signs the ledger (it said
+    "key: FILE.key" either way, a file that did not exist)."""
+    import stat
+
+    ledger = tmp_path / "a.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    said = capsys.readouterr().out
+    assert f"and its key {ledger}.key (owner-only" in said
+    assert stat.S_IMODE((tmp_path / "a.json.key").stat().st_mode) == 0o600
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 40)
+    other = tmp_path / "b.json"
+    assert main(["ledger", "init", str(other)]) == 0
+    assert capsys.readouterr().out.strip() == f"made the ledger {other}, keyed by $TABRELEASE_LEDGER_KEY (no key file)"
+    assert not (tmp_path / "b.json.key").exists()
+    assert main(["ledger", "init", str(tmp_path / "c.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["key"] is None
+
+
 def test_the_ledger_commands_usage_names_its_words_once(capsys):
     """argparse's own usage for a repeatable positional printed "[init|verify|show] FILE [[init|verify|show] FILE
     ...]" (a new user's trial): the usage line is written out."""

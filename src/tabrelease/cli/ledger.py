@@ -59,11 +59,19 @@ def run(args) -> int:
     else:
         raise TabreleaseError(f"give FILE, or one of {', '.join(ACTIONS)} then FILE")
     if action == "init":
+        import os
+
+        from ..ledger import KEY_ENVIRONMENT, _key_path
+
         made = init_ledger(path)
+        key = None if os.environ.get(KEY_ENVIRONMENT) is not None else _key_path(made)
         if args.json:
-            print_json({"ledger": str(made), "key": f"{made}.key"})
+            print_json({"ledger": str(made), "key": None if key is None else str(key)})
+        elif key is None:
+            print(f"made the ledger {made}, keyed by ${KEY_ENVIRONMENT} (no key file)")
         else:
-            print(f"made the ledger {made} (key: {made}.key, owner-only, or $TABRELEASE_LEDGER_KEY)")
+            print(f"made the ledger {made} and its key {key} (owner-only: keep it private, and keep it: without it "
+                  f"the ledger can be neither written nor verified; ${KEY_ENVIRONMENT} may hold it instead)")
         return 0
     if action == "verify":
         from ..ledger import ledger_aliases, verify_bundles
