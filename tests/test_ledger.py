@@ -488,6 +488,21 @@ def test_ledger_init_says_where_its_key_is_or_that_the_environment_holds_it(tmp_
     assert json.loads(capsys.readouterr().out)["key"] is None
 
 
+def test_setting_a_budget_says_so_before_the_account(tmp_path, capsys):
+    """`ledger FILE --set-budget D --epsilon E` says it set D's budget, then shows the account with it (a new user
+    saw only the table); --json prints the JSON document alone."""
+    ledger = tmp_path / "l.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    capsys.readouterr()
+    assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"set the budget of the dataset czech (recorded in the ledger {ledger}):"
+    assert any(line.startswith("czech") and line.endswith("spent epsilon 0 of 2 (add-remove), 2 remains")
+               for line in lines[1:])
+    assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["datasets"][0]["epsilon_budget"] == 3
+
+
 def test_the_ledger_commands_usage_names_its_words_once(capsys):
     """argparse's own usage for a repeatable positional printed "[init|verify|show] FILE [[init|verify|show] FILE
     ...]" (a new user's trial): the usage line is written out."""

@@ -113,6 +113,8 @@ def run(args) -> int:
             a.strip() for a in args.budget_attributes.split(",") if a.strip())
         set_budget(path, args.set_budget, args.epsilon, args.delta, neighbours=args.budget_neighbours,
                    attributes=attributes, rho=args.rho, accounting=args.accounting)
+        if not args.json:
+            print(f"set the budget of the dataset {args.set_budget} (recorded in the ledger {path}):")
     elif any(v is not None for v in (args.epsilon, args.delta, args.rho, args.accounting, args.budget_attributes)):
         raise TabreleaseError("--epsilon, --delta, --rho, --accounting and --budget-attributes set a budget: give "
                               "--set-budget DATASET too")
@@ -145,9 +147,9 @@ def run(args) -> int:
         delta = "" if r.accounting == "zcdp" or not r.delta_spent > 0 else f"; delta spent {r.delta_spent:.3g}" + (
             "" if r.delta_budget is None else f" of {r.delta_budget:.3g}")
         print(f"{r.dataset:<20} {len(r.fingerprints):>6} {r.releases:>8}  {budget_line(r)}{delta}")
-    print("composition: under each dataset's budget unit (an add-remove release counts 2 epsilon under replace, by "
-          "group privacy; a release with no guarantee under a budget's unit is refused); 'tables': distinct tables "
-          "(keyed fingerprints) released under the dataset")
+    print("composition: a dataset's releases add up under its budget's unit (an add-remove release counts twice its "
+          "epsilon against a replace budget, by group privacy; one with no guarantee under that unit is refused)")
+    print("tables: how many distinct tables (by keyed fingerprint) were released under the dataset")
     for r in rows:
         if len(r.fingerprints) > 1:
             print(f"NOTE: {r.dataset} was released from {len(r.fingerprints)} different tables (the data changed "
