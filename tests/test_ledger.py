@@ -301,7 +301,8 @@ def test_a_file_that_is_no_ledger_and_has_no_key_is_said_to_be_no_ledger(tmp_pat
     path.write_text("hello\n")
     assert main(["ledger", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "notes.txt is not a tabrelease ledger (not valid JSON)" in err
+    assert err.count("\n") == 1 and "notes.txt is not a tabrelease ledger (not valid JSON); give the path of a " \
+        "ledger (`tabrelease ledger init FILE` makes one)" in err
     assert "no key" not in err
     ledger = tmp_path / "l.json"
     assert main(["ledger", "init", str(ledger)]) == 0

@@ -290,13 +290,13 @@ def _canonical(value) -> bytes:
 
 def _known_here(path: Path) -> str:
     """Where a file that is no ledger stands at a path the anchor has seen a ledger at: the words that say so (a
-    ledger damaged or replaced, not a wrong path), else nothing."""
+    ledger damaged or replaced, not a wrong path); else what to give instead."""
     try:
         seen = [line for line in _anchor_lines(path) if line.get("path") in (os.fspath(path), os.path.realpath(path))]
     except (TabreleaseError, OSError):  # the anchor itself unreadable: the message stays the plain one
         return ""
     if not seen:
-        return ""
+        return "; give the path of a ledger (`tabrelease ledger init FILE` makes one)"
     return (f"; its anchor {anchor_path(path)} records a ledger here (id {seen[-1].get('ledger_id')}, "
             f"{seen[-1].get('count')} records): it was damaged or replaced, restore it from a copy")
 
