@@ -190,7 +190,7 @@ CLI_CASES = [
     ("ledger of another format", _ledger('{"version": 99}'), ["ledger", "ledger.json"],
      "ledger.json is not a tabrelease ledger of version 2 or 3 (it has another version)"),
     ("ledger without a version", _ledger('{"records": []}'), ["ledger", "ledger.json"],
-     "ledger.json is not a tabrelease ledger of version 2 or 3 (it has no version)"),
+     "ledger.json is not a tabrelease ledger (its JSON has no ledger's version field); give the path of a ledger"),
     ("ledger that is a list", _ledger("[1, 2, 3]"), ["ledger", "ledger.json"],
      "ledger.json is not a tabrelease ledger (its JSON is a list or a value, not a ledger)"),
     ("ledger in a missing folder", None, [*RELEASE_CZECH, "--ledger", "nowhere/l.json", "--out", "o"],

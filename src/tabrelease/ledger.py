@@ -325,9 +325,11 @@ def _load(path: Path) -> dict:
     if data.get("version") not in READABLE_VERSIONS:
         # Say which versions are read, not what the file holds beyond its version: a ledger's contents stay out of
         # error messages.
+        if "version" not in data:  # JSON of something else: no ledger's version field at all
+            raise TabreleaseError(f"{path} is not a tabrelease ledger (its JSON has no ledger's version field)"
+                                  f"{_known_here(path)}")
         readable = " or ".join(map(str, READABLE_VERSIONS))
-        found = "no version" if "version" not in data else "another version"
-        raise TabreleaseError(f"{path} is not a tabrelease ledger of version {readable} (it has {found})"
+        raise TabreleaseError(f"{path} is not a tabrelease ledger of version {readable} (it has another version)"
                               f"{_known_here(path)}")
     if not isinstance(data.get("records"), list) or not isinstance(data.get("key_id"), str) \
             or not isinstance(data.get("head"), dict) \
