@@ -281,3 +281,45 @@ def test_a_sigterm_at_the_edges_of_the_bundle_s_writing(tmp_path, where):
         assert entries[0]["failed"] is None and "r" in left
         assert verify_bundles(tmp_path / "L.json", [tmp_path / "r"]) == []
         assert not [name for name in left if name.startswith(".")]
+
+
+SIGNAL_IN_NUMPY = """
+import atexit, os, signal, sys
+from tabrelease.cli import main
+assert "numpy" not in sys.modules  # the command's own first import of it is the one signalled
+
+class SignalOnNumpy:  # SIGTERM once numpy's import has begun (its spec is being looked for)
+    sent = False
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and not SignalOnNumpy.sent:
+            SignalOnNumpy.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+sys.meta_path.insert(0, SignalOnNumpy())
+atexit.register(lambda: print("numpy imported whole:", hasattr(sys.modules.get("numpy"), "ndarray"), file=sys.stderr))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", ["release", "batch"])
+def test_a_sigterm_during_the_first_import_of_numpy_is_acted_on_after_it(tmp_path, command):
+    """A SIGTERM that arrives while `release` or `batch` first imports numpy is held until numpy is imported whole,
+    then ends the command as a SIGTERM does (exit 143, nothing charged or written). Acted on inside the import, it
+    left numpy half made, which a later import turns into another error (stop 42: a kill trial exited 3, an internal
+    error, after a SIGTERM 0.3 s into a batch)."""
+    init_ledger(tmp_path / "L.json")
+    if command == "release":
+        argv = ["release", "czech", "--epsilon", "1", "--simulate", "--ledger", str(tmp_path / "L.json"), "--out",
+                str(tmp_path / "r")]
+    else:
+        (tmp_path / "spec.toml").write_text(f'ledger = "{tmp_path / "L.json"}"\n\n[datasets.czech]\nbuiltin = '
+                                            f'"czech"\n\n[[releases]]\ndataset = "czech"\nmargins = "[AB]"\n'
+                                            f'epsilon = 0.5\nout = "{tmp_path / "r"}"\nmode = "simulation"\n')
+        argv = ["batch", str(tmp_path / "spec.toml")]
+    done = subprocess.run([sys.executable, "-c", SIGNAL_IN_NUMPY, *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "numpy imported whole: True" in done.stderr and "internal error" not in done.stderr
+    from tabrelease.ledger import ledger_entries
+
+    assert ledger_entries(tmp_path / "L.json") == [] and not (tmp_path / "r").exists()

@@ -212,3 +212,15 @@ def budget_line(status) -> str:
         return f"spent epsilon {status.epsilon_spent:.6g} ({status.unit}); no budget set"
     return (f"spent epsilon {status.epsilon_spent:.6g} of {status.epsilon_budget:g} ({status.unit}), "
             f"{status.epsilon_remaining:.6g} remains")
+
+
+def import_numpy_with_signals_held() -> None:
+    """Import numpy, the first compiled module a release imports, with SIGINT and SIGTERM held (acted on once it is
+    imported), as `workflow.preload_release_modules` imports the later ones: a signal inside a compiled module's
+    import can leave it half made, and a second import of it then fails with another error (numpy raised
+    RecursionError or AttributeError so, in a scratch check of stop 42), which the command would report as an
+    internal error instead of the signal. The commands that charge a ledger call it first."""
+    from .._signals import deferred_signals
+
+    with deferred_signals():
+        import numpy  # noqa: F401

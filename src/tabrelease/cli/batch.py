@@ -29,6 +29,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from ._common import import_numpy_with_signals_held
+
+    import_numpy_with_signals_held()
     from .._files import check_side_file
     from ..batch import dry_run, read_spec, run_batch
     from ..errors import TabreleaseError

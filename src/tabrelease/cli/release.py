@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 from ..errors import TabreleaseError
-from ._common import add_spec_arguments, add_table_arguments, load_from_args, spec_settings_from_args
+from ._common import (add_spec_arguments, add_table_arguments, import_numpy_with_signals_held, load_from_args,
+                      spec_settings_from_args)
 
 
 def register(subparsers) -> None:
@@ -36,6 +37,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import_numpy_with_signals_held()
     from ..bundle import check_release_destination
     from ..spec import LedgerAccount, spec_from_settings
     from ..workflow import publish_release
