@@ -314,7 +314,8 @@ def test_a_file_that_is_no_ledger_and_has_no_key_is_said_to_be_no_ledger(tmp_pat
 
 def test_init_over_a_file_that_is_no_ledger_says_so_and_makes_no_key(tmp_path, capsys):
     """`ledger init` at a path holding a file that is not a ledger says that (not that a ledger exists there) and
-    leaves no key behind; over a ledger, damaged or not, it says a ledger exists."""
+    leaves no key behind; over a ledger, or one whose fields are missing, it says a ledger exists; over a ledger
+    overwritten with what is not JSON, the anchor's word that a ledger was there and was damaged or replaced."""
     path = tmp_path / "notes.txt"
     path.write_text("hello\n")
     assert main(["ledger", "init", str(path)]) == 2
@@ -330,6 +331,11 @@ def test_init_over_a_file_that_is_no_ledger_says_so_and_makes_no_key(tmp_path, c
         capsys.readouterr()
         assert main(["ledger", "init", str(ledger)]) == 2
         assert f"a ledger already exists at {ledger}" in capsys.readouterr().err
+    ledger.write_text("garbage")  # overwritten: the anchor has seen a ledger here
+    assert main(["ledger", "init", str(ledger)]) == 2
+    err = capsys.readouterr().err
+    assert "records a ledger here" in err and "damaged or replaced, restore it from a copy" in err
+    assert "`ledger init` makes a new ledger" not in err
 
 
 # --- keys ---------------------------------------------------------------------------------------------

@@ -211,6 +211,8 @@ def init_ledger(path: str | os.PathLike) -> Path:
         except LedgerIntegrityError:  # a ledger, damaged: it exists all the same
             pass
         except TabreleaseError:  # a file that is no ledger is said to be that, not a ledger that exists
+            if _seen_here(path) is not None:  # unless the anchor has seen a ledger here: damaged or replaced, it says
+                raise
             raise TabreleaseError(f"there is a file at {path}, and it is not a tabrelease ledger: `ledger init` makes "
                                   "a new ledger where there is no file yet") from None
         raise TabreleaseError(f"a ledger already exists at {path}")
@@ -288,17 +290,23 @@ def _canonical(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _known_here(path: Path) -> str:
-    """Where a file that is no ledger stands at a path the anchor has seen a ledger at: the words that say so (a
-    ledger damaged or replaced, not a wrong path); else what to give instead."""
+def _seen_here(path: Path) -> dict | None:
+    """The anchor's last line for a ledger at `path`, or None (none, or the anchor unreadable)."""
     try:
         seen = [line for line in _anchor_lines(path) if line.get("path") in (os.fspath(path), os.path.realpath(path))]
     except (TabreleaseError, OSError):  # the anchor itself unreadable: the message stays the plain one
-        return ""
-    if not seen:
+        return None
+    return seen[-1] if seen else None
+
+
+def _known_here(path: Path) -> str:
+    """Where a file that is no ledger stands at a path the anchor has seen a ledger at: the words that say so (a
+    ledger damaged or replaced, not a wrong path); else what to give instead."""
+    seen = _seen_here(path)
+    if seen is None:
         return "; give the path of a ledger (`tabrelease ledger init FILE` makes one)"
-    return (f"; its anchor {anchor_path(path)} records a ledger here (id {seen[-1].get('ledger_id')}, "
-            f"{seen[-1].get('count')} records): it was damaged or replaced, restore it from a copy")
+    return (f"; its anchor {anchor_path(path)} records a ledger here (id {seen.get('ledger_id')}, "
+            f"{seen.get('count')} records): it was damaged or replaced, restore it from a copy")
 
 
 def _mac(key: bytes, previous: str, record: dict) -> str:
