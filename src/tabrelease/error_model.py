@@ -332,11 +332,18 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
     TabreleaseError
         The table is not a non-negative table of the plan's shape.
     """
+    fitted, described = _unrounded_world(plan, table)
+    return _rounded_at_random(fitted, np.random.default_rng([seed, 1])), described
+
+
+def _unrounded_world(plan, table) -> tuple[np.ndarray, str]:
+    """The world before its rounding, and what it is in words: the maximum-entropy table with the released table's
+    margins (`_maximum_entropy_world`), moved toward the released table where `_toward_the_release` moves it."""
     fitted, described = _maximum_entropy_world(plan, table)
     fitted, share = _toward_the_release(plan, fitted, _table_of_plan(plan, table, "the released table"))
     if share is not None:
         described += TOWARD_THE_RELEASE + f"{share:.3g}"
-    return _rounded_at_random(fitted, np.random.default_rng([seed, 1])), described
+    return fitted, described
 
 
 def _maximum_entropy_world(plan, table) -> tuple[np.ndarray, str]:
@@ -398,7 +405,7 @@ def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.
     share : float or None
         s, or None where the plan put no noise on every cell, or its margins include every variable.
     """
-    from .measurements import MARGIN_CELLS
+    from .measurements import MARGIN_CELLS, variance_per_value
     from .models import free_parameters
 
     design = getattr(plan, "design", None)
@@ -408,7 +415,7 @@ def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.
                                                                            for b in design.blocks}:
         return world, None
     scale = design.scales(plan.calibration.scale)[every_cell]
-    variance = 2.0 * scale**2 if design.distribution == "laplace" else scale**2
+    variance = variance_per_value(design.distribution, scale)
     residual = world.size - free_parameters(plan.margins, shape)
     if residual <= 0:  # the margins include every variable: the world is the released table already
         return world, None
@@ -476,10 +483,7 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     if runs < 2 or not 0 < level < 1:
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     try:
-        fitted, described = _maximum_entropy_world(release.plan, np.asarray(release.table))
-        fitted, share = _toward_the_release(release.plan, fitted, np.asarray(release.table))
-        if share is not None:
-            described += TOWARD_THE_RELEASE + f"{share:.3g}"
+        fitted, described = _unrounded_world(release.plan, np.asarray(release.table))
         # The first batch (the pilot) says how many batches make the mean known to MEAN_RELATIVE_SE
         # (`audit_batches`). Where that is more than one, the figures are those of that many further batches, the
         # pilot left out: a pilot whose runs happened to agree asks for fewer batches, and where the errors are skewed

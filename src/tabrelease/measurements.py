@@ -170,7 +170,23 @@ def noise_variance(block) -> float:
     float
         The per-value noise variance.
     """
-    return 2.0 * block.scale**2 if block.distribution == "laplace" else block.scale**2
+    return variance_per_value(block.distribution, block.scale)
+
+
+def variance_per_value(distribution: str, scale: float) -> float:
+    """The variance of one noisy value: 2 b^2 for Laplace noise of scale b, sigma^2 for Gaussian noise.
+
+    Parameters
+    ----------
+    distribution : {"laplace", "gaussian"}
+    scale : float
+        b, or sigma.
+
+    Returns
+    -------
+    float
+    """
+    return 2.0 * scale**2 if distribution == "laplace" else scale**2
 
 
 def best_total(blocks) -> float:
