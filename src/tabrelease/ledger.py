@@ -130,6 +130,22 @@ def _key_path(path: Path) -> Path:
     return Path(f"{path}.key")
 
 
+def key_file(path: str | os.PathLike) -> Path | None:
+    """The key file of the ledger at `path` (FILE.key, beside the ledger's real path), or None where
+    $TABRELEASE_LEDGER_KEY holds the key (no key file is made or read then).
+
+    Parameters
+    ----------
+    path : path
+        The ledger.
+
+    Returns
+    -------
+    Path or None
+    """
+    return None if os.environ.get(KEY_ENVIRONMENT) is not None else _key_path(Path(os.path.realpath(path)))
+
+
 def ledger_key(path: str | os.PathLike) -> bytes:
     """The ledger's key: $TABRELEASE_LEDGER_KEY, or FILE.key (owner-only, one link). Never made here.
 
@@ -222,8 +238,8 @@ def init_ledger(path: str | os.PathLike) -> Path:
             f"the anchor {anchor_path(path)} records an earlier ledger at {path} (id {earlier[-1].get('ledger_id')}, "
             f"{earlier[-1].get('count')} records): a new ledger there would restart spending from zero; restore that "
             "ledger, or choose another path")
-    if os.environ.get(KEY_ENVIRONMENT) is None:
-        key_path = _key_path(path)
+    key_path = key_file(path)
+    if key_path is not None:
         if key_path.exists():
             raise TabreleaseError(f"a key already exists at {key_path}; remove it or use it with its own ledger")
         # The key must appear whole or not at all: written to a private temporary file, then hard-linked.

@@ -59,12 +59,10 @@ def run(args) -> int:
     else:
         raise TabreleaseError(f"give FILE, or one of {', '.join(ACTIONS)} then FILE")
     if action == "init":
-        import os
-
-        from ..ledger import KEY_ENVIRONMENT, _key_path
+        from ..ledger import KEY_ENVIRONMENT, key_file
 
         made = init_ledger(path)
-        key = None if os.environ.get(KEY_ENVIRONMENT) is not None else _key_path(made)
+        key = key_file(made)
         if args.json:
             print_json({"ledger": str(made), "key": None if key is None else str(key)})
         elif key is None:
