@@ -724,8 +724,8 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "the error, so a world with the released total alone would state too little where that total "
                        "came out low, and too much where it came out high. Each run draws its noise first, takes its "
                        "own noise in the total (the total its fit pins, the best linear unbiased estimate from the "
-                       "noisy measurements, less its world's), and releases the table of greatest entropy (before "
-                       "rounding) scaled to the released total less that noise, or to 0 where that is negative, "
+                       "noisy measurements, less its world's), and releases the world (before its rounding) scaled "
+                       "to the released total less that noise, or to 0 where that is negative, "
                        "rounded at random afresh: every run whose world is not clamped at 0 releases about this "
                        "release's total (the least-squares fit pins its total to that estimate). Its error is taken "
                        "against its own margins.</p>\n<p>")
@@ -734,8 +734,8 @@ and the larger it is, the more the noise had to be corrected before any table co
             out.append("The world's total is varied from run to run because the released total is noisy too, and "
                        "where the noise is large against the table it decides most of the error: a world with the "
                        "released total alone states too little where that total came out low, and too much where it "
-                       "came out high. Each run's world is the table of greatest entropy (before rounding) scaled to "
-                       "twice the world's total less the released total of one of "
+                       "came out high. Each run's world is that world (before its rounding) scaled to twice its "
+                       "total less the released total of one of "
                        f"{t(TOTAL_RUNS)} releases of the world, or to 0 where that is negative (the basic bootstrap), "
                        "rounded at random afresh; its error is taken against its own margins.</p>\n<p>")
         if BATCHES_ADDED in sim["reference"]:  # nor does one written before the runs came in batches
