@@ -18,8 +18,9 @@ drawn from the true table (seeded simulation noise, rounding as released):
 Per point it prints:
 
 * realised / stated mean L1 (means over releases and margins) with the ratio's standard error (delta method, a
-  release's mean over margins as the unit; numerator and denominator from different releases, so independent). The
-  error is conditional on the audit's fixed seed, which every release's simulation shares. At small epsilon one
+  release's mean over margins as the unit; numerator and denominator from different releases, so independent). Each
+  release's audit seeds its runs from its released table (`error_model.audit_seed`), so the audits' own Monte Carlo
+  error varies from release to release and the standard errors take it in. At small epsilon one
   release's error varies so much that the audited releases alone would estimate the realised mean no better than
   the target's width (Edwards, 70 records): hence the M;
 * the same ratio for the plan's unbiased expected L1 (before non-negativity);

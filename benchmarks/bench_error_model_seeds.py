@@ -1,12 +1,12 @@
-"""How much do the audit's simulated figures depend on its fixed seed? The Monte Carlo error of the stated mean.
+"""How much do the audit's simulated figures depend on its seed? The Monte Carlo error of the stated mean.
 
     python benchmarks/bench_error_model_seeds.py [--seeds S] > reports/benchmarks/error_model_seeds.txt
 
 The audit states each margin's mean L1 error from seeded simulated releases, in as many batches as a first batch
-estimates make their mean known to 3% (`error_model.released_table_errors`). Its seed is fixed, so every release of
-a table shares one draw of the simulation's Monte Carlo error: in `benchmarks/bench_error_model.py` that error does
-not average out over releases, and its standard errors leave it out. Here one default release per point (simulation
-noise, seed 7) is audited with S other seeds in place of the audit's; printed per point: the stated mean L1 (the
+estimates make their mean known to 3% (`error_model.released_table_errors`). Its seed comes from the released table
+(`error_model.audit_seed`: the root `AUDIT_SEED` followed by a hash of the table), so a release's figures carry one
+draw of the simulation's Monte Carlo error. Here one default release per point (simulation noise, seed 7) is audited
+with S other roots in place of `AUDIT_SEED`; printed per point: the stated mean L1 (the
 mean over margins) at the audit's own seed, its mean and standard deviation over the S seeds, and that standard
 deviation relative to the mean: the Monte Carlo error of a stated figure, against which a target of realised /
 stated within 0.9-1.1 is to be read; then the audit's runs at its own seed and their median over the S seeds.
@@ -52,7 +52,7 @@ def point(args) -> str:
     values = []
     try:
         for s in range(seeds):
-            error_model.AUDIT_SEED = 1_000_003 + 7919 * s  # read by released_table_errors at each call
+            error_model.AUDIT_SEED = 1_000_003 + 7919 * s  # read by audit_seed at each call
             values.append(stated())
     finally:
         error_model.AUDIT_SEED = audit_seed

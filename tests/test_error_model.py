@@ -343,7 +343,7 @@ def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_t
     """A released 2 x 2 table of total T with its one-way margins: the world is the maximum-entropy table row x
     column / T moved toward the released table by the share the noise does not explain (by hand,
     `_world_of_one_way_margins_by_hand`: 0.875 in the first case, 0 in the second). The audit's figures are
-    recomputed here through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b), run by
+    recomputed here through the public release path, batch by batch (batch b's seed s = the audit's seed + 2 b, `_audit_seed_by_hand`), run by
     run (run i's noise seed s * 2^20 + i): the run's noise in its total e is the best linear unbiased estimate of
     the total from that noise drawn on the world rounded at random with [s, 1] (`released_world`), less the world's
     total (the plan measures every cell: the sum of their noisy values less the world's); the run releases, with the
@@ -415,7 +415,7 @@ def _audit_batch_by_hand(plan, released, b: int):
     n = released.sum()
     smoothest = _world_of_one_way_margins_by_hand(plan, released)
     unrounded = with_post_processing(plan, rounding="none")
-    seed = 20261123 + 2 * b
+    seed = _audit_seed_by_hand(released) + 2 * b
     at_total = released_world(plan, released, seed=seed)[0]
     rng = np.random.default_rng([seed, 2])
     errors, world_totals, released_totals = [], [], []
@@ -433,6 +433,34 @@ def _audit_batch_by_hand(plan, released, b: int):
         world_totals.append(expected.sum())
         released_totals.append(float(np.asarray(release.table).sum()))
     return np.array(errors), np.array(world_totals), np.array(released_totals)
+
+
+def _audit_seed_by_hand(released) -> int:
+    """The audit's seed as `audit_seed` documents it: 20261123 followed by 64 bits (the first 8 bytes of the digest,
+    big-endian) of the SHA-256 of the released table's shape (its repr) and cells (little-endian float64, C order)."""
+    import hashlib
+
+    cells = np.asarray(released).astype("<f8")
+    digest = hashlib.sha256(repr(cells.shape).encode() + cells.tobytes()).digest()
+    return 20261123 * 2**64 + int.from_bytes(digest[:8], "big")
+
+
+def test_each_release_seeds_its_own_audit_from_its_released_table():
+    """The audit's seed is a function of the released table alone (the same cells give the same seed, whatever
+    their dtype or a negative zero), and releases that differ get seeds that differ: with one seed for all, every
+    release of a plan shared one Monte Carlo draw, and the quantile's coverage over releases rested on it. (The
+    by-hand audits above recompute the figures from this seed.)"""
+    from tabrelease.error_model import audit_seed
+
+    a, b = np.array([[20, 0], [0, 20]]), np.array([[20, 0], [1, 20]])
+    assert audit_seed(a) == _audit_seed_by_hand(a) == audit_seed(a.astype(float)) == audit_seed(a.tolist())
+    assert audit_seed(np.array([[20.0, -0.0], [0.0, 20.0]])) == audit_seed(a)
+    assert audit_seed(b) == _audit_seed_by_hand(b) != audit_seed(a)
+    assert audit_seed(a.reshape(4)) != audit_seed(a)  # the shape is hashed too
+    plan = plan_at((2, 2), [(0,), (1,)], 0.5)
+    first, _ = released_table_errors(_release_with(plan, a), level=0.95)
+    again, _ = released_table_errors(_release_with(plan, a.astype(float)), level=0.95)
+    assert first == again  # reproducible from the released table, in whatever dtype it is read back
 
 
 def _world_of_one_way_margins_by_hand(plan, released):
@@ -484,7 +512,7 @@ def test_where_the_total_is_not_a_linear_estimate_the_audit_reflects_it_about_sh
     estimate; forced here on a least-squares plan). A released 2 x 2 table with its one-way margins: the
     maximum-entropy table row x column / n moved toward the released table (by hand, as above), rounded at random
     (`released_world`), of total T. The audit's figures are recomputed here
-    through the public release path, batch by batch (batch b's seed s = AUDIT_SEED + 2 b): the world rounded with
+    through the public release path, batch by batch (batch b's seed s = the audit's seed + 2 b, `_audit_seed_by_hand`): the world rounded with
     [s, 1]; 20 releases of it (noise seed s) give released totals T*; 60 runs (noise seed s + 1) release the
     unrounded world scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
     ([s, 2]), each run's error against its own world. Batch 0 is the pilot: r is the standard error of its runs'
@@ -525,7 +553,7 @@ def _reflected_batch_by_hand(plan, released, b: int):
     n = released.sum()
     smoothest = _world_of_one_way_margins_by_hand(plan, released)
     unrounded = with_post_processing(plan, rounding="none")
-    seed = 20261123 + 2 * b
+    seed = _audit_seed_by_hand(released) + 2 * b
     world = released_world(plan, released, seed=seed)[0]
     noise = SimulationNoise(seed=seed)
     totals = [float(np.asarray(run_plan(unrounded, world, noise).table).sum()) for _ in range(TOTAL_RUNS)]

@@ -694,12 +694,12 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(f"<strong>The simulated error</strong> is the mean and the {100 * sim['level']:g}% quantile of each "
                    f"margin's L1 error over {t(sim['runs'])} simulated releases by the same plan{order}, of "
                    f"{t(world)}. They take non-negativity into account and read nothing confidential. "
-                   "</p>\n<p>The runs use the same noise scales and estimator with fixed seeds; rounding, which "
+                   "</p>\n<p>The runs use the same noise scales and estimator, seeded from the released table; rounding, which "
                    "keeps each cell within 1 of the fit, is not simulated. They are post-processing of the release: "
                    "the released table, <code>internal/released_table.csv</code> (its margins, and its cells where "
                    "the world is moved toward it), with the plan in <code>public/release.json</code>. "
                    "The world they are simulated on is the table of greatest entropy with the released margins "
-                   "(fitted by IPF), rounded at random to counts with fixed seeds: what the released table holds "
+                   "(fitted by IPF), rounded at random to counts (seeded so too): what the released table holds "
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. ")
         if share:
             # The plan put noise on every cell: the released cells were weighed against it (`_toward_the_release`).
