@@ -171,6 +171,30 @@ def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(t
     assert reflected not in page and conditioned not in page and "The world they are simulated on" in page
 
 
+def test_the_page_says_how_the_runs_were_seeded(tmp_path):
+    """An audit's runs are seeded from the released margins, and its page says so (the reference's marker is
+    explained, not echoed); an audit written before, with one fixed seed, rendered again from its file, says fixed
+    seeds."""
+    import json
+
+    import tabrelease as tr
+    from tabrelease.error_model import SEEDED_FROM_THE_RELEASE
+    from tabrelease.reports import render_audit_html
+
+    out = tmp_path / "r"
+    tr.publish_release(tr.builtin_table("titanic"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=2),
+                       out)
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    simulated = audit["evaluation"]["simulated_errors"]
+    assert SEEDED_FROM_THE_RELEASE in simulated["reference"]
+    page = (out / "internal" / "audit.html").read_text()
+    assert "estimator, seeded from the released margins;" in page and "fixed seeds" not in page
+    assert SEEDED_FROM_THE_RELEASE not in page
+    simulated["reference"] = simulated["reference"].replace(SEEDED_FROM_THE_RELEASE, "")  # written before
+    older = render_audit_html(audit)
+    assert "estimator, with fixed seeds;" in older and "seeded from the released margins" not in older
+
+
 def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_made_one(tmp_path):
     """Journey to work's default plan puts noise on every cell: audit.json's reference states the share the world
     was moved by, and the page explains the move with that share (and not as part of the world's name). Rochdale's

@@ -342,16 +342,16 @@ def test_a_world_whose_fit_stops_early_says_how_far_its_margins_are_and_bad_tabl
 def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_the_releases_total(released, epsilon):
     """A released 2 x 2 table of total T with its one-way margins: the world is the maximum-entropy table row x
     column / T moved toward the released table by the share the noise does not explain (by hand,
-    `_world_of_one_way_margins_by_hand`: 0.875 in the first case, 0 in the second). The audit's figures are
-    recomputed here through the public release path, batch by batch (batch b's seed s = the audit's seed + 2 b, `_audit_seed_by_hand`), run by
-    run (run i's noise seed s * 2^20 + i): the run's noise in its total e is the best linear unbiased estimate of
-    the total from that noise drawn on the world rounded at random with [s, 1] (`released_world`), less the world's
-    total (the plan measures every cell: the sum of their noisy values less the world's); the run releases, with the
-    same noise, the world scaled to max(0, T - e) and rounded at random ([s, 2]), its error against its own world.
-    Batch 0 is the pilot: r is the standard error of its runs' mean error (each run's mean over the margins)
-    relative to the mean; B = ceil((r/3%)^2); here B > 1 in both cases, and the figures are those of batches 1 to B.
-    Every run whose world is not near 0 releases T to within its world's rounding; the second case has runs that are
-    clamped at 0 (checked). The figures differ from a simulation on the world at its own total."""
+    `_world_of_one_way_margins_by_hand`: 0.875 in the first case, 0 in the second). The audit's figures are recomputed
+    here through the public release path, batch by batch (batch b's seed s = the audit's seed + 2 b,
+    `_audit_seed_by_hand`), run by run (run i's noise seed s * 2^20 + i): the run's noise in its total e is the best
+    linear unbiased estimate of the total from that noise drawn on the world rounded at random with [s, 1]
+    (`released_world`), less the world's total (the plan measures every cell: the sum of their noisy values less the
+    world's); the run releases, with the same noise, the world scaled to max(0, T - e) and rounded at random ([s, 2]),
+    its error against its own world. Batch 0 is the pilot: r is the standard error of its runs' mean error (each run's
+    mean over the margins) relative to the mean; B = ceil((r/3%)^2); here B > 1 in both cases, and the figures are those
+    of batches 1 to B. Every run whose world is not near 0 releases T to within its world's rounding; the second case
+    has runs that are clamped at 0 (checked). The figures differ from a simulation on the world at its own total."""
     from math import ceil
 
     released = np.array(released)
@@ -436,31 +436,51 @@ def _audit_batch_by_hand(plan, released, b: int):
 
 
 def _audit_seed_by_hand(released) -> int:
-    """The audit's seed as `audit_seed` documents it: 20261123 followed by 64 bits (the first 8 bytes of the digest,
-    big-endian) of the SHA-256 of the released table's shape (its repr) and cells (little-endian float64, C order)."""
+    """The audit's seed as `audit_seed` documents it, for a 2 x 2 released table with its one-way margins: 20261123
+    followed by 64 bits (the first 8 bytes of the digest, big-endian) of the SHA-256 of the table's shape (its repr),
+    then for each margin its axes (their repr) and its values rounded to 6 decimals (a negative zero made 0), as
+    little-endian float64."""
     import hashlib
 
-    cells = np.asarray(released).astype("<f8")
-    digest = hashlib.sha256(repr(cells.shape).encode() + cells.tobytes()).digest()
-    return 20261123 * 2**64 + int.from_bytes(digest[:8], "big")
+    cells = np.asarray(released, dtype=float)
+    assert cells.shape == (2, 2)
+    digest = hashlib.sha256(b"(2, 2)")
+    for axes, values in (("(0,)", cells[:, 0] + cells[:, 1]), ("(1,)", cells[0] + cells[1])):
+        digest.update(axes.encode() + (np.round(values, 6) + 0.0).astype("<f8").tobytes())
+    return 20261123 * 2**64 + int.from_bytes(digest.digest()[:8], "big")
 
 
-def test_each_release_seeds_its_own_audit_from_its_released_table():
-    """The audit's seed is a function of the released table alone (the same cells give the same seed, whatever
-    their dtype or a negative zero), and releases that differ get seeds that differ: with one seed for all, every
-    release of a plan shared one Monte Carlo draw, and the quantile's coverage over releases rested on it. (The
+def test_each_release_seeds_its_own_audit_from_its_released_margins():
+    """The audit's seed is a function of the released margins alone (the same margins give the same seed, whatever
+    the table's dtype or memory layout, a negative zero, or a difference below the sixth decimal that a float
+    release's fit may have on another machine), and releases whose margins differ get seeds that differ: with one
+    seed for all, every release of a plan shared one Monte Carlo draw, and the quantile's coverage over releases
+    rested on it. The audit states that its runs were so seeded; `released_world` rounds with the same seed. (The
     by-hand audits above recompute the figures from this seed.)"""
-    from tabrelease.error_model import audit_seed
+    from tabrelease.error_model import SEEDED_FROM_THE_RELEASE, audit_seed, released_world
 
-    a, b = np.array([[20, 0], [0, 20]]), np.array([[20, 0], [1, 20]])
-    assert audit_seed(a) == _audit_seed_by_hand(a) == audit_seed(a.astype(float)) == audit_seed(a.tolist())
-    assert audit_seed(np.array([[20.0, -0.0], [0.0, 20.0]])) == audit_seed(a)
-    assert audit_seed(b) == _audit_seed_by_hand(b) != audit_seed(a)
-    assert audit_seed(a.reshape(4)) != audit_seed(a)  # the shape is hashed too
     plan = plan_at((2, 2), [(0,), (1,)], 0.5)
+    a, b = np.array([[20, 0], [0, 20]]), np.array([[20, 0], [1, 20]])
+    assert audit_seed(plan, a) == _audit_seed_by_hand(a) == audit_seed(plan, a.tolist())
+    assert audit_seed(plan, a.astype(">f4")) == audit_seed(plan, np.asfortranarray(a)) == audit_seed(plan, a)
+    zero_row = np.array([[0, 0], [5, 5]])
+    assert audit_seed(plan, np.array([[-0.0, -0.0], [5.0, 5.0]])) == audit_seed(plan, zero_row)
+    assert audit_seed(plan, np.array([[-4e-7, 0.0], [5.0, 5.0]])) == audit_seed(plan, zero_row)  # rounds to -0
+    assert audit_seed(plan, a + np.array([[1e-9, 0.0], [0.0, -1e-9]])) == audit_seed(plan, a)
+    assert audit_seed(plan, a + np.array([[0.3, 0.0], [0.0, 0.0]])) != audit_seed(plan, a)  # not rounded to counts
+    assert audit_seed(plan, [[19.9999999, 0.0], [0.0, 20.0]]) == audit_seed(plan, a)  # below the sixth decimal
+    assert audit_seed(plan, b) == _audit_seed_by_hand(b) != audit_seed(plan, a)
+    # The same margins, other cells: the same seed (the world, where not moved, is the same too).
+    assert audit_seed(plan, [[10, 10], [10, 10]]) == audit_seed(plan, a)
+    # The plan's margins are hashed with their axes: the joint margin of the same cells gives another seed.
+    assert audit_seed(plan_at((2, 2), [(0, 1)], 0.5), a) != audit_seed(plan, a)
     first, _ = released_table_errors(_release_with(plan, a), level=0.95)
     again, _ = released_table_errors(_release_with(plan, a.astype(float)), level=0.95)
-    assert first == again  # reproducible from the released table, in whatever dtype it is read back
+    assert first == again and SEEDED_FROM_THE_RELEASE in first.reference
+    wide = plan_at((3, 4), [(0,), (1,)], 0.5)
+    odd = np.array([[7, 0, 3, 1], [2, 9, 0, 4], [5, 1, 6, 0]])  # a world of fractions: its rounding reads the seed
+    assert (released_world(wide, odd)[0] == released_world(wide, odd, seed=audit_seed(wide, odd))[0]).all()
+    assert (released_world(wide, odd)[0] != released_world(wide, odd, seed=20261123)[0]).any()
 
 
 def _world_of_one_way_margins_by_hand(plan, released):
@@ -509,18 +529,17 @@ def test_the_audit_takes_as_many_batches_as_make_its_mean_known_to_3_percent_wit
 def test_where_the_total_is_not_a_linear_estimate_the_audit_reflects_it_about_shared_released_totals(
         released, epsilon, monkeypatch):
     """The reflected batch (`_reflected_batch`, for estimators whose total is not the least-squares fit's pinned
-    estimate; forced here on a least-squares plan). A released 2 x 2 table with its one-way margins: the
-    maximum-entropy table row x column / n moved toward the released table (by hand, as above), rounded at random
-    (`released_world`), of total T. The audit's figures are recomputed here
-    through the public release path, batch by batch (batch b's seed s = the audit's seed + 2 b, `_audit_seed_by_hand`): the world rounded with
-    [s, 1]; 20 releases of it (noise seed s) give released totals T*; 60 runs (noise seed s + 1) release the
-    unrounded world scaled to max(0, 2T - T*) (the T* in turn, run i the (i mod 20)-th) and rounded at random
-    ([s, 2]), each run's error against its own world. Batch 0 is the pilot: r is the standard error of its runs'
-    mean error (each run's mean over the margins) over the 20 groups of runs sharing a T*, relative to the mean;
-    B = ceil((r / 3%)^2); here B > 1 in both cases, and the figures are those of batches 1 to B. The second case has
-    a world whose rounding moves its total and reflected totals below 0 (both checked), so that T, the clamp and
-    what is scaled are each held to the definition. The figures differ from a simulation on the world at its own
-    total."""
+    estimate; forced here on a least-squares plan). A released 2 x 2 table with its one-way margins: the maximum-entropy
+    table row x column / n moved toward the released table (by hand, as above), rounded at random (`released_world`), of
+    total T. The audit's figures are recomputed here through the public release path, batch by batch (batch b's seed s =
+    the audit's seed + 2 b, `_audit_seed_by_hand`): the world rounded with [s, 1]; 20 releases of it (noise seed s) give
+    released totals T*; 60 runs (noise seed s + 1) release the unrounded world scaled to max(0, 2T - T*) (the T* in
+    turn, run i the (i mod 20)-th) and rounded at random ([s, 2]), each run's error against its own world. Batch 0 is
+    the pilot: r is the standard error of its runs' mean error (each run's mean over the margins) over the 20 groups of
+    runs sharing a T*, relative to the mean; B = ceil((r / 3%)^2); here B > 1 in both cases, and the figures are those
+    of batches 1 to B. The second case has a world whose rounding moves its total and reflected totals below 0 (both
+    checked, in some batch), so that T, the clamp and what is scaled are each held to the definition. The figures differ
+    from a simulation on the world at its own total."""
     from math import ceil
 
     from tabrelease import error_model
@@ -531,15 +550,16 @@ def test_where_the_total_is_not_a_linear_estimate_the_audit_reflects_it_about_sh
     plan = plan_at((2, 2), [(0,), (1,)], epsilon)
     found, note = released_table_errors(_release_with(plan, released), level=0.95)
     assert note is None and TOTALS_REFLECTED in found.reference
-    pilot, world, reflected = _reflected_batch_by_hand(plan, released, 0)
-    if epsilon < 0.1:
-        assert world.sum() != released.sum() and min(reflected) < 0  # the cases the definition's details decide
+    pilot = _reflected_batch_by_hand(plan, released, 0)[0]
     per_run = pilot.mean(axis=1)
     groups = [per_run[i::20].mean() for i in range(20)]
     count = ceil((np.std(groups, ddof=1) / np.sqrt(20) / per_run.mean() / 0.03) ** 2)
     assert count > 1  # both cases take further batches: the one-batch path is the next test's
-    errors = np.concatenate([_reflected_batch_by_hand(plan, released, b)[0] for b in range(1, min(count, 32) + 1)])
-    _assert_the_audit_states_the_runs(found, plan, released, errors)
+    batches = [_reflected_batch_by_hand(plan, released, b) for b in range(1, min(count, 32) + 1)]
+    if epsilon < 0.1:  # the cases the definition's details decide, in some batch
+        assert any(world.sum() != released.sum() for _, world, _ in batches)
+        assert any(min(reflected) < 0 for _, _, reflected in batches)
+    _assert_the_audit_states_the_runs(found, plan, released, np.concatenate([errors for errors, _, _ in batches]))
 
 
 def _reflected_batch_by_hand(plan, released, b: int):

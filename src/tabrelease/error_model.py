@@ -27,10 +27,12 @@ import numpy as np
 from .errors import TabreleaseError
 from .tables import margin_counts
 
-# Runs of the audit's simulation, and the root of its seeds: an audit after a release seeds its runs from this and
-# the released table (`audit_seed`), so the figures are a function of public outputs alone.
+# Runs of the audit's simulation, and its seed: a simulation before a release uses it as it is; an audit after one
+# seeds its runs from it and the released margins (`audit_seed`), so the figures are a function of the release.
 AUDIT_RUNS = 60
 AUDIT_SEED = 20261123
+# What an audit's reference says of its seeds (audits written before 2026-11-27 used AUDIT_SEED and say nothing).
+SEEDED_FROM_THE_RELEASE = "; the runs seeded from the released margins"
 # Cells past which a simulation is not run (each run is a fit over the cells).
 MAX_SIMULATED_CELLS = 2**14
 # A simulation's runs are fitted by the estimator's faster fit (`Estimator.for_simulation`) where, on the first run,
@@ -298,7 +300,7 @@ TOTAL_CONDITIONED = ("; each run's world of the total the truth's may have had, 
                      "is not clamped at 0 releases about the released total")
 
 
-def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, str]:
+def released_world(plan, table, *, seed: int | None = None) -> tuple[np.ndarray, str]:
     """The table the audit simulates a release on: the table of greatest entropy whose margins over the plan's
     margins are those of the released table (iterative proportional fitting from a uniform table), moved toward the
     released table where the plan put noise on every cell and the released cells depart from it by more than that
@@ -319,8 +321,9 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
         The release's plan (its margins).
     table : numpy.ndarray
         The released table, non-negative counts of the plan's shape.
-    seed : int
-        Seed of the rounding.
+    seed : int, optional
+        Seed of the rounding, [seed, 1]; by default the audit's (`audit_seed`), which rounds its first batch's world
+        so.
 
     Returns
     -------
@@ -336,6 +339,7 @@ def released_world(plan, table, *, seed: int = AUDIT_SEED) -> tuple[np.ndarray, 
         The table is not a non-negative table of the plan's shape.
     """
     fitted, described = _unrounded_world(plan, table)
+    seed = audit_seed(plan, table) if seed is None else seed
     return _rounded_at_random(fitted, np.random.default_rng([seed, 1])), described
 
 
@@ -495,33 +499,40 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         # totals then reflected; 0.03 with it left out), so a mean that kept it would lean its way.
         conditioned = conditions_on_total(release.plan)
         batch = _conditioned_batch if conditioned else _reflected_batch
-        seed = audit_seed(release.table)
+        seed = audit_seed(release.plan, release.table)
         pilot = batch(release.plan, fitted, runs=runs, seed=seed)
         count = audit_batches(pilot, cells=fitted.size, shared_totals=None if conditioned else TOTAL_RUNS)
         batches = [pilot] if count == 1 else [batch(release.plan, fitted, runs=runs, seed=seed + 2 * b)
                                               for b in range(1, count + 1)]
         errors = np.concatenate(batches)
-        described += (TOTAL_CONDITIONED if conditioned else TOTALS_REFLECTED) + BATCHES_ADDED
+        described += SEEDED_FROM_THE_RELEASE + (TOTAL_CONDITIONED if conditioned else TOTALS_REFLECTED) + BATCHES_ADDED
         return _summary(release.plan, errors, level=level, described=described), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
         return None, f"the error simulation failed ({type(exc).__name__})"
 
 
-def audit_seed(table) -> int:
-    """The seed of the audit's simulation of a release: `AUDIT_SEED` followed by 64 bits of the SHA-256 of the
-    released table (its shape, then its cells as little-endian float64 in C order).
+def audit_seed(plan, table) -> int:
+    """The seed of the audit's simulation of a release: `AUDIT_SEED` followed by 64 bits of the SHA-256 of its
+    released margins, those of the plan's margins in the released table: the table's shape (its repr), then for each
+    margin its axes (their repr) and its values rounded to 6 decimals, a negative zero made 0, as little-endian
+    float64 in C order.
 
-    A function of the released table, so the figures are reproducible from the release; but not one seed for every
-    release. With one fixed seed, every release of a plan shared the same Monte Carlo draw of the noise, so where the
-    simulation's own error put its quantile high (or low), it did so for all of them: the stated quantile's coverage
-    over releases then rested on that one draw (its 58th of 60 runs misses the 95% quantile's level by a standard
-    deviation of about 2.7 points, Beta(58, 3)), and the validation benchmark's standard errors, computed over
-    releases, could not see it. Seeded from the release, each release's audit draws its own runs, and over releases
-    the quantile's coverage is k / (runs + 1) on a world like the truth, as `upper_order_statistic` says.
+    A function of the release, so the figures are reproducible from it; but not one seed for every release. With one
+    fixed seed, every release of a plan shared the same Monte Carlo draw of the noise, so where the simulation's own
+    error put its quantile high (or low), it did so for all of them: the stated quantile's coverage over releases then
+    rested on that one draw (its 58th of 60 runs misses the 95% quantile's level by a standard deviation of about 2.7
+    points, Beta(58, 3)), and the validation benchmark's standard errors, computed over releases, could not see it.
+    Seeded from the release, each release's audit draws its own runs, and over releases the quantile's coverage is
+    k / (runs + 1) on a world like the truth, as `upper_order_statistic` says. The margins, not the cells: where the
+    world is not moved toward the released table it is a function of the released margins, which `public/` holds, so
+    such an audit is recomputable from them alone. Rounded to 6 decimals (the precision the bundle's files keep): a
+    release left unrounded whose fit differs in its last bits on another machine keeps its seed.
 
     Parameters
     ----------
+    plan : MechanismPlan
+        The release's plan (its margins).
     table : array_like
         The released table (counts of the plan's shape).
 
@@ -530,9 +541,13 @@ def audit_seed(table) -> int:
     int
         Non-negative; batch b of the audit uses it plus 2 b (`released_table_errors`).
     """
-    cells = np.ascontiguousarray(np.asarray(table, dtype=float) + 0.0, dtype="<f8")  # + 0.0: -0.0 hashes as 0.0
-    digest = hashlib.sha256(repr(cells.shape).encode() + cells.tobytes()).digest()
-    return AUDIT_SEED * 2**64 + int.from_bytes(digest[:8], "big")
+    cells = np.asarray(table, dtype=float)
+    digest = hashlib.sha256(repr(cells.shape).encode())
+    for axes in plan.margins:
+        values = np.round(margin_counts(cells, tuple(axes)), 6) + 0.0  # + 0.0: a negative zero hashes as 0
+        digest.update(repr(tuple(int(a) for a in axes)).encode())
+        digest.update(np.ascontiguousarray(values, dtype="<f8").tobytes())
+    return AUDIT_SEED * 2**64 + int.from_bytes(digest.digest()[:8], "big")
 
 
 # The audit's runs come in batches, as many as make the runs' mean error's standard error at most MEAN_RELATIVE_SE of

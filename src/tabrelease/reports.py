@@ -675,8 +675,8 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(row + "</tr>\n")
     out.append("</table>\n<p>")
     if sim:
-        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, TOTAL_CONDITIONED,
-                                  TOTAL_RUNS, TOTALS_REFLECTED, TOWARD_THE_RELEASE)
+        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE,
+                                  TOTAL_CONDITIONED, TOTAL_RUNS, TOTALS_REFLECTED, TOWARD_THE_RELEASE)
 
         order = ""
         if sim.get("order_statistic"):
@@ -685,7 +685,9 @@ and the larger it is, the more the noise had to be corrected before any table co
                      f"probability {t(k)}/{t(runs + 1)}; not a bound)")
         # The reference's parts on the total and the batches are explained in paragraphs of their own below.
         world = sim["reference"]
-        for part in (TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
+        seeded = ("seeded from the released margins" if SEEDED_FROM_THE_RELEASE in sim["reference"]
+                  else "with fixed seeds")  # an audit written before its seeds came from the release
+        for part in (SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
             world = world.replace(part, "")
         world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
         moved = bool(share) and float(share) > 0
@@ -694,12 +696,13 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(f"<strong>The simulated error</strong> is the mean and the {100 * sim['level']:g}% quantile of each "
                    f"margin's L1 error over {t(sim['runs'])} simulated releases by the same plan{order}, of "
                    f"{t(world)}. They take non-negativity into account and read nothing confidential. "
-                   "</p>\n<p>The runs use the same noise scales and estimator, seeded from the released table; rounding, which "
+                   f"</p>\n<p>The runs use the same noise scales and estimator, {seeded}; rounding, which "
                    "keeps each cell within 1 of the fit, is not simulated. They are post-processing of the release: "
                    "the released table, <code>internal/released_table.csv</code> (its margins, and its cells where "
-                   "the world is moved toward it), with the plan in <code>public/release.json</code>. "
+                   "the world is moved toward it; read it with its levels in the order of "
+                   "<code>public/release.json</code>), with the plan in <code>public/release.json</code>. "
                    "The world they are simulated on is the table of greatest entropy with the released margins "
-                   "(fitted by IPF), rounded at random to counts (seeded so too): what the released table holds "
+                   "(fitted by IPF), rounded at random to counts, seeded so too: what the released table holds "
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. ")
         if share:
             # The plan put noise on every cell: the released cells were weighed against it (`_toward_the_release`).
