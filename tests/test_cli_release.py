@@ -213,3 +213,42 @@ def test_plan_and_sweep_report_a_margin_inside_another(tmp_path, capsys):
     assert main(["sweep", "czech", "--margins", "[AB][A][BC]", "--epsilons", "1", "--repetitions", "2", "--out",
                  str(tmp_path / "s"), "--jobs", "1", "--quiet"]) == 0
     assert "inside another margin (sum that one to get it): [A]" in capsys.readouterr().err
+
+
+def test_an_unrounded_release_is_published_whole_and_its_audit_recomputes_from_it(capsys, tmp_path):
+    """`--rounding none` publishes the fit's values unrounded. Its bundle is written: it failed with "counts must be
+    whole numbers" once the release was drawn, in release mode after the charge (a release charged to the ledger and
+    never published). internal/released_table.csv holds the fit's values whole (its floats, read back exactly), and
+    the audit's figures recompute from that file and the plan (the audit's seed reads its released margins)."""
+    import pandas as pd
+
+    import tabrelease as tr
+    from tabrelease.error_model import released_table_errors
+    from tabrelease.ledger import init_ledger
+    from tabrelease.testing import plan_at
+
+    ledger = init_ledger(tmp_path / "ledger.json")
+    out = tmp_path / "r"
+    code, printed, err = run_cli(capsys, "release", "titanic", "--epsilon", "1", "--rounding", "none", "--ledger",
+                                 ledger, "--out", out)
+    assert code == 0, err
+    charged = [r for r in json.loads(ledger.read_text())["records"] if r.get("release_id")]
+    assert len(charged) == 1 and charged[0]["dataset"] == "titanic"
+    table = builtin_table("titanic")
+    cells = pd.read_csv(out / "internal" / "released_table.csv", dtype={"count": str})
+    released = np.zeros(table.shape)
+    for row in cells.itertuples(index=False):
+        released[tuple(table.levels[j].index(str(v)) for j, v in enumerate(row[:-1]))] = float(row[-1])
+    assert (released != np.round(released)).any() and (released >= 0).all()
+    public = pd.read_csv(out / "public" / "class__sex.csv")
+    assert public["count"].to_numpy() == pytest.approx(np.round(released.sum(axis=(2, 3)).ravel(), 6), abs=1e-6)
+
+    from types import SimpleNamespace
+
+    plan = plan_at(table.shape, tr.default_model(table).generators, 1.0)
+    simulated = json.loads((out / "internal" / "audit.json").read_text())["evaluation"]["simulated_errors"]
+    again, note = released_table_errors(SimpleNamespace(plan=plan, table=released), level=0.95)
+    assert note is None and again.reference == simulated["reference"]
+    labels = {tr.models.margin_label(g, table.letters): g for g in plan.margins}
+    for label, value in simulated["mean_l1_by_margin"].items():
+        assert value == pytest.approx(again.mean_l1[labels[label]], rel=1e-9)

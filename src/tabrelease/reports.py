@@ -488,8 +488,10 @@ def write_release_contents(
     validate(audit, schemas.AUDIT)
     (internal_dir / "audit.json").write_text(json.dumps(audit, indent=2) + "\n")
     if release.table is not None:
-        # w', the rounded table whose margins were released (itself a post-processed DP output).
-        table.with_counts(release.table).write_csv(internal_dir / RELEASED_TABLE_FILE)
+        # w', the table whose margins were released (itself a post-processed DP output): counts where it was rounded,
+        # else the fit's values whole, so that the audit is recomputable from the file (`error_model.audit_seed`).
+        write_long_csv(internal_dir / RELEASED_TABLE_FILE, table.variables, table.levels, tuple(range(table.k)),
+                       release.table, digits=None)
     (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
 
 

@@ -566,7 +566,7 @@ def long_rows(levels, axes, values: np.ndarray):
 
 
 def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_column: str = "count", *,
-                   sep: str = ",", bom: bool = False) -> None:
+                   sep: str = ",", bom: bool = False, digits: int | None = 6) -> None:
     """One row per cell of the array over `axes` (first axis slowest): the level labels, then the value. Labels and
     names that a spreadsheet would take for a formula are written behind a single quote (`csv_field_for_label`).
 
@@ -581,13 +581,15 @@ def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_colu
     axes : sequence of int
         The axes of `values`, in order.
     values : numpy.ndarray
-        One axis per entry of `axes`; integers are written as such, floats rounded to 6 decimals.
+        One axis per entry of `axes`; integers are written as such, floats rounded to `digits` decimals.
     count_column : str, default "count"
         Name of the value column.
     sep : str, default ","
         The field separator: one of ``, ; | `` or a tab (the separators a reader detects from the header).
     bom : bool, default False
         Start the file with a UTF-8 byte-order mark (Excel then reads it as UTF-8, not in its code page).
+    digits : int or None, default 6
+        Decimals a float is rounded to; None writes it whole (the shortest text that reads back as the same float).
     """
     if sep not in CSV_SEPARATORS:
         raise ValueError(f"a CSV file is written with one of the separators {CSV_SEPARATORS!r}, not {sep!r}")
@@ -603,7 +605,8 @@ def write_long_csv(path, variables, levels, axes, values: np.ndarray, count_colu
         out = csv.writer(fh, delimiter=sep, lineterminator="\n")
         for index in np.ndindex(*values.shape):
             v = values[index]
-            out.writerow([lv[i] for lv, i in zip(labels, index)] + [int(v) if integer else repr(round(float(v), 6))])
+            value = int(v) if integer else repr(float(v) if digits is None else round(float(v), digits))
+            out.writerow([lv[i] for lv, i in zip(labels, index)] + [value])
 
 
 # A table is held as an array of cells (8 bytes each): past this it is refused before any work, in one line.
