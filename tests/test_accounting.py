@@ -293,6 +293,30 @@ def test_group_privacy():
     assert group_rho(0.02) == pytest.approx(0.08)
 
 
+def test_group_privacy_at_an_epsilon_whose_exponential_overflows():
+    """Past k epsilon = 700 the factor sum_{i<k} e^(i epsilon) is taken by its log (e^epsilon overflows a float
+    above 709.78): the same delta, checked here against decimal arithmetic at 50 digits, and 1 where it passes 1.
+    A replace release and an add-remove Gaussian one of epsilon 800 broke a dataset's account (every later release
+    of it, and `tabrelease ledger`, raised an internal error, OverflowError); a release now asks for at most 700
+    (`spec.EPSILON_RANGE`), but a group of three passes 700 from 234, and the API takes any epsilon."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 50
+    for epsilon, delta, k in ((350.1, 1e-200, 2), (240.0, 1e-250, 3), (0.5, 1e-6, 1500)):
+        exact = sum(Decimal(i * epsilon).exp() for i in range(k)) * Decimal(delta)
+        eps_k, delta_k = group_approx(epsilon, delta, k)
+        assert eps_k == pytest.approx(k * epsilon) and delta_k == pytest.approx(float(min(exact, 1)), rel=1e-12)
+    assert group_approx(800.0, 1e-6) == (1600.0, 1.0)
+    assert group_approx(800.0, 0.0) == (1600.0, 0.0)
+
+
+def test_sigma_for_a_delta_whose_reciprocal_overflows():
+    """1.25 / delta overflows below about 2.2e-308 (the starting guess took its log): the sigma is still the one
+    whose hockey-stick divergence is delta."""
+    sigma = analytic_gaussian_sigma(1.0, 1.0, 1e-310)
+    assert math.isfinite(sigma) and hockey_stick(1.0, 1.0, sigma) == pytest.approx(1e-310, rel=1e-6)
+
+
 def test_group_bounds_hold_for_the_gaussian_mechanism():
     # A Gaussian calibrated for one record: a group of k moves the query by k Delta. Its exact profile there must
     # lie within the group bounds (they hold for every mechanism).

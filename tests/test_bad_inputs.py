@@ -36,6 +36,18 @@ def _ledger(text):
     return lambda d: (d / "ledger.json").write_text(text)
 
 
+def _real_ledger(d):
+    from tabrelease.ledger import init_ledger
+
+    init_ledger(d / "L.json")  # keyed by $TABRELEASE_LEDGER_KEY: the ledger file and its anchor
+
+
+# A release in release mode (secure noise) charged to a real ledger: each case must refuse before the charge, so the
+# ledger is left byte for byte (these had been charged, then failed; found by a new user's trial of every option).
+CHARGED = ["--ledger", "L.json", "--out", "o"]
+MANY_RECORDS = "A,B,count\na,x,600000\na,y,500000\nb,x,1\nb,y,2\n"
+
+
 def _mkdir(name):
     return lambda d: (d / name).mkdir()
 
@@ -182,6 +194,36 @@ CLI_CASES = [
      "the parent of afile/sub is a file, not a folder"),
     ("output in no folder", None, [*RELEASE_CZECH, "--out", "nowhere/sub"],
      "the parent folder of nowhere/sub does not exist"),
+    # refused before the charge (each had been charged, then failed)
+    ("an estimator needing the nonneg mechanism's lift", _real_ledger,
+     ["release", "edwards", "--epsilon", "1", "--mechanism", "efron-stein", "--estimator", "shifted-synthesis",
+      *CHARGED], "the shifted-synthesis estimator needs a plan with a lift t (the nonneg mechanism's)"),
+    ("least squares over margins published exactly", _real_ledger,
+     ["release", "edwards", "--epsilon", "1", "--mechanism", "sensitive-attributes", "--neighbours", "replace",
+      "--sensitive", "A", "--estimator", "least-squares", *CHARGED],
+     "the least-squares estimator takes only the total as exact, and this plan publishes the margins without a "
+     "sensitive attribute exactly"),
+    ("local least squares over margins published exactly", _real_ledger,
+     ["release", "edwards", "--epsilon", "1", "--mechanism", "sensitive-attributes", "--neighbours", "replace",
+      "--sensitive", "A", "--estimator", "local-least-squares", *CHARGED],
+     "the local-least-squares estimator takes only the total as exact"),
+    ("controlled rounding of margins as measured", _real_ledger,
+     ["release", "edwards", "--epsilon", "0.05", "--mechanism", "margins", "--rounding", "controlled", *CHARGED],
+     "controlled rounding needs non-negative margins that agree with each other, and the as-measured estimator"),
+    ("an epsilon past e^epsilon's range", _real_ledger, ["release", "titanic", "--epsilon", "800", *CHARGED],
+     "epsilon must lie between 0.0001 and 700, not 800.0"),
+    ("an epsilon too small to leave a count", _real_ledger, ["release", "titanic", "--epsilon", "1e-5", *CHARGED],
+     "epsilon must lie between 0.0001 and 700, not 1e-05"),
+    ("a delta lost in subnormal floats", _real_ledger,
+     ["release", "titanic", "--epsilon", "1", "--mechanism", "gaussian", "--delta", "1e-310", *CHARGED],
+     "delta must be at least 1e-300"),
+    ("a bound's delta lost in subnormal floats", _real_ledger,
+     ["release", "titanic", "--epsilon", "1", "--bound-delta", "5e-324", *CHARGED],
+     "--bound-delta must be at least 1e-300"),
+    ("randomized response of too many records, secure", lambda d: (_real_ledger(d), _csv(MANY_RECORDS)(d)),
+     ["release", "t.csv", "--margins", "[A][B]", "--mechanism", "randomized-response", "--epsilon", "1", *CHARGED],
+     "randomized response in release mode draws each record in turn through the secure sampler, and this table has "
+     "more than 1,000,000"),
     # ledger
     ("ledger is a folder", _mkdir("ledger.json"), [*RELEASE_CZECH, "--ledger", "ledger.json", "--out", "o"],
      "ledger.json is a directory; give a file path"),

@@ -539,3 +539,29 @@ def test_a_known_ledger_overwritten_is_called_damaged_not_only_not_a_ledger(tmp_
     err = capsys.readouterr().err
     assert "not a tabrelease ledger (not valid JSON)" in err and "records a ledger here" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_account_at_the_top_of_epsilons_range_reads_and_past_it_nothing_is_charged(tmp_path, capsys):
+    """A replace release, then an add-remove Gaussian release of epsilon 800 was charged and published, then the
+    command raised an internal error (OverflowError: e^800 in its group privacy for the replace unit), and so did
+    every later release of the dataset and `tabrelease ledger`. Epsilon is now at most 700 (`spec.EPSILON_RANGE`):
+    800 is refused before the charge, and at 700 both releases succeed and the account reads (the Gaussian
+    release's guarantee under replace has a delta of 1, so no unit covers both)."""
+    import json
+
+    from tabrelease.cli import main
+
+    ledger = tmp_path / "L.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    assert main(["release", "edwards", "--epsilon", "1", "--neighbours", "replace", "--simulate", "--seed", "1",
+                 "--ledger", str(ledger), "--out", str(tmp_path / "a")]) == 0
+    gaussian = ["release", "edwards", "--mechanism", "gaussian", "--delta", "1e-6", "--simulate", "--seed", "1",
+                "--ledger", str(ledger)]
+    records = len(json.loads(ledger.read_text())["records"])
+    assert main([*gaussian, "--epsilon", "800", "--out", str(tmp_path / "b")]) == 2
+    assert len(json.loads(ledger.read_text())["records"]) == records and not (tmp_path / "b").exists()
+    assert main([*gaussian, "--epsilon", "700", "--out", str(tmp_path / "c")]) == 0
+    capsys.readouterr()
+    assert main(["ledger", str(ledger)]) == 0
+    shown = capsys.readouterr().out
+    assert "edwards" in shown and "no unit covers all its releases" in shown

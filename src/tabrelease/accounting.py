@@ -145,7 +145,7 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
         return _log_profile(epsilon, math.exp(log_mu)) - target
 
     # Bracket around the classical scale's mu = epsilon / sqrt(2 log(1.25 / delta)); excess increases with mu.
-    guess = math.log(epsilon / math.sqrt(2.0 * math.log(1.25 / delta)))
+    guess = math.log(epsilon / math.sqrt(2.0 * (math.log(1.25) - math.log(delta))))  # 1.25 / delta may overflow
     low, high = guess - 0.5, guess + 0.5
     while excess(low) > 0:
         low -= 1.0
@@ -373,6 +373,12 @@ def group_approx(epsilon: float, delta: float, k: int = 2) -> tuple[float, float
     k = _check_k(k)
     epsilon = _check_nonnegative("epsilon", epsilon)
     delta = _check_nonnegative("delta", delta)
+    if delta == 0:
+        return float(k * epsilon), 0.0
+    if k * epsilon > 700:  # e^epsilon overflows a float past 709.78: the factor's log instead, for a delta of 1
+        # log(sum_{i<k} e^(i epsilon)) = (k - 1) epsilon + log((1 - e^(-k epsilon)) / (1 - e^(-epsilon)))
+        log_factor = (k - 1) * epsilon + math.log(-math.expm1(-k * epsilon)) - math.log(-math.expm1(-epsilon))
+        return float(k * epsilon), float(math.exp(min(0.0, log_factor + math.log(delta))))
     if k == 2:
         factor = 1.0 + math.exp(epsilon)
     elif epsilon == 0:

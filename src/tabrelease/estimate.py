@@ -264,6 +264,7 @@ class LeastSquares(Estimator):
         self.refine = refine
 
     def for_plan(self, plan: MechanismPlan) -> LeastSquares:
+        _check_only_the_total_exact(plan, self.name)
         return LeastSquares(None if plan.encoding is None else plan.encoding.structural_zeros(), refine=self.refine)
 
     def for_simulation(self) -> LeastSquares:
@@ -366,6 +367,7 @@ class LocalLeastSquares(LeastSquares):
         self.cliques = None if cliques is None else tuple(tuple(c) for c in cliques)
 
     def for_plan(self, plan: MechanismPlan) -> LocalLeastSquares:
+        _check_only_the_total_exact(plan, self.name)
         if plan.encoding is not None:
             raise TabreleaseError("the local least-squares estimator works on the table's own variables only")
         return LocalLeastSquares(self.cliques)
@@ -440,18 +442,36 @@ class AsMeasured(Estimator):
         return Estimate(table=None, margins=margins, seconds=time.perf_counter() - start)
 
 
+def _check_lift(plan: MechanismPlan) -> None:
+    if "constant_term_shift" not in (plan.parameters or {}):
+        raise TabreleaseError("the shifted-synthesis estimator needs a plan with a lift t (the nonneg mechanism's)")
+
+
+def _check_only_the_total_exact(plan: MechanismPlan, name: str) -> None:
+    """Refuse, as the estimator is chosen (before any charge), a plan that publishes margins exactly: the
+    sensitive-attributes mechanism's, whose margins without a sensitive attribute are exact. The least-squares fits
+    take only the total as exact (`LeastSquares.prepared`), so such a release failed after its charge."""
+    if (plan.parameters or {}).get("sensitive") is not None:
+        raise TabreleaseError(f"the {name} estimator takes only the total as exact, and this plan publishes the "
+                              "margins without a sensitive attribute exactly: use the mechanism's own estimator "
+                              "(linf-lp)")
+
+
 class ShiftedSynthesis(Estimator):
     """DMT section 4.5.3, Corollary 1: lift the constant coefficient by t * d * scale and synthesise the
     margins from the coefficients directly; non-negative with probability >= 1 - exp(-t), no LP."""
 
     name = SHIFTED_SYNTHESIS
 
+    def for_plan(self, plan: MechanismPlan) -> ShiftedSynthesis:
+        _check_lift(plan)  # before the charge (`planner.with_post_processing`), not at the first estimate after it
+        return self
+
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         from .bases import margin_from_coefficients
 
         self._check(measurements)
-        if "constant_term_shift" not in plan.parameters:
-            raise TabreleaseError("the shifted-synthesis estimator needs a plan with a lift t (the nonneg mechanism's)")
+        _check_lift(plan)
         start = time.perf_counter()
         coefficients = measurements.vector().copy()
         coefficients[plan.basis.empty_set_index] += plan.parameters["constant_term_shift"]

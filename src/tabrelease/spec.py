@@ -41,6 +41,13 @@ PLAN_CANDIDATES = ("all", "closure")
 RELEASE_UNITS = (ADD_REMOVE, REPLACE, SENSITIVE)
 # A CSV's field separators, by the names the command line and batch files give them (read and written).
 SEPARATORS = {"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}
+# The epsilons and deltas a release may ask for. Past them the arithmetic of a release fails after its noise is drawn
+# (and charged), or before it with an internal error: e^epsilon overflows a float above 709.78 (group privacy,
+# randomized response); at epsilon 1e-6 the analytic Gaussian's epsilon for a delta of 0.5 is not solved, and a scale
+# of 10^4 per record already leaves no count standing; below about 1e-300 a delta is lost in subnormal floats (the
+# Gaussian's calibration is not solved). No privacy is left long before the top.
+EPSILON_RANGE = (1e-4, 700.0)
+SMALLEST_DELTA = 1e-300
 
 
 def loss_of(epsilon: float, delta: float | None = None) -> PrivacyLoss:
@@ -49,19 +56,27 @@ def loss_of(epsilon: float, delta: float | None = None) -> PrivacyLoss:
     Parameters
     ----------
     epsilon : float
-        Positive and finite.
+        Within `EPSILON_RANGE` (1e-4 to 700).
     delta : float or None
-        In (0, 1) for approximate differential privacy; None (or 0) for pure.
+        In [`SMALLEST_DELTA`, 1) (1e-300) for approximate differential privacy; None (or 0) for pure.
 
     Returns
     -------
     PrivacyLoss
     """
     epsilon = _positive_number("epsilon", epsilon)
+    low, high = EPSILON_RANGE
+    if not low <= epsilon <= high:
+        raise TabreleaseError(f"epsilon must lie between {low:g} and {high:g}, not {epsilon!r} (above, a release's "
+                              "arithmetic overflows, and no privacy is left long before; below, the noise swamps "
+                              "every count)")
     if delta is None or delta == 0:
         return PrivacyLoss(kind=PURE, epsilon=epsilon)
     if not (_is_number(delta) and 0 < delta < 1):
         raise TabreleaseError(f"delta must lie strictly between 0 and 1, not {delta!r}")
+    if delta < SMALLEST_DELTA:
+        raise TabreleaseError(f"delta must be at least {SMALLEST_DELTA:g} (a smaller one is lost in the arithmetic of "
+                              f"its calibration), not {delta!r}")
     return PrivacyLoss(kind=APPROXIMATE, epsilon=epsilon, delta=float(delta))
 
 
@@ -179,6 +194,8 @@ class ReleaseSpec:
                 raise TabreleaseError(f"a seed is a non-negative whole number, not {self.seed!r}")
         if not (_is_number(self.bound_delta) and 0 < self.bound_delta < 1):
             raise TabreleaseError(f"--bound-delta must lie strictly between 0 and 1, not {self.bound_delta!r}")
+        if self.bound_delta < SMALLEST_DELTA:  # shared over up to 2^27 cells, a smaller one underflows to 0
+            raise TabreleaseError(f"--bound-delta must be at least {SMALLEST_DELTA:g}, not {self.bound_delta!r}")
         if not isinstance(self.workbook, bool):
             raise TabreleaseError(f"workbook is true or false, not {self.workbook!r}")
         _check_choice("out_sep", self.out_sep, tuple(SEPARATORS))

@@ -224,6 +224,33 @@ def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str)
     check_sampler_domain(plan, table, mode)
     check_exact_range(table)
     plan.implementation.check_table_size(plan, int(table.n))
+    check_secure_responses(plan, table, mode)
+
+
+def check_secure_responses(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
+    """Release mode's randomized response draws each record in turn: refuse, before any charge, a table of more
+    records than `noise.MAX_SECURE_RESPONSES` (the message states the limit, not n).
+
+    Parameters
+    ----------
+    plan : MechanismPlan
+    table : ContingencyTable
+        Its total n is read (never reported).
+    mode : {"release", "simulation"}
+        Simulation draws the reports per cell (binomials), at any n.
+
+    Raises
+    ------
+    TabreleaseError
+        More records than the limit; nothing is charged.
+    """
+    from .noise import MAX_SECURE_RESPONSES
+
+    drawn_in_turn = mode == RELEASE and plan.calibration.distribution == "randomized-response"
+    if drawn_in_turn and int(table.n) > MAX_SECURE_RESPONSES:
+        raise TabreleaseError(f"randomized response in release mode draws each record in turn through the secure "
+                              f"sampler, and this table has more than {MAX_SECURE_RESPONSES:,} (this tool's limit "
+                              "for it); use the planned mechanism; nothing was charged")
 
 
 def check_sampler_domain(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
