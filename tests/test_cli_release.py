@@ -252,3 +252,40 @@ def test_an_unrounded_release_is_published_whole_and_its_audit_recomputes_from_i
     labels = {tr.models.margin_label(g, table.letters): g for g in plan.margins}
     for label, value in simulated["mean_l1_by_margin"].items():
         assert value == pytest.approx(again.mean_l1[labels[label]], rel=1e-9)
+
+
+def test_an_out_path_too_long_for_the_bundles_files_is_refused_before_the_charge(capsys, tmp_path):
+    """Files of 200-byte names (the longest a bundle writes, from 250-character variable names) under an --out of
+    4000 bytes failed with "File name too long" after the charge. The longest --out the check allows
+    (`bundle.check_writable`) writes such a release whole; one byte more is refused in one line, before the ledger
+    is charged, and nothing is left."""
+    import os
+
+    from tabrelease.ledger import init_ledger
+
+    if not hasattr(os, "pathconf"):
+        pytest.skip("the system states no path limit")
+    names = ["v" * 250, "w" * 250]
+    table = tmp_path / "t.csv"
+    table.write_text(f"{names[0]},{names[1]},count\na,x,5\na,y,3\nb,x,2\nb,y,7\n")
+    ledger = init_ledger(tmp_path / "ledger.json")
+    limit, deep = int(os.pathconf(tmp_path, "PC_PATH_MAX")), tmp_path / "deep"
+    while len(os.fsencode(str(deep))) < limit - 600:
+        deep = deep / ("d" * 240)
+    deep = deep / ("e" * (limit - 320 - len(os.fsencode(str(deep))) - 1))  # 320 bytes short of the limit
+    deep.mkdir(parents=True)
+    argv = ["release", table, "--epsilon", "1", "--margins", "[A][B]", "--ledger", ledger]
+    over = deep / ("o" * 60)
+    code, _, err = run_cli(capsys, *argv, "--out", over)
+    most = int(err.split("at most ")[1].split(" bytes")[0])
+    assert code == 2 and err.count("\n") == 1 and f"(this one has {len(os.fsencode(str(over)))})" in err, err
+    assert len(os.fsencode(str(over))) > most
+    records = json.loads(ledger.read_text())["records"]
+    assert records == [] and sorted(p.name for p in deep.iterdir()) == []
+    for length, expected in ((most + 1, 2), (most, 0)):
+        out = deep / ("o" * (length - len(os.fsencode(str(deep))) - 1))
+        assert len(os.fsencode(str(out))) == length
+        code, _, err = run_cli(capsys, *argv, "--out", out)
+        assert code == expected, err
+    assert len(json.loads(ledger.read_text())["records"]) == 1  # the one release made
+    assert any(len(p.name.encode()) >= 200 for p in (out / "public").iterdir())

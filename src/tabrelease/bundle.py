@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _hooks
+from ._files import FILE_NAME_MAX_BYTES
 from ._files import foreign_entries, process_alive
 from .errors import TabreleaseError
 
@@ -148,6 +149,31 @@ def check_writable(out) -> None:
             probe.rmdir()
     except OSError as exc:
         raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
+    # The files go into a staging folder beside `out`: its path, then the longest path a bundle writes inside it
+    # (a published file name of at most FILE_NAME_MAX_BYTES, behind a temporary name's prefix and a folder's name).
+    # Past the system's limit a file failed to be written after the charge ("File name too long").
+    limit = _path_max(parent)
+    staging = len(os.fsencode(str(parent))) + 1 + len(os.fsencode(_staging_prefix(out))) + STAGING_SUFFIX_BYTES
+    if limit is not None and staging + BUNDLE_PATH_MAX_BYTES >= limit:
+        given = len(os.fsencode(str(parent / Path(out).name)))
+        most = limit - 1 - BUNDLE_PATH_MAX_BYTES - (staging - given)
+        raise TabreleaseError(f"the path of --out is too long for the files a release writes in it: at most {most} "
+                              f"bytes as an absolute path (this one has {given}); choose a shorter one")
+
+
+# Bytes of the staging folder's name after its prefix (the process id, a dash, mkdtemp's random part), and of the
+# longest path a bundle writes inside it: "internal/" or "public/", a temporary file's prefix
+# (`_files.temporary_path`, ".tmp-<process>-<thread>-"), then a file name of at most `_files.FILE_NAME_MAX_BYTES`.
+STAGING_SUFFIX_BYTES = 32
+BUNDLE_PATH_MAX_BYTES = 9 + 48 + FILE_NAME_MAX_BYTES
+
+
+def _path_max(folder: Path) -> int | None:
+    """The longest path, in bytes, the system takes in `folder` (None where it does not say)."""
+    try:
+        return int(os.pathconf(folder, "PC_PATH_MAX"))
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows), or no limit stated
+        return None
 
 
 _STAGING_MARK = ".staging-"
