@@ -205,7 +205,9 @@ def resolve_margins(table, margins) -> list:
 
 def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
     """Every check of a planned release against its table that must refuse before any charge: the secure sampler's
-    domain, the range in which estimates are exact (floats hold every count), and the mechanism's own size limit.
+    domain, the range in which estimates are exact (floats hold every count), the mechanism's own size limit, and
+    release mode's randomized response, which draws each record in turn, at most `noise.MAX_SECURE_RESPONSES`
+    records (simulation draws its reports per cell, binomials, at any n).
 
     Parameters
     ----------
@@ -217,35 +219,15 @@ def check_before_charge(plan: MechanismPlan, table: ContingencyTable, mode: str)
     Raises
     ------
     TabreleaseError
-        The table is too large for the secure sampler, for exact estimates, or for the mechanism; nothing is charged.
+        The table is too large for the secure sampler, for exact estimates, for the mechanism, or for release mode's
+        randomized response; nothing is charged.
     """
     from .estimate import check_exact_range
+    from .noise import MAX_SECURE_RESPONSES
 
     check_sampler_domain(plan, table, mode)
     check_exact_range(table)
     plan.implementation.check_table_size(plan, int(table.n))
-    check_secure_responses(plan, table, mode)
-
-
-def check_secure_responses(plan: MechanismPlan, table: ContingencyTable, mode: str) -> None:
-    """Release mode's randomized response draws each record in turn: refuse, before any charge, a table of more
-    records than `noise.MAX_SECURE_RESPONSES` (the message states the limit, not n).
-
-    Parameters
-    ----------
-    plan : MechanismPlan
-    table : ContingencyTable
-        Its total n is read (never reported).
-    mode : {"release", "simulation"}
-        Simulation draws the reports per cell (binomials), at any n.
-
-    Raises
-    ------
-    TabreleaseError
-        More records than the limit; nothing is charged.
-    """
-    from .noise import MAX_SECURE_RESPONSES
-
     drawn_in_turn = mode == RELEASE and plan.calibration.distribution == "randomized-response"
     if drawn_in_turn and int(table.n) > MAX_SECURE_RESPONSES:
         raise TabreleaseError(f"randomized response in release mode draws each record in turn through the secure "
