@@ -302,7 +302,7 @@ def test_group_privacy_at_an_epsilon_whose_exponential_overflows():
     from decimal import Decimal, getcontext
 
     getcontext().prec = 50
-    for epsilon, delta, k in ((350.1, 1e-200, 2), (240.0, 1e-250, 3), (0.5, 1e-6, 1500)):
+    for epsilon, delta, k in ((350.1, 1e-200, 2), (240.0, 1e-250, 3), (0.5, 1e-6, 1500), (1.0, 1e-310, 701)):
         exact = sum(Decimal(i * epsilon).exp() for i in range(k)) * Decimal(delta)
         eps_k, delta_k = group_approx(epsilon, delta, k)
         assert eps_k == pytest.approx(k * epsilon) and delta_k == pytest.approx(float(min(exact, 1)), rel=1e-12)

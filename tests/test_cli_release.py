@@ -270,9 +270,8 @@ def test_an_out_path_too_long_for_the_bundles_files_is_refused_before_the_charge
     table.write_text(f"{names[0]},{names[1]},count\na,x,5\na,y,3\nb,x,2\nb,y,7\n")
     ledger = init_ledger(tmp_path / "ledger.json")
     limit, deep = int(os.pathconf(tmp_path, "PC_PATH_MAX")), tmp_path / "deep"
-    while len(os.fsencode(str(deep))) < limit - 600:
-        deep = deep / ("d" * 240)
-    deep = deep / ("e" * (limit - 320 - len(os.fsencode(str(deep))) - 1))  # 320 bytes short of the limit
+    while len(os.fsencode(str(deep))) < limit - 320:  # to 320 bytes short of the limit, no name past 240 bytes
+        deep = deep / ("d" * max(1, min(240, limit - 320 - len(os.fsencode(str(deep))) - 1)))
     deep.mkdir(parents=True)
     argv = ["release", table, "--epsilon", "1", "--margins", "[A][B]", "--ledger", ledger]
     over = deep / ("o" * 60)
@@ -289,3 +288,41 @@ def test_an_out_path_too_long_for_the_bundles_files_is_refused_before_the_charge
         assert code == expected, err
     assert len(json.loads(ledger.read_text())["records"]) == 1  # the one release made
     assert any(len(p.name.encode()) >= 200 for p in (out / "public").iterdir())
+
+
+def test_controlled_rounding_of_cells_as_measured_falls_back_to_the_nearest(capsys, tmp_path):
+    """Cells as measured keep the noise's sign: on Edwards at epsilon 0.05 no controlled rounding exists next to
+    them (seed after seed), and such a release failed after its charge. It is now rounded to the nearest integers
+    (post-processing, no privacy cost), published, charged once, and says so: release.json records the rounding
+    done, and the audit the reason."""
+    from tabrelease.ledger import init_ledger
+
+    ledger = init_ledger(tmp_path / "ledger.json")
+    out = tmp_path / "r"
+    code, _, err = run_cli(capsys, "release", "edwards", "--epsilon", "0.05", "--mechanism", "cells", "--rounding",
+                           "controlled", "--simulate", "--seed", "1", "--ledger", ledger, "--out", out)
+    assert code == 0, err
+    assert len([r for r in json.loads(ledger.read_text())["records"] if r.get("release_id")]) == 1
+    assert json.loads((out / "public" / "release.json").read_text())["rounding"] == "nearest"
+    audit = (out / "internal" / "audit.json").read_text()
+    assert "controlled rounding found no integer table or margins next to the cells as measured" in audit
+
+
+def test_the_release_range_of_epsilon_binds_releases_only(capsys, tmp_path, monkeypatch):
+    """A release's epsilon lies within `spec.EPSILON_RANGE` (checked as it is prepared), but planning takes any
+    epsilon, in any order, and a loss outside the range is still a loss (old bundles are read again with theirs);
+    `plan --target-l1` searches within the range. A system whose path limit is -1 (POSIX: none) refuses no --out."""
+    import os
+
+    from tabrelease import ReleaseSpec, TabreleaseError, loss_of, release_margins
+    from tabrelease.bundle import check_writable
+
+    for epsilons in ("0.00005,1", "1,0.00005", "800,1"):
+        assert run_cli(capsys, "plan", "edwards", "--epsilon", epsilons)[0] == 0
+    spec = ReleaseSpec(loss=loss_of(800.0), mode="simulation", seed=1)
+    with pytest.raises(TabreleaseError, match="a release's epsilon must lie between 1e-06 and 700, not 800.0"):
+        release_margins(builtin_table("edwards"), spec)
+    code, printed, _ = run_cli(capsys, "plan", "edwards", "--target-l1", "0.02")
+    assert code == 0 and "epsilon beyond 700" in printed
+    monkeypatch.setattr(os, "pathconf", lambda path, name: -1)
+    check_writable(tmp_path / "o")

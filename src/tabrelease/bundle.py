@@ -171,9 +171,10 @@ BUNDLE_PATH_MAX_BYTES = 9 + 48 + FILE_NAME_MAX_BYTES
 def _path_max(folder: Path) -> int | None:
     """The longest path, in bytes, the system takes in `folder` (None where it does not say)."""
     try:
-        return int(os.pathconf(folder, "PC_PATH_MAX"))
-    except (AttributeError, OSError, ValueError):  # no pathconf (Windows), or no limit stated
+        limit = int(os.pathconf(folder, "PC_PATH_MAX"))
+    except (AttributeError, OSError, ValueError):  # no pathconf (Windows)
         return None
+    return limit if limit > 0 else None  # -1: POSIX's "no limit"
 
 
 _STAGING_MARK = ".staging-"

@@ -11,7 +11,7 @@ import numpy as np
 from .errors import TabreleaseError
 from .planner import plan_release
 from .models import Margin
-from .spec import ReleaseSpec
+from .spec import EPSILON_RANGE, ReleaseSpec
 
 def _plan(shape, margins, spec: ReleaseSpec, epsilon: float, mechanism: str | None = None):
     """The spec's plan at epsilon (or another mechanism's, without the spec's options)."""
@@ -126,7 +126,8 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
 
     out = {}
     for g in plan.margins:
-        low, high = np.log(1e-4), np.log(1e4)
+        # A release asks for epsilon within EPSILON_RANGE: a target met only above its top is not met.
+        low, high = np.log(EPSILON_RANGE[0]), np.log(EPSILON_RANGE[1])
         if unbiased(np.exp(high), g) > target_l1:
             out[g] = None
             continue
@@ -155,10 +156,10 @@ def epsilon_for_target(shape: Sequence[int], margins: Sequence[Margin], target_l
         # (and up, for safety), then the Illinois variant of regula falsi on log error against log epsilon (the
         # curve is smooth: the same seed at every epsilon), to 0.1% in epsilon.
         high = np.log(found)
-        while gap(high, g) > 0 and high < np.log(1e4):
+        while gap(high, g) > 0 and high < np.log(EPSILON_RANGE[1]):
             high += np.log(2.0)
         low = high - np.log(2.0)
-        while gap(low, g) <= 0 and low > np.log(1e-4):
+        while gap(low, g) <= 0 and low > np.log(EPSILON_RANGE[0]):
             low -= np.log(2.0)
         f_low, f_high, side = gap(low, g), gap(high, g), 0
         if f_high > 0 or f_low <= 0:

@@ -211,8 +211,13 @@ def gaussian_calibration(l2_sensitivity: float, epsilon: float, delta: float, ne
     if not math.isfinite(l2) or l2 <= 0:
         raise TabreleaseError(f"a Gaussian scale needs a positive L2 sensitivity, not {l2_sensitivity!r}")
     scale = analytic_gaussian_sigma(l2, epsilon, delta)
-    return NoiseCalibration("gaussian", scale, l2, epsilon, delta, neighbours, "exact",
-                            analytic_gaussian_epsilon(l2, scale, delta), rho=gaussian_rho(l2, scale))
+    try:
+        achieved = analytic_gaussian_epsilon(l2, scale, delta)
+    except ArithmeticError:  # e.g. epsilon 1e-6 with delta 0.5: the profile is flat to the solver (before any charge)
+        raise TabreleaseError(f"the Gaussian's epsilon at delta {delta:g} could not be solved for at epsilon "
+                              f"{epsilon:g}: ask for a larger epsilon or a smaller delta") from None
+    return NoiseCalibration("gaussian", scale, l2, epsilon, delta, neighbours, "exact", achieved,
+                            rho=gaussian_rho(l2, scale))
 
 
 class NoiseSource(Protocol):

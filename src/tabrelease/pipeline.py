@@ -20,6 +20,7 @@ from .mechanisms import MechanismPlan
 from .models import Margin
 from .noise import NoiseCalibration, NoiseSource
 from .planner import resolve_estimator
+from .postprocessing import AS_MEASURED, CONTROLLED, NEAREST
 from .rounding import round_estimate
 
 
@@ -159,8 +160,20 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
     # The plan states the privacy of what is released: it must be the plan the noise was drawn for.
     plan.implementation.check_measurements(plan, measurements)
     estimate = estimator.estimate(plan, measurements)
-    rounded = round_estimate(estimate, plan.margins, plan.rounding, plan.calibration.scale)
-    notes = list(plan.notes) + list(estimate.notes)
+    rounding, fell_back = plan.rounding, []
+    try:
+        rounded = round_estimate(estimate, plan.margins, rounding, plan.calibration.scale)
+    except TabreleaseError:
+        if rounding != CONTROLLED or estimator.name != AS_MEASURED:
+            raise
+        # The measured cells keep the noise's sign, and measured margins may disagree: whether a controlled rounding
+        # exists depends on the noise (cells on Edwards at epsilon 0.05: none, seed after seed), and a release that
+        # found none failed after its charge. Rounding is post-processing: the nearest integers cost no privacy.
+        rounding = NEAREST
+        rounded = round_estimate(estimate, plan.margins, rounding, plan.calibration.scale)
+        fell_back.append("controlled rounding found no integer table or margins next to the cells as measured; "
+                         "they were rounded to the nearest integers instead")
+    notes = list(plan.notes) + list(estimate.notes) + fell_back
     if not rounded.consistent:
         notes.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
                      "table has them all")
@@ -181,7 +194,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         parameters=dict(plan.parameters),
         notes=tuple(notes),
         noise_seed=measurements.seed,
-        rounding=plan.rounding,
+        rounding=rounding,
         rounding_gap=rounded.gap,
         measurements=measurements,
         estimator=estimator.name,

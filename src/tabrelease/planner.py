@@ -19,7 +19,7 @@ from .errors import TabreleaseError
 from .estimate import Estimator, get_estimator
 from .mechanisms import MechanismPlan, check_margins_fit, delta_takers, get_mechanism, resolve_mechanism
 from .models import Margin, maximal_margins
-from .postprocessing import AS_MEASURED, CONTROLLED, ROUNDINGS
+from .postprocessing import ROUNDINGS
 from .spec import ReleaseSpec
 
 
@@ -207,13 +207,6 @@ def with_post_processing(plan: MechanismPlan, estimator: str | None = None, roun
         if rounding not in ROUNDINGS:
             raise TabreleaseError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
         plan = replace(plan, rounding=rounding)
-    if plan.rounding == CONTROLLED and plan.estimator.name == AS_MEASURED:
-        # Controlled rounding keeps non-negative margins that agree; the measured cells keep the noise's sign and
-        # disagree. Whether a rounding exists then depended on the noise, and a release that found none had been
-        # charged (edwards' model, margins as measured, at epsilon 0.05: 5 of 6 seeds).
-        raise TabreleaseError("controlled rounding needs non-negative margins that agree with each other, and the "
-                              "as-measured estimator keeps the noisy cells as they are: round to the nearest "
-                              "(--rounding nearest), or choose another estimator")
     return plan
 
 

@@ -19,7 +19,8 @@ from .planner import plan_release
 from .models import default_model
 from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
-from .spec import RELEASE, SEPARATORS, LedgerAccount, ReleaseSpec, TableSource, refuse_ambiguous_margins
+from .spec import (RELEASE, SEPARATORS, LedgerAccount, ReleaseSpec, TableSource, check_releasable_loss,
+                   refuse_ambiguous_margins)
 from .tables import ContingencyTable
 
 
@@ -71,6 +72,7 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
 
     if not isinstance(spec, ReleaseSpec):
         raise TabreleaseError(f"a release is described by a ReleaseSpec, not {type(spec).__name__}")
+    check_releasable_loss(spec.loss)
     if out is not None:
         from .bundle import check_release_destination, check_report_support, check_writable
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..errors import TabreleaseError
-from ..spec import SETTING_NAMES
+from ..spec import EPSILON_RANGE, SETTING_NAMES
 from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, load_from_args, positive_float,
                       report_dropped)
 
@@ -76,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
               f"({spec.mechanism_name} mechanism; {how})")
         width = max(12, *(len(r["margin"]) for r in rows))
         for r in rows:
-            shown = "beyond 1e4" if r["epsilon_needed"] is None else f"{r['epsilon_needed']:.4g}"
+            shown = f"beyond {EPSILON_RANGE[1]:g}" if r["epsilon_needed"] is None else f"{r['epsilon_needed']:.4g}"
             print(f"{r['margin']:<{width}} {shown:>12}")
-        print(f"all margins at once: epsilon {'beyond 1e4' if overall is None else f'{overall:.4g}'} (the plan is "
-              "made for all of them together)")
+        needed = f"beyond {EPSILON_RANGE[1]:g}" if overall is None else f"{overall:.4g}"
+        print(f"all margins at once: epsilon {needed} (the plan is made for all of them together)")
         return 0
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, spec)
     for row in rows:
