@@ -226,3 +226,19 @@ def test_refit_ipf_cannot_finish_is_finished_by_newton_and_agrees_with_statsmode
     coefficients = np.linalg.lstsq(on_facial, log_fitted, rcond=None)[0]
     assert np.abs(on_facial @ coefficients - log_fitted).max() < 1e-8
     assert np.all(fit.fitted[~facial] == 0)
+
+
+def test_g_squared_of_a_fit_that_is_zero_or_negative_where_counts_are_not_says_so_without_warnings():
+    """2 sum f log(f / m): inf where m = 0 < f, nan where m < 0 < f (an unrounded release's cells as measured), by
+    hand 2 * 3 * log(3 / 1.5) otherwise; numpy's divide and log warnings (which a release printed on stderr) are
+    not raised."""
+    import math
+    import warnings
+
+    from tabrelease.loglinear.distances import g_squared
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert g_squared(np.array([3.0, 0.0]), np.array([1.5, 2.0])) == pytest.approx(6 * math.log(2))
+        assert g_squared(np.array([3.0, 1.0]), np.array([1.5, 0.0])) == math.inf
+        assert math.isnan(g_squared(np.array([3.0, 1.0]), np.array([1.5, -0.5])))

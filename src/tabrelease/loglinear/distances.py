@@ -46,7 +46,7 @@ def g_squared(observed: np.ndarray, fitted: np.ndarray, batch_ndim: int = 0) -> 
     observed : numpy.ndarray
         Observed counts f (`batch_ndim` leading batch axes, then the table's).
     fitted : numpy.ndarray
-        Fitted counts m, the same shape (positive wherever f is).
+        Fitted counts m, the same shape (positive wherever f is, else G² is inf, or nan where m < 0).
     batch_ndim : int, default 0
         Number of leading batch axes.
 
@@ -58,7 +58,10 @@ def g_squared(observed: np.ndarray, fitted: np.ndarray, batch_ndim: int = 0) -> 
     f = np.asarray(observed, float)
     m = np.asarray(fitted, float)
     positive = f > 0
-    terms = np.where(positive, f * np.log(np.where(positive, f, 1.0) / np.where(positive, m, 1.0)), 0.0)
+    # A fit of 0 where f > 0 gives G^2 = inf, and a negative one (an unrounded release's cells as measured) nan: the
+    # value says so, and numpy's warnings are not printed to the user's terminal besides.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(positive, f * np.log(np.where(positive, f, 1.0) / np.where(positive, m, 1.0)), 0.0)
     axes = tuple(range(batch_ndim, f.ndim))
     out = 2.0 * terms.sum(axis=axes)
     return float(out) if batch_ndim == 0 else out
