@@ -326,3 +326,21 @@ def test_the_release_range_of_epsilon_binds_releases_only(capsys, tmp_path, monk
     assert code == 0 and "epsilon beyond 700" in printed
     monkeypatch.setattr(os, "pathconf", lambda path, name: -1)
     check_writable(tmp_path / "o")
+
+
+def test_sensitive_attributes_may_be_named_as_the_public_files_name_them(capsys, tmp_path):
+    """--sensitive class on Titanic (its variable A, named "class" in every public file) was refused as "not a
+    variable of this table". It is the same release as --sensitive A: the same public margins at one seed, the same
+    guarantee, naming the variable A (so the ledger composes the two alike)."""
+    common = ["release", "titanic", "--epsilon", "1", "--mechanism", "sensitive-attributes", "--neighbours",
+              "replace", "--simulate", "--seed", "3"]
+    by_label, by_letter = tmp_path / "label", tmp_path / "letter"
+    assert run_cli(capsys, *common, "--sensitive", "class", "--out", by_label)[0] == 0
+    assert run_cli(capsys, *common, "--sensitive", "A", "--out", by_letter)[0] == 0
+    files = sorted(p.name for p in (by_letter / "public").iterdir())
+    assert files == sorted(p.name for p in (by_label / "public").iterdir())
+    for name in files:
+        if name != "release.json":
+            assert (by_label / "public" / name).read_bytes() == (by_letter / "public" / name).read_bytes()
+    label, letter = (json.loads((d / "public" / "release.json").read_text()) for d in (by_label, by_letter))
+    assert label["guarantee"] == letter["guarantee"] and "A" in json.dumps(label["guarantee"])

@@ -95,6 +95,7 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                                   f"{table.cells:.3g} cells (held as records): use the planned mechanism, which works "
                                   "from margins; nothing was charged")
     noise = noise_source(spec.mode, spec.seed)
+    spec = _sensitive_by_variable(spec, table)
     # The planner refuses, before the mechanism plans, margins too large to plan (sizes are the shape's alone).
     plan = plan_release(table.shape, resolve_margins(table, spec.margins), spec, table.variables)
     if table.metadata.get(LEVELS_FROM_DATA):  # simulation only (release mode refused it above); in release.json too
@@ -113,6 +114,21 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
 
     plan = replace(plan, variable_names=people_names(table)[0])
     return PreparedRelease(spec=spec, plan=plan, noise=noise)
+
+
+def _sensitive_by_variable(spec: ReleaseSpec, table) -> ReleaseSpec:
+    """The spec with a sensitive-attribute unit's attributes named by the table's variables where they were named
+    by the variables' names for people (a built-in table's labels, `class` for Titanic's A), which the public files
+    and margins use: the guarantee, and so the ledger, name the variables either way."""
+    from dataclasses import replace as replaced
+
+    from .tables import people_names
+
+    if not spec.sensitive:
+        return spec
+    labels = dict(zip(people_names(table)[0], table.variables))
+    attributes = tuple(a if a in table.variables else labels.get(a, a) for a in spec.sensitive)
+    return spec if attributes == spec.sensitive else replaced(spec, unit=replaced(spec.unit, attributes=attributes))
 
 
 def release_margins(table: ContingencyTable, spec: ReleaseSpec) -> Release:
