@@ -78,7 +78,8 @@ def release_parameters(table: ContingencyTable, release: Release, version: str, 
             "schema": "tabrelease/release/1",
             "tool": "tabrelease",
             "tool_version": version,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            # No time stamp: the same input, seed and options give byte-identical public files (audit.json's copy
+            # of this record says when it was made).
             "mechanism": release.mechanism,
             "estimator": release.estimator,
             "rounding": release.rounding,
@@ -341,7 +342,7 @@ def audit_record(
             "schema": "tabrelease/audit/1",
             "at_a_glance": at_a_glance(release, evaluation, charge),
             "ledger_charge": None if charge is None else dict(charge),
-            "release": dict(public),
+            "release": {**public, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")},
             "table": {"name": table.name, "shape": list(table.shape), "n": table.n, "cells": table.cells,
                       "zero_cells": table.zero_cells},
             "model_refitted": model_label,
@@ -573,6 +574,7 @@ def _audit_page(a: Mapping, figures: Mapping, people: Mapping, titles: Mapping) 
     noise_text = (f'{t(noise["distribution"])}, planned per block (below); ' if release.get("plan")
                   else f'{t(noise["distribution"])}, scale {noise["scale"]:.6g}, ')
     margins = "".join(f"<code>{t(titles[m['label']])}</code> " for m in release["margins"])
+    made = t(release.get("created", "(no time recorded)"))  # audit.json's copy of the record has it
     out.append(f"""
 <h2>Release</h2>
 <table>
@@ -580,7 +582,7 @@ def _audit_page(a: Mapping, figures: Mapping, people: Mapping, titles: Mapping) 
 <tr><th>privacy</th><td>{t(release["privacy"])}</td></tr>
 <tr><th>margins</th><td>{margins}</td></tr>
 <tr><th>noise</th><td>{noise_text}{t(noise["sampler"])}</td></tr>
-<tr><th>made</th><td>{t(release["created"])} by tabrelease {t(release["tool_version"])}</td></tr>
+<tr><th>made</th><td>{made} by tabrelease {t(release["tool_version"])}</td></tr>
 </table>
 """)
     if release.get("plan"):

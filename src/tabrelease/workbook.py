@@ -119,7 +119,6 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
     about.title = "release"
     rows = [("what", "value"),
             ("tool", f"{public.get('tool')} {public.get('tool_version')}"),
-            ("created", public.get("created")),
             ("mechanism", public.get("mechanism")),
             ("estimator", public.get("estimator")),
             ("rounding", public.get("rounding")),
@@ -296,7 +295,7 @@ def _write_notes(sheet, public: Mapping, figures: Sequence[dict | None]) -> None
             ("how", guarantee.how),
             ("statement", public.get("privacy")),
             ("mode", mode),
-            ("made by", f"{public.get('tool')} {public.get('tool_version')}, {public.get('created')}: the "
+            ("made by", f"{public.get('tool')} {public.get('tool_version')}: the "
                         f"{public.get('mechanism')} mechanism, then {public.get('estimator')} and "
                         f"{public.get('rounding')} rounding")]
     rows += [("warning", w) for w in public.get("warnings", [])]
