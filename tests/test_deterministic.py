@@ -36,6 +36,24 @@ def test_the_same_release_twice_gives_byte_identical_public_margins(tmp_path):
     assert first.release.rounding_gap == 0.0  # proved closest within the node limit
 
 
+def test_the_same_release_twice_gives_byte_identical_public_files_workbook_included(tmp_path):
+    """Every public file, byte for byte, for two runs of one release more than a second apart: release.json has no
+    time stamp, and the workbook's (openpyxl stamps the time of making and saving into docProps/core.xml and into
+    each zip entry) are fixed to 1980-01-01 (`workbook.FIXED_TIME`); the workbook still opens."""
+    import openpyxl
+
+    table = tr.builtin_table("titanic")
+    _publish(table, tmp_path / "a", workbook=True)
+    time.sleep(1.1)
+    _publish(table, tmp_path / "b", workbook=True)
+    files = {p.name: p.read_bytes() for p in sorted((tmp_path / "a" / "public").iterdir())}
+    assert "margins.xlsx" in files and "release.json" in files
+    assert files == {p.name: p.read_bytes() for p in sorted((tmp_path / "b" / "public").iterdir())}
+    book = openpyxl.load_workbook(tmp_path / "a" / "public" / "margins.xlsx")
+    assert book.properties.created.year == 1980 and book.properties.modified.year == 1980
+    assert "release" in book.sheetnames
+
+
 def _records(table) -> pd.DataFrame:
     """One row per record, in level order."""
     index = np.repeat(np.arange(table.counts.size), table.counts.ravel())

@@ -159,6 +159,30 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
     for sheet in book.worksheets:
         _fit_to_page_width(sheet)
     book.save(path)
+    _without_save_time(path)
+
+
+# openpyxl stamps the time of making and saving into a workbook (docProps/core.xml's created and modified, and each
+# zip entry's date): fixed to one instant here, so that the same release gives the same bytes, as every public file.
+FIXED_TIME = "1980-01-01T00:00:00Z"
+
+
+def _without_save_time(path: Path) -> None:
+    """Rewrite the saved workbook at `path` with its time stamps fixed to `FIXED_TIME` (entries, order, compression
+    and contents otherwise as openpyxl wrote them)."""
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(path) as saved:
+        entries = [(info, saved.read(info.filename)) for info in saved.infolist()]
+    with zipfile.ZipFile(path, "w") as fixed:
+        for info, data in entries:
+            if info.filename == "docProps/core.xml":
+                data = re.sub(rb"(<dcterms:(created|modified)\b[^>]*>)[^<]*(</dcterms:\2>)",
+                              rb"\g<1>" + FIXED_TIME.encode() + rb"\g<3>", data)
+            entry = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.compress_type, entry.external_attr = info.compress_type, info.external_attr
+            fixed.writestr(entry, data)
 
 
 def _fit_to_page_width(sheet) -> None:
