@@ -38,17 +38,13 @@ from math import comb
 
 import numpy as np
 
+from .._limits import MAX_SYNTHETIC_RECORDS as MAX_RECORDS  # the copula draws one record per person, at most this
 from ..errors import TabreleaseError
 from ..measurements import DUMMY_TABLES, Measurement, measured
 from ..noise import NoiseCalibration, laplace_calibration
 from ..postprocessing import COPULA_SYNTHESIS
 from ..tables import margin_of, total_of
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
-
-
-# The copula draws one record per person (copula.py): a table with more records than this is refused before its
-# charge (a limit of this tool's time, stated in public: it says only that n is above it).
-MAX_RECORDS = 2 * 10**8
 
 
 def block_variables(k: int, pairs: bool = True) -> tuple[tuple[int, ...], ...]:
