@@ -48,6 +48,21 @@ CHARGED = ["--ledger", "L.json", "--out", "o"]
 MANY_RECORDS = "A,B,count\na,x,600000\na,y,500000\nb,x,1\nb,y,2\n"
 
 
+def _labelled(labels):
+    # Microdata of x, y, z and a metadata file giving x and y the labels (names for people) `labels`.
+    def prepare(d):
+        (d / "m.csv").write_text("x,y,z\n1,1,0\n1,1,1\n0,1,0\n0,0,1\n")
+        variables = [{"name": v, "levels": ["0", "1"], **({"label": label} if label else {})}
+                     for v, label in zip("xyz", [*labels, None])]
+        (d / "meta.json").write_text(__import__("json").dumps({"variables": variables}))
+    return prepare
+
+
+SENSITIVE_OF_M = ["release", "m.csv", "--microdata", "--metadata", "meta.json", "--margins", "[x,y][y,z]",
+                  "--epsilon", "1", "--mechanism", "sensitive-attributes", "--neighbours", "replace", "--simulate",
+                  "--out", "o", "--sensitive"]
+
+
 def _mkdir(name):
     return lambda d: (d / name).mkdir()
 
@@ -224,6 +239,13 @@ CLI_CASES = [
      ["release", "t.csv", "--margins", "[A][B]", "--mechanism", "randomized-response", "--epsilon", "1", *CHARGED],
      "randomized response in release mode draws each record in turn through the secure sampler, and this table has "
      "more than 1,000,000"),
+    # a sensitive attribute named by a word that names two variables: the wrong one would go unprotected
+    ("a sensitive word that is one variable's name and another's label", _labelled(["y", "x"]),
+     [*SENSITIVE_OF_M, "y"], "--sensitive 'y' could name x (letter A, called 'y') or y (letter B, called 'x')"),
+    ("a sensitive word that is a letter and another variable's label", _labelled(["B", None]),
+     [*SENSITIVE_OF_M, "B"], "--sensitive 'B' could name x (letter A, called 'B') or y (letter B, called 'y')"),
+    ("a sensitive word that two variables' labels share", _labelled(["age", "age"]),
+     [*SENSITIVE_OF_M, "age"], "--sensitive 'age' could name x (letter A, called 'age') or y (letter B, called 'age')"),
     # ledger
     ("ledger is a folder", _mkdir("ledger.json"), [*RELEASE_CZECH, "--ledger", "ledger.json", "--out", "o"],
      "ledger.json is a directory; give a file path"),

@@ -51,8 +51,8 @@ def test_release_writes_public_and_internal(capsys, tmp_path):
 
 
 def test_public_release_json_does_not_depend_on_the_counts(capsys, tmp_path):
-    # Two tables of the same shape and levels but different counts: release.json must be the
-    # same but for its time stamp, so nothing in it was computed from the confidential counts.
+    # Two tables of the same shape and levels but different counts: release.json must be the same but for the
+    # variables' names for people and the files' names, so nothing in it was computed from the confidential counts.
     rochdale = builtin_table("rochdale")
     shuffled = rochdale.to_frame()
     shuffled["count"] = np.random.default_rng(0).permutation(shuffled["count"].to_numpy()) * 3

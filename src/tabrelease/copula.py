@@ -330,9 +330,9 @@ def fit_copula(shape, measurements: Measurements) -> CopulaModel:
 # grow with n; the draws are those of one call (numpy fills its arrays from one stream in order).
 CHUNK_VALUES = 2**24
 # The most records the copula draws (`_limits.MAX_SYNTHETIC_RECORDS`). The mechanism refuses a table of more before
-# the charge; the number drawn is the noisy total, which at a very small epsilon may be far larger than n (Edwards at
-# epsilon 1e-6 drew for over 40 minutes after its charge, a scratch run), so it is capped here too (post-processing:
-# a release of at most this many synthetic records, and its note says so).
+# the charge; the number drawn is the noisy total, which at a very small epsilon may be far larger than n (2 x 10^8
+# records take minutes to draw), so it is capped here too (post-processing: a release of at most this many synthetic
+# records, and its note says so).
 MAX_RECORDS = MAX_SYNTHETIC_RECORDS
 
 

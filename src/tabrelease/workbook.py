@@ -182,6 +182,7 @@ def _without_save_time(path: Path) -> None:
                               rb"\g<1>" + FIXED_TIME.encode() + rb"\g<3>", data)
             entry = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
             entry.compress_type, entry.external_attr = info.compress_type, info.external_attr
+            entry.create_system = 3  # as on Unix, whatever the platform (ZipInfo's default is the platform's)
             fixed.writestr(entry, data)
 
 

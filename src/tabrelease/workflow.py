@@ -119,15 +119,33 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
 def _sensitive_by_variable(spec: ReleaseSpec, table) -> ReleaseSpec:
     """The spec with a sensitive-attribute unit's attributes named by the table's variables where they were named
     by the variables' names for people (a built-in table's labels, `class` for Titanic's A), which the public files
-    and margins use: the guarantee, and so the ledger, name the variables either way."""
+    and margins use: the guarantee, and so the ledger, name the variables either way. A word that could name two
+    variables (a variable's name and another's label, a letter and a label, a label two variables share) is refused:
+    the wrong variable would go unprotected.
+
+    Raises
+    ------
+    TabreleaseError
+        An attribute that names more than one variable.
+    """
     from dataclasses import replace as replaced
 
-    from .tables import people_names
+    from .tables import LETTERS, people_names
 
     if not spec.sensitive:
         return spec
-    labels = dict(zip(people_names(table)[0], table.variables))
-    attributes = tuple(a if a in table.variables else labels.get(a, a) for a in spec.sensitive)
+    variables, labels = list(table.variables), list(people_names(table)[0])
+    attributes = []
+    for word in spec.sensitive:
+        named = {v for v, label in zip(variables, labels) if word in (v, label)}
+        if len(word) == 1 and word.upper() in LETTERS[:len(variables)]:
+            named.add(variables[LETTERS.index(word.upper())])
+        if len(named) > 1:
+            which = " or ".join(f"{v} (letter {LETTERS[i]}, called {label!r})"
+                                for i, (v, label) in enumerate(zip(variables, labels)) if v in named)
+            raise TabreleaseError(f"--sensitive {word!r} could name {which}: use a word that names one of them alone")
+        attributes.append(named.pop() if named else word)  # none: the planner says it is no variable
+    attributes = tuple(attributes)
     return spec if attributes == spec.sensitive else replaced(spec, unit=replaced(spec.unit, attributes=attributes))
 
 
