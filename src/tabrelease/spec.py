@@ -524,7 +524,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("neighbours", "neighbouring data sets differ by one added/removed record (default) or one changed record",
             _text, choices=(ADD_REMOVE, REPLACE), default=ADD_REMOVE),
     Setting("sensitive", "the sensitive-attribute unit (sensitive-attributes mechanism, with --neighbours replace): "
-            "the protected variables (names or letters)", name_list, metavar="VAR,VAR"),
+            "the protected variables (names, letters, or names for people)", name_list, metavar="VAR,VAR"),
     Setting("margins", "margins to release, e.g. '[AB][BC]'; default: the table's paper model", _text),
     Setting("mechanism", "planned (default: noise planned per block, least squares, controlled rounding), auto (the "
             "paper's: Fourier for all-binary tables, Efron-Stein otherwise), or another registered mechanism",
