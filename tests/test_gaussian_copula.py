@@ -413,15 +413,15 @@ def test_command_line_release_writes_the_bundle(tmp_path, capsys):
 
 def test_the_records_drawn_are_capped_at_the_limit_whatever_the_noisy_total(monkeypatch):
     """The copula draws as many records as its noisy total says; at a very small epsilon that total is far above
-    n (Edwards at epsilon 1e-6 drew for over 40 minutes after its charge). It is capped at `copula.MAX_RECORDS`
-    (here lowered to 50, below Edwards' 70 records without noise): the release's total is the cap, and a note
-    says so. Without noise at the real cap, all 70 are drawn and no such note is made."""
+    n (up to 7.7e7 at epsilon 1e-6 on the built-in tables, a review's scratch runs). It is capped at
+    `copula.MAX_SYNTHETIC_RECORDS` (here lowered to 50, below Edwards' 70 records without noise): the release's total
+    is the cap, and a note says so. Without noise at the real cap, all 70 are drawn and no such note is made."""
     import tabrelease as tr
     from tabrelease import copula
 
     table = builtin_table("edwards")
     spec = tr.ReleaseSpec(loss=tr.loss_of(1.0, 1e-6), mechanism="gaussian-copula", mode="simulation", seed=1)
-    monkeypatch.setattr(copula, "MAX_RECORDS", 50)
+    monkeypatch.setattr(copula, "MAX_SYNTHETIC_RECORDS", 50)
     capped = tr.release_margins(table, spec)
     assert int(np.asarray(capped.released_margins[0]).sum()) == 50
     assert any("the most records this tool draws" in n for n in capped.notes)

@@ -322,18 +322,15 @@ def fit_copula(shape, measurements: Measurements) -> CopulaModel:
     correlation = np.eye(d)
     correlation[rows, cols] = correlation[cols, rows] = rho
     repaired = nearest_correlation(correlation)
-    n = int(np.floor(min(max(estimated_total(measurements), 0.0), MAX_RECORDS) + 0.5))
+    # The records drawn are the noisy total, which at a very small epsilon may be far above n (2 x 10^8 take minutes
+    # to draw): capped at the limit the mechanism puts on n (post-processing; `synthesise`'s note says so).
+    n = int(np.floor(min(max(estimated_total(measurements), 0.0), MAX_SYNTHETIC_RECORDS) + 0.5))
     return CopulaModel(shape, probabilities, correlation, repaired, n)
 
 
 # Records are drawn in chunks of at most this many normal deviates (128 MiB of float64), so that memory does not
 # grow with n; the draws are those of one call (numpy fills its arrays from one stream in order).
 CHUNK_VALUES = 2**24
-# The most records the copula draws (`_limits.MAX_SYNTHETIC_RECORDS`). The mechanism refuses a table of more before
-# the charge; the number drawn is the noisy total, which at a very small epsilon may be far larger than n (2 x 10^8
-# records take minutes to draw), so it is capped here too (post-processing: a release of at most this many synthetic
-# records, and its note says so).
-MAX_RECORDS = MAX_SYNTHETIC_RECORDS
 
 
 def record_chunks(model: CopulaModel, rng: np.random.Generator):
@@ -477,9 +474,9 @@ def synthesise(plan, measurements: Measurements, rng: np.random.Generator) -> Es
                     total += synthetic_margin(plan.shape, records, g)
     notes = (f"synthetic data: {model.n} records sampled from a Gaussian copula fitted to the noisy dummy-coded "
              "counts; the released margins are those records' margins",)
-    if model.n >= MAX_RECORDS:
-        notes += (f"the noisy total was above {MAX_RECORDS:.0e}, the most records this tool draws: "
-                  f"{MAX_RECORDS:.0e} were drawn",)
+    if model.n >= MAX_SYNTHETIC_RECORDS:
+        notes += (f"the noisy total reached {MAX_SYNTHETIC_RECORDS:.0e}, the most records this tool draws: "
+                  f"{MAX_SYNTHETIC_RECORDS:.0e} were drawn",)
     if whole:
         return Estimate(table=table, margins=None, seconds=time.perf_counter() - start, notes=notes)
     # Each released margin is its own "clique": they are all margins of the one table of the records.

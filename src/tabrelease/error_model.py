@@ -516,21 +516,20 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         return None, f"the error simulation failed ({type(exc).__name__})"
 
 
-# A synthesising estimator (the Gaussian copula's) draws a record per person in each run: its work is the released
-# total, not the cells. The audit of a copula release at epsilon 1e-6 on Edwards (a noisy total of 9e5) ran for over
-# 40 minutes after the release's charge (a scratch run). Past this many records in the first batch's runs the
-# simulation is not run (and further batches are counted by records, within MAX_SIMULATED_CELL_RUNS).
+# A synthesising estimator (the Gaussian copula's, `Estimator.draws_records`) draws a record per person in each run:
+# its work is the released total, not the cells. The audit of a copula release at epsilon 1e-6 on Edwards (a noisy
+# total of 9e5) ran after the release's charge until a 4-minute timeout stopped it (a scratch run). Past this many
+# records in the first batch's runs the simulation is not run (and further batches are counted by records, within
+# MAX_SIMULATED_CELL_RUNS).
 MAX_SIMULATED_RECORDS = 2**24
 
 
 def _work_per_run(plan, table) -> int:
     """What one simulated run of `plan` costs, in cells or (for an estimator that draws a record per person)
     records: the larger."""
-    from .postprocessing import COPULA_SYNTHESIS
-
     table = np.asarray(table)
-    synthesises = getattr(plan.estimator, "name", plan.estimator) == COPULA_SYNTHESIS
-    return max(int(table.size), int(round(float(table.sum()))) if synthesises else 0)
+    records = int(round(float(table.sum()))) if getattr(plan.estimator, "draws_records", False) else 0
+    return max(int(table.size), records)
 
 
 def audit_seed(plan, table) -> int:

@@ -55,6 +55,9 @@ class Estimator(ABC):
     # Whether `estimate` may run in several threads at once on one prepared estimator (the audit's simulation fits
     # in threads where it may): only where every solver it holds is one per thread.
     thread_safe: bool = False
+    # Whether `estimate` draws a synthetic record per person: its work is then the total, not the cells (the audit's
+    # simulation counts it so, `error_model.released_table_errors`).
+    draws_records: bool = False
 
     def for_plan(self, plan: MechanismPlan) -> Estimator:
         """This estimator made ready for one plan: what depends only on the plan (an LP or QP's operators, the
@@ -495,6 +498,7 @@ class CopulaSynthesis(Estimator):
 
     name = COPULA_SYNTHESIS
     reads = (DUMMY_TABLES,)
+    draws_records = True
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         from .copula import measurements_rng, synthesise

@@ -288,7 +288,7 @@ class NoiseSource(Protocol):
 MAX_SAMPLER_INTEGER = 2**62
 # Release mode's randomized response draws each record through OpenDP in turn (`SecureNoise.randomize_cells`): about
 # 13,000 a second here (400,000 records in 30.5 s, a scratch timing of 2026-11-27), so a table of more records is
-# refused before the charge: at 10^8 the draw ran for hours after it.
+# refused before the charge: at that rate 10^8 would take about two hours after it.
 MAX_SECURE_RESPONSES = 10**6
 
 
