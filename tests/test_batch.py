@@ -185,3 +185,58 @@ def test_a_release_that_fails_after_its_charge_stops_the_run_and_says_so(folder,
     assert [e["failed"] is not None for e in entries] == [False, True]
     assert (folder / "out" / "households-1").is_dir() and not (folder / "out" / "czech-1").exists()
     assert not [p.name for p in (folder / "out").iterdir() if p.name.startswith(".")]
+
+
+SENSITIVE_SPEC = """
+ledger = "ledger.json"
+
+[datasets.titanic]
+builtin = "titanic"
+budget = 1.5
+budget_neighbours = "sensitive-attributes"
+budget_attributes = ["{attribute}"]
+
+[[releases]]
+dataset = "titanic"
+epsilon = 1.0
+mechanism = "sensitive-attributes"
+neighbours = "replace"
+sensitive = "{sensitive}"
+out = "out/titanic-1"
+simulate = true
+seed = 1
+"""
+
+
+@pytest.mark.parametrize("attribute", ["class", "A"])
+def test_a_budget_may_name_its_attributes_as_the_public_files_do(folder, capsys, attribute):
+    """A batch's budget_attributes were kept as written: a budget for "class" (Titanic's A, so named in every public
+    file) covered no release, whose guarantee names the variable A, and every release was refused. They are now
+    read as a release's --sensitive is, and the release is charged to that budget."""
+    (folder / "titanic.toml").write_text(SENSITIVE_SPEC.format(attribute=attribute, sensitive="class"))
+    code, out, err = run(capsys, "batch", folder / "titanic.toml", "--json")
+    assert code == 0, err
+    assert json.loads(out)["budget_changes"] == [
+        "set the budget of titanic: epsilon 1.5 (sensitive-attributes(A))"]
+    status = budget_status(folder / "ledger.json", "titanic")
+    assert (status.epsilon_spent, status.epsilon_budget) == (1.0, 1.5)
+
+
+@pytest.mark.parametrize("attribute, message", [
+    ("clas", "dataset 'titanic': budget_attributes 'clas' names no variable of the table (its variables: A, B, C, D)"),
+    ("b", "budget_attributes 'b' could name"),
+])
+def test_a_budget_attribute_that_names_no_variable_or_two_is_refused_before_anything(folder, capsys, monkeypatch,
+                                                                                    attribute, message):
+    from tabrelease import tables
+
+    if attribute == "b":  # a letter that is also another variable's name for people: as --sensitive, refused
+        real = tables.people_names
+        monkeypatch.setattr(tables, "people_names",
+                            lambda t: (("b",) + real(t)[0][1:], real(t)[1]) if t.name == "titanic" else real(t))
+    (folder / "titanic.toml").write_text(SENSITIVE_SPEC.format(attribute=attribute, sensitive="A"))
+    before = tree(folder)
+    for argv in (["--dry-run"], []):
+        code, _, err = run(capsys, "batch", folder / "titanic.toml", *argv)
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+        assert tree(folder) == before

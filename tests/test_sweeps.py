@@ -409,3 +409,20 @@ def test_a_worker_watching_its_sweep_ends_when_the_sweep_ends(tmp_path, way):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_sweep_takes_sensitive_attributes_by_the_names_the_public_files_use():
+    """`sweep --sensitive class` on Titanic (its variable A, "class" in every public file) was refused as "not a
+    variable of this table", though `sweep --help` said it takes names for people, as `release` does. It is now the
+    sweep of --sensitive A: the same rows."""
+    from tabrelease.spec import SIMULATION, unit_of
+
+    def rows(sensitive):
+        spec = ReleaseSpec(loss=loss_of(1.0), mode=SIMULATION, seed=0, unit=unit_of("replace", sensitive))
+        grid = make_grid([builtin_table("titanic")], (0.5, 1.0), 2, mechanisms=("sensitive-attributes",), spec=spec,
+                         master_seed=3)
+        return deterministic_columns(run_sweep(grid, progress=False).runs)
+
+    pd.testing.assert_frame_equal(rows("class"), rows("A"))
+    with pytest.raises(TabreleaseError, match="--sensitive names 'klass', which is not a variable"):
+        rows("klass")

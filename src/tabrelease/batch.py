@@ -334,10 +334,11 @@ def _number(value: Any, what: str, positive: bool = False) -> float | None:
 
 
 # --- planning and running -------------------------------------------------------------------------------------
-def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]]:
+def _prepared(spec: BatchSpec) -> tuple[BatchSpec, list[tuple[BatchRelease, Any, Any, list, dict]]]:
     """Every release's table and plan, through `prepare_release` (the very checks `publish_release` makes before its
     charge), before anything is charged: a release that would be refused stops the batch before its first release,
-    naming it."""
+    naming it. With them, the spec whose budgets name their attributes by the datasets' variables
+    (`_budgets_by_variable`)."""
     from .tables import margin_title, people_names
     from .workflow import prepare_release, read_source
 
@@ -347,6 +348,7 @@ def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]
             tables[name] = read_source(dataset.source)
         except TabreleaseError as exc:
             raise TabreleaseError(f"dataset {name!r}: {exc}") from None
+    spec = _budgets_by_variable(spec, tables)
     prepared = []
     for r in spec.releases:
         table = tables[r.dataset]
@@ -359,7 +361,24 @@ def _prepared(spec: BatchSpec) -> list[tuple[BatchRelease, Any, Any, list, dict]
         names, _ = people_names(table)
         labels = [margin_title(names, g) for g in plan.margins]
         prepared.append((r, table, plan, labels, {margin_title(names, g): e.expected_l1 for g, e in expected.items()}))
-    return prepared
+    return spec, prepared
+
+
+def _budgets_by_variable(spec: BatchSpec, tables: dict) -> BatchSpec:
+    """The spec with each dataset's budget_attributes named by its table's variables, as a release's --sensitive is
+    (`workflow.variables_named`: a name, a name for people, or a letter): a release's guarantee names the variables,
+    and a budget for the word as written would cover no release of it. A word that names no variable, or two, is
+    refused before anything is done."""
+    from .workflow import variables_named
+
+    datasets = {}
+    for name, dataset in spec.datasets.items():
+        if dataset.budget_attributes:
+            attributes = variables_named(dataset.budget_attributes, tables[name],
+                                         f"dataset {name!r}: budget_attributes", known=True)
+            dataset = replace(dataset, budget_attributes=attributes)
+        datasets[name] = dataset
+    return replace(spec, datasets=datasets)
 
 
 def budget_changes(ledger: Path, spec: BatchSpec) -> tuple[list[tuple[DatasetSpec, dict]], list[str], list[str]]:
@@ -475,7 +494,7 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     from .workflow import charge_release
 
     _check_ledger_exists(spec)
-    prepared = _prepared(spec)
+    spec, prepared = _prepared(spec)
     scratch = Path(tempfile.mkdtemp(prefix="tabrelease-batch-"))
     try:
         copy = copy_ledger(spec.ledger, scratch)  # with the real anchor's lines for it, into scratch/anchor
@@ -534,7 +553,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     from .workflow import publish_release
 
     _check_ledger_exists(spec)
-    prepared = _prepared(spec)
+    spec, prepared = _prepared(spec)
     said = _apply_budgets(spec.ledger, spec, set_budgets)
     steps, stopped = [], False
     for r, table, plan, labels, expected in prepared:

@@ -95,7 +95,7 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                                   f"{table.cells:.3g} cells (held as records): use the planned mechanism, which works "
                                   "from margins; nothing was charged")
     noise = noise_source(spec.mode, spec.seed)
-    spec = _sensitive_by_variable(spec, table)
+    spec = sensitive_by_variable(spec, table)
     # The planner refuses, before the mechanism plans, margins too large to plan (sizes are the shape's alone).
     plan = plan_release(table.shape, resolve_margins(table, spec.margins), spec, table.variables)
     if table.metadata.get(LEVELS_FROM_DATA):  # simulation only (release mode refused it above); in release.json too
@@ -116,12 +116,22 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
     return PreparedRelease(spec=spec, plan=plan, noise=noise)
 
 
-def _sensitive_by_variable(spec: ReleaseSpec, table) -> ReleaseSpec:
+def sensitive_by_variable(spec: ReleaseSpec, table) -> ReleaseSpec:
     """The spec with a sensitive-attribute unit's attributes named by the table's variables where they were named
     by the variables' names for people (a built-in table's labels, `class` for Titanic's A), which the public files
-    and margins use: the guarantee, and so the ledger, name the variables either way. A word that could name two
-    variables (a variable's name and another's label, a letter and a label, a label two variables share) is refused:
-    the wrong variable would go unprotected.
+    and margins use, or by their letters: the guarantee, and so the ledger, name the variables either way
+    (`variables_named`). A word that names no variable is kept as given (the planner says it is none).
+
+    Parameters
+    ----------
+    spec : ReleaseSpec
+    table : ContingencyTable or MicrodataTable
+        Its variables, letters and names for people.
+
+    Returns
+    -------
+    ReleaseSpec
+        `spec` itself where nothing changed.
 
     Raises
     ------
@@ -130,23 +140,53 @@ def _sensitive_by_variable(spec: ReleaseSpec, table) -> ReleaseSpec:
     """
     from dataclasses import replace as replaced
 
-    from .tables import LETTERS, people_names
-
     if not spec.sensitive:
         return spec
+    attributes = variables_named(spec.sensitive, table, "--sensitive")
+    return spec if attributes == spec.sensitive else replaced(spec, unit=replaced(spec.unit, attributes=attributes))
+
+
+def variables_named(words, table, what: str, *, known: bool = False) -> tuple[str, ...]:
+    """The table's variable each word names: by its name, its name for people (a built-in table's label), or its
+    letter. A word that could name two variables (a variable's name and another's label, a letter and a label, a
+    label two variables share) is refused: for a protected attribute, the wrong variable would go unprotected.
+
+    Parameters
+    ----------
+    words : sequence of str
+    table : ContingencyTable or MicrodataTable
+    what : str
+        What the words are, for the error ("--sensitive", "dataset 'x': budget_attributes").
+    known : bool, default False
+        Whether a word that names no variable is refused (else it is returned as given).
+
+    Returns
+    -------
+    tuple of str
+        The variables' names, in the words' order.
+
+    Raises
+    ------
+    TabreleaseError
+        A word that names more than one variable, or (with `known`) none.
+    """
+    from .tables import LETTERS, people_names
+
     variables, labels = list(table.variables), list(people_names(table)[0])
-    attributes = []
-    for word in spec.sensitive:
+    found = []
+    for word in words:
         named = {v for v, label in zip(variables, labels) if word in (v, label)}
         if len(word) == 1 and word.upper() in LETTERS[:len(variables)]:
             named.add(variables[LETTERS.index(word.upper())])
         if len(named) > 1:
             which = " or ".join(f"{v} (letter {LETTERS[i]}, called {label!r})"
                                 for i, (v, label) in enumerate(zip(variables, labels)) if v in named)
-            raise TabreleaseError(f"--sensitive {word!r} could name {which}: use a word that names one of them alone")
-        attributes.append(named.pop() if named else word)  # none: the planner says it is no variable
-    attributes = tuple(attributes)
-    return spec if attributes == spec.sensitive else replaced(spec, unit=replaced(spec.unit, attributes=attributes))
+            raise TabreleaseError(f"{what} {word!r} could name {which}: use a word that names one of them alone")
+        if not named and known:
+            raise TabreleaseError(f"{what} {word!r} names no variable of the table (its variables: "
+                                  f"{', '.join(variables)})")
+        found.append(named.pop() if named else word)
+    return tuple(found)
 
 
 def release_margins(table: ContingencyTable, spec: ReleaseSpec) -> Release:

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
                         "e^epsilon) delta), or 4 rho by group privacy; local epsilon counts as epsilon), or "
                         "sensitive-attributes (a change of the --budget-attributes of one record)")
     parser.add_argument("--budget-attributes", metavar="VAR,VAR", default=None,
-                        help="the protected variables of a sensitive-attributes budget (their names)")
+                        help="the protected variables of a sensitive-attributes budget, by the table's own "
+                             "variable names (the ledger reads no table: not their letters or names for people)")
     parser.add_argument("--rho", type=positive_float, default=None,
                         help="a zCDP budget: releases compose by adding rho (Gaussian releases their rho, pure "
                         "epsilon releases epsilon^2/2; approximate (epsilon, delta) ones that are not zCDP are refused)")

@@ -327,7 +327,7 @@ def plan_for(table: ContingencyTable, margins, spec: ReleaseSpec):
     Parameters
     ----------
     table : ContingencyTable
-        Only its shape and variable names are read.
+        Its shape, variable names and names for people (`--sensitive` may use them) are read.
     margins : sequence of tuple of int
         The margins released, as axis tuples.
     spec : ReleaseSpec
@@ -343,8 +343,10 @@ def plan_for(table: ContingencyTable, margins, spec: ReleaseSpec):
         The spec cannot be planned for this table (see `tabrelease.planner.plan_release`).
     """
     from ..planner import plan_release
+    from ..workflow import sensitive_by_variable
 
-    return plan_release(table.shape, margins, spec, table.variables)
+    # --sensitive by a variable's name for people too, as a release takes it (`workflow.sensitive_by_variable`).
+    return plan_release(table.shape, margins, sensitive_by_variable(spec, table), table.variables)
 
 
 def _counts_digest(table: ContingencyTable) -> str:
