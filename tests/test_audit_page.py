@@ -249,3 +249,34 @@ def test_the_page_says_a_released_total_is_exact_only_where_it_is(tmp_path):
         else:
             assert n != released and "states the population's size exactly" not in page
             assert f"{'over' if released > n else 'under'} by {abs(released - n):g} (" in page
+
+
+def test_an_audit_whose_batches_the_work_limit_cut_says_so(tmp_path, monkeypatch):
+    """The runs come in as many batches as a first batch asks for, within a limit on the fits' work. The reference
+    said only the first, so an audit the limit cut short (a RAP release's, whose fits are long) claimed a precision
+    it did not have. Here the limit is lowered to one batch of an audit that asks for several (Edwards' two-way
+    margins at epsilon 0.05): its figures are the first batch's, and the reference and the page say how many of how
+    many the limit allowed."""
+    import json
+
+    import tabrelease as tr
+    from tabrelease import error_model
+    from tabrelease.error_model import AUDIT_RUNS, BATCHES_LIMITED
+
+    table = tr.builtin_table("edwards")
+    from itertools import combinations
+
+    spec = tr.ReleaseSpec(loss=tr.loss_of(0.05), margins=list(combinations(range(6), 2)), mode="simulation", seed=2)
+    release = tr.release_margins(table, spec)
+    whole, _ = error_model.released_table_errors(release)
+    wanted = whole.runs // AUDIT_RUNS
+    assert wanted > 1 and BATCHES_LIMITED.format(count=1, wanted=wanted) not in whole.reference
+    monkeypatch.setattr(error_model, "MAX_SIMULATED_CELL_RUNS", AUDIT_RUNS * table.counts.size)
+    out = tmp_path / "r"
+    tr.publish_release(table, spec, out)
+    simulated = json.loads((out / "internal" / "audit.json").read_text())["evaluation"]["simulated_errors"]
+    assert simulated["runs"] == AUDIT_RUNS
+    assert simulated["reference"].endswith(BATCHES_LIMITED.format(count=1, wanted=wanted))
+    page = (out / "internal" / "audit.html").read_text()
+    assert f"Here the limit on the work allowed 1 of the {wanted} batches the first asked for" in page
+    assert "allowed 1 of the" not in page.split("The runs come in batches")[0]  # not echoed in the world's words

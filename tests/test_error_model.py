@@ -684,7 +684,7 @@ def test_the_audit_conditions_on_the_total_only_where_the_fit_pins_a_linear_esti
 
 def test_the_audit_of_a_synthesis_counts_its_work_in_records(monkeypatch):
     """The Gaussian copula draws a record per person in every simulated run: the audit of a release whose noisy total
-    was 9e5 (Edwards at epsilon 1e-6) ran for over 40 minutes after the charge. Past `MAX_SIMULATED_RECORDS`
+    was 9e5 (Edwards at epsilon 1e-6) ran for over 40 minutes after the charge. Past `MAX_SIMULATED_WORK`
     records in the first batch's runs (the released total times the runs) the simulation is not run, and the note
     says why; below it, it is. Here the limit is lowered to just under one copula release of Edwards' (at epsilon 1,
     about 70 records) 60 runs."""
@@ -696,7 +696,44 @@ def test_the_audit_of_a_synthesis_counts_its_work_in_records(monkeypatch):
     total = int(np.asarray(release.table).sum())
     found, note = released_table_errors(release, level=0.95)
     assert note is None and found.runs >= 60
-    monkeypatch.setattr(error_model, "MAX_SIMULATED_RECORDS", total * 60 - 1)
+    monkeypatch.setattr(error_model, "MAX_SIMULATED_WORK", total * 60 - 1)
     found, note = released_table_errors(release, level=0.95)
     assert found is None and note.startswith("no simulated error: the estimator draws a synthetic record per person")
     assert f"{total:.3g} per run" in note
+
+
+def test_the_audit_of_a_relaxed_projection_counts_its_fits_work():
+    """RAP's relaxed projection fits 500 synthetic rows by 400 L-BFGS iterations in every simulated run (about 1 s a
+    run on Edwards' six-way margin, where least squares fits its 64 cells in a few milliseconds). Its audit was
+    bounded by the table's cells, so it ran 32 batches of 60 runs after the release's charge: over 5 minutes for a
+    release of 1.5 s. Its work is now counted in cells fitted by least squares, by hand here: rows x iterations x
+    margin cells / STEPS_PER_CELL_FIT. Past MAX_SIMULATED_WORK the simulation is not run, and within it the pilot
+    batch is the only one."""
+    from tabrelease import error_model
+    from tabrelease.error_model import AUDIT_RUNS, audit_batches
+    from tabrelease.relaxed import DEFAULT_ITERATIONS, DEFAULT_ROWS, STEPS_PER_CELL_FIT
+
+    table = tr.builtin_table("edwards")
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0, 1e-6), mechanism="rap", margins="[ABCDEF]", mode="simulation", seed=1)
+    release = tr.release_margins(table, spec)
+    work = DEFAULT_ROWS * DEFAULT_ITERATIONS * 64 // STEPS_PER_CELL_FIT
+    assert (DEFAULT_ROWS, DEFAULT_ITERATIONS, STEPS_PER_CELL_FIT) == (500, 400, 100)
+    assert release.plan.estimator.simulation_work(release.plan, release.table) == work == 128_000
+    # The least-squares default still counts cells: 64 for Edwards.
+    planned = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1))
+    assert planned.plan.estimator.simulation_work(planned.plan, planned.table) == 64
+    # A pilot whose mean is far from known asks for every batch by cells; by the fit's work, for the pilot alone.
+    spread = np.random.default_rng(0).exponential(size=(AUDIT_RUNS, 1)) ** 4
+    assert audit_batches(spread, cells=64) == error_model.MAX_BATCHES
+    assert audit_batches(spread, cells=work) == 1
+    def ran(*args, **kwargs):  # a simulation that ran would take a minute here, or half an hour counted by cells
+        raise AssertionError("the audit simulated the release")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(error_model, "MAX_SIMULATED_WORK", work * AUDIT_RUNS - 1)
+        patch.setattr(error_model, "_conditioned_batch", ran)
+        patch.setattr(error_model, "_reflected_batch", ran)
+        found, note = released_table_errors(release, level=0.95)
+    assert found is None and note == (f"no simulated error: a run of the relaxed-projection estimator costs about "
+                                      f"{work:.3g} cells fitted by least squares, more than {work * AUDIT_RUNS - 1:.3g} "
+                                      f"in {AUDIT_RUNS} runs")

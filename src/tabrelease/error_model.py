@@ -490,9 +490,8 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     if runs < 2 or not 0 < level < 1:
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     work = _work_per_run(release.plan, release.table)
-    if work * runs > MAX_SIMULATED_RECORDS:
-        return None, (f"no simulated error: the estimator draws a synthetic record per person, {work:.3g} per run "
-                      f"(the released total), more than {MAX_SIMULATED_RECORDS:.3g} in {runs} runs")
+    if work * runs > MAX_SIMULATED_WORK:
+        return None, _too_much_work(release.plan, work, runs)
     try:
         fitted, described = _unrounded_world(release.plan, np.asarray(release.table))
         # The first batch (the pilot) says how many batches make the mean known to MEAN_RELATIVE_SE
@@ -505,31 +504,44 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         batch = _conditioned_batch if conditioned else _reflected_batch
         seed = audit_seed(release.plan, release.table)
         pilot = batch(release.plan, fitted, runs=runs, seed=seed)
-        count = audit_batches(pilot, cells=work, shared_totals=None if conditioned else TOTAL_RUNS)
+        shared = None if conditioned else TOTAL_RUNS
+        count = audit_batches(pilot, cells=work, shared_totals=shared)
         batches = [pilot] if count == 1 else [batch(release.plan, fitted, runs=runs, seed=seed + 2 * b)
                                               for b in range(1, count + 1)]
         errors = np.concatenate(batches)
         described += SEEDED_FROM_THE_RELEASE + (TOTAL_CONDITIONED if conditioned else TOTALS_REFLECTED) + BATCHES_ADDED
+        wanted = batches_wanted(pilot, shared_totals=shared)
+        if count == affordable_batches(runs, work) < wanted:  # the limit on work, not the mean's precision, decided
+            described += BATCHES_LIMITED.format(count=count, wanted=wanted)
         return _summary(release.plan, errors, level=level, described=described), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
         return None, f"the error simulation failed ({type(exc).__name__})"
 
 
-# A synthesising estimator (the Gaussian copula's, `Estimator.draws_records`) draws a record per person in each run:
-# its work is the released total, not the cells. The audit of a copula release at epsilon 1e-6 on Edwards (a noisy
-# total of 9e5) ran after the release's charge until a 4-minute timeout stopped it (a scratch run). Past this many
-# records in the first batch's runs the simulation is not run (and further batches are counted by records, within
-# MAX_SIMULATED_CELL_RUNS).
-MAX_SIMULATED_RECORDS = 2**24
+# The audit's simulation is bounded by its work, counted in cells fitted by least squares
+# (`Estimator.simulation_work`): a synthesising estimator (the Gaussian copula's, `Estimator.draws_records`) draws a
+# record per person in each run, and the audit of a copula release at epsilon 1e-6 on Edwards (a noisy total of 9e5)
+# ran after the release's charge until a 4-minute timeout stopped it (a scratch run); RAP's relaxed projection runs
+# 400 L-BFGS iterations over 500 synthetic rows, and the audit of a RAP release of Edwards' six-way margin ran for over
+# 5 minutes after its charge (a release of 1.5 s; stop 44, scratch): 32 batches of 60 runs of about 1 s each. Past
+# this much work in the first batch's runs the simulation is not run; further batches are counted by the same work,
+# within MAX_SIMULATED_CELL_RUNS.
+MAX_SIMULATED_WORK = 2**24
 
 
 def _work_per_run(plan, table) -> int:
-    """What one simulated run of `plan` costs, in cells or (for an estimator that draws a record per person)
-    records: the larger."""
-    table = np.asarray(table)
-    records = int(round(float(table.sum()))) if getattr(plan.estimator, "draws_records", False) else 0
-    return max(int(table.size), records)
+    """What one simulated run of `plan` costs, in cells fitted by least squares (`Estimator.simulation_work`)."""
+    return int(plan.estimator.simulation_work(plan, np.asarray(table)))
+
+
+def _too_much_work(plan, work: int, runs: int) -> str:
+    """The audit's note where its first batch would pass MAX_SIMULATED_WORK."""
+    if getattr(plan.estimator, "draws_records", False):
+        return (f"no simulated error: the estimator draws a synthetic record per person, {work:.3g} per run (the "
+                f"released total), more than {MAX_SIMULATED_WORK:.3g} in {runs} runs")
+    return (f"no simulated error: a run of the {plan.estimator.name} estimator costs about {work:.3g} cells fitted "
+            f"by least squares, more than {MAX_SIMULATED_WORK:.3g} in {runs} runs")
 
 
 def audit_seed(plan, table) -> int:
@@ -579,6 +591,9 @@ MAX_SIMULATED_CELL_RUNS = 2**21
 BATCHES_ADDED = (f"; the runs came in batches, each with its own seeds, as many as make the runs' mean error's "
                  f"standard error at most {MEAN_RELATIVE_SE:.0%} of itself (as a first batch estimated it; where "
                  "that asked for more than one, the first batch is not among them)")
+# Appended where the limit on the simulation's work (MAX_SIMULATED_CELL_RUNS, in cells fitted by least squares)
+# allowed fewer batches than the first asked for: the mean is then known less precisely than MEAN_RELATIVE_SE.
+BATCHES_LIMITED = "; the limit on the simulation's work allowed {count} of the {wanted} batches asked for"
 
 
 def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = None) -> int:
@@ -597,7 +612,7 @@ def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = 
     first : numpy.ndarray
         (runs x margins) L1 errors of the first batch.
     cells : int
-        Cells of the table each run fits.
+        The work of each run, in cells fitted by least squares (`Estimator.simulation_work`).
     shared_totals : int, optional
         How many released totals the runs share, in turn (None: independent runs).
 
@@ -606,16 +621,26 @@ def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = 
     int
         At least 1.
     """
+    return min(batches_wanted(first, shared_totals=shared_totals), affordable_batches(len(first), cells))
+
+
+def affordable_batches(runs: int, cells: int) -> int:
+    """How many batches of `runs` runs of `cells` work each keep within MAX_SIMULATED_CELL_RUNS (at least 1)."""
+    return max(1, MAX_SIMULATED_CELL_RUNS // max(1, runs * cells))
+
+
+def batches_wanted(first: np.ndarray, *, shared_totals: int | None = None) -> int:
+    """The batches `audit_batches` asks for before its limit on work: ceil((r / MEAN_RELATIVE_SE)^2), at least 1,
+    at most MAX_BATCHES."""
     runs = len(first)
     per_run = first.mean(axis=1)
     groups = runs if shared_totals is None else min(shared_totals, runs)
     means = np.array([per_run[i::groups].mean() for i in range(groups)])
     mean = per_run.mean()
-    affordable = max(1, MAX_SIMULATED_CELL_RUNS // max(1, runs * cells))
     if groups < 2 or mean <= 0:  # every run erred by 0: the mean is known
         return 1
     relative = means.std(ddof=1) / np.sqrt(groups) / mean
-    return int(min(MAX_BATCHES, affordable, max(1, ceil((relative / MEAN_RELATIVE_SE) ** 2 - 1e-9))))
+    return int(min(MAX_BATCHES, max(1, ceil((relative / MEAN_RELATIVE_SE) ** 2 - 1e-9))))
 
 
 def conditions_on_total(plan) -> bool:

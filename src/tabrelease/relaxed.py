@@ -37,6 +37,12 @@ ROUND_ITERATIONS = 100  # L-BFGS iterations of each intermediate fit of the adap
 INITIAL_LOGIT_SD = 0.1  # near-uniform rows: larger starts saturate the softmax and stall (seen at 1 and 3)
 # Above this many cells the relaxed table is not formed (its margins are computed directly: the same numbers).
 MAX_TABLE_CELLS = 2**16
+# How many of the fit's steps (a synthetic row x an L-BFGS iteration x a margin cell) cost about as much as least
+# squares fitting one cell in an audit's simulated run (`estimate.RelaxedProjection.simulation_work`): a scratch
+# timing of stop 44 (2 CPUs, under load) put the fit at about 80 ns a step on Edwards' and Rochdale's margins (20 ns on
+# journey to work's larger ones) and least squares at 10-27 microseconds a cell; 1 cell fit is 125-340 steps. The
+# lower figure, rounded down, counts the fit's work high.
+STEPS_PER_CELL_FIT = 100
 _CHUNK_ENTRIES = 2**22  # rows x cells formed at once when summing the relaxed table
 
 

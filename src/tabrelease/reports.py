@@ -14,6 +14,7 @@ re-exported here.
 from __future__ import annotations
 
 import json
+import re
 import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -679,8 +680,9 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(row + "</tr>\n")
     out.append("</table>\n<p>")
     if sim:
-        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, MAX_BATCHES, MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE,
-                                  TOTAL_CONDITIONED, TOTAL_RUNS, TOTALS_REFLECTED, TOWARD_THE_RELEASE)
+        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, BATCHES_LIMITED, MAX_BATCHES, MEAN_RELATIVE_SE,
+                                  SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_RUNS, TOTALS_REFLECTED,
+                                  TOWARD_THE_RELEASE)
 
         order = ""
         if sim.get("order_statistic"):
@@ -693,6 +695,10 @@ and the larger it is, the more the noise had to be corrected before any table co
                   else "with fixed seeds")  # an audit written before its seeds came from the release
         for part in (SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
             world = world.replace(part, "")
+        limited = re.search(re.escape(BATCHES_LIMITED).replace(r"\{count\}", r"(\d+)")
+                            .replace(r"\{wanted\}", r"(\d+)"), world)
+        if limited:
+            world = world.replace(limited.group(0), "")
         world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
         moved = bool(share) and float(share) > 0
         if moved:
@@ -751,10 +757,14 @@ and the larger it is, the more the noise had to be corrected before any table co
                        f"{100 * MEAN_RELATIVE_SE:g}% of itself (its standard error"
                        + (", the runs sharing a released total taken together" if TOTALS_REFLECTED in sim["reference"]
                           else "")
-                       + f"), at most {t(MAX_BATCHES)} and within a limit on the cells fitted; where that "
+                       + f"), at most {t(MAX_BATCHES)} and within a limit on the fits' work (counted in cells "
+                       "fitted by least squares); where that "
                        "is more than one, the figures are those of that many further batches, the first left out (a "
                        "number chosen from it would lean the mean its way). On a small table at small epsilon one "
-                       "batch's mean is not that precise.</p>\n<p>")
+                       "batch's mean is not that precise."
+                       + (f" Here the limit on the work allowed {t(limited.group(1))} of the {t(limited.group(2))} "
+                          "batches the first asked for, so the mean is known less precisely than that."
+                          if limited else "") + "</p>\n<p>")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
     level = f"{100 * (1 - e['bound_delta']):g}"
