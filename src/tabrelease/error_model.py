@@ -625,13 +625,39 @@ def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = 
 
 
 def affordable_batches(runs: int, cells: int) -> int:
-    """How many batches of `runs` runs of `cells` work each keep within MAX_SIMULATED_CELL_RUNS (at least 1)."""
+    """How many batches of `runs` runs of `cells` work each keep within MAX_SIMULATED_CELL_RUNS (at least 1).
+
+    Parameters
+    ----------
+    runs : int
+        Runs per batch.
+    cells : int
+        The work of each run, in cells fitted by least squares.
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
     return max(1, MAX_SIMULATED_CELL_RUNS // max(1, runs * cells))
 
 
 def batches_wanted(first: np.ndarray, *, shared_totals: int | None = None) -> int:
     """The batches `audit_batches` asks for before its limit on work: ceil((r / MEAN_RELATIVE_SE)^2), at least 1,
-    at most MAX_BATCHES."""
+    at most MAX_BATCHES.
+
+    Parameters
+    ----------
+    first : numpy.ndarray
+        (runs x margins) L1 errors of the first batch.
+    shared_totals : int, optional
+        How many released totals the runs share, in turn (None: independent runs).
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
     runs = len(first)
     per_run = first.mean(axis=1)
     groups = runs if shared_totals is None else min(shared_totals, runs)

@@ -540,7 +540,20 @@ class RelaxedProjection(Estimator):
     def simulation_work(self, plan: MechanismPlan, table: np.ndarray) -> int:
         """Its fit's steps (synthetic rows x L-BFGS iterations x the plan's margins' cells) over
         `relaxed.STEPS_PER_CELL_FIT`: a run on Edwards' six-way margin is about 1.3e5 cell fits, where least squares
-        fits 64 (see `Estimator.simulation_work`)."""
+        fits 64 (see `Estimator.simulation_work`).
+
+        Parameters
+        ----------
+        plan : MechanismPlan
+            The release's plan (its shape, margins and ``parameters["synthetic_rows"]``).
+        table : numpy.ndarray
+            The released table.
+
+        Returns
+        -------
+        int
+            At least the table's cells.
+        """
         from .relaxed import DEFAULT_ITERATIONS, DEFAULT_ROWS, STEPS_PER_CELL_FIT
 
         rows = int(plan.parameters.get("synthetic_rows", DEFAULT_ROWS))
