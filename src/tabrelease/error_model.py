@@ -648,15 +648,12 @@ def batches_wanted(first: np.ndarray, *, shared_totals: int | None = None) -> in
 
     Parameters
     ----------
-    first : numpy.ndarray
-        (runs x margins) L1 errors of the first batch.
-    shared_totals : int, optional
-        How many released totals the runs share, in turn (None: independent runs).
+    first, shared_totals
+        As for `audit_batches`.
 
     Returns
     -------
     int
-        At least 1.
     """
     runs = len(first)
     per_run = first.mean(axis=1)

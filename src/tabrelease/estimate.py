@@ -544,15 +544,12 @@ class RelaxedProjection(Estimator):
 
         Parameters
         ----------
-        plan : MechanismPlan
-            The release's plan (its shape, margins and ``parameters["synthetic_rows"]``).
-        table : numpy.ndarray
-            The released table.
+        plan, table
+            As for `Estimator.simulation_work` (the plan's shape, margins and ``parameters["synthetic_rows"]``).
 
         Returns
         -------
         int
-            At least the table's cells.
         """
         from .relaxed import DEFAULT_ITERATIONS, DEFAULT_ROWS, STEPS_PER_CELL_FIT
 
