@@ -94,12 +94,15 @@ def point(args) -> dict:
     # Each margin's own realised / stated mean: a point's ratio averages its margins, and can hide one margin the
     # audit understates behind others it overstates.
     by_margin = realised.mean(axis=0) / stated.mean(axis=0)
+    by_margin_se = by_margin * np.hypot(realised.std(axis=0, ddof=1) / np.sqrt(len(realised)) / realised.mean(axis=0),
+                                        stated.std(axis=0, ddof=1) / np.sqrt(releases) / stated.mean(axis=0))
     return {"table": name, "workload": workload, "epsilon": epsilon, "ratio": float(ratio),
             "ratio_se": float(ratio_se), "ratio_unbiased": float(real_mean / unbiased),
             "coverage": float(covered.mean()),
             "coverage_se": float(covered.mean(axis=1).std(ddof=1) / np.sqrt(releases)),
-            "by_margin": [float(v) for v in by_margin],
-            "coverage_union": float(np.mean(covered_union)), "pairs": audited.size, "releases": releases, "realised_runs": len(realised),
+            "by_margin": [float(v) for v in by_margin], "by_margin_se": [float(v) for v in by_margin_se],
+            "coverage_union": float(np.mean(covered_union)), "pairs": audited.size, "releases": releases,
+            "realised_runs": len(realised),
             "audit_runs": runs, "expected_coverage": float(np.mean([upper_order_statistic(n, 0.95) / (n + 1)
                                                                     for n in runs]))}
 
@@ -164,9 +167,11 @@ def main() -> None:
           + "".join(f"\n    {r['table']} {r['workload']} eps {r['epsilon']:g}: {r['ratio']:.3f} "
                     f"(se {r['ratio_se']:.3f})" for r in clearly_out))
     margins = np.concatenate([r["by_margin"] for r in distinct])
+    margins_se = np.concatenate([r["by_margin_se"] for r in distinct])
     print(f"  by margin (each margin's realised / stated mean, the 'margins' column): within {low:g}-{high:g} for "
           f"{int(np.sum((margins >= low) & (margins <= high)))} of {len(margins)} (point, margin) pairs, range "
-          f"{margins.min():.3f} to {margins.max():.3f}")
+          f"{margins.min():.3f} to {margins.max():.3f}; outside by more than twice its standard error for "
+          f"{int(np.sum((margins + 2 * margins_se < low) | (margins - 2 * margins_se > high)))}")
     print(f"realised / the plan's unbiased expected L1: median {np.median(unbiased):.3f}, range {unbiased.min():.3f} "
           f"to {unbiased.max():.3f}")
     coverage = float(np.sum([r["coverage"] * r["pairs"] for r in distinct]) / pairs.sum())
@@ -200,6 +205,17 @@ def main() -> None:
     print(f"  such a simulation would be within {lo_c:.0%}-{hi_c:.0%} at {expected_within(True):.1f} to "
           f"{expected_within(False):.1f} of {len(distinct)} points in expectation (normal approximation; a release's "
           "margins erring all alike, or independently)")
+    # Between those bounds, at each point's own measured standard error (which takes in how alike its margins err):
+    # the expected count and its standard deviation (points independent). Where the measured one is 0 (every
+    # release covered every margin), the all-alike bound's.
+    chances = []
+    for r in distinct:
+        p = r["expected_coverage"]
+        sd = r["coverage_se"] if r["coverage_se"] > 0 else np.sqrt(p * (1 - p) / r["releases"])
+        chances.append(float(norm.cdf((hi_c - p) / sd) - norm.cdf((lo_c - p) / sd)))
+    chances = np.array(chances)
+    print(f"  at each point's measured standard error: {chances.sum():.1f} of {len(distinct)} in expectation, "
+          f"standard deviation {np.sqrt(np.sum(chances * (1 - chances))):.1f}")
 
 
 if __name__ == "__main__":
