@@ -261,7 +261,7 @@ def test_an_audit_whose_batches_the_work_limit_cut_says_so(tmp_path, monkeypatch
 
     import tabrelease as tr
     from tabrelease import error_model
-    from tabrelease.error_model import AUDIT_RUNS, BATCHES_LIMITED
+    from tabrelease.error_model import AUDIT_RUNS, BATCHES_LIMITED, FIRST_BATCH_KEPT
 
     table = tr.builtin_table("edwards")
     from itertools import combinations
@@ -270,13 +270,18 @@ def test_an_audit_whose_batches_the_work_limit_cut_says_so(tmp_path, monkeypatch
     release = tr.release_margins(table, spec)
     whole, _ = error_model.released_table_errors(release)
     wanted = whole.runs // AUDIT_RUNS
-    assert wanted > 1 and BATCHES_LIMITED.format(count=1, wanted=wanted) not in whole.reference
-    monkeypatch.setattr(error_model, "MAX_SIMULATED_CELL_RUNS", AUDIT_RUNS * table.counts.size)
-    out = tmp_path / "r"
-    tr.publish_release(table, spec, out)
-    simulated = json.loads((out / "internal" / "audit.json").read_text())["evaluation"]["simulated_errors"]
-    assert simulated["runs"] == AUDIT_RUNS
-    assert simulated["reference"].endswith(BATCHES_LIMITED.format(count=1, wanted=wanted))
-    page = (out / "internal" / "audit.html").read_text()
-    assert f"Here the limit on the work allowed 1 of the {wanted} batches the first asked for" in page
-    assert "allowed 1 of the" not in page.split("The runs come in batches")[0]  # not echoed in the world's words
+    assert wanted > 2 and "the limit on the simulation's work" not in whole.reference
+    for allowed in (1, 2):
+        monkeypatch.setattr(error_model, "MAX_SIMULATED_CELL_RUNS", allowed * AUDIT_RUNS * table.counts.size)
+        out = tmp_path / f"r{allowed}"
+        tr.publish_release(table, spec, out)
+        simulated = json.loads((out / "internal" / "audit.json").read_text())["evaluation"]["simulated_errors"]
+        assert simulated["runs"] == allowed * AUDIT_RUNS
+        kept = FIRST_BATCH_KEPT if allowed == 1 else ""  # one batch: its figures are the first's, not further ones
+        assert simulated["reference"].endswith(BATCHES_LIMITED.format(count=allowed, wanted=wanted) + kept)
+        page = (out / "internal" / "audit.html").read_text()
+        said = (f"Here the limit on the work allowed {allowed} of the {wanted} batches the first asked for, so the "
+                "mean is known less precisely than that" + (", and the figures are the first batch's own" if kept
+                                                             else "") + ".")
+        assert said in page
+        assert "limit on the simulation" not in page and "batch's own" not in page.split("The runs come in")[0]

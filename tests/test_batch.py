@@ -214,10 +214,12 @@ def test_a_budget_may_name_its_attributes_as_the_public_files_do(folder, capsys,
     file) covered no release, whose guarantee names the variable A, and every release was refused. They are now
     read as a release's --sensitive is, and the release is charged to that budget."""
     (folder / "titanic.toml").write_text(SENSITIVE_SPEC.format(attribute=attribute, sensitive="class"))
-    code, out, err = run(capsys, "batch", folder / "titanic.toml", "--json")
-    assert code == 0, err
-    assert json.loads(out)["budget_changes"] == [
-        "set the budget of titanic: epsilon 1.5 (sensitive-attributes(A))"]
+    for argv, made in ((["--dry-run"], "would be made"), ([], "made")):  # the dry run predicts it, mapped alike
+        code, out, err = run(capsys, "batch", folder / "titanic.toml", "--json", *argv)
+        assert code == 0, err
+        assert json.loads(out)["budget_changes"] == [
+            "set the budget of titanic: epsilon 1.5 (sensitive-attributes(A))"]
+        assert [r["status"] for r in json.loads(out)["releases"]] == [made]
     status = budget_status(folder / "ledger.json", "titanic")
     assert (status.epsilon_spent, status.epsilon_budget) == (1.0, 1.5)
 

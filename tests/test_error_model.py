@@ -392,7 +392,7 @@ def test_where_the_first_batch_is_enough_its_runs_are_the_figures(monkeypatch):
     from tabrelease import error_model
     from tabrelease.error_model import upper_order_statistic
 
-    monkeypatch.setattr(error_model, "audit_batches", lambda first, cells, shared_totals: 1)
+    monkeypatch.setattr(error_model, "audit_batches", lambda first, cells, shared_totals, fits=None: 1)
     released = np.array([[22, 1], [3, 17]])
     plan = plan_at((2, 2), [(0,), (1,)], 0.02)
     found, note = released_table_errors(_release_with(plan, released), level=0.95)
@@ -710,7 +710,7 @@ def test_the_audit_of_a_relaxed_projection_counts_its_fits_work():
     margin cells / STEPS_PER_CELL_FIT. Past MAX_SIMULATED_WORK the simulation is not run, and within it the pilot
     batch is the only one."""
     from tabrelease import error_model
-    from tabrelease.error_model import AUDIT_RUNS, audit_batches
+    from tabrelease.error_model import AUDIT_RUNS, BATCHES_LIMITED, FIRST_BATCH_KEPT, audit_batches
     from tabrelease.relaxed import DEFAULT_ITERATIONS, DEFAULT_ROWS, STEPS_PER_CELL_FIT
 
     table = tr.builtin_table("edwards")
@@ -726,14 +726,23 @@ def test_the_audit_of_a_relaxed_projection_counts_its_fits_work():
     spread = np.random.default_rng(0).exponential(size=(AUDIT_RUNS, 1)) ** 4
     assert audit_batches(spread, cells=64) == error_model.MAX_BATCHES
     assert audit_batches(spread, cells=work) == 1
-    def ran(*args, **kwargs):  # a simulation that ran would take a minute here, or half an hour counted by cells
-        raise AssertionError("the audit simulated the release")
+    # Its audit reflects the total (RAP's is no least-squares estimate): a batch fits its runs and TOTAL_RUNS more.
+    fits = AUDIT_RUNS + error_model.TOTAL_RUNS
+    batches = []
+
+    def batch(plan, fitted, *, runs, seed):  # a first batch whose mean is far from known, without a minute of fits
+        batches.append(seed)
+        return spread[:runs].repeat(len(plan.margins), axis=1)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(error_model, "MAX_SIMULATED_WORK", work * AUDIT_RUNS - 1)
-        patch.setattr(error_model, "_conditioned_batch", ran)
-        patch.setattr(error_model, "_reflected_batch", ran)
+        patch.setattr(error_model, "_reflected_batch", batch)
         found, note = released_table_errors(release, level=0.95)
-    assert found is None and note == (f"no simulated error: a run of the relaxed-projection estimator costs about "
-                                      f"{work:.3g} cells fitted by least squares, more than {work * AUDIT_RUNS - 1:.3g} "
-                                      f"in {AUDIT_RUNS} runs")
+        assert note is None and len(batches) == 1 and found.runs == AUDIT_RUNS
+        assert found.reference.endswith(BATCHES_LIMITED.format(count=1, wanted=error_model.MAX_BATCHES)
+                                        + FIRST_BATCH_KEPT)
+        batches.clear()
+        patch.setattr(error_model, "MAX_SIMULATED_WORK", work * fits - 1)
+        found, note = released_table_errors(release, level=0.95)
+    assert found is None and not batches
+    assert note == (f"no simulated error: a run of the relaxed-projection estimator costs about {work:.3g} cells "
+                    f"fitted by least squares, more than {work * fits - 1:.3g} in a first batch's {fits} fits")

@@ -490,8 +490,10 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     if runs < 2 or not 0 < level < 1:
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     work = _work_per_run(release.plan, release.table)
-    if work * runs > MAX_SIMULATED_WORK:
-        return None, _too_much_work(release.plan, work, runs)
+    conditioned = conditions_on_total(release.plan)
+    fits = runs if conditioned else runs + TOTAL_RUNS  # a reflected batch fits its TOTAL_RUNS totals' releases too
+    if work * fits > MAX_SIMULATED_WORK:
+        return None, _too_much_work(release.plan, work, fits)
     try:
         fitted, described = _unrounded_world(release.plan, np.asarray(release.table))
         # The first batch (the pilot) says how many batches make the mean known to MEAN_RELATIVE_SE
@@ -500,19 +502,18 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         # such a pilot's mean is also high (rochdale's two-way margins at epsilon 0.05, with the pilot kept: the
         # stated mean correlated -0.25 with the runs over 30 audit seeds, a scratch measurement of stop 40 with the
         # totals then reflected; 0.03 with it left out), so a mean that kept it would lean its way.
-        conditioned = conditions_on_total(release.plan)
         batch = _conditioned_batch if conditioned else _reflected_batch
         seed = audit_seed(release.plan, release.table)
         pilot = batch(release.plan, fitted, runs=runs, seed=seed)
         shared = None if conditioned else TOTAL_RUNS
-        count = audit_batches(pilot, cells=work, shared_totals=shared)
+        count = audit_batches(pilot, cells=work, shared_totals=shared, fits=fits)
         batches = [pilot] if count == 1 else [batch(release.plan, fitted, runs=runs, seed=seed + 2 * b)
                                               for b in range(1, count + 1)]
         errors = np.concatenate(batches)
         described += SEEDED_FROM_THE_RELEASE + (TOTAL_CONDITIONED if conditioned else TOTALS_REFLECTED) + BATCHES_ADDED
         wanted = batches_wanted(pilot, shared_totals=shared)
-        if count == affordable_batches(runs, work) < wanted:  # the limit on work, not the mean's precision, decided
-            described += BATCHES_LIMITED.format(count=count, wanted=wanted)
+        if count < wanted:  # the limit on work, not the mean's precision, decided
+            described += BATCHES_LIMITED.format(count=count, wanted=wanted) + (FIRST_BATCH_KEPT if count == 1 else "")
         return _summary(release.plan, errors, level=level, described=described), None
     except (TabreleaseError, ArithmeticError, ValueError, MemoryError) as exc:  # ValueError: numpy's LinAlgError too
         # The release was drawn already: a simulation that fails is recorded, never fatal.
@@ -535,13 +536,13 @@ def _work_per_run(plan, table) -> int:
     return int(plan.estimator.simulation_work(plan, np.asarray(table)))
 
 
-def _too_much_work(plan, work: int, runs: int) -> str:
+def _too_much_work(plan, work: int, fits: int) -> str:
     """The audit's note where its first batch would pass MAX_SIMULATED_WORK."""
     if getattr(plan.estimator, "draws_records", False):
         return (f"no simulated error: the estimator draws a synthetic record per person, {work:.3g} per run (the "
-                f"released total), more than {MAX_SIMULATED_WORK:.3g} in {runs} runs")
+                f"released total), more than {MAX_SIMULATED_WORK:.3g} in a first batch's {fits} fits")
     return (f"no simulated error: a run of the {plan.estimator.name} estimator costs about {work:.3g} cells fitted "
-            f"by least squares, more than {MAX_SIMULATED_WORK:.3g} in {runs} runs")
+            f"by least squares, more than {MAX_SIMULATED_WORK:.3g} in a first batch's {fits} fits")
 
 
 def audit_seed(plan, table) -> int:
@@ -594,9 +595,11 @@ BATCHES_ADDED = (f"; the runs came in batches, each with its own seeds, as many 
 # Appended where the limit on the simulation's work (MAX_SIMULATED_CELL_RUNS, in cells fitted by least squares)
 # allowed fewer batches than the first asked for: the mean is then known less precisely than MEAN_RELATIVE_SE.
 BATCHES_LIMITED = "; the limit on the simulation's work allowed {count} of the {wanted} batches asked for"
+# Appended after it where that is one: the figures are then the first batch's, though it asked for more.
+FIRST_BATCH_KEPT = ", so the figures are the first batch's own"
 
 
-def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = None) -> int:
+def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = None, fits: int | None = None) -> int:
     """How many batches the audit's simulation takes, from the (runs x margins) errors of its first batch:
     ceil((r / MEAN_RELATIVE_SE)^2), r the relative standard error (sd / sqrt(n) / mean) of the batch's mean error
     (each run's mean over the margins), so that the mean of that many batches has about MEAN_RELATIVE_SE; at least 1,
@@ -615,22 +618,25 @@ def audit_batches(first: np.ndarray, *, cells: int, shared_totals: int | None = 
         The work of each run, in cells fitted by least squares (`Estimator.simulation_work`).
     shared_totals : int, optional
         How many released totals the runs share, in turn (None: independent runs).
+    fits : int, optional
+        The fits a batch makes (by default its runs; a reflected batch also fits its shared totals' releases).
 
     Returns
     -------
     int
         At least 1.
     """
-    return min(batches_wanted(first, shared_totals=shared_totals), affordable_batches(len(first), cells))
+    return min(batches_wanted(first, shared_totals=shared_totals),
+               affordable_batches(len(first) if fits is None else fits, cells))
 
 
 def affordable_batches(runs: int, cells: int) -> int:
-    """How many batches of `runs` runs of `cells` work each keep within MAX_SIMULATED_CELL_RUNS (at least 1).
+    """How many batches of `runs` fits of `cells` work each keep within MAX_SIMULATED_CELL_RUNS (at least 1).
 
     Parameters
     ----------
     runs : int
-        Runs per batch.
+        Fits per batch.
     cells : int
         The work of each run, in cells fitted by least squares.
 

@@ -680,9 +680,9 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(row + "</tr>\n")
     out.append("</table>\n<p>")
     if sim:
-        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, BATCHES_LIMITED, MAX_BATCHES, MEAN_RELATIVE_SE,
-                                  SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_RUNS, TOTALS_REFLECTED,
-                                  TOWARD_THE_RELEASE)
+        from .error_model import (AUDIT_RUNS, BATCHES_ADDED, BATCHES_LIMITED, FIRST_BATCH_KEPT, MAX_BATCHES,
+                                  MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_RUNS,
+                                  TOTALS_REFLECTED, TOWARD_THE_RELEASE)
 
         order = ""
         if sim.get("order_statistic"):
@@ -696,7 +696,7 @@ and the larger it is, the more the noise had to be corrected before any table co
         for part in (SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
             world = world.replace(part, "")
         limited = re.search(re.escape(BATCHES_LIMITED).replace(r"\{count\}", r"(\d+)")
-                            .replace(r"\{wanted\}", r"(\d+)"), world)
+                            .replace(r"\{wanted\}", r"(\d+)") + f"({re.escape(FIRST_BATCH_KEPT)})?", world)
         if limited:
             world = world.replace(limited.group(0), "")
         world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
@@ -763,7 +763,8 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "number chosen from it would lean the mean its way). On a small table at small epsilon one "
                        "batch's mean is not that precise."
                        + (f" Here the limit on the work allowed {t(limited.group(1))} of the {t(limited.group(2))} "
-                          "batches the first asked for, so the mean is known less precisely than that."
+                          "batches the first asked for, so the mean is known less precisely than that"
+                          + (", and the figures are the first batch's own" if limited.group(3) else "") + "."
                           if limited else "") + "</p>\n<p>")
     elif e.get("simulation_note"):
         out.append(f"{t(e['simulation_note'])}. ")
