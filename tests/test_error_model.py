@@ -746,3 +746,30 @@ def test_the_audit_of_a_relaxed_projection_counts_its_fits_work():
     assert found is None and not batches
     assert note == (f"no simulated error: a run of the relaxed-projection estimator costs about {work:.3g} cells "
                     f"fitted by least squares, more than {work * fits - 1:.3g} in a first batch's {fits} fits")
+
+
+def test_each_estimator_counts_its_simulated_runs_work_by_hand():
+    """The audit's work bound counts each estimator's run in cells fitted by least squares (`simulation_work`): a
+    review timed runs the cell count let through for many minutes after the charge. The LP: its domain's cells
+    (a bit encoding's where the plan encodes) to the power 1.5, halved; randomized response: its records over 100;
+    adaptive RAP: its T - 1 fits in measurement too; least squares: the cells."""
+    from tabrelease.estimate import RECORDS_PER_CELL_FIT
+    from tabrelease.relaxed import DEFAULT_ITERATIONS, DEFAULT_ROWS, ROUND_ITERATIONS, STEPS_PER_CELL_FIT
+
+    edwards, housing, titanic = (tr.builtin_table(n) for n in ("edwards", "housing", "titanic"))
+    lp = plan_at(edwards.shape, [(0, 1), (1, 2)], 1.0, mechanism="fourier")
+    assert lp.estimator.simulation_work(lp, edwards.counts) == 256  # 64 ** 1.5 / 2
+    # Housing's 72 cells encoded in 2 + 2 + 2 + 1 bits: the LP solves over 128 cells.
+    encoded = plan_at(housing.shape, [(0, 1), (1, 2)], 1.0, mechanism="binary-encoding")
+    assert encoded.estimator.simulation_work(encoded, housing.counts) == int(128**1.5) // 2 == 724
+    rr = plan_at(titanic.shape, [(0, 1)], 1.0, mechanism="randomized-response")
+    assert RECORDS_PER_CELL_FIT == 100
+    assert rr.estimator.simulation_work(rr, titanic.counts * 1000) == 2_201_000 // 100
+    assert rr.estimator.simulation_work(rr, titanic.counts) == 32  # 22 records' worth: the cells
+    planned = plan_at(titanic.shape, [(0, 1)], 1.0)
+    assert planned.estimator.simulation_work(planned, titanic.counts * 1000) == 32
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0, 1e-6), mechanism="rap", margins="[AB][BC][CD]", mode="simulation",
+                          seed=1, options={"rounds": 3})
+    rap = tr.prepare_release(edwards, spec).plan
+    steps = DEFAULT_ROWS * (DEFAULT_ITERATIONS + 2 * ROUND_ITERATIONS) * 12
+    assert rap.estimator.simulation_work(rap, edwards.counts) == -(-steps // STEPS_PER_CELL_FIT) == 36_000
