@@ -444,7 +444,7 @@ def test_the_copula_refuses_a_table_beyond_its_records_before_the_charge(tmp_pat
     from tabrelease.workflow import publish_release
 
     czech = builtin_table("czech")
-    monkeypatch.setattr(copula_mechanism, "MAX_RECORDS", int(czech.n) - 1)  # one record beyond the limit
+    monkeypatch.setattr(copula_mechanism, "MAX_SYNTHETIC_RECORDS", int(czech.n) - 1)  # one record beyond the limit
     ledger = init_ledger(tmp_path / "ledger.json")
     with pytest.raises(TabreleaseError, match="synthesises one record per person") as refused:
         publish_release(czech,

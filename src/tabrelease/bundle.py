@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import _hooks
-from ._files import FILE_NAME_MAX_BYTES
-from ._files import foreign_entries, process_alive
+from ._files import FILE_NAME_MAX_BYTES, foreign_entries, process_alive
 from .errors import TabreleaseError
 
 

@@ -538,7 +538,7 @@ def _work_per_run(plan, table) -> int:
 
 def _too_much_work(plan, work: int, fits: int) -> str:
     """The audit's note where its first batch would pass MAX_SIMULATED_WORK."""
-    if getattr(plan.estimator, "draws_records", False):
+    if plan.estimator.draws_records:
         return (f"no simulated error: the estimator draws a synthetic record per person, {work:.3g} per run (the "
                 f"released total), more than {MAX_SIMULATED_WORK:.3g} in a first batch's {fits} fits")
     return (f"no simulated error: a run of the {plan.estimator.name} estimator costs about {work:.3g} cells fitted "

@@ -78,9 +78,7 @@ class Estimator(ABC):
             At least the table's cells.
         """
         cells = int(np.asarray(table).size)
-        if self.draws_records:
-            return max(cells, int(round(float(np.asarray(table).sum()))))
-        return cells
+        return max(cells, _records(table)) if self.draws_records else cells
 
     def for_plan(self, plan: MechanismPlan) -> Estimator:
         """This estimator made ready for one plan: what depends only on the plan (an LP or QP's operators, the
@@ -593,6 +591,11 @@ class RelaxedProjection(Estimator):
 RECORDS_PER_CELL_FIT = 100
 
 
+def _records(table) -> int:
+    """The records a released table counts (its total, to the nearest whole number)."""
+    return int(round(float(np.asarray(table).sum())))
+
+
 class RandomizedResponseLeastSquares(Estimator):
     """Unbias the randomised report counts, then the planned release's least squares with the total pinned to n."""
 
@@ -613,8 +616,7 @@ class RandomizedResponseLeastSquares(Estimator):
         -------
         int
         """
-        records = int(round(float(np.asarray(table).sum())))
-        return max(int(np.asarray(table).size), records // RECORDS_PER_CELL_FIT)
+        return max(int(np.asarray(table).size), _records(table) // RECORDS_PER_CELL_FIT)
 
     def estimate(self, plan: MechanismPlan, measurements: Measurements) -> Estimate:
         from .noise import rr_probabilities

@@ -14,8 +14,8 @@ re-exported here.
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path

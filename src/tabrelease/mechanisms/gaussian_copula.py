@@ -38,7 +38,7 @@ from math import comb
 
 import numpy as np
 
-from .._limits import MAX_SYNTHETIC_RECORDS as MAX_RECORDS  # the copula draws one record per person, at most this
+from .._limits import MAX_SYNTHETIC_RECORDS  # the copula draws one record per person, at most this many
 from ..errors import TabreleaseError
 from ..measurements import DUMMY_TABLES, Measurement, measured
 from ..noise import NoiseCalibration, laplace_calibration
@@ -187,10 +187,10 @@ class GaussianCopula(Mechanism):
                                   "distribution differ)")
 
     def check_table_size(self, plan, n):
-        if int(n) > MAX_RECORDS:
+        if int(n) > MAX_SYNTHETIC_RECORDS:
             raise TabreleaseError(f"the {self.name} mechanism synthesises one record per person, and this table has "
-                                  f"more than {MAX_RECORDS:.0e} (this tool's limit for it); use the planned mechanism; "
-                                  "nothing was charged")
+                                  f"more than {MAX_SYNTHETIC_RECORDS:.0e} (this tool's limit for it); use the planned "
+                                  "mechanism; nothing was charged")
 
     def privacy_statement(self, plan):
         cal, m = plan.calibration, len(plan.shape)
