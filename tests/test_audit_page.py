@@ -258,14 +258,13 @@ def test_an_audit_whose_batches_the_work_limit_cut_says_so(tmp_path, monkeypatch
     margins at epsilon 0.05): its figures are the first batch's, and the reference and the page say how many of how
     many the limit allowed."""
     import json
+    from itertools import combinations
 
     import tabrelease as tr
     from tabrelease import error_model
     from tabrelease.error_model import AUDIT_RUNS, BATCHES_LIMITED, FIRST_BATCH_KEPT
 
     table = tr.builtin_table("edwards")
-    from itertools import combinations
-
     spec = tr.ReleaseSpec(loss=tr.loss_of(0.05), margins=list(combinations(range(6), 2)), mode="simulation", seed=2)
     release = tr.release_margins(table, spec)
     whole, _ = error_model.released_table_errors(release)

@@ -711,14 +711,12 @@ def test_the_audit_of_a_relaxed_projection_counts_its_fits_work():
     batch is the only one."""
     from tabrelease import error_model
     from tabrelease.error_model import AUDIT_RUNS, BATCHES_LIMITED, FIRST_BATCH_KEPT, audit_batches
-    from tabrelease.relaxed import DEFAULT_ITERATIONS, DEFAULT_ROWS, STEPS_PER_CELL_FIT
 
     table = tr.builtin_table("edwards")
     spec = tr.ReleaseSpec(loss=tr.loss_of(1.0, 1e-6), mechanism="rap", margins="[ABCDEF]", mode="simulation", seed=1)
     release = tr.release_margins(table, spec)
-    work = DEFAULT_ROWS * DEFAULT_ITERATIONS * 64 // STEPS_PER_CELL_FIT
-    assert (DEFAULT_ROWS, DEFAULT_ITERATIONS, STEPS_PER_CELL_FIT) == (500, 400, 100)
-    assert release.plan.estimator.simulation_work(release.plan, release.table) == work == 128_000
+    work = 500 * 400 * 64 // 100  # by hand: 500 rows x 400 iterations x the margin's 64 cells, over 100
+    assert release.plan.estimator.simulation_work(release.plan, release.table) == work
     # The least-squares default still counts cells: 64 for Edwards.
     planned = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1))
     assert planned.plan.estimator.simulation_work(planned.plan, planned.table) == 64
@@ -753,23 +751,19 @@ def test_each_estimator_counts_its_simulated_runs_work_by_hand():
     review timed runs the cell count let through for many minutes after the charge. The LP: its domain's cells
     (a bit encoding's where the plan encodes) to the power 1.5, halved; randomized response: its records over 100;
     adaptive RAP: its T - 1 fits in measurement too; least squares: the cells."""
-    from tabrelease.estimate import RECORDS_PER_CELL_FIT
-    from tabrelease.relaxed import DEFAULT_ITERATIONS, DEFAULT_ROWS, ROUND_ITERATIONS, STEPS_PER_CELL_FIT
-
     edwards, housing, titanic = (tr.builtin_table(n) for n in ("edwards", "housing", "titanic"))
     lp = plan_at(edwards.shape, [(0, 1), (1, 2)], 1.0, mechanism="fourier")
     assert lp.estimator.simulation_work(lp, edwards.counts) == 256  # 64 ** 1.5 / 2
     # Housing's 72 cells encoded in 2 + 2 + 2 + 1 bits: the LP solves over 128 cells.
     encoded = plan_at(housing.shape, [(0, 1), (1, 2)], 1.0, mechanism="binary-encoding")
-    assert encoded.estimator.simulation_work(encoded, housing.counts) == int(128**1.5) // 2 == 724
+    assert encoded.estimator.simulation_work(encoded, housing.counts) == 724  # int(128 ** 1.5) // 2
     rr = plan_at(titanic.shape, [(0, 1)], 1.0, mechanism="randomized-response")
-    assert RECORDS_PER_CELL_FIT == 100
-    assert rr.estimator.simulation_work(rr, titanic.counts * 1000) == 2_201_000 // 100
+    assert rr.estimator.simulation_work(rr, titanic.counts * 1000) == 22_010  # 2,201,000 records over 100
     assert rr.estimator.simulation_work(rr, titanic.counts) == 32  # 22 records' worth: the cells
     planned = plan_at(titanic.shape, [(0, 1)], 1.0)
     assert planned.estimator.simulation_work(planned, titanic.counts * 1000) == 32
     spec = tr.ReleaseSpec(loss=tr.loss_of(1.0, 1e-6), mechanism="rap", margins="[AB][BC][CD]", mode="simulation",
                           seed=1, options={"rounds": 3})
     rap = tr.prepare_release(edwards, spec).plan
-    steps = DEFAULT_ROWS * (DEFAULT_ITERATIONS + 2 * ROUND_ITERATIONS) * 12
-    assert rap.estimator.simulation_work(rap, edwards.counts) == -(-steps // STEPS_PER_CELL_FIT) == 36_000
+    # 500 rows x (400 iterations + 2 rounds' fits of 100) x 12 margin cells, over 100
+    assert rap.estimator.simulation_work(rap, edwards.counts) == 36_000
