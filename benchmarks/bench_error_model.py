@@ -44,6 +44,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from scipy.stats import norm
 
 import tabrelease as tr
 from tabrelease import frontier
@@ -190,33 +191,25 @@ def main() -> None:
     # What a simulation describing the realised error exactly would score per point: a point's coverage is an
     # estimate from N releases, so even such a simulation misses the band at some points. Its coverage of a (release,
     # margin) pair is p = k / (runs + 1); a point's share over N releases of m margins has standard deviation between
-    # sqrt(p (1 - p) / (N m)) (the margins of a release err independently) and sqrt(p (1 - p) / N) (all alike).
-    # Normal approximation, both bounds.
-    from scipy.stats import norm
-
-    def expected_within(margins_alike: bool) -> float:
-        total = 0.0
-        for r in distinct:
-            p, releases = r["expected_coverage"], r["releases"]
-            sd = np.sqrt(p * (1 - p) / (releases if margins_alike else r["pairs"]))
-            total += float(norm.cdf((hi_c - p) / sd) - norm.cdf((lo_c - p) / sd))
-        return total
-
-    print(f"  such a simulation would be within {lo_c:.0%}-{hi_c:.0%} at {expected_within(True):.1f} to "
-          f"{expected_within(False):.1f} of {len(distinct)} points in expectation (normal approximation; a release's "
-          "margins erring all alike, or independently)")
-    # Between those bounds, at each point's own measured standard error (which takes in how alike its margins err):
-    # the expected count and its standard deviation (points independent). Where the measured one is 0 (every
-    # release covered every margin), the all-alike bound's.
-    chances = []
-    for r in distinct:
+    # sqrt(p (1 - p) / (N m)) (the margins of a release err independently) and sqrt(p (1 - p) / N) (all alike), and
+    # is measured at each point (which takes in how alike its margins err; where that is 0, every release covering
+    # every margin, the all-alike bound's). Normal approximation; the points independent.
+    def within_band(r, sd: float) -> float:
         p = r["expected_coverage"]
-        sd = r["coverage_se"] if r["coverage_se"] > 0 else np.sqrt(p * (1 - p) / r["releases"])
-        chances.append(float(norm.cdf((hi_c - p) / sd) - norm.cdf((lo_c - p) / sd)))
-    chances = np.array(chances)
+        return float(norm.cdf((hi_c - p) / sd) - norm.cdf((lo_c - p) / sd))
+
+    def binomial_sd(r, draws: int) -> float:
+        return float(np.sqrt(r["expected_coverage"] * (1 - r["expected_coverage"]) / draws))
+
+    alike = sum(within_band(r, binomial_sd(r, r["releases"])) for r in distinct)
+    independent = sum(within_band(r, binomial_sd(r, r["pairs"])) for r in distinct)
+    print(f"  such a simulation would be within {lo_c:.0%}-{hi_c:.0%} at {alike:.1f} to {independent:.1f} of "
+          f"{len(distinct)} points in expectation (normal approximation; a release's margins erring all alike, or "
+          "independently)")
+    chances = np.array([within_band(r, r["coverage_se"] if r["coverage_se"] > 0 else binomial_sd(r, r["releases"]))
+                        for r in distinct])
     print(f"  at each point's measured standard error: {chances.sum():.1f} of {len(distinct)} in expectation, "
           f"standard deviation {np.sqrt(np.sum(chances * (1 - chances))):.1f}")
-
 
 if __name__ == "__main__":
     main()
