@@ -420,7 +420,7 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     -------
     list of str
         The warnings: a released total more than 10% off n, categories released as zero, a refit that did not
-        converge.
+        converge, a simulated error whose world's total the release barely tells.
     """
     out = []
     # What a publisher must see before publishing (internal: these read the true counts).
@@ -435,4 +435,11 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
             "the refit of the model to the released margins did NOT converge: G2 of the release and the MLE "
             "distances are those of the last iterate, not of an MLE"
         )
+    from .error_model import TOTAL_UNCERTAIN
+
+    simulated = evaluation.simulated_errors
+    if simulated and TOTAL_UNCERTAIN.partition("{")[0] in simulated["reference"]:
+        out.append("the simulated error rests on a total the release barely tells (the noise in the released total "
+                   "has a standard deviation at least the total): it can be far from the error at the true total, "
+                   "either way; a rough guide only")
     return out

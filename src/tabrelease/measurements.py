@@ -208,6 +208,35 @@ def best_total(blocks) -> float:
     TabreleaseError
         If no block carries the total.
     """
+    estimates, variances = _totals_carried(blocks)
+    precision = 1.0 / variances
+    return float(precision @ estimates / precision.sum())
+
+
+def best_total_variance(blocks) -> float:
+    """The variance of `best_total`'s estimate: 1 over the sum of the carrying blocks' precisions (their noise's
+    variance in the total each carries). A function of the scales alone, not of the values.
+
+    Parameters
+    ----------
+    blocks : iterable of Measurement
+        The measured blocks, as for `best_total`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TabreleaseError
+        If no block carries the total.
+    """
+    return float(1.0 / (1.0 / _totals_carried(blocks)[1]).sum())
+
+
+def _totals_carried(blocks) -> tuple[np.ndarray, np.ndarray]:
+    """Each block's estimate of n and its noise's variance in it: a margin's sum (its cells' variances added), the
+    empty set's coefficient times its basis factor (its variance times the factor squared)."""
     estimates, variances = [], []
     for b in blocks:
         if b.query == MARGIN_CELLS:
@@ -219,5 +248,4 @@ def best_total(blocks) -> float:
             variances.append(noise_variance(b) * factor**2)
     if not estimates:
         raise TabreleaseError("no measurement carries the total")
-    precision = 1.0 / np.asarray(variances)
-    return float(precision @ np.asarray(estimates) / precision.sum())
+    return np.asarray(estimates), np.asarray(variances)
