@@ -287,7 +287,7 @@ def test_an_audit_whose_batches_the_work_limit_cut_says_so(tmp_path, monkeypatch
 
 
 def test_the_page_says_where_the_release_barely_tells_its_total(tmp_path):
-    """Where the audit's reference says the noise in the released total is at least the total (Edwards at epsilon
+    """Where the audit's reference says the released total is within its interval's reach of 0 (Edwards at epsilon
     0.05, this seed: total 18, sd 126), the page says so in a paragraph of its own with both figures, and the
     reference's words are not pasted into the world's description; rendered again without them, it says nothing."""
     import json
@@ -301,12 +301,13 @@ def test_the_page_says_where_the_release_barely_tells_its_total(tmp_path):
                        tr.ReleaseSpec(loss=tr.loss_of(0.05), mode="simulation", seed=3), out)
     audit = json.loads((out / "internal" / "audit.json").read_text())
     simulated = audit["evaluation"]["simulated_errors"]
-    said = TOTAL_UNCERTAIN.format(sd="126", total="18")
+    said = TOTAL_UNCERTAIN.format(total="18", z="1.96", sd="126", level="95")
     assert simulated["reference"].endswith(said)
     page = (out / "internal" / "audit.html").read_text()
-    paragraph = ("Here the release barely tells its total</strong>: the noise in the released total has standard "
-                 "deviation 126, at least the released total 18.")
-    assert paragraph in page and TOTAL_UNCERTAIN[:40] not in page
-    assert "barely tells (the noise in the released total" in page  # the warning, among the audit's warnings
+    paragraph = ("Here the release barely tells its total</strong>: the released total 18 is within 1.96 standard "
+                 "deviations of 0 (the noise in it has standard deviation 126), so a 95% interval for the total "
+                 "reaches 0.")
+    assert paragraph in page and "so its 95% interval reaches 0" not in page  # the reference's words not pasted
+    assert "a total the release barely tells" in page  # the warning, among the audit's warnings
     simulated["reference"] = simulated["reference"][: -len(said)]
     assert "Here the release barely tells" not in render_audit_html(audit)

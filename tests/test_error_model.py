@@ -782,9 +782,11 @@ def test_the_total_s_noise_variance_by_hand():
     assert best_total_variance([margin, coefficient]) == pytest.approx(32.0 / 3.0)
 
 
-@pytest.mark.parametrize("name, margins, epsilon", [("edwards", "model", 0.05), ("rochdale", "all-2-way", 0.5),
-                                                    ("housing", "model", 1.0)])
-def test_the_total_s_noise_sd_is_that_of_the_total_the_fit_pins(name, margins, epsilon):
+@pytest.mark.parametrize("name, margins, epsilon, delta", [("edwards", "model", 0.05, None),
+                                                           ("rochdale", "all-2-way", 0.5, None),
+                                                           ("housing", "model", 1.0, None),
+                                                           ("housing", "model", 1.0, 1e-6)])  # Gaussian noise
+def test_the_total_s_noise_sd_is_that_of_the_total_the_fit_pins(name, margins, epsilon, delta):
     """`total_noise_sd` against the spread of the fit's own pinned total over 3,000 seeded measurements of the
     table: within 6% (the sample's standard deviation is known to about 1.3% at 3,000 draws of normal noise, and
     Laplace noise's fourth moment makes it wider)."""
@@ -794,7 +796,8 @@ def test_the_total_s_noise_sd_is_that_of_the_total_the_fit_pins(name, margins, e
     from tabrelease.pipeline import measure
 
     table = tr.builtin_table(name)
-    plan = plan_at(table.shape, frontier.workload_margins(table, margins), epsilon)
+    plan = plan_at(table.shape, frontier.workload_margins(table, margins), epsilon, delta=delta)
+    assert plan.calibration.distribution == ("laplace" if delta is None else "gaussian")
     noise = SimulationNoise(seed=11)
     n = float(table.counts.sum())
     drawn = [_noise_in_total(plan.estimator, measure(plan, table.counts, noise), n) for _ in range(3000)]
@@ -810,26 +813,50 @@ def test_a_public_total_has_no_noise():
 
 
 def test_an_audit_says_where_the_release_barely_tells_its_total():
-    """Edwards (70 records) at epsilon 0.05: the noise in the released total has a standard deviation over 100, so
-    a release whose total came out within it says so in its reference (with both figures), and its audit warns; at
-    epsilon 2 the same release's total is known to a few counts and nothing is said. The figures come from the
-    plan's scales and the released total (public), never the truth's."""
-    from tabrelease.error_model import TOTAL_UNCERTAIN, total_noise_sd
+    """Edwards (70 records) at epsilon 0.05, seed 3: the noise in the released total has standard deviation 126
+    (the plan's scales), and this release's total came out 18, within 1.96 of them of 0. Its reference says so with
+    those figures and its audit warns. At epsilon 2 the same seed's total is known to a few counts: nothing said."""
+    from tabrelease.error_model import TOTAL_UNCERTAIN
     from tabrelease.evaluation import evaluation_warnings
 
     table = tr.builtin_table("edwards")
     said = TOTAL_UNCERTAIN.partition("{")[0]
-    flagged = []
-    for epsilon, seed in ((0.05, 3), (2.0, 3)):
-        spec = tr.ReleaseSpec(loss=tr.loss_of(epsilon), mode="simulation", seed=seed)
-        release = tr.release_margins(table, spec)
+    for epsilon, expected in ((0.05, TOTAL_UNCERTAIN.format(total="18", z="1.96", sd="126", level="95")), (2.0, "")):
+        release = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(epsilon), mode="simulation", seed=3))
         found, _ = released_table_errors(release)
-        sd, total = total_noise_sd(release.plan), float(np.asarray(release.table).sum())
-        assert (said in found.reference) == (sd >= total)
-        if said in found.reference:
-            assert found.reference.endswith(TOTAL_UNCERTAIN.format(sd=f"{sd:.3g}", total=f"{total:.6g}"))
+        assert (said in found.reference) == bool(expected) and found.reference.endswith(expected)
         evaluation = tr.evaluate_release(table, release, simulate=True)
-        warned = any("barely tells" in w for w in evaluation_warnings(evaluation))
-        assert warned == (said in found.reference)
-        flagged.append(warned)
-    assert flagged == [True, False]  # this seed's total at epsilon 0.05 came out within the noise's sd (126)
+        assert any("barely tells" in w for w in evaluation_warnings(evaluation)) == bool(expected)
+
+
+@pytest.mark.parametrize("level, z", [(0.95, 1.959964), (0.9, 1.644854)])
+def test_the_total_is_flagged_exactly_where_its_interval_reaches_zero(monkeypatch, level, z):
+    """The flag's boundary, with the noise's standard deviation set about a release's total T: flagged at
+    T / (z (1 - 1e-4)), a standard deviation whose interval at the audit's level just reaches 0; not at
+    T / (z (1 + 1e-4)). z is the two-sided normal quantile (1.96 at 95%, 1.645 at 90%: by hand from tables)."""
+    from tabrelease import error_model
+    from tabrelease.error_model import TOTAL_UNCERTAIN
+
+    release = tr.release_margins(tr.builtin_table("edwards"),
+                                 tr.ReleaseSpec(loss=tr.loss_of(2.0), mode="simulation", seed=3))
+    total = float(np.asarray(release.table).sum())
+    said = TOTAL_UNCERTAIN.partition("{")[0]
+    for factor, flagged in ((1 - 1e-4, True), (1 + 1e-4, False)):
+        monkeypatch.setattr(error_model, "total_noise_sd", lambda plan, sd=total / (z * factor): sd)
+        found, _ = released_table_errors(release, level=level)
+        assert (said in found.reference) == flagged
+
+
+def test_an_empty_release_with_a_public_total_is_not_flagged(monkeypatch):
+    """A public total is known exactly, even where it is 0: a release whose total is 0 and whose noise in the total
+    is none (sd 0) is not said to barely tell its total (0 <= z x 0 alone would flag it)."""
+    from tabrelease import error_model
+    from tabrelease.error_model import TOTAL_UNCERTAIN
+
+    table = tr.builtin_table("edwards")
+    empty = tr.ContingencyTable(table.variables, table.levels, np.zeros_like(table.counts))
+    release = tr.release_margins(empty, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=3,
+                                                       margins=[(0, 1), (2, 3)], options={"public_total": True}))
+    assert float(np.asarray(release.table).sum()) == 0 and error_model.total_noise_sd(release.plan) == 0
+    found, _ = released_table_errors(release)
+    assert TOTAL_UNCERTAIN.partition("{")[0] not in found.reference

@@ -439,7 +439,7 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
 
     simulated = evaluation.simulated_errors
     if simulated and TOTAL_UNCERTAIN.partition("{")[0] in simulated["reference"]:
-        out.append("the simulated error rests on a total the release barely tells (the noise in the released total "
-                   "has a standard deviation at least the total): it can be far from the error at the true total, "
-                   "either way; a rough guide only")
+        out.append("the simulated error rests on a total the release barely tells (the released total is within the "
+                   "noise's interval of 0): it can be far from the error at the true total, either way; a rough "
+                   "guide only")
     return out

@@ -191,7 +191,9 @@ def variance_per_value(distribution: str, scale: float) -> float:
 
 def best_total(blocks) -> float:
     """The best linear unbiased estimate of n from the blocks that carry it: the sums of measured margins and
-    the empty set's coefficient (the total is the only thing these share), weighted by 1 / variance.
+    the empty set's coefficient (the total is the only thing these share), weighted by 1 / variance. Where the plan
+    encodes levels in bits, other blocks can tell n too (the encoding's impossible cells are known to be empty), and
+    this estimate is unbiased but not the best.
 
     Parameters
     ----------

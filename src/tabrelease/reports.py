@@ -699,8 +699,9 @@ and the larger it is, the more the noise had to be corrected before any table co
                             .replace(r"\{wanted\}", r"(\d+)") + f"({re.escape(FIRST_BATCH_KEPT)})?", world)
         if limited:
             world = world.replace(limited.group(0), "")
-        uncertain = re.search(re.escape(TOTAL_UNCERTAIN).replace(r"\{sd\}", r"(\S+)")
-                              .replace(r"\{total\}", r"(\S+)") + "$", world)
+        uncertain = re.search(re.escape(TOTAL_UNCERTAIN).replace(r"\{total\}", r"(?P<total>\S+)")
+                              .replace(r"\{z\}", r"(?P<z>\S+)").replace(r"\{sd\}", r"(?P<sd>[^)\s]+)")
+                              .replace(r"\{level\}", r"(?P<level>\S+?)") + "$", world)
         if uncertain:
             world = world[:uncertain.start()]
         world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
@@ -747,11 +748,12 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "release's total (the least-squares fit pins its total to that estimate). Its error is taken "
                        "against its own margins.</p>\n<p>")
         if uncertain:
-            out.append(f"<strong class=\"bad\">Here the release barely tells its total</strong>: the noise in the "
-                       f"released total has standard deviation {t(uncertain.group(1))}, at least the released total "
-                       f"{t(uncertain.group(2))}. The runs' totals are then little more than draws of that noise, "
-                       "and the simulated error is that of the totals the release allows: it can be far from the "
-                       "error at the true total, in either direction. Read it as a rough guide only.</p>\n<p>")
+            out.append(f"<strong class=\"bad\">Here the release barely tells its total</strong>: the released "
+                       f"total {t(uncertain['total'])} is within {t(uncertain['z'])} standard deviations of 0 (the "
+                       f"noise in it has standard deviation {t(uncertain['sd'])}), so a {t(uncertain['level'])}% "
+                       "interval for the total reaches 0. The runs' totals are then little more than draws of that "
+                       "noise, and the simulated error is that of the totals the release allows: it can be far from "
+                       "the error at the true total, in either direction. Read it as a rough guide only.</p>\n<p>")
         # Audits of estimators other than least squares, and those written before 75c92d6, reflect it instead.
         if TOTALS_REFLECTED in sim["reference"]:  # and one written before the total was varied says nothing of it
             out.append("The world's total is varied from run to run because the released total is noisy too, and "
