@@ -108,7 +108,7 @@ def point(args) -> dict:
                                                                     for n in runs]))}
 
 
-def _tasks(releases: int, truth_runs: int):
+def _tasks(releases: int, truth_runs: int, epsilons=frontier.EPSILONS):
     """The distinct points, and for each printed (table, workload, epsilon) the distinct point it is."""
     tasks, rows, seen = [], [], {}
     for t in frontier.FRONTIER_TABLES:
@@ -116,30 +116,39 @@ def _tasks(releases: int, truth_runs: int):
         for w in frontier.WORKLOADS:
             key = (t, tuple(map(tuple, frontier.workload_margins(table, w))))
             first = seen.setdefault(key, w)
-            for e in frontier.EPSILONS:
+            for e in epsilons:
                 if first == w:
                     tasks.append((t, w, e, releases, truth_runs))
                 rows.append(((t, w, e), (t, first, e)))
     return tasks, rows
 
 
-def main() -> None:
+def run_points(point, epsilons=frontier.EPSILONS):
+    """Parse the command line (--releases, --truth-runs, --jobs), compute `point` at every distinct point in
+    processes: the arguments, the distinct points' results by (table, workload, epsilon), the printed rows (each
+    with the distinct point it is) and the seconds taken."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--releases", type=int, default=50)
     parser.add_argument("--truth-runs", type=int, default=400)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     start = time.perf_counter()
-    tasks, rows = _tasks(args.releases, args.truth_runs)
+    tasks, rows = _tasks(args.releases, args.truth_runs, epsilons)
     with ProcessPoolExecutor(args.jobs) as pool:
         found = {(r["table"], r["workload"], r["epsilon"]): r for r in pool.map(point, tasks)}
+    return args, found, rows, time.perf_counter() - start
+
+
+def main() -> None:
+    args, found, rows, seconds = run_points(point)
+    tasks = list(found)
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; per point "
           f"{args.releases} default releases each with the audit's simulation (releases of the released margins' "
           f"world, each run's of a total the truth's may have had given the release's total, in as many batches of "
           f"{AUDIT_RUNS} as a first batch estimates make the runs' mean known to {MEAN_RELATIVE_SE:.0%}), "
           f"and {args.truth_runs} further releases of the true table for the realised error; {len(tasks)} distinct "
           f"points; "
-          f"{time.perf_counter() - start:.0f} s on {args.jobs} processes")
+          f"{seconds:.0f} s on {args.jobs} processes")
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'realised/stated':>16} {'(se)':>7} {'realised/unbiased':>18} "
           f"{'coverage':>9} {'(se)':>6} {'union cover':>12} {'audit runs':>11} {'margins':>8}")
     for (t, w, e), source in rows:

@@ -39,12 +39,10 @@ run.
 
 from __future__ import annotations
 
-import argparse
 import platform
-import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from bench_error_model import _errors, run_points  # the validation's: its errors, points and command line
 
 import tabrelease as tr
 from tabrelease import error_model as em
@@ -56,10 +54,6 @@ from tabrelease.testing import plan_at
 EPSILONS = (0.05, 0.1)
 VARIANT_RUNS = 120
 VARIANTS = ("audit", "true total", "true pattern", "true shape", "truth")
-
-
-def _errors(release, truth) -> list[float]:
-    return [float(np.abs(np.asarray(m, float) - t).sum()) for m, t in zip(release.released_margins, truth)]
 
 
 def _at_total(plan, fitted: np.ndarray, total: float, *, seed: int) -> np.ndarray:
@@ -130,34 +124,12 @@ def point(args) -> dict:
             "ratio": ratio, "ratio_se": ratio_se, "coverage": {v: float(np.mean(covered[v])) for v in VARIANTS}}
 
 
-def _tasks(releases: int, truth_runs: int):
-    """The distinct points (a workload whose margins are another's is computed once), and the printed rows."""
-    tasks, rows, seen = [], [], {}
-    for t in frontier.FRONTIER_TABLES:
-        table = tr.builtin_table(t)
-        for w in frontier.WORKLOADS:
-            first = seen.setdefault((t, tuple(map(tuple, frontier.workload_margins(table, w)))), w)
-            for e in EPSILONS:
-                if first == w:
-                    tasks.append((t, w, e, releases, truth_runs))
-                rows.append(((t, w, e), (t, first, e)))
-    return tasks, rows
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--releases", type=int, default=50)
-    parser.add_argument("--truth-runs", type=int, default=400)
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args()
-    start = time.perf_counter()
-    tasks, rows = _tasks(args.releases, args.truth_runs)
-    with ProcessPoolExecutor(args.jobs) as pool:
-        found = {(r["table"], r["workload"], r["epsilon"]): r for r in pool.map(point, tasks)}
+    args, found, rows, seconds = run_points(point, EPSILONS)
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; per point "
           f"{args.releases} default releases (the validation's seeds), each audited as released and stated four "
           f"more ways ({VARIANT_RUNS} runs each), against {args.truth_runs} further releases of the true table; "
-          f"{len(tasks)} distinct points; {time.perf_counter() - start:.0f} s on {args.jobs} processes")
+          f"{len(found)} distinct points; {seconds:.0f} s on {args.jobs} processes")
     print("realised / stated mean L1 +- its standard error, and [coverage of the release's own error by the stated "
           "95% quantile]; 'flagged': the share of releases whose audit says the release barely tells its total")
     head = "".join(f"{v:>25}" for v in VARIANTS)
