@@ -36,6 +36,14 @@ def _ledger(text):
     return lambda d: (d / "ledger.json").write_text(text)
 
 
+def _empty_release(d):
+    # Edwards at epsilon 0.05, seed 12: a simulated release whose total came out 0 (every margin empty; a new user's
+    # trial found `test` failing on it with an internal error).
+    from tabrelease import publish_release
+
+    publish_release(builtin_table("edwards"), ReleaseSpec(loss=loss_of(0.05), mode="simulation", seed=12), d / "e")
+
+
 def _real_ledger(d):
     from tabrelease.ledger import init_ledger
 
@@ -102,6 +110,8 @@ FIT_T = ["fit", "t.csv", "--model", "[A][B]"]
 
 # (label, prepare the folder, argv, message)
 CLI_CASES = [
+    ("a release whose total is 0", _empty_release, ["test", "e", "--model", "[AB]", "--bootstrap", "20"],
+     "the release's total is 0 (its margins are empty): there is nothing to test"),
     # files and tables (one loader for every command)
     ("missing file", None, ["fit", "missing.csv"], "no such file: missing.csv"),
     ("folder for a table", _mkdir("folder.csv"), ["fit", "folder.csv"], "folder.csv is a directory, not a CSV file"),

@@ -39,6 +39,21 @@ def test_a_small_table_with_fine_margins_is_called_unfit_in_public(tmp_path):
     assert len(flagged) == 2
 
 
+def test_an_empty_release_is_called_unfit_without_a_share_of_its_empty_total():
+    """Edwards at epsilon 0.05, seed 12: the released total came out 0. The note said the error was "30985% of the
+    released total" (a share of max(0, 1)); it now says the total is 0 and gives the noise's largest expected L1 and
+    cell sd, recomputed here from the plan's expected errors."""
+    release = tr.release_margins(tr.builtin_table("edwards"),
+                                 tr.ReleaseSpec(loss=tr.loss_of(0.05), mode="simulation", seed=12))
+    assert release.n_released == 0
+    (note,) = fitness_notes(release.plan, release.released_margins)
+    errors = get_mechanism(release.plan.mechanism).expected_errors(release.plan).values()
+    assert note.startswith("unfit to publish as it stands: the released total is 0 (every margin empty)")
+    assert f"up to {max(e.expected_l1 for e in errors):.3g} in L1" in note
+    assert f"noise sd up to {max(e.cell_sd for e in errors):.3g} per cell" in note
+    assert "%" not in note
+
+
 def test_a_well_measured_release_has_no_fitness_note():
     release = tr.release_margins(tr.builtin_table("czech"),
                                  tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1))

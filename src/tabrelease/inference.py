@@ -315,7 +315,7 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
     ------
     TabreleaseError
         The model's margins are not inside the released ones, the model is the released margins' own model (nothing
-        to test), or the plan cannot be rebuilt.
+        to test), the plan cannot be rebuilt, or the released total is 0.
     """
     from .models import HierarchicalModel, free_parameters, maximal_margins, parse_model
     from .tables import ContingencyTable, margin_title
@@ -406,6 +406,11 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
         (G², the noise-aware p-value, the nominal chi-squared p-value, the intervals): per generator, (estimate,
         low, high) arrays of the model's cell probabilities over that generator (`_intervals`); empty without
         `intervals`.
+
+    Raises
+    ------
+    TabreleaseError
+        A setting is out of range, or the released total is 0 (no fit, no replicate is defined).
     """
     from scipy import stats
 
@@ -417,9 +422,11 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
     generators = tuple(tuple(g) for g in generators)
     released_model = tuple(maximal_margins(margins)[0])
     df = free_parameters(released_model, shape) - free_parameters(generators, shape)
+    n = float(np.asarray(released[0]).sum())
+    if n <= 0:  # every released margin is empty: no model's fit, and no replicate, is defined
+        raise TabreleaseError("the release's total is 0 (its margins are empty): there is nothing to test")
     g2, fitted = _model_g2(released, margins, generators, shape)
     g2 = float(g2)
-    n = float(np.asarray(released[0]).sum())
     rng = np.random.default_rng([seed, 20261126])
     probabilities = (fitted / fitted.sum()).ravel()
 

@@ -243,10 +243,14 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
 
     letters = [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(len(plan.shape))]
 
+    helps = "more epsilon, fewer or coarser margins (merged levels), or --plan-objective max-cell-variance would help"
+    if n_released <= 0:  # no share of an empty total means anything: say what the noise is
+        return [f"unfit to publish as it stands: the released total is 0 (every margin empty), and the noise is "
+                f"expected to err by up to {max(planned[g].expected_l1 for g in plan.margins):.3g} in L1 on a margin "
+                f"(noise sd up to {max(planned[g].cell_sd for g in plan.margins):.3g} per cell); {helps}"]
     return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
             f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error {worst[1]:.0%} of the released "
-            f"total, noise sd {worst[2]:.3g} per cell against a typical released cell of {worst[3]:.3g}); more "
-            "epsilon, fewer or coarser margins (merged levels), or --plan-objective max-cell-variance would help"]
+            f"total, noise sd {worst[2]:.3g} per cell against a typical released cell of {worst[3]:.3g}); {helps}"]
 
 
 def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:
