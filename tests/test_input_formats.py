@@ -62,6 +62,16 @@ def test_a_fractional_count_with_a_decimal_comma_is_still_refused(tmp_path):
         read_table_csv(path, csv_options=CsvOptions(decimal=","))
 
 
+def test_whole_counts_with_a_point_or_an_exponent_are_read_as_spreadsheets_export_them(tmp_path):
+    """As the README says: 3.0 is 3, 1e3 is 1000, 1.5e1 is 15; 2.5e-1 is fractional and refused."""
+    path = tmp_path / "exported.csv"
+    path.write_text("a,count\n0,3.0\n1,1e3\n2,1.5e1\n3,4\n", encoding="utf-8")
+    assert read_table_csv(path).counts.tolist() == [3, 1000, 15, 4]
+    path.write_text("a,count\n0,2.5e-1\n1,4\n", encoding="utf-8")
+    with pytest.raises(TabreleaseError, match=r"a fractional count in column 'count' \(data row 1\)"):
+        read_table_csv(path)
+
+
 def test_microdata_with_trailing_commas_and_blank_rows(tmp_path):
     clean = _clean(tmp_path, "sex,age,region\nf,young,north\nm,old,north\nf,old,south\nf,young,south\nm,young,north\n")
     _same_table(read_microdata(DATA / "microdata_trailing.csv"), read_microdata(clean))
