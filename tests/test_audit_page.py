@@ -311,3 +311,22 @@ def test_the_page_says_where_the_release_barely_tells_its_total(tmp_path):
     assert "a total the release barely tells" in page  # the warning, among the audit's warnings
     simulated["reference"] = simulated["reference"][: -len(said)]
     assert "Here the release barely tells" not in render_audit_html(audit)
+
+
+def test_a_public_total_is_not_called_noisy(tmp_path):
+    """With a public total the audit's runs all have it (no noise in it): the reference says so (TOTAL_PUBLIC, not
+    TOTAL_CONDITIONED), and the page says the total is public and nothing of a noisy total (a new user's trial found
+    "the released total is noisy" on such a page)."""
+    import json
+
+    import tabrelease as tr
+    from tabrelease.error_model import TOTAL_CONDITIONED, TOTAL_PUBLIC
+
+    out = tmp_path / "r"
+    tr.publish_release(tr.builtin_table("edwards"), tr.ReleaseSpec(loss=tr.loss_of(0.05), mode="simulation", seed=12,
+                                                                   options={"public_total": True}), out)
+    simulated = json.loads((out / "internal" / "audit.json").read_text())["evaluation"]["simulated_errors"]
+    assert TOTAL_PUBLIC in simulated["reference"] and TOTAL_CONDITIONED not in simulated["reference"]
+    page = (out / "internal" / "audit.html").read_text()
+    assert "The total is public: the release gives it exactly, so every run's world has it" in page
+    assert "the released total is noisy" not in page and "barely tells" not in page

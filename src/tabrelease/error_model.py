@@ -299,6 +299,8 @@ RUN_SEED_STRIDE = 2**20
 TOTAL_CONDITIONED = ("; each run's world of the total the truth's may have had, given the release's total: the "
                      "released total less the run's own noise in its total, at least 0, so that each run whose world "
                      "is not clamped at 0 releases about the released total")
+# In its place where the total is public (released exactly, no noise in it): every run's world has that total.
+TOTAL_PUBLIC = "; each run's world of the public total, which the release gives exactly"
 
 # Appended where the release barely tells its total: the interval for the total at the audit's level (the released
 # total give or take z standard deviations of the noise in the total the least-squares fit pins, z the normal
@@ -522,9 +524,11 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         batches = [pilot] if count == 1 else [batch(release.plan, fitted, runs=runs, seed=seed + 2 * b)
                                               for b in range(1, count + 1)]
         errors = np.concatenate(batches)
-        described += SEEDED_FROM_THE_RELEASE + (TOTAL_CONDITIONED if conditioned else TOTALS_REFLECTED) + BATCHES_ADDED
+        spread = total_noise_sd(release.plan) if conditioned else None
+        described += SEEDED_FROM_THE_RELEASE + (TOTALS_REFLECTED if not conditioned else TOTAL_PUBLIC if spread == 0
+                                                else TOTAL_CONDITIONED) + BATCHES_ADDED
         if conditioned:
-            spread, total = total_noise_sd(release.plan), float(fitted.sum())
+            total = float(fitted.sum())
             z = NormalDist().inv_cdf((1.0 + level) / 2.0)
             if spread > 0 and total <= z * spread:  # a public total (no noise) is known, even where it is 0
                 described += TOTAL_UNCERTAIN.format(total=f"{total:.6g}", z=f"{z:.3g}", sd=f"{spread:.3g}",

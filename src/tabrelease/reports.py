@@ -681,8 +681,8 @@ and the larger it is, the more the noise had to be corrected before any table co
     out.append("</table>\n<p>")
     if sim:
         from .error_model import (AUDIT_RUNS, BATCHES_ADDED, BATCHES_LIMITED, FIRST_BATCH_KEPT, MAX_BATCHES,
-                                  MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_RUNS,
-                                  TOTAL_UNCERTAIN, TOTALS_REFLECTED, TOWARD_THE_RELEASE)
+                                  MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_PUBLIC,
+                                  TOTAL_RUNS, TOTAL_UNCERTAIN, TOTALS_REFLECTED, TOWARD_THE_RELEASE)
 
         order = ""
         if sim.get("order_statistic"):
@@ -693,7 +693,7 @@ and the larger it is, the more the noise had to be corrected before any table co
         world = sim["reference"]
         seeded = ("seeded from the released margins" if SEEDED_FROM_THE_RELEASE in sim["reference"]
                   else "with fixed seeds")  # an audit written before its seeds came from the release
-        for part in (SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTALS_REFLECTED, BATCHES_ADDED):
+        for part in (SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_PUBLIC, TOTALS_REFLECTED, BATCHES_ADDED):
             world = world.replace(part, "")
         limited = re.search(re.escape(BATCHES_LIMITED).replace(r"\{count\}", r"(\d+)")
                             .replace(r"\{wanted\}", r"(\d+)") + f"({re.escape(FIRST_BATCH_KEPT)})?", world)
@@ -747,6 +747,9 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "rounded at random afresh: every run whose world is not clamped at 0 releases about this "
                        "release's total (the least-squares fit pins its total to that estimate). Its error is taken "
                        "against its own margins.</p>\n<p>")
+        if TOTAL_PUBLIC in sim["reference"]:
+            out.append("The total is public: the release gives it exactly, so every run's world has it, and the "
+                       "runs differ only in their noise and their world's rounding.</p>\n<p>")
         if uncertain:
             out.append(f"<strong class=\"bad\">Here the release barely tells its total</strong>: the released "
                        f"total {t(uncertain['total'])} is within {t(uncertain['z'])} standard deviations of 0 (the "
