@@ -330,3 +330,20 @@ def test_a_public_total_is_not_called_noisy(tmp_path):
     page = (out / "internal" / "audit.html").read_text()
     assert "The total is public: the release gives it exactly, so every run's world has it" in page
     assert "the released total is noisy" not in page and "barely tells" not in page
+
+
+def test_an_empty_release_s_page_says_why_its_fit_figures_are_not_defined(tmp_path):
+    """Edwards at epsilon 0.05, seed 12: the released total came out 0. Its margins are consistent and its table
+    is released (all zeros), so the page must not say "the released margins are inconsistent" or "no released
+    table" (a new user's trial found both beside "consistency: global"); it says the release is empty."""
+    import tabrelease as tr
+
+    out = tmp_path / "r"
+    done = tr.publish_release(tr.builtin_table("edwards"),
+                              tr.ReleaseSpec(loss=tr.loss_of(0.05), mode="simulation", seed=12), out)
+    assert done.release.n_released == 0 and done.release.consistent
+    page = (out / "internal" / "audit.html").read_text()
+    said = "not defined: the release is empty (its total is 0), and no model is fitted to it"
+    assert f"<tr><th>G² released</th><td>{said}</td></tr>" in page
+    assert f"<tr><th>MLE distance, original vs released</th><td>{said}</td></tr>" in page
+    assert "the released margins are inconsistent" not in page and "not defined: no released table" not in page

@@ -643,10 +643,14 @@ and the larger it is, the more the noise had to be corrected before any table co
     else:
         out.append(f"<tr><th>G² original</th><td>{e['g2_original']:.4f} (df {t(e['df_original'])} nominal, "
                    f"{t(e['df_adjusted_original'])} adjusted)</td></tr>")
+    # Why a figure is not defined: an empty release (total 0) has a table and consistent margins, and no fit.
+    empty = "not defined: the release is empty (its total is 0), and no model is fitted to it"
     g2 = (f"{e['g2_released']:.4f} (difference {e['g2_difference']:+.4f})" if e["g2_released"] is not None
-          else "not defined: no released table")
+          else empty if e["n_released"] == 0 else "not defined: no released table")
     mle = (f"L1 {e['mle_l1']:.4f}, total variation {e['mle_total_variation']:.4f}" if e["mle_l1"] is not None
-           else "not defined: the released margins are inconsistent")
+           else empty if e["n_released"] == 0
+           else "not defined: the released margins are inconsistent" if not a.get("release", {}).get("consistent", True)
+           else "not defined: no fit to the released margins (a released count is negative, or the refit failed)")
     out.append(f"""
 <tr><th>G² released</th><td>{g2}</td></tr>
 <tr><th>MLE distance, original vs released</th><td>{mle}</td></tr>
