@@ -82,3 +82,21 @@ def test_a_released_total_far_from_n_is_flagged_for_the_publisher():
     halved = dataclasses.replace(release, released_margins=(np.array(release.released_margins[0]) // 2,), table=None)
     assert any("more than 10% away from the true n" in w for w in evaluation_warnings(evaluate_release(table, halved)))
     assert not any("10% away" in w for w in evaluation_warnings(evaluate_release(table, release)))
+
+
+def test_the_paper_s_mechanism_is_called_unfit_too_naming_whose_error():
+    """Edwards at epsilon 0.05 by the paper's Fourier mechanism (seed 1): its released total came out 375 against 70,
+    and the unbiased reconstruction of its measurements is expected to err by several times that on a margin. The
+    note is given, naming the figures as the unbiased reconstruction's (the LP's own error is not derived), and
+    pointing to the planned mechanism; recomputed from the plan's expected errors and the released total."""
+    release = tr.release_margins(tr.builtin_table("edwards"), tr.ReleaseSpec(
+        loss=tr.loss_of(0.05), mechanism="fourier", mode="simulation", seed=1))
+    assert release.plan.design is None
+    errors = get_mechanism(release.plan.mechanism).expected_errors(release.plan)
+    n_released = release.n_released
+    flagged = [g for g, e in errors.items()
+               if e.expected_l1 > UNFIT_ERROR_SHARE * n_released or e.cell_sd > n_released / e.cells]
+    (note,) = fitness_notes(release.plan, release.released_margins)
+    assert f"{len(flagged)} of {len(errors)} margins" in note and len(flagged) > 0
+    assert "expected L1 error (of the unbiased reconstruction of its measurements)" in note
+    assert note.endswith("or the planned mechanism would help") and "--plan-objective" not in note

@@ -216,7 +216,9 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
     Parameters
     ----------
     plan : MechanismPlan
-        The release's plan (notes only for plans with a measurement design, whose errors are known).
+        The release's plan (notes only where its mechanism gives expected errors: a measurement design's, or for
+        the paper's coefficient mechanisms those of the unbiased reconstruction of their measurements, which the
+        note then names as such: their own fit's error is not derived).
     released_margins : sequence of numpy.ndarray
         The released margins (only the first margin's total is read).
 
@@ -225,9 +227,11 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
     list of str
         One note when some margins are unfit to publish; empty otherwise.
     """
-    planned = plan.implementation.expected_errors(plan) if plan.design is not None else None
+    planned = plan.implementation.expected_errors(plan)
     if not planned or not released_margins:
         return []
+    # Without a design the figures are the unbiased reconstruction's, not the mechanism's own fit's (the LP's).
+    whose = "" if plan.design is not None else " (of the unbiased reconstruction of its measurements)"
     n_released = float(np.sum(released_margins[0]))
     unfit = []
     for g in plan.margins:
@@ -243,14 +247,17 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
 
     letters = [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(len(plan.shape))]
 
-    helps = "more epsilon, fewer or coarser margins (merged levels), or --plan-objective max-cell-variance would help"
+    helps = ("more epsilon, fewer or coarser margins (merged levels), or "
+             + ("--plan-objective max-cell-variance" if plan.design is not None else "the planned mechanism")
+             + " would help")
     if n_released <= 0:  # no share of an empty total means anything: say what the noise is
         return [f"unfit to publish as it stands: the released total is 0 (every margin empty), and the noise is "
-                f"expected to err by up to {max(planned[g].expected_l1 for g in plan.margins):.3g} in L1 on a margin "
-                f"(noise sd up to {max(planned[g].cell_sd for g in plan.margins):.3g} per cell); {helps}"]
+                f"expected{whose} to err by up to {max(planned[g].expected_l1 for g in plan.margins):.3g} in L1 on "
+                f"a margin (noise sd up to {max(planned[g].cell_sd for g in plan.margins):.3g} per cell); {helps}"]
     return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
-            f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error {worst[1]:.0%} of the released "
-            f"total, noise sd {worst[2]:.3g} per cell against a typical released cell of {worst[3]:.3g}); {helps}"]
+            f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error{whose} {worst[1]:.0%} of "
+            f"the released total, noise sd {worst[2]:.3g} per cell against a typical released cell of "
+            f"{worst[3]:.3g}); {helps}"]
 
 
 def run_plan(plan: MechanismPlan, data, noise: NoiseSource) -> Release:
