@@ -1,5 +1,6 @@
-"""Where the audit's promise misses at small epsilon, which of the two things it cannot see decides it: the truth's
-total, or the truth's shape (its pattern of empty and dense cells).
+"""Where the audit's promise misses at small epsilon, which of the things it cannot see decides it: the truth's
+total, the truth's margins (the world is built on the released, noisy ones), or the truth's pattern of empty and
+dense cells within them.
 
     python benchmarks/bench_error_model_misses.py [--releases N] [--truth-runs M] [--jobs J] \
         > reports/benchmarks/error_model_misses.txt
@@ -32,7 +33,8 @@ released total is 0 (an all-empty released table, whose world is empty); and the
 barely tells its total (`error_model.TOTAL_UNCERTAIN`).
 
 The reading: where ``true total`` is near 1 and ``audit`` is not, the release's noisy total decides the miss; where
-``true pattern`` or ``true shape`` is and ``audit`` is not, the released margins' smooth world does. None is public:
+``true shape`` is and ``true pattern`` is not, the noise in the released margins the world is built on does; where
+``true pattern`` is, the pattern of empty and dense cells within them does. None is public:
 the attribution needs the truth, which is why it is a benchmark and not a feature. Every figure is computed by this
 run.
 """

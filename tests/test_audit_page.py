@@ -309,7 +309,18 @@ def test_the_page_says_where_the_release_barely_tells_its_total(tmp_path):
                  "reaches 0.")
     assert paragraph in page and "so its 95% interval reaches 0" not in page  # the reference's words not pasted
     assert "a total the release barely tells" in page  # the warning, among the audit's warnings
-    simulated["reference"] = simulated["reference"][: -len(said)]
+    base = simulated["reference"][: -len(said)]
+    # Another level, and the work limit's words after it (the reference's order): both read back.
+    from tabrelease.error_model import BATCHES_LIMITED, FIRST_BATCH_KEPT
+
+    simulated["reference"] = (base + TOTAL_UNCERTAIN.format(total="1.23457e+06", z="2.81", sd="1.23e+06",
+                                                            level="99.5")
+                              + BATCHES_LIMITED.format(count=1, wanted=4) + FIRST_BATCH_KEPT)
+    page = render_audit_html(audit)
+    assert ("the released total 1.23457e+06 is within 2.81 standard deviations of 0 (the noise in it has standard "
+            "deviation 1.23e+06), so a 99.5% interval for the total reaches 0.") in page
+    assert "allowed 1 of the 4 batches the first asked for" in page and "so its 99.5% interval" not in page
+    simulated["reference"] = base
     assert "Here the release barely tells" not in render_audit_html(audit)
 
 

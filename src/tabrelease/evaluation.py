@@ -440,6 +440,6 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     simulated = evaluation.simulated_errors
     if simulated and TOTAL_UNCERTAIN.partition("{")[0] in simulated["reference"]:
         out.append("the simulated error rests on a total the release barely tells (the released total is within the "
-                   "noise's interval of 0): it can be far from the error at the true total, either way; a rough "
+                   "noise's interval of 0): it can be far from the error at the true total; a rough "
                    "guide only")
     return out

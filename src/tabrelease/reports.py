@@ -760,7 +760,7 @@ and the larger it is, the more the noise had to be corrected before any table co
                        f"noise in it has standard deviation {t(uncertain['sd'])}), so a {t(uncertain['level'])}% "
                        "interval for the total reaches 0. The runs' totals are then little more than draws of that "
                        "noise, and the simulated error is that of the totals the release allows: it can be far from "
-                       "the error at the true total, in either direction. Read it as a rough guide only.</p>\n<p>")
+                       "the error at the true total. Read it as a rough guide only.</p>\n<p>")
         # Audits of estimators other than least squares, and those written before 75c92d6, reflect it instead.
         if TOTALS_REFLECTED in sim["reference"]:  # and one written before the total was varied says nothing of it
             out.append("The world's total is varied from run to run because the released total is noisy too, and "
