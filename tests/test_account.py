@@ -646,3 +646,30 @@ def test_the_dry_run_of_a_moved_ledger_reads_its_anchor(tmp_path, capsys):
     assert verify_ledger(tmp_path / "b" / "l.json") == []
     code, out, err = run(capsys, "batch", spec, "--dry-run")
     assert code == 0, err
+
+
+@pytest.mark.e2e
+def test_a_rho_budget_s_json_is_valid_and_a_charged_release_reports_success(tmp_path, capsys):
+    """Under a rho budget without a delta the epsilon spent is not defined (NaN). Strict JSON has no NaN, and the
+    --json summary of a release made and charged failed with an internal error (exit 3, "nothing charged") and a
+    cut-off document on stdout; `ledger --json` failed too (a new user's trial). Now the summary is whole, exit 0,
+    and the undefined figure is null."""
+    ledger = init_ledger(tmp_path / "ledger.json")
+    assert run(capsys, "ledger", ledger, "--set-budget", "czech", "--rho", "0.5")[0] == 0
+    code, out, err = release(capsys, ledger, tmp_path / "a", "--epsilon", "0.2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["release"] and [r["kind"] for r in records(ledger)] == ["budget", "release"]
+    code, out, err = run(capsys, "ledger", ledger, "--json")
+    assert code == 0, err
+    (czech,) = [d for d in json.loads(out)["datasets"] if d["dataset"] == "czech"]
+    assert czech["epsilon_spent"] is None and czech["rho_spent"] == pytest.approx(0.2**2 / 2)
+
+
+def test_json_is_written_whole_or_not_at_all(capsys):
+    from tabrelease.cli._common import print_json
+
+    with pytest.raises(TypeError):
+        print_json({"fine": 1, "then": object()})
+    assert capsys.readouterr().out == ""
+    print_json({"nan": float("nan"), "list": [1.0, float("nan")]})
+    assert json.loads(capsys.readouterr().out) == {"nan": None, "list": [1.0, None]}

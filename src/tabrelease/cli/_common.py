@@ -175,8 +175,24 @@ non_negative_int = _whole_number(0)
 
 
 def print_json(payload: Any) -> None:
-    json.dump(payload, sys.stdout, indent=2, allow_nan=False, default=_json_default)
-    sys.stdout.write("\n")
+    # Written whole or not at all (a failure half-way left a cut-off document on stdout), and a figure that is not
+    # defined (NaN: the epsilon spent under a rho budget without a delta) is null: strict JSON has no NaN, and a
+    # release made and charged was reported as an internal error by its --json summary (a new user's trial).
+    text = json.dumps(_undefined_as_null(payload), indent=2, allow_nan=False, default=_json_default)
+    sys.stdout.write(text + "\n")
+
+
+def _undefined_as_null(value):
+    """`value` with every NaN float (numpy's too) in its dicts, lists and tuples replaced by None."""
+    import numpy as np
+
+    if isinstance(value, (float, np.floating)):
+        return None if value != value else value
+    if isinstance(value, dict):
+        return {k: _undefined_as_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_undefined_as_null(v) for v in value]
+    return value
 
 
 def _json_default(value):
