@@ -673,3 +673,41 @@ def test_json_is_written_whole_or_not_at_all(capsys):
     assert capsys.readouterr().out == ""
     print_json({"nan": float("nan"), "list": [1.0, float("nan")]})
     assert json.loads(capsys.readouterr().out) == {"nan": None, "list": [1.0, None]}
+
+
+@pytest.mark.parametrize("held_as", ["cells", "records"])
+def test_the_same_data_with_its_variables_in_another_order_is_the_same_table(tmp_path, held_as):
+    """A second dataset id for the same data read with its columns in another order was given a fresh budget (the
+    fingerprints took the variables in their given order; a new user's trial: one file, two batch datasets, two
+    budgets). The order-free fingerprint recognises it, held as cells or as records; a table that differs by one
+    record is not matched."""
+    import numpy as np
+
+    from tabrelease import ContingencyTable
+    from tabrelease.tables.model import MicrodataTable
+
+    czech = builtin_table("czech")
+    order = [3, 0, 5, 1, 4, 2]
+
+    def held(variables, levels, counts):
+        if held_as == "cells":
+            return ContingencyTable(variables, levels, counts, name="czech")
+        codes = np.argwhere(counts > 0)
+        return MicrodataTable(variables, levels, codes, name="czech", weights=counts[counts > 0])
+
+    original = held(czech.variables, czech.levels, np.asarray(czech.counts))
+    moved = held(tuple(czech.variables[a] for a in order), tuple(czech.levels[a] for a in order),
+                 np.transpose(czech.counts, order))
+    ledger = init_ledger(tmp_path / "ledger.json")
+    for dataset in ("survey", "survey-b", "survey-c"):
+        set_budget(ledger, dataset, 1.0)
+    charge(LedgerAccount(ledger=ledger, dataset="survey"), original, guarantee(), mechanism="test", margins=[],
+           output=None, noise_mode="simulation")
+    with pytest.raises(BudgetRefused, match="released before under the dataset 'survey'"):
+        charge(LedgerAccount(ledger=ledger, dataset="survey-b"), moved, guarantee(), mechanism="test", margins=[],
+               output=None, noise_mode="simulation")
+    other = np.asarray(czech.counts).copy()
+    other.flat[0] += 1
+    charge(LedgerAccount(ledger=ledger, dataset="survey-c"), held(czech.variables, czech.levels, other), guarantee(),
+           mechanism="test", margins=[], output=None, noise_mode="simulation")  # distinct data: no alias
+    assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["survey", "survey-c"]

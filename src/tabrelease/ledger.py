@@ -833,9 +833,48 @@ def multiset_fingerprint(table, key: bytes) -> str:
     return digest.hexdigest()
 
 
+def order_free_fingerprint(table, key: bytes) -> str | None:
+    """HMAC-SHA256, under the ledger's key, of the table with its variables in the order of their names: their
+    names, level labels and non-zero cells (as `table_fingerprint`, the cells' codes permuted to that order and
+    sorted again). The same for one table whatever the order of its columns, so that the same data read with its
+    variables in another order under a second dataset is recognised (a new user's trial gave one file two budgets
+    so). None for a table counted from its file, which lists no records. Names and labels still count: data
+    renamed or recoded is not recognised, as no fingerprint can tell it from other data without a false match.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+    key : bytes
+
+    Returns
+    -------
+    str or None
+        64 hex characters, or None.
+    """
+    if getattr(table, "held_as_file", False):
+        return None
+    order = sorted(range(len(table.variables)), key=lambda a: str(table.variables[a]))
+    content = {"variables": [table.variables[a] for a in order],
+               "levels": [list(map(str, table.levels[a])) for a in order]}
+    if getattr(table, "held_as_cells", True):
+        counts = np.transpose(np.asarray(table.counts), order)
+        rows = np.argwhere(counts > 0)  # C order: lexicographic in the new order
+        counts = counts[counts > 0]
+    else:
+        rows, counts = table.distinct_records()
+        rows = np.asarray(rows)[:, order]
+        ranked = np.lexsort(rows.T[::-1]) if len(rows) else np.arange(0)
+        rows, counts = rows[ranked], np.asarray(counts)[ranked]
+    digest = hmac.new(key, b"order-free-v1:" + json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
+    digest.update(np.ascontiguousarray(rows, dtype="<u4").tobytes())
+    digest.update(np.ascontiguousarray(counts, dtype="<i8").tobytes())
+    return digest.hexdigest()
+
+
 def table_prints(table, key: bytes) -> tuple[str, list[str]]:
     """(the fingerprint a release records, the others it records beside it): the non-zero cells' fingerprint where
-    the table lists them, else the multiset one; the multiset one and the legacy cells one where computable.
+    the table lists them, else the multiset one; the multiset one, the legacy cells one and the order-free one
+    (`order_free_fingerprint`) where computable.
 
     Parameters
     ----------
@@ -849,7 +888,8 @@ def table_prints(table, key: bytes) -> tuple[str, list[str]]:
     multiset = multiset_fingerprint(table, key)
     main = multiset if getattr(table, "held_as_file", False) else table_fingerprint(table, key)
     legacy = legacy_cells_fingerprint(table, key)
-    return main, [f for f in dict.fromkeys((legacy, multiset)) if f and f != main]
+    order_free = order_free_fingerprint(table, key)
+    return main, [f for f in dict.fromkeys((legacy, multiset, order_free)) if f and f != main]
 
 
 def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
