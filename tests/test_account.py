@@ -711,3 +711,34 @@ def test_the_same_data_with_its_variables_in_another_order_is_the_same_table(tmp
     charge(LedgerAccount(ledger=ledger, dataset="survey-c"), held(czech.variables, czech.levels, other), guarantee(),
            mechanism="test", margins=[], output=None, noise_mode="simulation")  # distinct data: no alias
     assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["survey", "survey-c"]
+
+
+@pytest.mark.parametrize("shared_anchor", [False, True])
+def test_a_copied_ledger_is_refused_while_its_original_stands_and_a_moved_one_is_not(tmp_path, monkeypatch,
+                                                                                    shared_anchor):
+    """A copy of the ledger's folder (ledger, key and anchor; or ledger and key beside a shared anchor) verified as
+    intact and spent its budget a second time (a new user's trial: budget 1, 0.8 charged to each). The anchor's last
+    line for the ledger names where it was written: while a ledger of the same id stands there, a copy elsewhere is
+    refused, before anything is recorded in it, and the original is not disturbed. A ledger moved (nothing left at
+    the old path) is accepted where it now stands."""
+    if shared_anchor:
+        monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(tmp_path / "shared.anchor"))
+    original = init_ledger(tmp_path / "ledger.json")
+    set_budget(original, "czech", 1.0)
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    for name in ("ledger.json", "ledger.json.key") + (() if shared_anchor else ("ledger.json.anchor",)):
+        shutil.copy2(tmp_path / name, fork / name)
+    copied = fork / "ledger.json"
+    before = copied.read_bytes()
+    with pytest.raises(LedgerIntegrityError, match=f"is a copy of the one its anchor last saw at {original}"):
+        charge_guarantee(copied, guarantee(epsilon=0.8))
+    assert copied.read_bytes() == before
+    charge_guarantee(original, guarantee(epsilon=0.8))  # the original spends as before
+    assert verify_ledger(original) == []
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in ("ledger.json", "ledger.json.key") + (() if shared_anchor else ("ledger.json.anchor",)):
+        os.replace(tmp_path / name, moved / name)
+    charge_guarantee(moved / "ledger.json", guarantee(epsilon=0.1))
+    assert [r["kind"] for r in records(moved / "ledger.json")] == ["budget", "release", "release"]

@@ -23,7 +23,8 @@ chain, breaks it. A whole older copy of the file put back, or a ledger deleted a
 the file alone: so every write also appends the head to an **anchor** file, opened for appending only (FILE.anchor
 beside the ledger, or $TABRELEASE_LEDGER_ANCHOR: point it at storage where the release process may append but not
 rewrite, e.g. a file with `chattr +a`, or a WORM share). A ledger behind its anchor (fewer records, or other records
-where the anchor saw some) or a path whose anchor names another ledger fails verification. Every bundle records its
+where the anchor saw some), a path whose anchor names another ledger, or a copy of a ledger that still stands where
+the anchor last saw it written fails verification. Every bundle records its
 charge (ledger id, record number and MAC in internal/charge.json; a random, non-secret release id in public/), and
 `verify_bundles` finds bundles without a charge and charges without a bundle.
 
@@ -655,6 +656,10 @@ def _anchor_problems(path: Path, data: dict, key: bytes, lines: list[dict] | Non
         if not isinstance(line.get("mac"), str) or not hmac.compare_digest(line["mac"], _anchor_mac(key, line)):
             return [f"line {number} of the anchor {anchor} names this ledger but its MAC fails: it was forged or edited"]
         mine.append(line)
+    if mine and _a_copy_of(path, mine[-1].get("path"), ledger_id):
+        return [f"this ledger (id {ledger_id}) is a copy of the one its anchor last saw at {mine[-1].get('path')}, "
+                "which is still there: charging both would give each dataset two budgets; use that one (a ledger "
+                "moved, not copied, is accepted where it now stands)"]
     here = [line for line in lines if line.get("path") == os.fspath(path)]
     if here and here[-1].get("ledger_id") != ledger_id:
         return [f"the anchor {anchor} last saw another ledger at this path (id {here[-1].get('ledger_id')}, "
@@ -673,6 +678,23 @@ def _anchor_problems(path: Path, data: dict, key: bytes, lines: list[dict] | Non
         if not hmac.compare_digest(str(line.get("last", "")), expected):
             return [f"record {at} differs from what the anchor {anchor} saw: the records were rewritten"]
     return []  # a ledger ahead of its anchor: a write interrupted between the two, anchored at the next
+
+
+def _a_copy_of(path: Path, last_path, ledger_id: str) -> bool:
+    """Whether the ledger at `path` is a copy of one still at `last_path` (where the anchor last saw this ledger id
+    written): another file there, holding a ledger of the same id. A ledger moved (nothing left there) or reached by
+    another name of the same file (a symbolic link on the way) is not. A copy of the folder, anchor and all, would
+    otherwise verify as intact and spend its budget a second time (a new user's trial)."""
+    if not isinstance(last_path, str) or not last_path:
+        return False
+    try:
+        if os.path.samefile(last_path, path):
+            return False
+        with open(last_path, encoding="utf-8") as handle:
+            other = json.load(handle)
+    except (OSError, ValueError, RecursionError):  # nothing there, or not a ledger: moved, or replaced
+        return False
+    return isinstance(other, dict) and _ledger_id(other) == ledger_id
 
 
 # --- guarantees, budgets and their costs ------------------------------------------------------------
