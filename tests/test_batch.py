@@ -93,7 +93,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys):
+def test_a_batch_the_ledger_would_refuse_midway_is_refused_whole_as_the_dry_run_predicts(folder, capsys):
     before = tree(folder)
     code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run", "--json")
     assert code == BudgetRefused.exit_status == 5  # the refusal's own status
@@ -112,19 +112,13 @@ def test_the_run_stops_at_the_refusal_and_the_dry_run_predicts_it(folder, capsys
     assert set(predicted["releases"][0]["expected_l1"]) == {"[wife_active, husband_unemployed]",
                                                             "[wife_active, child_under_4]"}
 
-    code, out, _ = run(capsys, "batch", folder / "season.toml", "--json")
-    done = json.loads(out)
-    assert code == BudgetRefused.exit_status
-    assert [r["status"] for r in done["releases"]] == ["made"] * 3 + ["refused", "not attempted"]
-    # Exactly the releases before the refusal exist, and exactly they are in the ledger.
-    made = sorted(p.name for p in (folder / "out").iterdir())
-    assert made == ["czech-1", "households-1", "housing-1"]
-    entries = ledger_entries(folder / "ledger.json")
-    assert [(e["dataset"], e["epsilon"]) for e in entries] == [("households", 1.0), ("czech", 0.5), ("housing", 1.0)]
-    assert budget_status(folder / "ledger.json", "households").epsilon_spent == 1.0
-    assert budget_status(folder / "ledger.json", "czech").epsilon_budget == 1.0
-    # The dry run predicted what the run did.
-    assert [r["status"].replace("would be ", "") for r in predicted["releases"]] == [r["status"] for r in done["releases"]]
+    # The real run charges the batch on a copy first, as the dry run does, and refuses it whole: nothing is set,
+    # charged or written (it had published the three releases before the refusal).
+    code, out, err = run(capsys, "batch", folder / "season.toml", "--json")
+    assert code == BudgetRefused.exit_status and out == ""
+    assert err.startswith("tabrelease: error: release 4 of the batch") and "budget of households exceeded" in err
+    assert "so no release of the batch was made" in err and err.count("\n") == 1
+    assert tree(folder) == before
 
 
 @pytest.mark.parametrize("change, message", [
@@ -176,7 +170,9 @@ def test_a_release_that_fails_after_its_charge_stops_the_run_and_says_so(folder,
         return real(*args, **kwargs)
 
     monkeypatch.setattr(release_module, "run_plan", interrupted_second)
-    code, out, err = run(capsys, "batch", folder / "season.toml")
+    spec = folder / "season.toml"
+    spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))  # no release refused by the ledger
+    code, out, err = run(capsys, "batch", spec)
     # Not a refusal (exit 5): the second release was charged and nothing published, as `release` says it (exit 4).
     assert code == 4
     assert "2. failed after its charge" in out and "3. not attempted" in out
@@ -242,3 +238,17 @@ def test_a_budget_attribute_that_names_no_variable_or_two_is_refused_before_anyt
         code, _, err = run(capsys, "batch", folder / "titanic.toml", *argv)
         assert code == 2 and err.count("\n") == 1 and message in err, err
         assert tree(folder) == before
+
+
+def test_a_guarantee_a_budget_does_not_cover_refuses_the_batch_before_anything(folder, capsys):
+    """A new user's trial: a third release with a delta under a budget without one was refused after the first two
+    were published and charged, though the dry run foretold it. Now the batch is refused whole: no budget set, no
+    charge, no file."""
+    spec = folder / "season.toml"
+    text = spec.read_text().replace("budget = 1.5", "budget = 3.0")
+    spec.write_text(text.replace('out = "out/housing-1"\n', 'out = "out/housing-1"\ndelta = 1e-6\n'))
+    before = tree(folder)
+    code, out, err = run(capsys, "batch", spec)
+    assert code != 0 and out == "" and err.startswith("tabrelease: error: release 3 of the batch (")
+    assert "so no release of the batch was made" in err and err.count("\n") == 1
+    assert tree(folder) == before

@@ -25,9 +25,11 @@ The spec names the ledger, the datasets (their files, declared levels and budget
 
 Everything is checked before anything happens (`read_spec`). `dry_run` reads the data, plans every release and
 charges a throw-away copy of the ledger with the ledger's own rule, so it predicts exactly which release a budget
-would refuse, and changes nothing. `run_batch` publishes the releases in order through `publish_release` and stops
-at the first refusal, saying what was made, what was refused and what was not attempted; it stops too at a release
-that fails after its charge (a signal, a full disk), which it reports as such, never as a refusal.
+would refuse, and changes nothing. `run_batch` does the same first, and refuses the batch whole where a release
+would be refused; then it publishes the releases in order through `publish_release`, and stops at a refusal the
+copy could not foresee (another process charging the ledger meanwhile), saying what was made, what was refused and
+what was not attempted; it stops too at a release that fails after its charge (a signal, a full disk), which it
+reports as such, never as a refusal.
 
 A batch never makes a ledger (a mistyped path would start every dataset's spending from zero) and never changes a
 budget the ledger already holds unless told to (`set_budgets`, `--set-budgets`): a spec that would is refused whole,
@@ -490,27 +492,36 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     LedgerIntegrityError
         The ledger fails verification.
     """
+    _check_ledger_exists(spec)
+    spec, prepared = _prepared(spec)
+    steps, said, _ = _charged_on_a_copy(spec, prepared, set_budgets)
+    return BatchResult(spec.path, True, tuple(steps), tuple(said))
+
+
+def _charged_on_a_copy(spec: BatchSpec, prepared: list, set_budgets: bool):
+    """The batch's budgets set and its releases charged, in order, on a throw-away copy of the ledger and its anchor
+    (an owner-only temporary folder, removed however this ends): the steps ("would be made", "would be refused",
+    "not attempted"), the budget changes said, and the refusal's exception (None where none is refused)."""
     from .ledger import anchored_at, budget_status, copy_ledger
     from .workflow import charge_release
 
-    _check_ledger_exists(spec)
-    spec, prepared = _prepared(spec)
     scratch = Path(tempfile.mkdtemp(prefix="tabrelease-batch-"))
+    refusal = None
     try:
         copy = copy_ledger(spec.ledger, scratch)  # with the real anchor's lines for it, into scratch/anchor
         with anchored_at(scratch / "anchor"):
             said = _apply_budgets(copy, spec, set_budgets)
-            steps, refused = [], False
+            steps = []
             for r, table, plan, labels, expected in prepared:
                 step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
                             epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected)
-                if refused:
+                if refusal is not None:
                     steps.append(Step(**step, status="not attempted"))
                     continue
                 try:
                     charge_release(r.account(copy), table, plan, r.out, r.spec.mode)
                 except TabreleaseError as exc:
-                    refused = True
+                    refusal = exc
                     steps.append(Step(**step, status="would be refused", reason=str(exc), exit_status=exc.exit_status))
                     continue
                 status = budget_status(copy, r.dataset)
@@ -518,13 +529,15 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                                   epsilon_budget=status.epsilon_budget, status="would be made"))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return BatchResult(spec.path, True, tuple(steps), tuple(said))
+    return steps, said, refusal
 
 
 def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
-    """Publish the releases in order (each through `publish_release`, with the ledger); stop at the first refusal.
-    Every release is planned before the first is made, so a spec that cannot be planned releases nothing; a spec
-    that would change a budget the ledger holds is refused unless `set_budgets`.
+    """Publish the releases in order (each through `publish_release`, with the ledger), or none. Every release is
+    planned, and the whole batch charged on a throw-away copy of the ledger (`dry_run`'s), before the first is made:
+    a spec that cannot be planned, or one release of which the ledger's rule would refuse, releases nothing; a spec
+    that would change a budget the ledger holds is refused unless `set_budgets`. A refusal the copy could not foresee
+    (another process charging the ledger meanwhile) stops the run at that release.
 
     Parameters
     ----------
@@ -545,7 +558,8 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
         Before any release: the ledger does not exist, a dataset cannot be read, or a release cannot be planned.
     BudgetRefused
         Before any release: the spec would change a budget the ledger holds without `set_budgets`, or set one below
-        what was spent.
+        what was spent, or the ledger's rule would refuse one of its releases (or another refusal's class, naming
+        the release).
     LedgerIntegrityError
         The ledger fails verification before any release (later, a release's refusal is a step).
     """
@@ -554,6 +568,17 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
 
     _check_ledger_exists(spec)
     spec, prepared = _prepared(spec)
+    # The whole batch is charged on a copy of the ledger first, as the dry run does: a release the ledger's rule
+    # refuses (its budget spent by those before it, or a guarantee its budget does not cover) refuses the batch
+    # before anything is set, charged or written (a new user's trial: a third release's delta under a budget without
+    # one was refused after the first two were published). Charges made by others in between can still stop the
+    # run at a release (a step "refused", those before it made).
+    predicted, _, refusal = _charged_on_a_copy(spec, prepared, set_budgets)
+    if refusal is not None:
+        step = next(s for s in predicted if s.status == "would be refused")
+        raise type(refusal)(f"release {step.number} of the batch ({step.out}) would be refused: {refusal}; so no "
+                            "release of the batch was made (a batch is made whole, or not at all, where the "
+                            "ledger's rule can tell beforehand); see --dry-run")
     said = _apply_budgets(spec.ledger, spec, set_budgets)
     steps, stopped = [], False
     for r, table, plan, labels, expected in prepared:
