@@ -10,9 +10,11 @@ def register(subparsers) -> None:
         "batch",
         help="run the releases of a reviewed TOML spec in order, with the ledger; --dry-run predicts it",
         description="Datasets (files, declared levels, budgets), the ledger and a list of releases, from one TOML "
-        "file. Every entry is checked and every release planned before the first is made; the run stops at the "
-        "first refusal and says what was and was not released (exit: the refusal's, 5 for a budget). --dry-run shows the plans, the expected "
-        "errors and the budget each dataset will have spent, and changes nothing.",
+        "file. Every entry is checked, every release planned and the whole batch charged on a copy of the ledger "
+        "before the first is made: where the ledger would refuse a release, the batch is refused whole (exit: the "
+        "refusal's, 5 for a budget). A refusal it could not foresee (another process charging meanwhile) stops the "
+        "run there, saying what was and was not released. --dry-run shows the plans, the expected errors and the "
+        "budget each dataset will have spent, and changes nothing.",
     )
     parser.add_argument("spec", metavar="SPEC.toml")
     parser.add_argument("--dry-run", action="store_true", help="predict the run; change nothing")
