@@ -249,10 +249,10 @@ def test_an_edited_deleted_or_reordered_record_is_found_and_stops_spending(tmp_p
     ledger = _tampered(tmp_path, change)
     problems = verify_ledger(ledger)
     assert problems and expected in problems[0], problems
-    assert main(["ledger", "verify", str(ledger)]) == 1
+    assert main(["ledger", "verify", str(ledger)]) == LedgerIntegrityError.exit_status == 6
     assert expected in capsys.readouterr().out
     # --json: one document on stdout, nothing else, with the same verdict and exit status.
-    assert main(["ledger", "verify", str(ledger), "--json"]) == 1
+    assert main(["ledger", "verify", str(ledger), "--json"]) == 6
     document = json.loads(capsys.readouterr().out)
     assert document["intact"] is False and expected in document["problems"][0]
     code = main(["release", "edwards", "--epsilon", "0.1", "--simulate", "--ledger", str(ledger),

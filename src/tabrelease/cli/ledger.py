@@ -73,6 +73,7 @@ def run(args) -> int:
                   f"the ledger can be neither written nor verified; ${KEY_ENVIRONMENT} may hold it instead)")
         return 0
     if action == "verify":
+        from ..errors import LedgerIntegrityError
         from ..ledger import ledger_aliases, verify_bundles
 
         problems = verify_ledger(path)
@@ -90,7 +91,7 @@ def run(args) -> int:
                         "bundles_checked": None if args.bundles is None else len(args.bundles),
                         "problems": list(problems), "notes": notes,
                         "checked": checked if not problems else None})
-            return 0 if not problems else 1
+            return 0 if not problems else LedgerIntegrityError.exit_status
         for problem in problems:
             print(f"FAILED: {problem}")
         for note in notes:
@@ -102,7 +103,7 @@ def run(args) -> int:
                   "means the ledger was rolled back, re-made or rewritten, or the bundle was made without it")
         else:
             print(f"{len(problems)} problem(s): nothing can be spent or set until an auditor resolves them")
-        return 0 if not problems else 1
+        return 0 if not problems else LedgerIntegrityError.exit_status
     if args.bundles is not None:
         raise TabreleaseError("--bundles goes with `ledger verify FILE`")
     if args.set_budget is not None:
