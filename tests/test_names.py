@@ -277,3 +277,34 @@ def test_notebook_boxes_name_margins_by_variables_where_the_plan_knows_them():
     # A plan made from a shape alone has no names: letters are all it can show.
     bare = tr.plan_release(table.shape, [(0, 1), (2,)], spec)
     assert "[AB] [C]" in plan_html(bare)
+
+
+def test_a_margin_may_name_its_variables_as_the_published_files_do():
+    """Titanic's variables are A-D, published as class, sex, age, survived (its names for people). `--margins
+    "[class,age]"` was refused ("unknown variable 'class'") though `--sensitive class` was taken and the file is
+    class__age.csv (a new user's trial). A label names its variable in a margin, alone or with others; a label two
+    variables share, or one that is another variable's own name, is refused."""
+    import tabrelease as tr
+    from tabrelease.errors import TabreleaseError
+    from tabrelease.models import parse_model
+
+    titanic = tr.builtin_table("titanic")
+    assert parse_model("[class,age][survived]", titanic).generators == parse_model("[AC][D]", titanic).generators
+    assert parse_model("[class,C]", titanic).generators == ((0, 2),)
+    with pytest.raises(TabreleaseError, match="names a variable twice"):
+        parse_model("[class,A]", titanic)
+    shared = tr.ContingencyTable(("x", "y"), (("0", "1"), ("0", "1")), np.ones((2, 2), dtype=np.int64),
+                                 metadata={"variables": [{"name": "x", "label": "age"}, {"name": "y", "label": "age"}]})
+    with pytest.raises(TabreleaseError, match="'age' names more than one variable"):
+        parse_model("[age]", shared)
+    crossed = tr.ContingencyTable(("x", "y"), (("0", "1"), ("0", "1")), np.ones((2, 2), dtype=np.int64),
+                                  metadata={"variables": [{"name": "x", "label": "y"}]})
+    with pytest.raises(TabreleaseError, match="'y' names more than one variable"):
+        parse_model("[y,x]", crossed)
+
+
+def test_a_release_s_margins_by_the_names_for_people(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["release", "titanic", "--margins", "[class,age][sex,survived]", "--epsilon", "1", "--simulate",
+                 "--seed", "1", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (out / "public").glob("*.csv")) == ["class__age.csv", "sex__survived.csv"]

@@ -218,6 +218,20 @@ def _generator_tokens(spec: str) -> list[str]:
     return [t for t in re.split(r"[\s+]+", spec) if t]
 
 
+def _labelled_axis(word: str, table: ContingencyTable) -> int | None:
+    """The axis whose variable's name for people (a built-in table's label: titanic's "class") is `word`, where it
+    is one variable's and no other variable's own name; None where no label is `word`. The published files name the
+    margins by these labels, so a margin may too."""
+    from .tables import people_names
+
+    labelled = [a for a, label in enumerate(people_names(table)[0]) if label == word and label != table.variables[a]]
+    if not labelled:
+        return None
+    if len(labelled) > 1 or word in table.variables:
+        raise TabreleaseError(f"{word!r} names more than one variable; name it by its own name or letter")
+    return labelled[0]
+
+
 def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
     if not token:
         raise TabreleaseError("the model has an empty margin []")
@@ -225,9 +239,15 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
         parts = [p.strip() for p in token.split(",")]
         if any(not p for p in parts):
             raise TabreleaseError(f"empty variable name in margin [{token}]")
-        return table.axes(parts)
+        labelled = [_labelled_axis(p, table) for p in parts]
+        axes = [a if a is not None else table.axis(p) for p, a in zip(parts, labelled)]
+        if len(set(axes)) != len(axes):
+            raise TabreleaseError(f"margin [{token}] names a variable twice")
+        return tuple(sorted(axes))
     if token in table.variables:
         return (table.variables.index(token),)
+    if (axis := _labelled_axis(token, table)) is not None:
+        return (axis,)
     # A run of letters: each letter is a variable's own one-letter name or its position letter.
     axes = []
     for ch in token:
