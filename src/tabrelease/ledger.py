@@ -813,14 +813,25 @@ def table_fingerprint(table: ContingencyTable, key: bytes) -> str:
     str
         64 hex characters; equal tables (same variables, labels and counts) have equal fingerprints.
     """
-    content = {"variables": list(table.variables), "levels": [list(map(str, lv)) for lv in table.levels]}
+    return _cells_digest(table, key, tuple(range(len(table.variables))), b"")
+
+
+def _cells_digest(table, key: bytes, order: tuple[int, ...], prefix: bytes) -> str:
+    """HMAC-SHA256 of `prefix`, the variables' names and level labels in `order`, and the non-zero cells as their
+    level codes in that order (in lexicographic order) with their counts."""
+    content = {"variables": [table.variables[a] for a in order],
+               "levels": [list(map(str, table.levels[a])) for a in order]}
     if getattr(table, "held_as_cells", True):
-        counts = np.asarray(table.counts)
+        counts = np.transpose(np.asarray(table.counts), order)
         rows = np.argwhere(counts > 0)  # C order: the cells' codes in lexicographic order
         counts = counts[counts > 0]
     else:
-        rows, counts = table.distinct_records()
-    digest = hmac.new(key, json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
+        rows, counts = table.distinct_records()  # in lexicographic order of the given order
+        if order != tuple(range(len(order))):
+            rows = np.asarray(rows)[:, order]
+            ranked = np.lexsort(rows.T[::-1]) if len(rows) else np.arange(0)
+            rows, counts = rows[ranked], np.asarray(counts)[ranked]
+    digest = hmac.new(key, prefix + json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
     digest.update(np.ascontiguousarray(rows, dtype="<u4").tobytes())
     digest.update(np.ascontiguousarray(counts, dtype="<i8").tobytes())
     return digest.hexdigest()
@@ -875,22 +886,8 @@ def order_free_fingerprint(table, key: bytes) -> str | None:
     """
     if getattr(table, "held_as_file", False):
         return None
-    order = sorted(range(len(table.variables)), key=lambda a: str(table.variables[a]))
-    content = {"variables": [table.variables[a] for a in order],
-               "levels": [list(map(str, table.levels[a])) for a in order]}
-    if getattr(table, "held_as_cells", True):
-        counts = np.transpose(np.asarray(table.counts), order)
-        rows = np.argwhere(counts > 0)  # C order: lexicographic in the new order
-        counts = counts[counts > 0]
-    else:
-        rows, counts = table.distinct_records()
-        rows = np.asarray(rows)[:, order]
-        ranked = np.lexsort(rows.T[::-1]) if len(rows) else np.arange(0)
-        rows, counts = rows[ranked], np.asarray(counts)[ranked]
-    digest = hmac.new(key, b"order-free-v1:" + json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
-    digest.update(np.ascontiguousarray(rows, dtype="<u4").tobytes())
-    digest.update(np.ascontiguousarray(counts, dtype="<i8").tobytes())
-    return digest.hexdigest()
+    order = tuple(sorted(range(len(table.variables)), key=lambda a: str(table.variables[a])))
+    return _cells_digest(table, key, order, b"order-free-v1:")
 
 
 def table_prints(table, key: bytes) -> tuple[str, list[str]]:
