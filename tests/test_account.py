@@ -28,8 +28,8 @@ import pytest
 from tabrelease import builtin_table
 from tabrelease.cli import main
 from tabrelease.errors import BudgetRefused, LedgerIntegrityError, TabreleaseError
-from tabrelease.ledger import (budget_status, charge, init_ledger, ledger_entries, ledger_key, set_budget,
-                               verify_bundles, verify_ledger)
+from tabrelease.ledger import (budget_status, charge, copied_from, init_ledger, ledger_entries, ledger_key,
+                               set_budget, verify_bundles, verify_ledger)
 from tabrelease.spec import LedgerAccount
 from tabrelease.privacy import (APPROXIMATE, PURE, ZCDP, PrivacyGuarantee, PrivacyLoss, PrivacyUnit)
 
@@ -714,7 +714,7 @@ def test_the_same_data_with_its_variables_in_another_order_is_the_same_table(tmp
 
 
 @pytest.mark.parametrize("shared_anchor", [False, True])
-def test_a_copied_ledger_is_refused_while_its_original_stands_and_a_moved_one_is_not(tmp_path, monkeypatch,
+def test_a_copied_ledger_is_refused_while_its_original_stands_and_a_moved_one_is_not(tmp_path, monkeypatch, capsys,
                                                                                     shared_anchor):
     """A copy of the ledger's folder (ledger, key and anchor; or ledger and key beside a shared anchor) verified as
     intact and spent its budget a second time (a new user's trial: budget 1, 0.8 charged to each). The anchor's last
@@ -733,12 +733,22 @@ def test_a_copied_ledger_is_refused_while_its_original_stands_and_a_moved_one_is
     before = copied.read_bytes()
     with pytest.raises(LedgerIntegrityError, match=f"is a copy of the one its anchor last saw at {original}"):
         charge_guarantee(copied, guarantee(epsilon=0.8))
+    with pytest.raises(LedgerIntegrityError, match="is a copy of the one"):
+        set_budget(copied, "czech", 2.0)
     assert copied.read_bytes() == before
+    # A copy is read as a backup is: it verifies, and says what it is.
+    assert verify_ledger(copied) == [] and copied_from(copied) == str(original)
+    code, out, _ = run(capsys, "ledger", "verify", copied)
+    assert code == 0 and f"NOTE: this is a copy of the ledger at {original}" in out
     charge_guarantee(original, guarantee(epsilon=0.8))  # the original spends as before
-    assert verify_ledger(original) == []
+    assert verify_ledger(original) == [] and copied_from(original) is None
     moved = tmp_path / "moved"
     moved.mkdir()
     for name in ("ledger.json", "ledger.json.key") + (() if shared_anchor else ("ledger.json.anchor",)):
         os.replace(tmp_path / name, moved / name)
+    # Another ledger made at the old path (another id) does not make the moved one a copy; a shared anchor remembers
+    # a ledger at that path, and `init` refuses it there.
+    if not shared_anchor:
+        init_ledger(tmp_path / "ledger.json")
     charge_guarantee(moved / "ledger.json", guarantee(epsilon=0.1))
     assert [r["kind"] for r in records(moved / "ledger.json")] == ["budget", "release", "release"]

@@ -252,3 +252,20 @@ def test_a_guarantee_a_budget_does_not_cover_refuses_the_batch_before_anything(f
     assert code != 0 and out == "" and err.startswith("tabrelease: error: release 3 of the batch (")
     assert "so no release of the batch was made" in err and err.count("\n") == 1
     assert tree(folder) == before
+
+
+def test_a_batch_on_a_copied_ledger_is_refused_dry_run_and_real_run_alike(folder, capsys, tmp_path_factory):
+    """A copy of the batch's folder, ledger, key and anchor and all, while the original stands: the real run is
+    refused before anything (the ledger is a copy), and the dry run says so too; it had said "would be made", as its
+    throw-away copy of the copy hid what it was (a review). Neither message names a throw-away file."""
+    copy = tmp_path_factory.mktemp("season") / "copy"
+    shutil.copytree(folder, copy)
+    spec = copy / "season.toml"
+    spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))
+    before = tree(copy)
+    for dry in (["--dry-run"], []):
+        code, out, err = run(capsys, "batch", spec, *dry)
+        assert code == 6 and out == "", err
+        assert f"the ledger {copy / 'ledger.json'} is a copy of the one its anchor last saw at" in err
+        assert "tabrelease-batch-" not in err
+    assert tree(copy) == before

@@ -38,6 +38,7 @@ listing every change; the dry run shows every budget it would set or change.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import tomllib
@@ -521,8 +522,10 @@ def _charged_on_a_copy(spec: BatchSpec, prepared: list, set_budgets: bool):
                 try:
                     charge_release(r.account(copy), table, plan, r.out, r.spec.mode)
                 except TabreleaseError as exc:
-                    refusal = exc
-                    steps.append(Step(**step, status="would be refused", reason=str(exc), exit_status=exc.exit_status))
+                    # Said of the ledger, not of the throw-away copy (removed below) the words may name.
+                    reason = str(exc).replace(os.fspath(copy), os.fspath(spec.ledger))
+                    refusal = type(exc)(reason)
+                    steps.append(Step(**step, status="would be refused", reason=reason, exit_status=exc.exit_status))
                     continue
                 status = budget_status(copy, r.dataset)
                 steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent,

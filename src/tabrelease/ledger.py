@@ -23,8 +23,8 @@ chain, breaks it. A whole older copy of the file put back, or a ledger deleted a
 the file alone: so every write also appends the head to an **anchor** file, opened for appending only (FILE.anchor
 beside the ledger, or $TABRELEASE_LEDGER_ANCHOR: point it at storage where the release process may append but not
 rewrite, e.g. a file with `chattr +a`, or a WORM share). A ledger behind its anchor (fewer records, or other records
-where the anchor saw some), a path whose anchor names another ledger, or a copy of a ledger that still stands where
-the anchor last saw it written fails verification. Every bundle records its
+where the anchor saw some) or a path whose anchor names another ledger fails verification. A copy of a ledger that
+still stands where the anchor last saw it written verifies (a backup), but nothing is spent or set in it. Every bundle records its
 charge (ledger id, record number and MAC in internal/charge.json; a random, non-secret release id in public/), and
 `verify_bundles` finds bundles without a charge and charges without a bundle.
 
@@ -423,7 +423,7 @@ def _check_record(record: dict) -> str:
     return ""
 
 
-def _read_verified(path: Path, key: bytes) -> dict:
+def _read_verified(path: Path, key: bytes, *, writing: bool = False) -> dict:
     lines = _anchor_lines(path)  # first: the ledger read next can only be ahead of it, never behind
     data = _load(path)
     problems = _problems(data, key, path, lines)
@@ -431,6 +431,12 @@ def _read_verified(path: Path, key: bytes) -> dict:
         raise LedgerIntegrityError(
             f"the ledger {path} fails verification ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}"
             f"); nothing is spent or set until an auditor resolves it (`tabrelease ledger verify {path}`)")
+    original = _copied_from(path, data, lines) if writing else None
+    if original is not None:  # a copy is read (a backup verifies) but never written
+        raise LedgerIntegrityError(
+            f"the ledger {path} is a copy of the one its anchor last saw at {original}, which is still there: "
+            "charging or setting both would give each dataset two budgets; use that one (a ledger moved, not "
+            "copied, is accepted where it now stands); nothing is spent or set")
     return data
 
 
@@ -568,6 +574,10 @@ def copy_ledger(path, folder: Path) -> Path:
 
     path = _resolve(path)
     lines = _anchor_lines(path)  # before the ledger, as every reader
+    original = _copied_from(path, _load(path), lines)
+    if original is not None:  # the copy's lines below name the copy: it would pass for the ledger itself
+        raise LedgerIntegrityError(f"the ledger {path} is a copy of the one its anchor last saw at {original}, which "
+                                   "is still there: use that one; nothing is spent or set")
     copy = Path(folder) / "ledger.json"
     shutil.copyfile(path, copy)
     os.chmod(copy, 0o600)
@@ -656,10 +666,6 @@ def _anchor_problems(path: Path, data: dict, key: bytes, lines: list[dict] | Non
         if not isinstance(line.get("mac"), str) or not hmac.compare_digest(line["mac"], _anchor_mac(key, line)):
             return [f"line {number} of the anchor {anchor} names this ledger but its MAC fails: it was forged or edited"]
         mine.append(line)
-    if mine and _a_copy_of(path, mine[-1].get("path"), ledger_id):
-        return [f"this ledger (id {ledger_id}) is a copy of the one its anchor last saw at {mine[-1].get('path')}, "
-                "which is still there: charging both would give each dataset two budgets; use that one (a ledger "
-                "moved, not copied, is accepted where it now stands)"]
     here = [line for line in lines if line.get("path") == os.fspath(path)]
     if here and here[-1].get("ledger_id") != ledger_id:
         return [f"the anchor {anchor} last saw another ledger at this path (id {here[-1].get('ledger_id')}, "
@@ -678,6 +684,41 @@ def _anchor_problems(path: Path, data: dict, key: bytes, lines: list[dict] | Non
         if not hmac.compare_digest(str(line.get("last", "")), expected):
             return [f"record {at} differs from what the anchor {anchor} saw: the records were rewritten"]
     return []  # a ledger ahead of its anchor: a write interrupted between the two, anchored at the next
+
+
+def copied_from(path) -> str | None:
+    """Where the ledger at `path` was copied from: the path its anchor last saw it written at, where a ledger of the
+    same id still stands (`_a_copy_of`); None where it is not such a copy. A copy verifies (a backup is checked so)
+    but is never written: charging or setting it is refused (`_read_verified` for a write), since charging both
+    would give each dataset two budgets.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    str or None
+
+    Raises
+    ------
+    TabreleaseError
+        No ledger at `path`, or it is not a ledger.
+    LedgerIntegrityError
+        The anchor is not a regular file.
+    """
+    path = _resolve(path)
+    return _copied_from(path, _load(path), _anchor_lines(path))
+
+
+def _copied_from(path: Path, data: dict, lines: list[dict]) -> str | None:
+    ledger_id = _ledger_id(data)
+    if ledger_id is None:
+        return None
+    mine = [line for line in lines if line.get("ledger_id") == ledger_id]
+    last = mine[-1].get("path") if mine else None
+    return last if mine and _a_copy_of(path, last, ledger_id) else None
 
 
 def _a_copy_of(path: Path, last_path, ledger_id: str) -> bool:
@@ -1051,7 +1092,7 @@ def set_budget(path, dataset: str, epsilon: float | None = None, delta: float | 
     _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
     key = ledger_key(path)
     with _lock(path):
-        data = _read_verified(path, key)
+        data = _read_verified(path, key, writing=True)
         unit, kind, eps_budget, delta_budget, rho_budget = _budget_terms(record)
         try:
             costs = _costs(_releases(data, dataset), unit, kind)
@@ -1157,7 +1198,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     fingerprint, also = table_prints(table, key)
     prints = {fingerprint, *also}
     with _lock(path):
-        data = _read_verified(path, key)
+        data = _read_verified(path, key, writing=True)
         aliases = sorted({r["dataset"] for r in data["records"]
                           if r["kind"] == "release" and r["dataset"] != dataset and _prints(r) & prints})
         if aliases and not allow_alias:
@@ -1250,7 +1291,7 @@ def record_failure(path, entry: dict, reason: str) -> None:
     path = _resolve(path)
     key = ledger_key(path)
     with _lock(path):
-        data = _read_verified(path, key)
+        data = _read_verified(path, key, writing=True)
         _append(data, key, {"kind": "failure", "dataset": entry["dataset"], "release_mac": entry["mac"],
                             "reason": str(reason)[:500]})
         _write(path, data, key)

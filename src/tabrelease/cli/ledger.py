@@ -74,7 +74,7 @@ def run(args) -> int:
         return 0
     if action == "verify":
         from ..errors import LedgerIntegrityError
-        from ..ledger import ledger_aliases, verify_bundles
+        from ..ledger import copied_from, ledger_aliases, verify_bundles
 
         problems = verify_ledger(path)
         chain_intact = not problems
@@ -83,6 +83,10 @@ def run(args) -> int:
         notes = [] if problems else [
             f"{dataset} released a table also released under {', '.join(others)} (allowed as distinct datasets by "
             "the operator)" for dataset, others in ledger_aliases(path).items()]
+        original = None if problems else copied_from(path)
+        if original is not None:  # a backup verifies; it is never charged
+            notes.append(f"this is a copy of the ledger at {original}, which is still there: it verifies, but "
+                         "nothing can be spent or set in it")
         checked = "every record's MAC, the head and the anchor check out" + (
             f", and each of the {len(args.bundles)} bundles has its charge" if args.bundles else "")
         if args.json:
