@@ -270,6 +270,11 @@ CLI_CASES = [
     ("ledger in a missing folder", None, [*RELEASE_CZECH, "--ledger", "nowhere/l.json", "--out", "o"],
      "/nowhere does not exist"),
     ("no ledger to show", None, ["ledger", "missing.json"], "missing.json; make one with `tabrelease ledger init"),
+    # an option the action does not read (it had been ignored silently: a new user's trial)
+    ("verify with --releases", _real_ledger, ["ledger", "verify", "L.json", "--releases"],
+     "--releases does not go with `ledger verify FILE` (list releases with `ledger FILE --releases`)"),
+    ("init with a budget", None, ["ledger", "init", "M.json", "--epsilon", "1"],
+     "--epsilon does not go with `ledger init FILE`"),
     ("budget without epsilon", None, ["ledger", "l.json", "--set-budget", "czech"], "--set-budget needs --epsilon"),
     ("negative budget", None, ["ledger", "l.json", "--set-budget", "czech", "--epsilon", "-1"],
      "argument --epsilon: '-1' must be a positive finite number"),

@@ -59,6 +59,17 @@ def run(args) -> int:
         action, path = args.words
     else:
         raise TabreleaseError(f"give FILE, or one of {', '.join(ACTIONS)} then FILE")
+    if action in ("init", "verify"):  # an option the action does not read is refused, never silently ignored
+        given = [flag for flag, value in (("--releases", args.releases), ("--set-budget", args.set_budget),
+                                          ("--epsilon", args.epsilon), ("--delta", args.delta), ("--rho", args.rho),
+                                          ("--accounting", args.accounting),
+                                          ("--budget-attributes", args.budget_attributes),
+                                          ("--bundles", args.bundles if action == "init" else None))
+                 if value not in (None, False)]
+        if given:
+            raise TabreleaseError(f"{given[0]} does not go with `ledger {action} FILE`"
+                                  + (" (list releases with `ledger FILE --releases`)" if given[0] == "--releases"
+                                     else ""))
     if action == "init":
         from ..ledger import KEY_ENVIRONMENT, key_file
 
