@@ -156,6 +156,10 @@ def test_the_text_summary(folder, capsys):
     assert code == BudgetRefused.exit_status and "dry run: nothing was charged or written" in out
     assert "4. would be refused" in out and "5. not attempted" in out
     assert "expected L1: [wife_active, husband_unemployed]" in out
+    # Each simulated release says so (they are not for publication), in the text and the JSON (a new user's trial).
+    assert out.count("(planned, simulation: not for publication)") == 5
+    code, out, _ = run(capsys, "batch", folder / "season.toml", "--dry-run", "--json")
+    assert [r["mode"] for r in json.loads(out)["releases"]] == ["simulation"] * 5
 
 
 def test_a_release_that_fails_after_its_charge_stops_the_run_and_says_so(folder, capsys, monkeypatch):

@@ -148,6 +148,7 @@ class Step:
     epsilon: float
     margins: tuple[str, ...] = ()
     expected_l1: dict[str, float] = field(default_factory=dict)  # the plan's, per margin, where it has one
+    mode: str = "release"  # "release" (secure noise, publishable) or "simulation" (seeded: not for publication)
     epsilon_spent_after: float | None = None  # the dataset's, after this release
     epsilon_budget: float | None = None
     # made | would be made | refused | would be refused | failed after its charge | not attempted
@@ -163,7 +164,8 @@ class Step:
         dict
         """
         return {"release": self.number, "dataset": self.dataset, "out": self.out, "mechanism": self.mechanism,
-                "epsilon": self.epsilon, "margins": list(self.margins), "expected_l1": dict(self.expected_l1),
+                "epsilon": self.epsilon, "mode": self.mode, "margins": list(self.margins),
+                "expected_l1": dict(self.expected_l1),
                 "epsilon_spent_after": self.epsilon_spent_after, "epsilon_budget": self.epsilon_budget,
                 "status": self.status, "reason": self.reason, "exit_status": self.exit_status}
 
@@ -515,7 +517,7 @@ def _charged_on_a_copy(spec: BatchSpec, prepared: list, set_budgets: bool):
             steps = []
             for r, table, plan, labels, expected in prepared:
                 step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
-                            epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected)
+                            epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode)
                 if refusal is not None:
                     steps.append(Step(**step, status="not attempted"))
                     continue
@@ -586,7 +588,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     steps, stopped = [], False
     for r, table, plan, labels, expected in prepared:
         step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
-                    epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected)
+                    epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode)
         if stopped:
             steps.append(Step(**step, status="not attempted"))
             continue

@@ -30,6 +30,9 @@ def register(subparsers) -> None:
 # the run stopped there). Not 3, which is an internal error's.
 
 
+SIMULATED = ", simulation: not for publication"  # a step made with seeded noise, as its bundle says
+
+
 def run(args) -> int:
     from ._common import import_numpy_with_signals_held
 
@@ -63,7 +66,8 @@ def run(args) -> int:
                      + ("" if step.epsilon_budget is None else f" of {step.epsilon_budget:g}"))
             errors = ", ".join(f"{m} {e:.3g}" for m, e in step.expected_l1.items())
             print(f"{step.number:>3}. {step.status:<17} {step.dataset} {' '.join(step.margins)} at epsilon "
-                  f"{step.epsilon:g} ({step.mechanism}) -> {step.out}{spent}")
+                  f"{step.epsilon:g} ({step.mechanism}{SIMULATED if step.mode != 'release' else ''}) -> {step.out}"
+                  f"{spent}")
             if errors and step.status != "not attempted":
                 print(f"     expected L1: {errors}")
             if step.reason:
