@@ -405,3 +405,28 @@ def test_conservative_refusals_are_those_of_fully_noised_replace_releases():
             found.add(case.mechanism)
     assert found == {"fourier", "efron-stein", "gaussian", "binary-encoding", "cells", "margins", "nonneg",
                      "gaussian-copula", "copula-id", "rap"}
+
+
+@pytest.mark.parametrize("delta", [None, 1e-6])
+@pytest.mark.parametrize("public_total", [False, True])
+def test_the_privacy_statement_states_the_guarantee(delta, public_total):
+    """The one-line statement written to release.json, the workbook and the terminal states the release's own
+    guarantee: with n published exactly it had said "epsilon=1 ... for add-remove neighbours", which no such release
+    has (its guarantee is epsilon 2 under replace; a new user's trial). A Gaussian loss's rho and (epsilon, delta)
+    both hold ("and"; it had said "so", though the analytic Gaussian's epsilon is tighter than rho's conversion)."""
+    from tabrelease.accounting import zcdp_to_approx_dp
+
+    options = {"public_total": True} if public_total else {}
+    plan = plan_at((2, 3, 2), [(0, 1), (1, 2)], 1.0, delta=delta, options=options)
+    mechanism = get_mechanism(plan.mechanism)
+    guarantee, statement = mechanism.guarantee(plan), mechanism.privacy_statement(plan)
+    assert guarantee.unit.kind == (REPLACE if public_total else ADD_REMOVE)
+    assert f"epsilon={guarantee.loss.epsilon:g}" in statement
+    assert (f"for {ADD_REMOVE} neighbours" in statement) == (not public_total)
+    assert ("for replace neighbours only: n is published exactly" in statement) == public_total
+    if public_total:
+        assert guarantee.loss.epsilon == pytest.approx(2.0) and statement.startswith(guarantee.loss.describe())
+    if delta is not None:
+        described = guarantee.loss.describe()
+        assert "-zCDP and (epsilon=" in described and ", so " not in described
+        assert zcdp_to_approx_dp(guarantee.loss.rho, guarantee.loss.delta) > guarantee.loss.epsilon

@@ -172,13 +172,14 @@ class PrivacyLoss:
         Returns
         -------
         str
-            E.g. "epsilon=1 (pure)" or "rho=0.05-zCDP, so (epsilon=..., delta=...)".
+            E.g. "epsilon=1 (pure)" or "rho=0.05-zCDP and (epsilon=..., delta=...)" (both hold: a Gaussian
+            release's (epsilon, delta) is the analytic Gaussian's, tighter than rho's conversion).
         """
         if self.kind == PURE:
             return f"epsilon={self.epsilon:.6g} (pure)"
         if self.kind == APPROXIMATE:
             return f"(epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"
-        return f"rho={self.rho:.6g}-zCDP, so (epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"
+        return f"rho={self.rho:.6g}-zCDP and (epsilon={self.epsilon:.6g}, delta={self.delta:.3g})"
 
     def as_dict(self) -> dict:
         """The loss as a JSON-ready mapping (read back by `from_dict`).

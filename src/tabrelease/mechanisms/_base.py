@@ -309,6 +309,13 @@ class Mechanism(ABC):
         """
         cal = plan.calibration
         who = f"{cal.neighbours} neighbours"
+        if cal.neighbours == ADD_REMOVE and plan.parameters.get("total_is_public"):
+            # n published exactly: no add-remove guarantee holds, and the statement is the guarantee's (`guarantee`),
+            # not the calibration's (a new user's trial found "for add-remove neighbours" on such a release).
+            loss = self.guarantee(plan).loss
+            return (f"{loss.describe()} differential privacy for replace neighbours only: n is published exactly, "
+                    f"so no add-remove guarantee holds; the {cal.distribution} noise is calibrated to epsilon="
+                    f"{cal.epsilon:g} per add-remove step, and a replacement is two such steps (group privacy)")
         if cal.distribution == "gaussian":
             return (f"(epsilon={cal.epsilon:g}, delta={cal.delta:g})-differential privacy for {who}: Gaussian noise "
                     f"(sigma={cal.scale:.6g} at L2 sensitivity {cal.sensitivity:.6g}), accounted exactly by the analytic "
