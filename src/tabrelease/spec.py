@@ -74,7 +74,8 @@ def loss_of(epsilon: float, delta: float | None = None) -> PrivacyLoss:
 
 def check_releasable_loss(loss: PrivacyLoss) -> None:
     """Refuse, before a release is drawn or charged, a loss whose arithmetic fails (`EPSILON_RANGE`,
-    `SMALLEST_DELTA`). Planning, sweeps and the reading of old bundles take any positive loss.
+    `SMALLEST_DELTA`). `plan` and sweeps check their epsilons by it too (planning's arithmetic overflowed past
+    it); the reading of old bundles takes any positive loss.
 
     Parameters
     ----------

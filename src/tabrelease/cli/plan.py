@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..errors import TabreleaseError
-from ..spec import EPSILON_RANGE, SETTING_NAMES
+from ..spec import EPSILON_RANGE, SETTING_NAMES, check_releasable_loss, loss_of
 from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, load_from_args, positive_float,
                       report_dropped)
 
@@ -81,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         needed = f"beyond {EPSILON_RANGE[1]:g}" if overall is None else f"{overall:.4g}"
         print(f"all margins at once: epsilon {needed} (the plan is made for all of them together)")
         return 0
+    for epsilon in args.epsilon:  # past the releasable range the planning arithmetic overflows
+        check_releasable_loss(loss_of(epsilon))
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, spec)
     for row in rows:
         axes = row.pop("axes")

@@ -18,7 +18,7 @@ from .._limits import MAX_EPSILONS, MAX_REPETITIONS, MAX_RUNS
 from ..errors import TabreleaseError
 from ..models import Margin, default_model, maximal_margins
 from ..noise import check_epsilon
-from ..spec import SIMULATION, ReleaseSpec, loss_of
+from ..spec import SIMULATION, ReleaseSpec, check_releasable_loss, loss_of
 from ..tables import MAX_TABLE_CELLS, ContingencyTable
 
 @dataclass(frozen=True, eq=False)
@@ -193,6 +193,8 @@ def make_grid(
                                   f"has {t.cells:.3g} cells, more than are held ({MAX_TABLE_CELLS:,}): sweep a "
                                   "table whose cells fit (fewer variables, or fewer levels)")
     epsilons = tuple(float(check_epsilon(e)) for e in epsilons)
+    for epsilon in epsilons:  # a sweep's runs are releases: past the range their arithmetic fails mid-sweep
+        check_releasable_loss(loss_of(epsilon))
     if not epsilons:
         raise TabreleaseError("a sweep needs at least one epsilon")
     if len(set(epsilons)) != len(epsilons):
