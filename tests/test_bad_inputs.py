@@ -254,8 +254,11 @@ CLI_CASES = [
      [*SENSITIVE_OF_M, "y"], "--sensitive 'y' could name x (letter A, called 'y') or y (letter B, called 'x')"),
     ("a sensitive word that is a letter and another variable's label", _labelled(["B", None]),
      [*SENSITIVE_OF_M, "B"], "--sensitive 'B' could name x (letter A, called 'B') or y (letter B, called 'y')"),
-    ("a sensitive word that two variables' labels share", _labelled(["age", "age"]),
-     [*SENSITIVE_OF_M, "age"], "--sensitive 'age' could name x (letter A, called 'age') or y (letter B, called 'age')"),
+    # two variables of one name for people are refused as the metadata is read (their files' columns would clash)
+    ("two variables' labels alike", _labelled(["age", "age"]),
+     [*SENSITIVE_OF_M, "age"], "gives two variables the name 'age' for people (the published files name their columns"),
+    ("a variable labelled as the count column", _labelled(["count", None]),
+     [*SENSITIVE_OF_M, "x"], "names a variable 'count' for people, the name of the published files' count column"),
     # ledger
     ("ledger is a folder", _mkdir("ledger.json"), [*RELEASE_CZECH, "--ledger", "ledger.json", "--out", "o"],
      "ledger.json is a directory; give a file path"),

@@ -308,3 +308,23 @@ def test_a_release_s_margins_by_the_names_for_people(tmp_path, capsys):
     assert main(["release", "titanic", "--margins", "[class,age][sex,survived]", "--epsilon", "1", "--simulate",
                  "--seed", "1", "--out", str(out)]) == 0, capsys.readouterr().err
     assert sorted(p.name for p in (out / "public").glob("*.csv")) == ["class__age.csv", "sex__survived.csv"]
+
+
+def test_a_level_labelled_as_the_total_is_refused_as_the_metadata_is_read(tmp_path):
+    """A level labelled "Total" (or the total's own word) gave a workbook two rows labelled so (a new user's
+    trial); two levels labelled alike would too. Refused in one line as the metadata is read."""
+    from tabrelease.errors import TabreleaseError
+    from tabrelease.tables.metadata import read_metadata
+
+    def meta(labels, words=None):
+        path = tmp_path / "meta.json"
+        path.write_text(json.dumps({"variables": [{"name": "x", "levels": ["a", "b"], "level_labels": labels},
+                                                  {"name": "y", "levels": ["0", "1"]}], **({"words": words} if words
+                                                                                           else {})}))
+        return path
+
+    assert read_metadata(meta({"a": "North", "b": "South"})).variables == ("x", "y")
+    for labels, words in (({"a": "Total"}, None), ({"a": "b"}, None), ({"a": "Ensemble"}, {"total": "Ensemble"})):
+        with pytest.raises(TabreleaseError, match="labels two levels alike, or one"):
+            read_metadata(meta(labels, words))
+    assert read_metadata(meta({"a": "Total"}, {"total": "Ensemble"})).variables == ("x", "y")
