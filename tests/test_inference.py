@@ -294,3 +294,15 @@ def test_the_command_line_test_reads_only_public_and_prints_one_json_document(tm
     refused = subprocess.run([sys.executable, "-m", "tabrelease", "test", str(out), "--model", "[v0,v1][v1,v2]"],
                              capture_output=True, text=True)
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+
+
+def test_a_model_may_name_variables_as_the_published_files_do(tmp_path):
+    """Rochdale's public files name its variables wife_active, wife_over_38, ...; `test` refused them ("unknown
+    variable 'wife_active'") though `release` and `plan` take them (a new user's trial). The same test by names
+    and by letters."""
+    out = tmp_path / "r"
+    tr.publish_release(tr.builtin_table("rochdale"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1),
+                       out)
+    by_name = model_test(out, "[wife_active][wife_over_38]", bootstrap=19, seed=1, intervals=False)
+    by_letter = model_test(out, "[A][B]", bootstrap=19, seed=1, intervals=False)
+    assert by_name.as_dict() == by_letter.as_dict()

@@ -324,7 +324,9 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
     if not isinstance(release, PublicRelease):
         release = read_public_release(release)
     shape, margins = release.shape, release.margins
-    names = ContingencyTable(release.variables, release.levels, np.zeros(shape, np.int64))
+    # The model may name variables as the published files do (their names for people), as `release` takes them.
+    names = ContingencyTable(release.variables, release.levels, np.zeros(shape, np.int64), metadata={"variables": [
+        {"name": v, "label": label} for v, label in zip(release.variables, release.labels or release.variables)]})
     generators = (parse_model(model, names).generators if isinstance(model, str)
                   else HierarchicalModel(tuple(tuple(g) for g in model), len(shape)).generators)
     outside = [g for g in generators if not any(set(g) <= set(m) for m in margins)]
