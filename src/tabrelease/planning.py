@@ -46,7 +46,7 @@ privacy is exact and the plan near-optimal.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import combinations
 from math import prod, sqrt
@@ -358,8 +358,18 @@ def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distri
     asked = margins if workload is None else tuple(dict.fromkeys(tuple(int(j) for j in g) for g in workload))
     if not all(any(set(w) <= set(g) for g in margins) for w in asked):
         raise TabreleaseError("a margin of the workload lies inside none of the margins planned for")
-    return _plan_measurements(tuple(int(k) for k in shape), margins, distribution, neighbours, bool(public_total),
-                              objective, int(superset_cells), tuple(dict.fromkeys(margins + asked)))
+    shape, workload = tuple(int(k) for k in shape), tuple(dict.fromkeys(margins + asked))
+    design = _plan_measurements(shape, margins, distribution, neighbours, bool(public_total), objective,
+                                int(superset_cells), workload)
+    if public_total and neighbours != "replace" and objective == TOTAL_SQUARED_ERROR:
+        # The plan made as if n were noisy is valid with n published too (its noisy total is then not used), and
+        # can be the better one where the searches stall apart: Rochdale's planned with --public-total had a larger
+        # total expected error than without (a new user's trial). The better of the two is kept.
+        noisy = replace(_plan_measurements(shape, margins, distribution, neighbours, False, objective,
+                                           int(superset_cells), workload), public_total=True)
+        if _total_error(noisy, workload) < _total_error(design, workload):
+            return noisy
+    return design
 
 
 # Every subset of the variables is a candidate margin up to this many variables (2^8 candidates); past it, the
@@ -466,10 +476,12 @@ def _plan_measurements(shape, margins, distribution, neighbours, public_total, o
     kept.setflags(write=False)
     design = MeasurementDesign(shape, generators, kind, distribution, neighbours, blocks, kept, public_total)
     if (distribution == "laplace" and objective == TOTAL_SQUARED_ERROR and superset_cells > 0
-            and len(shape) <= ALL_SUBSETS_MAX_VARIABLES and public_total == (neighbours == "replace")):
+            and len(shape) <= ALL_SUBSETS_MAX_VARIABLES):
         # HDMM's OPT_M over every subset is in the candidates, but the search above can stall in another local
-        # optimum: its own design is compared, and the better kept (so the plan is never worse than HDMM's).
-        marginals = plan_marginals(shape, generators, neighbours)
+        # optimum: its own design is compared, and the better kept (so the plan is never worse than HDMM's). With
+        # n published under add-remove noise, OPT_M is searched without the total too: it had been skipped there,
+        # and a public total gave a worse plan than none (a new user's trial).
+        marginals = plan_marginals(shape, generators, neighbours, public_total)
         if _total_error(marginals, workload) < _total_error(design, workload):
             return marginals
     return design
@@ -584,7 +596,8 @@ def marginal_weights(cost: np.ndarray, information: np.ndarray, weights: np.ndar
 
 
 @lru_cache(maxsize=32)
-def plan_marginals(shape: tuple[int, ...], margins: tuple, neighbours: str) -> MeasurementDesign:
+def plan_marginals(shape: tuple[int, ...], margins: tuple, neighbours: str,
+                   public_total: bool = False) -> MeasurementDesign:
     """HDMM's OPT_M for these margins: the weighted marginals of every subset (cached per arguments) as a measurement
     design, relative scale 1 / theta_a (`marginal_weights`).
 
@@ -596,6 +609,8 @@ def plan_marginals(shape: tuple[int, ...], margins: tuple, neighbours: str) -> M
         The margins released.
     neighbours : {"add-remove", "replace"}
         The neighbour relation (a marginal moves by one record in one cell, or in two when replaced).
+    public_total : bool, default False
+        Whether n is published exactly under add-remove noise (`--public-total`); under replace it always is.
 
     Returns
     -------
@@ -604,9 +619,9 @@ def plan_marginals(shape: tuple[int, ...], margins: tuple, neighbours: str) -> M
     """
     d = len(shape)
     generators = tuple(maximal_margins(margins)[0])
-    # Under replace no record changes n: the total is released exactly (as the planned release does), and neither
-    # the empty residual nor the total's marginal is in the search.
-    public_total = neighbours == "replace"
+    # Where n is published exactly (always under replace, where no record changes it), neither the empty residual
+    # nor the total's marginal is in the search; the changes stay those of the neighbour relation.
+    public_total = bool(public_total) or neighbours == "replace"
     residuals = [t for t in downward_closure(generators) if t or not public_total]
     subsets = [c for r in range(0 if not public_total else 1, d + 1) for c in combinations(range(d), r)]
     k_out = np.array([prod(k for j, k in enumerate(shape) if j not in a) for a in subsets], float)
