@@ -306,3 +306,27 @@ def test_a_model_may_name_variables_as_the_published_files_do(tmp_path):
     by_name = model_test(out, "[wife_active][wife_over_38]", bootstrap=19, seed=1, intervals=False)
     by_letter = model_test(out, "[A][B]", bootstrap=19, seed=1, intervals=False)
     assert by_name.as_dict() == by_letter.as_dict()
+
+
+def test_margins_edited_after_the_release_are_refused(tmp_path):
+    """A count edited in public/ (the margins no longer agree) was tested as if it were the release (a new user's
+    trial); now refused, as a negative count is."""
+    import shutil
+
+    out = tmp_path / "r"
+    tr.publish_release(tr.builtin_table("rochdale"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1),
+                       out)
+    for change, message in ((5, "disagree where they share variables"), (None, "holds a negative count")):
+        edited = tmp_path / f"edited-{change}"
+        shutil.copytree(out, edited)
+        document = json.loads((edited / "public" / "release.json").read_text())
+        path = edited / "public" / document["margins"][0]["file"]
+        lines = path.read_text().splitlines()
+        cells = lines[1].split(",")
+        count = int(float(cells[-1]))
+        cells[-1] = str(count + change if change is not None else -1)
+        lines[1] = ",".join(cells)
+        path.write_text("\n".join(lines) + "\n")
+        with pytest.raises(TabreleaseError, match=message):
+            model_test(edited, "[A][B]", bootstrap=19, seed=1, intervals=False)
+    assert model_test(out, "[A][B]", bootstrap=19, seed=1, intervals=False).p_value is not None

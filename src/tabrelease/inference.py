@@ -122,6 +122,28 @@ def read_public_release(folder: str | Path) -> PublicRelease:
     return PublicRelease(variables, levels, tuple(margins), tuple(released), document, labels, shown)
 
 
+def _check_agreement(release: PublicRelease) -> None:
+    """Refuse margins that release.json calls consistent but that disagree: a count below 0, or two margins whose
+    shared sub-margin differs (their totals included). A file edited after the release was tested as if it were
+    the release (a new user's trial)."""
+    from .tables import margin_title
+
+    if any(np.any(m < 0) for m in release.released):
+        raise TabreleaseError("a released margin holds a negative count: the files are not as released")
+    for i, (g, a) in enumerate(zip(release.margins, release.released)):
+        for h, b in zip(release.margins[i + 1:], release.released[i + 1:]):
+            shared = [v for v in g if v in h]
+            over_a = a.sum(axis=tuple(j for j, v in enumerate(g) if v not in shared))
+            over_b = b.sum(axis=tuple(j for j, v in enumerate(h) if v not in shared))
+            # each in its own margin's axis order; put b's in a's order
+            order = [[v for v in h if v in shared].index(v) for v in g if v in shared]
+            if not np.allclose(over_a, np.transpose(over_b, order), rtol=0, atol=1e-6):
+                raise TabreleaseError(f"the released margins {margin_title(release.labels or release.variables, g)} "
+                                      f"and {margin_title(release.labels or release.variables, h)} disagree where "
+                                      "they share variables: the files are not as released (edited, or from two "
+                                      "releases)")
+
+
 def published_plan(release: PublicRelease):
     """The release's plan, rebuilt from `release.json` (a plan is a function of the shape, the margins and the
     settings alone), and checked: its noise scales must be the published ones.
@@ -146,6 +168,7 @@ def published_plan(release: PublicRelease):
     if d.get("consistent") is False:
         raise TabreleaseError("the released margins are not consistent (they are not the margins of one table): a "
                               "log-linear model cannot be fitted to them")
+    _check_agreement(release)
     if d.get("guarantee", {}).get("unit", {}).get("attributes"):
         raise TabreleaseError("a release under a sensitive-attribute unit is not tested here (its plan needs the "
                               "attributes the release was made for)")
