@@ -275,7 +275,7 @@ CLI_CASES = [
     ("no ledger to show", None, ["ledger", "missing.json"], "missing.json; make one with `tabrelease ledger init"),
     # an epsilon past the releasable range: planning overflowed, and a sweep failed mid-way leaving files (a trial)
     ("plan at a vanishing epsilon", None, ["plan", "czech", "--epsilon", "1e-160"],
-     "a release's epsilon must lie between 1e-06 and 700, not 1e-160"),
+     "plan takes an epsilon between 1e-100 and 1e+100 (past them its arithmetic fails), not 1e-160"),
     ("sweep at a vanishing epsilon", None, ["sweep", "czech", "--epsilons", "1e-300", "--repetitions", "1", "--out",
                                             "swx"], "a release's epsilon must lie between 1e-06 and 700, not 1e-300"),
     # an option the action does not read (it had been ignored silently: a new user's trial)

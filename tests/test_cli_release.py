@@ -308,8 +308,8 @@ def test_controlled_rounding_of_cells_as_measured_falls_back_to_the_nearest(caps
 
 
 def test_the_release_range_of_epsilon_binds_releases_only(capsys, tmp_path, monkeypatch):
-    """A release's epsilon lies within `spec.EPSILON_RANGE` (checked as it is prepared), but planning takes any
-    epsilon, in any order, and a loss outside the range is still a loss (old bundles are read again with theirs);
+    """A release's epsilon lies within `spec.EPSILON_RANGE` (checked as it is prepared), but planning takes
+    epsilons past it (within `spec.PLANNING_EPSILON_RANGE`), in any order, and a loss outside the range is still a loss (old bundles are read again with theirs);
     `plan --target-l1` searches within the range. A system whose path limit is -1 (POSIX: none) refuses no --out."""
     import os
 

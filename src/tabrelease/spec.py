@@ -48,6 +48,10 @@ SEPARATORS = {"comma": ",", "semicolon": ";", "tab": "\t", "pipe": "|"}
 # still released to a relative L1 error of 6.6% (a review's scratch run). No privacy is left long before the top.
 EPSILON_RANGE = (1e-6, 700.0)
 SMALLEST_DELTA = 1e-300
+# `plan` computes expected errors only, and takes epsilons past a release's range (a planner may ask what 800 buys),
+# but not where its own arithmetic fails: at 1e-160 a noise variance overflows (a new user's trial: an internal error,
+# and Infinity in --json).
+PLANNING_EPSILON_RANGE = (1e-100, 1e100)
 
 
 def loss_of(epsilon: float, delta: float | None = None) -> PrivacyLoss:
@@ -74,8 +78,8 @@ def loss_of(epsilon: float, delta: float | None = None) -> PrivacyLoss:
 
 def check_releasable_loss(loss: PrivacyLoss) -> None:
     """Refuse, before a release is drawn or charged, a loss whose arithmetic fails (`EPSILON_RANGE`,
-    `SMALLEST_DELTA`). `plan` and sweeps check their epsilons by it too (planning's arithmetic overflowed past
-    it); the reading of old bundles takes any positive loss.
+    `SMALLEST_DELTA`). Sweeps check their epsilons by it too (their runs are releases); `plan` by the wider
+    `PLANNING_EPSILON_RANGE`; the reading of old bundles takes any positive loss.
 
     Parameters
     ----------

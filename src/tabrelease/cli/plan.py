@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..errors import TabreleaseError
-from ..spec import EPSILON_RANGE, SETTING_NAMES, check_releasable_loss, loss_of
+from ..spec import EPSILON_RANGE, PLANNING_EPSILON_RANGE, SETTING_NAMES
 from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, load_from_args, positive_float,
                       report_dropped)
 
@@ -81,8 +81,11 @@ def run(args: argparse.Namespace) -> int:
         needed = f"beyond {EPSILON_RANGE[1]:g}" if overall is None else f"{overall:.4g}"
         print(f"all margins at once: epsilon {needed} (the plan is made for all of them together)")
         return 0
-    for epsilon in args.epsilon:  # past the releasable range the planning arithmetic overflows
-        check_releasable_loss(loss_of(epsilon))
+    low, high = PLANNING_EPSILON_RANGE
+    for epsilon in args.epsilon:  # past this range the planning arithmetic overflows
+        if not low <= epsilon <= high:
+            raise TabreleaseError(f"plan takes an epsilon between {low:g} and {high:g} (past them its arithmetic "
+                                  f"fails), not {epsilon!r}")
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, spec)
     for row in rows:
         axes = row.pop("axes")

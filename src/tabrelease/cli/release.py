@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if design is not None:
 
         sds = [e.cell_sd for e in release.plan.implementation.expected_errors(release.plan).values()]
-        noise = (f"{cal.distribution} noise planned per block: expected cell sd {min(sds):.3g} to {max(sds):.3g} "
-                 "counts")
+        spread = (f"{min(sds):.3g}" if f"{min(sds):.3g}" == f"{max(sds):.3g}"
+                  else f"{min(sds):.3g} to {max(sds):.3g}")  # not "2 to 2"
+        noise = f"{cal.distribution} noise planned per block: expected cell sd {spread} counts"
     else:
         noise = f"{cal.distribution} scale {cal.scale:.4g}"
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "

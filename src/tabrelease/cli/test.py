@@ -17,7 +17,7 @@ def register(subparsers) -> None:
     parser.add_argument("release", metavar="RELEASE_DIR", help="a release's folder, or its public/ folder")
     parser.add_argument("--model", required=True, help="bracket notation by variable names or letters, e.g. "
                         "'[sex,age][age,region]'; its margins must lie inside released ones")
-    parser.add_argument("--bootstrap", type=non_negative_int, default=None,
+    parser.add_argument("--bootstrap", type=int, default=None,  # the library says the least it takes (19)
                         help="replicates of the parametric bootstrap (default 500; at least 19)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the replicates (default 0)")
     parser.add_argument("--intervals", action="store_true", help="also noise-aware intervals for the model's cell "
