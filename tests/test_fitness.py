@@ -100,3 +100,19 @@ def test_the_paper_s_mechanism_is_called_unfit_too_naming_whose_error():
     assert f"{len(flagged)} of {len(errors)} margins" in note and len(flagged) > 0
     assert "expected L1 error (of the unbiased reconstruction of its measurements)" in note
     assert note.endswith("or the planned mechanism would help") and "--plan-objective" not in note
+
+
+def test_the_fitness_note_names_the_worst_margin_as_the_public_files_do(tmp_path):
+    """Rochdale's variables are A-H, published as wife_active, ...: the note named the worst margin "[ACG]" beside
+    files named by the names (a new user's trial). The names are those of `people_names`, in the margin's order."""
+    from tabrelease.tables import people_names
+
+    table = tr.builtin_table("rochdale")
+    done = tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(0.05), mode="simulation", seed=1), tmp_path / "r")
+    (note,) = [n for n in done.release.notes if n.startswith("unfit")]
+    names = people_names(table)[0]
+    worst = note.split("(worst ")[1].split(":")[0]
+    assert worst.startswith("[") and all(name in names for name in worst.strip("[]").split(", "))
+    by_letters = fitness_notes(done.release.plan, done.release.released_margins)[0]
+    assert by_letters.split("(worst ")[1].split(":")[0] == "[" + "".join(
+        "ABCDEFGH"[names.index(n)] for n in worst.strip("[]").split(", ")) + "]"

@@ -208,7 +208,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
 UNFIT_ERROR_SHARE = 0.25
 
 
-def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
+def fitness_notes(plan: MechanismPlan, released_margins, names=None) -> list[str]:
     """Whether the release is fit to publish, judged from the plan's expected errors and the released (DP) total
     only, so the notes may be public: a margin whose expected L1 error is a large share of n', or whose expected
     noise per cell exceeds its typical released cell; and what would help.
@@ -221,6 +221,9 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
         note then names as such: their own fit's error is not derived).
     released_margins : sequence of numpy.ndarray
         The released margins (only the first margin's total is read).
+    names : sequence of str, optional
+        The variables' names for people, as the public files name them (`tables.people_names`); by default the
+        margins are named by letters.
 
     Returns
     -------
@@ -246,6 +249,8 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
     from .tables import LETTERS
 
     letters = [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(len(plan.shape))]
+    worst_margin = (margin_label(worst[0], letters) if names is None
+                    else "[" + ", ".join(str(names[j]) for j in worst[0]) + "]")
 
     helps = ("more epsilon, fewer or coarser margins (merged levels), or "
              + ("--plan-objective max-cell-variance" if plan.design is not None else "the planned mechanism")
@@ -255,7 +260,7 @@ def fitness_notes(plan: MechanismPlan, released_margins) -> list[str]:
                 f"expected{whose} to err by up to {max(planned[g].expected_l1 for g in plan.margins):.3g} in L1 on "
                 f"a margin (noise sd up to {max(planned[g].cell_sd for g in plan.margins):.3g} per cell); {helps}"]
     return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
-            f"too noisy to use (worst {margin_label(worst[0], letters)}: expected L1 error{whose} {worst[1]:.0%} of "
+            f"too noisy to use (worst {worst_margin}: expected L1 error{whose} {worst[1]:.0%} of "
             f"the released total, noise sd {worst[2]:.3g} per cell against a typical released cell of "
             f"{worst[3]:.3g}); {helps}"]
 

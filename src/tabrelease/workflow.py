@@ -21,7 +21,7 @@ from .noise import NoiseSource, noise_source
 from .pipeline import Release, fitness_notes, run_plan
 from .spec import (RELEASE, SEPARATORS, LedgerAccount, ReleaseSpec, TableSource, check_releasable_loss,
                    refuse_ambiguous_margins)
-from .tables import ContingencyTable
+from .tables import ContingencyTable, people_names
 
 
 @dataclass(frozen=True, eq=False)
@@ -554,7 +554,8 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
                 entry = charge_release(account, table, plan, out, mode)
         release = run_plan(plan, table, noise)
         # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).
-        release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins)))
+        release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins,
+                                                                             people_names(table)[0])))
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
         said = release_warnings(release) + evaluation_warnings(evaluation)  # what the audit's reader is told too
