@@ -306,6 +306,7 @@ def test_a_model_may_name_variables_as_the_published_files_do(tmp_path):
     by_name = model_test(out, "[wife_active][wife_over_38]", bootstrap=19, seed=1, intervals=False)
     by_letter = model_test(out, "[A][B]", bootstrap=19, seed=1, intervals=False)
     assert by_name.as_dict() == by_letter.as_dict()
+    assert by_letter.model == "[wife_active][wife_over_38]"  # the model as the public files name it, not "[A][B]"
 
 
 def test_margins_edited_after_the_release_are_refused(tmp_path):

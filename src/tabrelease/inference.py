@@ -354,11 +354,12 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
                   else HierarchicalModel(tuple(tuple(g) for g in model), len(shape)).generators)
     outside = [g for g in generators if not any(set(g) <= set(m) for m in margins)]
     if outside:
-        raise TabreleaseError(f"the model's margin {margin_title(release.variables, outside[0])} is inside no released "
-                              "margin: the released margins do not determine its fit")
+        named = release.labels or release.variables  # as the public files name them
+        raise TabreleaseError(f"the model's margin {margin_title(named, outside[0])} is inside no released margin: "
+                              "the released margins do not determine its fit")
     released_model = tuple(maximal_margins(margins)[0])
     df = free_parameters(released_model, shape) - free_parameters(generators, shape)
-    label = "".join(margin_title(release.variables, g) for g in generators)
+    label = "".join(margin_title(release.labels or release.variables, g) for g in generators)
     if df <= 0:
         raise TabreleaseError(f"the model {label} is the released margins' own model: they fit it exactly, so they "
                               "cannot test it (test a smaller model)")
