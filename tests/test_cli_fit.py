@@ -61,3 +61,13 @@ def test_console_script_reports_errors_without_a_traceback():
     assert proc.stderr.strip() == (
         "tabrelease: error: model names unknown variable 'Q' in [AQ]; the table has A, B, C, D, E, F"
     )
+
+
+def test_fit_names_the_model_as_the_public_files_do(capsys):
+    """Rochdale's variables are A-H, named wife_active, ... for people: fit printed only "[ACE][ACG]..." (a new user's
+    trial). The model is given in both, generator by generator, in the text and the JSON."""
+    code, out, _ = run_cli(capsys, "fit", "czech", "--model", "[AB][CD]", "--json")
+    s = json.loads(out)
+    assert code == 0 and s["model"] == "[AB][CD]" and s["model_named"] == "[smoking, mental][physical, pressure]"
+    code, out, _ = run_cli(capsys, "fit", "czech", "--model", "[AB][CD]")
+    assert "             [smoking, mental][physical, pressure]" in out

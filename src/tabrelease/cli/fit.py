@@ -48,6 +48,7 @@ def format_summary(s: dict) -> str:
     lines = [
         f"table        {s['table']}  ({'x'.join(map(str, s['shape']))}, n = {s['n']}, {s['zero_cells']} of {s['cells']} cells zero)",
         f"model        {s['model']}" + (f"   (dropped as contained in others: {', '.join(s['dropped_generators'])})" if s["dropped_generators"] else ""),
+        *([f"             {s['model_named']}"] if s.get("model_named") and s["model_named"] != s["model"] else []),
         f"MLE          {'exists' if s['mle_exists'] else 'does not exist: extended MLE on the facial set'}"
         f" ({s['facial_set_size']} of {s['cells']} cells)",
         f"G2           {s['g2']:.2f}",

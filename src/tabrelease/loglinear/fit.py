@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import TabreleaseError
 from ..models import HierarchicalModel, free_parameters, margin_label, parse_model
-from ..tables import MAX_TABLE_CELLS, ContingencyTable
+from ..tables import MAX_TABLE_CELLS, ContingencyTable, margin_title, people_names
 from .design import design_rank
 from .distances import g_squared, l1_distance, pearson_x2
 from .facial import facial_set
@@ -184,6 +184,8 @@ def fit_summary(
         "cells": table.cells,
         "zero_cells": table.zero_cells,
         "model": model.names(table.variables),
+        # The model as the public files would name it (the variables' names for people: Rochdale's wife_active).
+        "model_named": "".join(margin_title(people_names(table)[0], g) for g in model.generators),
         "dropped_generators": [
             margin_label(g, table.letters) for g in model.dropped
         ],
