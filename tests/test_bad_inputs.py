@@ -258,7 +258,7 @@ CLI_CASES = [
     ("two variables' labels alike", _labelled(["age", "age"]),
      [*SENSITIVE_OF_M, "age"], "gives two variables the name 'age' for people (the published files name their columns"),
     ("a variable labelled as the count column", _labelled(["count", None]),
-     [*SENSITIVE_OF_M, "x"], "names a variable 'count' for people, the name of the published files' count column"),
+     [*SENSITIVE_OF_M, "x"], "names a variable 'count' for people, the name of the CSV files' count column"),
     # ledger
     ("ledger is a folder", _mkdir("ledger.json"), [*RELEASE_CZECH, "--ledger", "ledger.json", "--out", "o"],
      "ledger.json is a directory; give a file path"),

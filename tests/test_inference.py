@@ -331,3 +331,26 @@ def test_margins_edited_after_the_release_are_refused(tmp_path):
         with pytest.raises(TabreleaseError, match=message):
             model_test(edited, "[A][B]", bootstrap=19, seed=1, intervals=False)
     assert model_test(out, "[A][B]", bootstrap=19, seed=1, intervals=False).p_value is not None
+
+
+def test_an_unrounded_release_s_margins_agree_within_their_written_decimals(tmp_path):
+    """A release with --rounding none writes its margins to 6 decimals: a shared sub-margin summing many cells
+    differs by up to their rounding. The agreement check refused such an untouched release (a review); it allows
+    the written precision, and still catches an edit of one count."""
+    import shutil
+
+    out = tmp_path / "r"
+    tr.publish_release(tr.builtin_table("rochdale"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1,
+                                                                    rounding="none"), out)
+    assert model_test(out, "[A][B]", bootstrap=19, seed=1, intervals=False).p_value is not None
+    edited = tmp_path / "edited"
+    shutil.copytree(out, edited)
+    document = json.loads((edited / "public" / "release.json").read_text())
+    path = edited / "public" / document["margins"][0]["file"]
+    lines = path.read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[-1] = str(float(cells[-1]) + 0.5)
+    lines[1] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(TabreleaseError, match="disagree where they share variables"):
+        model_test(edited, "[A][B]", bootstrap=19, seed=1, intervals=False)

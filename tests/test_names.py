@@ -310,21 +310,42 @@ def test_a_release_s_margins_by_the_names_for_people(tmp_path, capsys):
     assert sorted(p.name for p in (out / "public").glob("*.csv")) == ["class__age.csv", "sex__survived.csv"]
 
 
-def test_a_level_labelled_as_the_total_is_refused_as_the_metadata_is_read(tmp_path):
-    """A level labelled "Total" (or the total's own word) gave a workbook two rows labelled so (a new user's
-    trial); two levels labelled alike would too. Refused in one line as the metadata is read."""
+def test_levels_labelled_alike_are_refused_and_a_level_called_total_is_not(tmp_path):
+    """Two levels labelled alike would give a file two rows of one label: refused as the metadata is read. A level
+    labelled "Total" is a level like any other (hearing loss: None, Partial, Total); the workbook's total row is
+    then called "Total (all)" (a review: refusing it refused a real variable). A variable labelled as the CSV files'
+    count column ("count", whatever the workbook's word) or as the workbook's is refused."""
     from tabrelease.errors import TabreleaseError
     from tabrelease.tables.metadata import read_metadata
 
-    def meta(labels, words=None):
+    def meta(labels, words=None, label=None):
         path = tmp_path / "meta.json"
         path.write_text(json.dumps({"variables": [{"name": "x", "levels": ["a", "b"], "level_labels": labels},
-                                                  {"name": "y", "levels": ["0", "1"]}], **({"words": words} if words
-                                                                                           else {})}))
+                                                  {"name": "y", "levels": ["0", "1"], **({"label": label} if label
+                                                                                         else {})}],
+                                    **({"words": words} if words else {})}))
         return path
 
-    assert read_metadata(meta({"a": "North", "b": "South"})).variables == ("x", "y")
-    for labels, words in (({"a": "Total"}, None), ({"a": "b"}, None), ({"a": "Ensemble"}, {"total": "Ensemble"})):
-        with pytest.raises(TabreleaseError, match="labels two levels alike, or one"):
-            read_metadata(meta(labels, words))
-    assert read_metadata(meta({"a": "Total"}, {"total": "Ensemble"})).variables == ("x", "y")
+    assert read_metadata(meta({"a": "Total"})).variables == ("x", "y")
+    with pytest.raises(TabreleaseError, match="labels two levels alike"):
+        read_metadata(meta({"a": "b"}))
+    for label, words, column in (("count", {"count": "Effectif"}, "the CSV files' count column"),
+                                 ("Effectif", {"count": "Effectif"}, "the workbook's count column")):
+        with pytest.raises(TabreleaseError, match=f"names a variable '{label}' for people, the name of {column}"):
+            read_metadata(meta({}, words, label))
+
+
+def test_the_workbook_s_total_row_is_told_from_a_level_called_total(tmp_path, capsys):
+    from openpyxl import load_workbook
+
+    (tmp_path / "meta.json").write_text(json.dumps({"variables": [
+        {"name": "hearing", "levels": ["n", "p", "t"], "level_labels": {"n": "None", "p": "Partial", "t": "Total"}},
+        {"name": "sex", "levels": ["f", "m"]}]}))
+    (tmp_path / "t.csv").write_text("hearing,sex,count\nn,f,30\nn,m,25\np,f,12\np,m,9\nt,f,4\nt,m,6\n")
+    out = tmp_path / "r"
+    assert main(["release", str(tmp_path / "t.csv"), "--metadata", str(tmp_path / "meta.json"), "--margins",
+                 "[hearing,sex]", "--epsilon", "1", "--simulate", "--seed", "1", "--xlsx", "--out", str(out)]) == 0, \
+        capsys.readouterr().err
+    cells = [str(c.value) for sheet in load_workbook(out / "public" / "margins.xlsx") for row in sheet.iter_rows()
+             for c in row if c.value is not None]
+    assert "Total (all)" in cells and "Total" in cells

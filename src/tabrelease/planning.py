@@ -365,10 +365,17 @@ def plan_measurements(shape: Sequence[int], margins: Sequence[Margin], *, distri
         # The plan made as if n were noisy is valid with n published too (its noisy total is then not used), and
         # can be the better one where the searches stall apart: Rochdale's planned with --public-total had a larger
         # total expected error than without (a new user's trial). The better of the two is kept.
-        noisy = replace(_plan_measurements(shape, margins, distribution, neighbours, False, objective,
-                                           int(superset_cells), workload), public_total=True)
-        if _total_error(noisy, workload) < _total_error(design, workload):
-            return noisy
+        noisy = _plan_measurements(shape, margins, distribution, neighbours, False, objective, int(superset_cells),
+                                   workload)
+        # Its blocks of the empty set tell only n, which is published exactly: dropped, with their columns of the
+        # changes (the noise is calibrated to what is measured; fewer blocks need no more of it).
+        telling = np.array([bool(b.variables) for b in noisy.blocks])
+        if telling.any():
+            noisy = replace(noisy, blocks=tuple(b for b, k in zip(noisy.blocks, telling) if k),
+                            changes=noisy.changes[:, telling].copy(), public_total=True)
+            noisy.changes.setflags(write=False)
+            if _total_error(noisy, workload) < _total_error(design, workload):
+                return noisy
     return design
 
 

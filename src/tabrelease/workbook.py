@@ -248,6 +248,8 @@ def _write_margin(sheet, margin: Mapping, variables: Sequence[Mapping], values, 
         values = values.astype(float)
     labels = [_label(v) for v in variables]
     total_word, count_word = words["total"], words["count"]
+    if any(total_word in _level_labels(v) for v in variables):  # a level is called so ("Total" hearing loss)
+        total_word = f"{total_word} (all)"
     _styled(sheet, [f"{margin['label']}: {' × '.join(labels)}"], bold=True)
     if len(variables) == 1:
         _styled(sheet, [labels[0], count_word], bold=True)

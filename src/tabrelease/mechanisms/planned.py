@@ -23,8 +23,9 @@ from ._base import Mechanism, MechanismPlan, no_paper_calibration
 from ._coefficients import integer_row_bound
 
 PUBLIC_TOTAL_NOTE = ("the total n is treated as public (an invariant, as in census practice): it is released "
-                     "exactly; epsilon is the add-remove guarantee of everything else, and between tables of equal n "
-                     "(one record changed) the release is 2 epsilon-DP")
+                     "exactly; the noise is calibrated to epsilon per add-remove step of everything else, and the "
+                     "release's guarantee is between tables of equal n (one record changed): 2 epsilon-DP, or "
+                     "(2 epsilon, (1 + e^epsilon) delta) under Gaussian noise")
 # Up to this many cells the fit is over the table's cells: the released margins are those of one table. Above,
 # it is over the margins themselves (no cell is materialised), and they agree on every shared sub-margin.
 GLOBAL_MAX_CELLS = 2**12

@@ -83,21 +83,23 @@ def read_metadata(path: str | Path) -> DeclaredMetadata:
                               "workbook's own labels), e.g. {\"total\": \"Ensemble\", \"count\": \"Effectif\"}")
     # The published files name their columns and rows by these labels: two variables of one label, or one labelled
     # as the count column, gave a file with two columns of one name that the tool could not read back; a level
-    # labelled as the total gave a workbook two rows labelled so (a new user's trial).
+    # labelled as the total gave a workbook two rows labelled so (a new user's trial): that one is allowed ("Total"
+    # hearing loss is a level), and the workbook's total row says what it is.
     said = {**WORDS, **{k: v.strip() for k, v in words.items()}}
     people = [d.get("label") or d["name"] for d in described]
     twice = sorted({p for p in people if people.count(p) > 1})
     if twice:
         raise TabreleaseError(f"the metadata file {path} gives two variables the name {twice[0]!r} for people (the "
                               "published files name their columns by it)")
-    if said["count"] in people:
-        raise TabreleaseError(f"the metadata file {path} names a variable {said['count']!r} for people, the name of "
-                              "the published files' count column")
+    for word, column in ((WORDS["count"], "the CSV files' count column"), (said["count"], "the workbook's count "
+                                                                                           "column")):
+        if word in people:
+            raise TabreleaseError(f"the metadata file {path} names a variable {word!r} for people, the name of "
+                                  f"{column}")
     for d in described:
         shown = [d["level_labels"].get(level, level) for level in d["levels"]]
-        if len(set(shown)) != len(shown) or said["total"] in shown:
-            raise TabreleaseError(f"the metadata file {path}: variable {d['name']!r} labels two levels alike, or one "
-                                  f"{said['total']!r} (the workbook's total row)")
+        if len(set(shown)) != len(shown):
+            raise TabreleaseError(f"the metadata file {path}: variable {d['name']!r} labels two levels alike")
     return DeclaredMetadata(tuple(names), {d["name"]: tuple(d["levels"]) for d in described}, tuple(described),
                             {k: v.strip() for k, v in words.items()})
 
