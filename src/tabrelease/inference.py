@@ -124,27 +124,21 @@ def read_public_release(folder: str | Path) -> PublicRelease:
 
 def _check_agreement(release: PublicRelease) -> None:
     """Refuse margins that release.json calls consistent but that disagree: a count below 0, or two margins whose
-    shared sub-margin differs (their totals included). A file edited after the release was tested as if it were
-    the release (a new user's trial)."""
-    from .tables import margin_title
+    shared sub-margin differs (their totals included), by `rounding.mutually_consistent`. A file edited after the
+    release was tested as if it were the release (a new user's trial)."""
+    from .rounding import mutually_consistent
 
     if any(np.any(m < 0) for m in release.released):
         raise TabreleaseError("a released margin holds a negative count: the files are not as released")
-    for i, (g, a) in enumerate(zip(release.margins, release.released)):
-        for h, b in zip(release.margins[i + 1:], release.released[i + 1:]):
-            shared = [v for v in g if v in h]
-            over_a = a.sum(axis=tuple(j for j, v in enumerate(g) if v not in shared))
-            over_b = b.sum(axis=tuple(j for j, v in enumerate(h) if v not in shared))
-            # each in its own margin's axis order; put b's in a's order
-            order = [[v for v in h if v in shared].index(v) for v in g if v in shared]
-            # The files hold 6 decimals (an unrounded release's cells within 5e-7 each): a shared cell summing c of
-            # them may differ by c x 1e-6, and a huge count by its floats' own precision.
-            summed = max(a.size // max(over_a.size, 1), b.size // max(over_b.size, 1))
-            if not np.allclose(over_a, np.transpose(over_b, order), rtol=1e-9, atol=summed * 1e-6):
-                raise TabreleaseError(f"the released margins {margin_title(release.labels or release.variables, g)} "
-                                      f"and {margin_title(release.labels or release.variables, h)} disagree where "
-                                      "they share variables: the files are not as released (edited, or from two "
-                                      "releases)")
+    # Each margin with its axes sorted, as the check takes them. The files hold 6 decimals (an unrounded release's
+    # cells within 5e-7 each), and a huge count has its floats' own precision: a cell's tolerance (the check
+    # multiplies it by the cells a sub-margin sums).
+    sorted_axes = [tuple(sorted(g)) for g in release.margins]
+    values = [np.transpose(m, np.argsort(g)) for g, m in zip(release.margins, release.released)]
+    atol = 1e-6 + 4e-16 * max(float(np.abs(m).sum()) for m in values)
+    if not mutually_consistent(values, sorted_axes, atol=atol):
+        raise TabreleaseError("the released margins disagree where they share variables: the files are not as "
+                              "released (edited, or from two releases)")
 
 
 def published_plan(release: PublicRelease):

@@ -431,13 +431,19 @@ def _read_verified(path: Path, key: bytes, *, writing: bool = False) -> dict:
         raise LedgerIntegrityError(
             f"the ledger {path} fails verification ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}"
             f"); nothing is spent or set until an auditor resolves it (`tabrelease ledger verify {path}`)")
-    original = _copied_from(path, data, lines) if writing else None
-    if original is not None:  # a copy is read (a backup verifies) but never written
+    if writing:  # a copy is read (a backup verifies) but never written
+        _refuse_a_copy(path, data, lines)
+    return data
+
+
+def _refuse_a_copy(path: Path, data: dict, lines: list[dict]) -> None:
+    """Raise LedgerIntegrityError where the ledger at `path` is a copy of one still standing (`_copied_from`)."""
+    original = _copied_from(path, data, lines)
+    if original is not None:
         raise LedgerIntegrityError(
             f"the ledger {path} is a copy of the one its anchor last saw at {original}, which is still there: "
             "charging or setting both would give each dataset two budgets; use that one (a ledger moved, not "
             "copied, is accepted where it now stands); nothing is spent or set")
-    return data
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -574,10 +580,7 @@ def copy_ledger(path, folder: Path) -> Path:
 
     path = _resolve(path)
     lines = _anchor_lines(path)  # before the ledger, as every reader
-    original = _copied_from(path, _load(path), lines)
-    if original is not None:  # the copy's lines below name the copy: it would pass for the ledger itself
-        raise LedgerIntegrityError(f"the ledger {path} is a copy of the one its anchor last saw at {original}, which "
-                                   "is still there: use that one; nothing is spent or set")
+    _refuse_a_copy(path, _load(path), lines)  # the copy's lines below name the copy: it would pass for the ledger
     copy = Path(folder) / "ledger.json"
     shutil.copyfile(path, copy)
     os.chmod(copy, 0o600)

@@ -246,11 +246,10 @@ def fitness_notes(plan: MechanismPlan, released_margins, names=None) -> list[str
         return []
     worst = max(unfit, key=lambda u: u[1])
     from .models import margin_label
-    from .tables import LETTERS
+    from .tables import LETTERS, margin_title
 
     letters = [LETTERS[j] if j < len(LETTERS) else f"V{j + 1}" for j in range(len(plan.shape))]
-    worst_margin = (margin_label(worst[0], letters) if names is None
-                    else "[" + ", ".join(str(names[j]) for j in worst[0]) + "]")
+    worst_margin = margin_label(worst[0], letters) if names is None else margin_title(names, worst[0])
 
     helps = ("more epsilon, fewer or coarser margins (merged levels), or "
              + ("--plan-objective max-cell-variance" if plan.design is not None else "the planned mechanism")
