@@ -91,7 +91,8 @@ def test_rescale_names_and_statement():
                                           margins=[(0, 1), (2, 3)], mechanism=NAME, mode="simulation", seed=1))
     assert release.plan.parameters["sensitive"] == (0, 2)
     statement = get_mechanism(NAME).privacy_statement(release.plan)
-    assert statement.startswith("epsilon=1 differential privacy for the sensitive attributes only (A, C): "
+    assert statement.startswith("epsilon=1 differential privacy for the sensitive attributes only "
+                                "(smoking, physical): "
                                 "neighbours differ in the sensitive attributes of one record")
     assert any(w.startswith("weaker guarantee") for w in release_warnings(release))
     with pytest.raises(TabreleaseError, match="--neighbours replace"):
@@ -114,7 +115,8 @@ def test_the_weaker_guarantee_is_named_in_release_json_audit_and_terminal(tmp_pa
                  "A,D", "--neighbours", "replace", "--simulate", "--seed", "1", "--out", str(out)]) == 0
     terminal = capsys.readouterr().out
     public = json.loads((out / "public" / "release.json").read_text())
-    assert public["privacy"].startswith("epsilon=1 differential privacy for the sensitive attributes only (A, D)")
+    assert public["privacy"].startswith("epsilon=1 differential privacy for the sensitive attributes only "
+                                        "(smoking, pressure)")
     assert any(w.startswith("weaker guarantee") for w in public["warnings"])
     audit = (out / "internal" / "audit.html").read_text()
     assert "weaker guarantee" in audit and "for the sensitive attributes only" in audit

@@ -172,7 +172,9 @@ class SensitiveAttributes(CoefficientMechanism):
             how="Laplace noise on the coefficients of sets with a sensitive attribute, the others released exactly")
 
     def privacy_statement(self, plan):
-        names = ", ".join(LETTERS[j] for j in plan.parameters["sensitive"])
+        # By the names the public files use where the plan knows them (a plan made from a table), else by letters.
+        labels = plan.variable_names or LETTERS
+        names = ", ".join(labels[j] for j in plan.parameters["sensitive"])
         return (f"epsilon={plan.calibration.epsilon:g} differential privacy for the sensitive attributes only "
                 f"({names}): neighbours differ in the sensitive attributes of one record, its insensitive attributes "
                 "and n being public (weaker than record-level DP); Laplace noise on the coefficients of sets with a "
