@@ -365,6 +365,9 @@ API_CASES = [
     ("unknown variable", _model("[AQ]"), "model names unknown variable 'Q' in [AQ]"),
     ("variable twice", _model("[AA]"), "margin [AA] names a variable twice"),
     ("text outside brackets", _model("[AB]x"), "'x' is outside brackets"),
+    ("all-K-way past the variables", _model("all-7-way"),
+     "'all-7-way' asks for margins of 7 variables; the table has 6 (give all-1-way to all-6-way)"),
+    ("all-0-way", _model("[AB] all-0-way"), "'all-0-way' asks for margins of 0 variables"),
     # release parameters
     ("zero epsilon", _release(epsilon=0), "epsilon must be a positive finite number, not 0"),
     ("negative epsilon", _release(epsilon=-1), "epsilon must be a positive finite number, not -1"),

@@ -45,6 +45,28 @@ def test_names_and_letters_give_the_same_model():
 
 
 
+def test_all_k_way_is_every_margin_of_k_variables():
+    # Rochdale has 8 variables: C(8, 2) = 28 two-way margins, written out by hand as letter pairs.
+    table = builtin_table("rochdale")
+    pairs = "".join(f"[{a}{b}]" for i, a in enumerate("ABCDEFGH") for b in "ABCDEFGH"[i + 1:])
+    assert len(parse_model("all-2-way", table).generators) == 28
+    assert parse_model("all-2-way", table) == parse_model(pairs, table)
+    assert parse_model("ALL-2-WAY", table) == parse_model("[all-2-way]", table) == parse_model(pairs, table)
+    # with other generators, in brackets or beside them; the margins inside a larger one are dropped as usual
+    mixed = parse_model("all-2-way [ABC]", table)
+    assert mixed == parse_model("[all-2-way][ABC]", table) == parse_model(pairs + "[ABC]", table)
+    assert set(mixed.dropped) == {(0, 1), (0, 2), (1, 2)}
+    assert parse_model("all-1-way", table).generators == tuple((j,) for j in range(8))
+    assert parse_model("all-8-way", table).generators == (tuple(range(8)),)
+
+
+def test_a_variable_named_like_the_shorthand_is_the_variable():
+    frame = pd.DataFrame({"all-2-way": list("xxxxyyyy"), "b": list("ppqqppqq"), "c": list("uvuvuvuv"),
+                          "count": range(1, 9)})
+    table = table_from_frame(frame)
+    assert parse_model("[all-2-way]", table).generators == ((0,),)
+    assert parse_model("all-1-way", table).generators == ((0,), (1,), (2,))
+
 
 def test_maximal_margins_agree_with_every_pair_compared():
     # The subset scan (small margins) and the pair comparison (margins past SUBSET_SCAN_MAX_SIZE) against the

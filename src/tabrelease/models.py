@@ -210,11 +210,12 @@ _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 def _generator_tokens(spec: str) -> list[str]:
     spec = spec.strip()
     if "[" in spec or "]" in spec:
-        tokens = _BRACKET.findall(spec)
-        leftover = _BRACKET.sub("", spec).strip()
-        if leftover:
-            raise TabreleaseError(f"cannot read model {spec!r}: {leftover!r} is outside brackets")
-        return [t.strip() for t in tokens]
+        tokens = [t.strip() for t in _BRACKET.findall(spec)]
+        # Outside brackets only the all-K-way shorthand ("all-2-way [ABC]"), which is never a letter run.
+        leftover = [t for t in re.split(r"[\s+]+", _BRACKET.sub(" ", spec)) if t]
+        if any(_ALL_K_WAY.fullmatch(t) is None for t in leftover):
+            raise TabreleaseError(f"cannot read model {spec!r}: {' '.join(leftover)!r} is outside brackets")
+        return leftover + tokens
     return [t for t in re.split(r"[\s+]+", spec) if t]
 
 
@@ -261,6 +262,23 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
     return tuple(sorted(axes))
 
 
+# "all-2-way": every margin of that many variables (the workload of the frontier and of most DP marginal studies).
+_ALL_K_WAY = re.compile(r"all-(\d+)-way", re.IGNORECASE)
+
+
+def _margins_of_token(token: str, table: ContingencyTable) -> list[Margin]:
+    """The margins one token names: one margin, or every K-variable margin for ``all-K-way`` (a variable of that
+    name, or a label for people, is taken as the variable)."""
+    shorthand = _ALL_K_WAY.fullmatch(token.strip())
+    if shorthand is None or token.strip() in table.variables or _labelled_axis(token.strip(), table) is not None:
+        return [_resolve_generator(token, table)]
+    size = int(shorthand.group(1))
+    if not 1 <= size <= table.k:
+        raise TabreleaseError(f"{token.strip()!r} asks for margins of {size} variables; the table has {table.k} "
+                              f"(give all-1-way to all-{table.k}-way)")
+    return list(combinations(range(table.k), size))
+
+
 def parse_model(spec: str | HierarchicalModel, table: ContingencyTable) -> HierarchicalModel:
     """Read bracket notation against a table's variables (names, or letters by position).
 
@@ -268,7 +286,8 @@ def parse_model(spec: str | HierarchicalModel, table: ContingencyTable) -> Hiera
     ----------
     spec : str or HierarchicalModel
         Bracket notation (``"[AB][BC]"``, ``"[sex,age][region]"``; without brackets, generators separated by spaces or
-        plus signs), or a model (checked against the table and returned).
+        plus signs), or a model (checked against the table and returned). ``all-K-way``, alone or as one of the
+        generators (``"all-2-way [ABC]"``), stands for every margin of K variables.
     table : ContingencyTable
         The table whose variables the notation names.
 
@@ -292,7 +311,7 @@ def parse_model(spec: str | HierarchicalModel, table: ContingencyTable) -> Hiera
     tokens = _generator_tokens(str(spec))
     if not tokens:
         raise TabreleaseError(f"the model {spec!r} has no margins")
-    return make_model([_resolve_generator(t, table) for t in tokens], table.k)
+    return make_model([g for t in tokens for g in _margins_of_token(t, table)], table.k)
 
 
 def default_model(table: ContingencyTable) -> HierarchicalModel:

@@ -530,7 +530,8 @@ SETTINGS: tuple[Setting, ...] = (
             _text, choices=(ADD_REMOVE, REPLACE), default=ADD_REMOVE),
     Setting("sensitive", "the sensitive-attribute unit (sensitive-attributes mechanism, with --neighbours replace): "
             "the protected variables (names, letters, or names for people)", name_list, metavar="VAR,VAR"),
-    Setting("margins", "margins to release, e.g. '[AB][BC]'; default: the table's paper model", _text),
+    Setting("margins", "margins to release, e.g. '[AB][BC]' or all-2-way (every two-way margin); default: the "
+            "table's paper model", _text),
     Setting("mechanism", "planned (default: noise planned per block, least squares, controlled rounding), auto (the "
             "paper's: Fourier for all-binary tables, Efron-Stein otherwise), or another registered mechanism",
             _text, default=DEFAULT_MECHANISM),

@@ -14,7 +14,8 @@ def register(subparsers) -> None:
         "margins make the MLE not exist, fit the extended MLE on the facial set and adjust the degrees of freedom.",
     )
     add_table_arguments(parser)
-    parser.add_argument("--model", help="bracket notation, e.g. '[AB][BC]'; default: the built-in table's paper model")
+    parser.add_argument("--model", help="bracket notation, e.g. '[AB][BC]' or all-2-way; default: the built-in "
+                        "table's paper model")
     parser.add_argument("--tol", type=positive_float, default=None, help="tolerance on the fitted margins, in counts")
     parser.add_argument("--max-iter", type=int, default=None, help="cap on IPF cycles plus Newton steps")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a summary")
