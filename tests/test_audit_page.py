@@ -309,6 +309,7 @@ def test_the_page_says_where_the_release_barely_tells_its_total(tmp_path):
                  "reaches 0.")
     assert paragraph in page and "so its 95% interval reaches 0" not in page  # the reference's words not pasted
     assert "a total the release barely tells" in page  # the warning, among the audit's warnings
+    assert "This release is empty" not in page and "the release is empty (every released cell 0)" not in page
     base = simulated["reference"][: -len(said)]
     # Another level, and the work limit's words after it (the reference's order): both read back.
     from tabrelease.error_model import BATCHES_LIMITED, FIRST_BATCH_KEPT
@@ -358,3 +359,13 @@ def test_an_empty_release_s_page_says_why_its_fit_figures_are_not_defined(tmp_pa
     assert f"<tr><th>G² released</th><td>{said}</td></tr>" in page
     assert f"<tr><th>MLE distance, original vs released</th><td>{said}</td></tr>" in page
     assert "the released margins are inconsistent" not in page and "not defined: no released table" not in page
+    # Its error is exactly n in every margin (each released cell 0): the page says so, with the interval's upper end
+    # (1.96 x 126, the noise in the total's sd as the barely-tells paragraph gives it), and the warning says it too.
+    assert ("This release is empty</strong>: every released cell is 0, so each margin's L1 error is exactly the "
+            "table's total, which the release does not tell; by the same interval it is at most about 1.96 × 126 = "
+            "247. The simulated figures above are those of releases of an empty world") in page
+    import html
+
+    assert ("the release is empty (every released cell 0): each margin's error is exactly the table's total"
+            in html.unescape(page))
+    assert "a total the release barely tells" not in page  # the empty release's warning in its place

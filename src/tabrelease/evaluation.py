@@ -420,7 +420,7 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     -------
     list of str
         The warnings: a released total more than 10% off n, categories released as zero, a refit that did not
-        converge, a simulated error whose world's total the release barely tells.
+        converge, a simulated error whose world's total the release barely tells (an empty release: its error is n).
     """
     out = []
     # What a publisher must see before publishing (internal: these read the true counts).
@@ -438,7 +438,10 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     from .error_model import TOTAL_UNCERTAIN
 
     simulated = evaluation.simulated_errors
-    if simulated and TOTAL_UNCERTAIN.partition("{")[0] in simulated["reference"]:
+    if simulated and TOTAL_UNCERTAIN.partition("{")[0] + "0 " in simulated["reference"]:
+        out.append("the release is empty (every released cell 0): each margin's error is exactly the table's total, "
+                   "which the release does not tell; the simulated error is that of an empty world's releases")
+    elif simulated and TOTAL_UNCERTAIN.partition("{")[0] in simulated["reference"]:
         out.append("the simulated error rests on a total the release barely tells (the released total is within the "
                    "noise's interval of 0): it can be far from the error at the true total; a rough "
                    "guide only")

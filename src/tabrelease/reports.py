@@ -761,6 +761,16 @@ and the larger it is, the more the noise had to be corrected before any table co
                        "interval for the total reaches 0. The runs' totals are then little more than draws of that "
                        "noise, and the simulated error is that of the totals the release allows: it can be far from "
                        "the error at the true total. Read it as a rough guide only.</p>\n<p>")
+            if float(uncertain["total"]) == 0:
+                # Every released cell is 0, so each margin's L1 error is the truth's total, whatever the noise was;
+                # the released total is 0 and the fitted one cannot be negative, so n - 0 is below z sd about as
+                # often as the level says (the same interval, its upper end).
+                out.append("<strong class=\"bad\">This release is empty</strong>: every released cell is 0, so each "
+                           "margin's L1 error is exactly the table's total, which the release does not tell; by the "
+                           f"same interval it is at most about {t(uncertain['z'])} × {t(uncertain['sd'])} = "
+                           f"{t(format(float(uncertain['z']) * float(uncertain['sd']), '.3g'))}. The "
+                           "simulated figures above are those of releases of an empty world, not of this table."
+                           "</p>\n<p>")
         # Audits of estimators other than least squares, and those written before 75c92d6, reflect it instead.
         if TOTALS_REFLECTED in sim["reference"]:  # and one written before the total was varied says nothing of it
             out.append("The world's total is varied from run to run because the released total is noisy too, and "
