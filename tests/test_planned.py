@@ -227,6 +227,13 @@ def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
     assert main(["plan", "czech", "--target-l1", "20", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["epsilon_needed_for_all"] == pytest.approx(max(needed.values()))
+    # In words, the unbiased figure is called an upper one, and the way to the fitted release's epsilon is named.
+    assert main(["plan", "czech", "--target-l1", "20"]) == 0
+    words = capsys.readouterr().out
+    assert f"all margins at once: epsilon {max(needed.values()):.4g}" in words
+    assert "an upper figure: --reference TABLE" in words.splitlines()[-1]
+    assert main(["plan", "czech", "--target-l1", "20", "--reference", "czech"]) == 0
+    assert "an upper figure" not in capsys.readouterr().out
     assert main(["plan", "czech"]) == 2
     assert "give --epsilon (the errors it gives) or --target-l1" in capsys.readouterr().err
 

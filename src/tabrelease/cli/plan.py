@@ -80,6 +80,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r['margin']:<{width}} {shown:>12}")
         needed = f"beyond {EPSILON_RANGE[1]:g}" if overall is None else f"{overall:.4g}"
         print(f"all margins at once: epsilon {needed} (the plan is made for all of them together)")
+        if reference is None:  # where the fit's non-negativity helps (sparse tables), the figure overspends
+            print("an upper figure: --reference TABLE (a public table like this one: an old census, a synthetic "
+                  "one) gives the epsilon of the fitted, rounded release, which non-negativity lowers on sparse or "
+                  "small tables")
         return 0
     low, high = PLANNING_EPSILON_RANGE
     for epsilon in args.epsilon:  # past this range the planning arithmetic overflows
