@@ -253,6 +253,25 @@ def test_a_plan_that_cannot_be_rebuilt_with_the_published_scales_is_refused(tmp_
         model_test(out, "[v0][v1][v2]", bootstrap=19)
 
 
+@pytest.mark.parametrize("options", [{"plan_objective": "max-cell-variance"}, {"plan_candidates": "closure"},
+                                     {"plan_objective": "max-cell-variance", "plan_candidates": "closure"}])
+def test_a_release_planned_with_other_settings_is_rebuilt_and_tested(tmp_path, options):
+    """--plan-objective and --plan-candidates change the plan (Czech's model, here checked against the default's
+    blocks): release.json records them, and the plan rebuilt from it has the published blocks and scales, so `test`
+    runs (a new user's trial found such releases refused as made by another version)."""
+    table = tr.builtin_table("czech")
+    spec = tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1, options=options)
+    done = tr.publish_release(table, spec, tmp_path / "r")
+    default = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=1))
+    blocks = [(b.query, b.variables, b.relative_scale) for b in done.release.plan.design.blocks]
+    assert blocks != [(b.query, b.variables, b.relative_scale) for b in default.plan.design.blocks]
+    plan = published_plan(read_public_release(tmp_path / "r"))
+    assert [(b.query, b.variables) for b in plan.design.blocks] == [(q, v) for q, v, _ in blocks]
+    assert plan.calibration.scale * np.array([b.relative_scale for b in plan.design.blocks]) == pytest.approx(
+        done.release.plan.calibration.scale * np.array([r for _, _, r in blocks]), rel=1e-9)
+    assert 0 < model_test(tmp_path / "r", "[A][B][C][D][E][F]", bootstrap=19).p_value <= 1
+
+
 def test_the_replicates_are_released_with_the_recorded_estimator_and_rounding(tmp_path):
     rng = np.random.default_rng(3)
     counts = _independent_table(rng, (2, 2, 3), 600)

@@ -170,7 +170,13 @@ def published_plan(release: PublicRelease):
         raise TabreleaseError("a release under a sensitive-attribute unit is not tested here (its plan needs the "
                               "attributes the release was made for)")
     try:
-        options = {"public_total": True} if d.get("parameters", {}).get("total_is_public") else {}
+        from .mechanisms.planned import PLAN_SETTING_PARAMETERS
+
+        parameters = d.get("parameters") or {}
+        options = {"public_total": True} if parameters.get("total_is_public") else {}
+        # The planner's settings the release recorded (those not the default), for the planned mechanism only.
+        options.update({option: value for key, (option, value) in PLAN_SETTING_PARAMETERS.items()
+                        if parameters.get(key) and d.get("mechanism") == "planned"})
         # The recorded estimator and rounding: the replicates must be released exactly as the release was.
         spec = ReleaseSpec(loss=loss_of(float(d["epsilon"]), d.get("delta") or None), unit=d["neighbours"],
                            mechanism=d["mechanism"], options=options, estimator=d.get("estimator"),

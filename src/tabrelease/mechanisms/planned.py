@@ -16,7 +16,7 @@ import numpy as np
 from ..bases import coefficient_basis, coefficients, integer_coefficients
 from ..measurements import EXACT, MARGIN_CELLS, Measurement, measured
 from ..noise import gaussian_calibration, laplace_calibration
-from ..planning import TOTAL_SQUARED_ERROR, expected_margin_errors, plan_measurements
+from ..planning import MAX_CELL_VARIANCE, TOTAL_SQUARED_ERROR, expected_margin_errors, plan_measurements
 from ..postprocessing import CONTROLLED, LEAST_SQUARES, LOCAL_LEAST_SQUARES
 from ..tables import margin_of, total_of
 from ._base import Mechanism, MechanismPlan, no_paper_calibration
@@ -95,7 +95,7 @@ class Planned(Mechanism):
         estimator, estimator_options, note = _estimator_for(tuple(shape), tuple(margins))
         notes += note
         return MechanismPlan(self.name, tuple(shape), tuple(margins), _calibrate(design, epsilon, delta, neighbours),
-                             estimator, parameters={"total_is_public": int(bool(options.get("public_total")))},
+                             estimator, parameters=_recorded_parameters(options),
                              notes=notes, rounding=CONTROLLED, design=design, estimator_options=estimator_options)
 
     def rescale(self, plan, epsilon):
@@ -143,6 +143,23 @@ CANDIDATES_NOT_ABOVE_NOTE = ("the plan measured only the released margins' own s
                              f"cells (at most {GLOBAL_MAX_CELLS} cells)")
 CANDIDATES_BOUNDED_NOTE = ("with more than {limit} variables not every set's margin was a candidate: the released "
                            "margins' sets, each with up to {extra} more variables, and the full table")
+
+
+# The planner's settings that change the plan, recorded in release.json's parameters (numbers only) where they are
+# not the default, so that the plan can be rebuilt from the public bundle (`inference.published_plan`, which reads
+# them back): a release made with them was otherwise refused by `test` (a new user's trial).
+PLAN_SETTING_PARAMETERS = {"objective_max_cell_variance": ("plan_objective", MAX_CELL_VARIANCE),
+                           "candidates_closure": ("plan_candidates", "closure")}
+
+
+def _recorded_parameters(options) -> dict:
+    """release.json's parameters of a planned release: whether the total is public, and the planner's settings
+    that are not the default (`PLAN_SETTING_PARAMETERS`), as 1."""
+    recorded = {"total_is_public": int(bool(options.get("public_total")))}
+    for key, (option, value) in PLAN_SETTING_PARAMETERS.items():
+        if options.get(option) == value:
+            recorded[key] = 1
+    return recorded
 
 
 def _candidate_notes(shape, distribution, over_cells) -> tuple[str, ...]:
