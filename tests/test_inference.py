@@ -328,6 +328,33 @@ def test_a_model_may_name_variables_as_the_published_files_do(tmp_path):
     assert by_letter.model == "[wife_active][wife_over_38]"  # the model as the public files name it, not "[A][B]"
 
 
+def test_a_margin_file_with_its_columns_reordered_is_refused(tmp_path):
+    """Two variables of the same levels (yes/no): a file whose columns were swapped after the release would be read
+    transposed, its test run on the wrong margin (a new user's trial: exit 0, smoker's estimate swapped with
+    drinker's). The header names the columns, so it is refused; the file as released is read again."""
+    import pandas as pd
+
+    counts = np.array([[[30, 12], [9, 25]], [[14, 8], [11, 40]]])
+    table = tr.ContingencyTable(("smoker", "drinker", "region"), (("no", "yes"), ("no", "yes"), ("n", "s")),
+                                counts, "yn")
+    out = tmp_path / "r"
+    tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1), (2,)], mode="simulation",
+                                             seed=1), out)
+    path = out / "public" / "smoker__drinker.csv"
+    frame = pd.read_csv(path, dtype=str)
+    assert list(frame.columns) == ["smoker", "drinker", "count"]
+    before = model_test(out, "[smoker][drinker][region]", bootstrap=19, seed=1, intervals=False)
+    frame[["drinker", "smoker", "count"]].to_csv(path, index=False)
+    with pytest.raises(TabreleaseError, match=r"smoker__drinker.csv's columns are headed drinker, smoker, not "
+                                              r"smoker, drinker as release.json gives them"):
+        model_test(out, "[smoker][drinker][region]", bootstrap=19, seed=1, intervals=False)
+    frame.set_axis(["smoker", "drinker", "count"], axis=1).to_csv(path, index=False)  # as released again
+    assert model_test(out, "[smoker][drinker][region]", bootstrap=19, seed=1, intervals=False) == before
+    # The bundle's release.json named in place of its folder is read as the folder (it said "holds no release.json").
+    assert model_test(out / "public" / "release.json", "[smoker][drinker][region]", bootstrap=19, seed=1,
+                      intervals=False) == before
+
+
 def test_margins_edited_after_the_release_are_refused(tmp_path):
     """A count edited in public/ (the margins no longer agree) was tested as if it were the release (a new user's
     trial); now refused, as a negative count is."""

@@ -86,6 +86,8 @@ def read_public_release(folder: str | Path) -> PublicRelease:
     from .tables.readers import read_csv_frame
 
     folder = Path(folder)
+    if folder.name == "release.json" and folder.is_file():  # the bundle's own file named: its folder is meant
+        folder = folder.parent
     public = folder / "public" if (folder / "public" / "release.json").is_file() else folder
     path = public / "release.json"
     if not path.is_file():
@@ -110,6 +112,14 @@ def read_public_release(folder: str | Path) -> PublicRelease:
         frame = read_csv_frame(public / entry["file"])
         if frame.shape[1] != len(axes) + 1:
             raise TabreleaseError(f"{entry['file']} does not have the columns release.json gives it")
+        # The columns are read by position: a file whose variables' columns were reordered (by hand, by a
+        # spreadsheet) would be read transposed where the levels allow it. Each must be headed by its variable's
+        # name for people, or its own name, in the order release.json gives.
+        headers = [str(c).strip() for c in frame.columns[:-1]]
+        if any(h not in (labels[a].strip(), variables[a].strip()) for h, a in zip(headers, axes)):
+            expected = ", ".join(labels[a] for a in axes)
+            raise TabreleaseError(f"{entry['file']}'s columns are headed {', '.join(headers)}, not {expected} as "
+                                  "release.json gives them (reordered or renamed after the release?)")
         counts = np.zeros([len(levels[a]) for a in axes])
         try:
             index = tuple(np.array([shown[a].index(x) if x in shown[a] else levels[a].index(x)

@@ -250,6 +250,11 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
     if (axis := _labelled_axis(token, table)) is not None:
         return (axis,)
     # A run of letters: each letter is a variable's own one-letter name or its position letter.
+    if len(token) > 1 and not all(ch in table.variables or ch in table.letters for ch in token) and not (
+            token.isalpha() and token.isupper()):
+        # A word, not a run of letters ("age" where the table has no such variable): named whole.
+        raise TabreleaseError(f"model names unknown variable {token!r} in [{token}]; the table has "
+                              + ", ".join(table.variables))
     axes = []
     for ch in token:
         if ch in table.variables or ch in table.letters:
