@@ -355,30 +355,6 @@ def test_a_margin_file_with_its_columns_reordered_is_refused(tmp_path):
                       intervals=False) == before
 
 
-def test_cells_released_as_zero_bring_a_caution_counted_from_the_files(tmp_path, capsys):
-    """A release whose margins hold cells released as 0 (a sparse table at small epsilon): the test's p-value is
-    liberal there (benchmarks/bench_inference_sparse.py), and the result says so, with the zero cells counted from
-    the public CSV files themselves; a dense release at large epsilon has none and no caution."""
-    import pandas as pd
-
-    counts = np.array([[[40, 25], [20, 35]], [[30, 30], [1, 0]]])  # the [v0,v1] margin's cell (1, 1) holds 1
-    sparse = _release(tmp_path, counts, [(0, 1), (1, 2), (0, 2)], epsilon=0.5, seed=2)
-    files = [sparse / "public" / m["file"] for m in json.loads((sparse / "public/release.json").read_text())["margins"]]
-    zeros = sum(int((pd.read_csv(f)["count"] == 0).sum()) for f in files)
-    assert zeros > 0
-    result = model_test(sparse, "[v0,v1][v2]", bootstrap=19, seed=1)
-    assert result.released_zero_cells == zeros
-    assert result.caution.startswith(f"the released margins hold {zeros} cells released as 0")
-    assert result.as_dict()["caution"] == result.caution
-    from tabrelease.cli import main
-
-    assert main(["test", str(sparse), "--model", "[v0,v1][v2]", "--bootstrap", "19", "--quiet"]) == 0
-    assert f"caution      the released margins hold {zeros} cells released as 0" in capsys.readouterr().out
-    dense = _release(tmp_path, counts * 100 + 50, [(0, 1), (1, 2), (0, 2)], epsilon=2.0, seed=5)
-    result = model_test(dense, "[v0,v1][v2]", bootstrap=19, seed=1)
-    assert result.released_zero_cells == 0 and result.caution is None and result.as_dict()["caution"] is None
-
-
 def test_margins_edited_after_the_release_are_refused(tmp_path):
     """A count edited in public/ (the margins no longer agree) was tested as if it were the release (a new user's
     trial); now refused, as a negative count is."""

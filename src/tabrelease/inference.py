@@ -245,8 +245,6 @@ class ModelTest:
     intervals : tuple of dict
         Per cell of each of the model's margins: its variables and levels, the fitted probability and the
         noise-aware interval (`low`, `high`) from the same bootstrap.
-    released_zero_cells : int
-        Cells of the released margins released as 0; where there are any, `caution` says the p-value runs small.
     """
 
     model: str
@@ -259,18 +257,6 @@ class ModelTest:
     seed: int
     level: float = 0.95
     intervals: tuple = ()
-    released_zero_cells: int = 0
-
-    @property
-    def caution(self) -> str | None:
-        """Where the released margins hold cells released as 0: the p-value is liberal there
-        (`benchmarks/bench_inference_sparse.py`: a true model rejected more often than the level among such
-        releases), read from public values only; None where there are none."""
-        if not self.released_zero_cells:
-            return None
-        return (f"the released margins hold {self.released_zero_cells} cells released as 0 (the non-negative fit "
-                "clips small counts to 0): there the noise-aware p-value runs small, rejecting a true model more "
-                "often than its level says; read a p-value near the level with care")
 
     @property
     def p_value_error(self) -> float:
@@ -288,8 +274,7 @@ class ModelTest:
         return {"model": self.model, "g2": self.g2, "df": self.df, "p_value_naive": self.p_value_naive,
                 "p_value": self.p_value, "p_value_error": self.p_value_error, "bootstrap": self.bootstrap,
                 "n": self.n, "seed": self.seed, "method": "parametric bootstrap through the published plan",
-                "level": self.level, "intervals": list(self.intervals),
-                "released_zero_cells": self.released_zero_cells, "caution": self.caution}
+                "level": self.level, "intervals": list(self.intervals)}
 
 
 def _fits(targets_by_margin: Sequence[np.ndarray], margins, shape, batch_ndim: int) -> np.ndarray:
@@ -403,8 +388,7 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
                           "shown": [f"{(release.labels or release.variables)[a]}="
                                     f"{(release.level_labels or release.levels)[a][i]}" for a, i in zip(g, index)],
                           "probability": float(estimate[index]), "low": float(low[index]), "high": float(high[index])})
-    zeros = int(sum(np.count_nonzero(np.asarray(m) == 0) for m in release.released))
-    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells), zeros)
+    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells))
 
 
 def _check_settings(bootstrap, level, intervals: bool, jobs) -> None:

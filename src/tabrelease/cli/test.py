@@ -50,8 +50,6 @@ def run(args) -> int:
           f"({result.bootstrap} releases of tables drawn from the fitted model, n = {result.n:.0f}, by the published "
           f"plan; seed {result.seed})")
     print(f"             {result.p_value_naive:.4g} nominal (chi-squared, as if the released margins were counts)")
-    if result.caution:
-        print(f"caution      {result.caution}")
     if args.intervals:
         print(f"the model's cell probabilities, each with its own {100 * result.level:g}% noise-aware interval (not "
               "simultaneous):")
