@@ -272,6 +272,25 @@ def test_a_release_planned_with_other_settings_is_rebuilt_and_tested(tmp_path, o
     assert 0 < model_test(tmp_path / "r", "[A][B][C][D][E][F]", bootstrap=19).p_value <= 1
 
 
+def test_margins_asked_inside_a_released_one_are_weighed_again_when_the_plan_is_rebuilt(tmp_path):
+    """[AB][CD][C] on Titanic releases AB and CD, and the plan weighs C too (with closure candidates, its scales
+    differ from [AB][CD]'s): release.json's plan records C as weighed inside, and the rebuilt plan has the published
+    scales, so `test` runs (a review found it refused)."""
+    table = tr.builtin_table("titanic")
+    options = {"plan_candidates": "closure"}
+    done = tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins="[AB][CD][C]", mode="simulation",
+                                                    seed=1, options=options), tmp_path / "r")
+    outer = tr.release_margins(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins="[AB][CD]", mode="simulation",
+                                                     seed=1, options=options))
+    scales = [done.release.plan.block_scale(b.query, b.variables) for b in done.release.plan.design.blocks]
+    assert scales != pytest.approx([outer.plan.block_scale(b.query, b.variables) for b in outer.plan.design.blocks])
+    document = json.loads((tmp_path / "r/public/release.json").read_text())
+    assert document["plan"]["weighed_inside"] == [[table.variables[2]]]
+    plan = published_plan(read_public_release(tmp_path / "r"))
+    assert [plan.block_scale(b.query, b.variables) for b in plan.design.blocks] == pytest.approx(scales, rel=1e-9)
+    assert 0 < model_test(tmp_path / "r", "[A][B][C][D]", bootstrap=19).p_value <= 1
+
+
 def test_the_replicates_are_released_with_the_recorded_estimator_and_rounding(tmp_path):
     rng = np.random.default_rng(3)
     counts = _independent_table(rng, (2, 2, 3), 600)

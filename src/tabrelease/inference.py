@@ -191,7 +191,9 @@ def published_plan(release: PublicRelease):
         spec = ReleaseSpec(loss=loss_of(float(d["epsilon"]), d.get("delta") or None), unit=d["neighbours"],
                            mechanism=d["mechanism"], options=options, estimator=d.get("estimator"),
                            rounding=d.get("rounding"), mode=SIMULATION, seed=0)
-        plan = plan_release(release.shape, list(release.margins), spec, release.variables)
+        # The margins asked for inside the released ones, which the plan weighed (release.json's plan records them).
+        inside = [tuple(release.variables.index(v) for v in g) for g in (d.get("plan") or {}).get("weighed_inside", [])]
+        plan = plan_release(release.shape, list(release.margins) + inside, spec, release.variables)
         published = [(b["query"], tuple(release.variables.index(v) for v in b["variables"]), float(b["scale"]))
                      for b in (d.get("plan") or {}).get("blocks", [])]
         scale = float(d["noise"]["scale"])

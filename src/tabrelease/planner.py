@@ -82,6 +82,8 @@ def plan_release(shape: Sequence[int], margins: Sequence[Margin], spec: ReleaseS
     plan = chosen.plan(shape, tuple(generators), spec.epsilon, neighbours=spec.neighbours, delta=delta,
                        calibration=spec.calibration, options=options)
     plan = replace(plan, implementation=chosen)
+    if dropped and "workload" in options:
+        plan = replace(plan, weighed_inside=tuple(tuple(g) for g in dropped))
     if dropped:
         # A margin inside another asked-for margin is determined by it: not released separately, and said so.
         # Named by the variables where the caller gave them (letters depend on which variables were read).

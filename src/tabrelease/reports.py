@@ -135,7 +135,8 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
     -------
     dict or None
         `total` ("public", "exact (replace neighbours)" or "noised"), `blocks` (query, variables, scale) and
-        `expected_error` (per margin); None for a plan without a design (a mechanism that does not plan blocks).
+        `expected_error` (per margin), and `weighed_inside` where margins asked for inside a released one were
+        weighed by the plan; None for a plan without a design (a mechanism that does not plan blocks).
     """
     from .measurements import MARGIN_CELLS
 
@@ -147,7 +148,10 @@ def plan_description(plan, table: ContingencyTable) -> dict | None:
     else:
         total = "exact (replace neighbours)" if design.public_total else "noised"
     expected = plan.implementation.expected_errors(plan) or {}
+    inside = {"weighed_inside": [[table.variables[j] for j in g] for g in plan.weighed_inside]} \
+        if plan.weighed_inside else {}
     return {
+        **inside,
         "total": total,
         "blocks": [{"query": "margin" if b.query == MARGIN_CELLS else "residual",
                     "variables": [table.variables[j] for j in b.variables],

@@ -64,6 +64,9 @@ class MechanismPlan:
     # The variables' names for people, in axis order, where the plan was made for a table (`prepare_release`): what
     # names the margins wherever a plan or its release is shown (a notebook's box). None: shown by letters.
     variable_names: tuple[str, ...] | None = field(default=None, compare=False)
+    # Margins asked for inside a released one, which a mechanism that weighs its workload planned for (`[A][AB]`
+    # releases AB, A weighed): recorded in release.json's plan so that the plan can be rebuilt from it.
+    weighed_inside: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         # A plan made by a registered mechanism carries it from the start (`plan_release` sets it for any other), so
