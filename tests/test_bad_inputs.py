@@ -364,7 +364,7 @@ API_CASES = [
     ("empty margin", _model("[]"), "the model has an empty margin []"),
     ("unknown variable", _model("[AQ]"), "model names unknown variable 'Q' in [AQ]"),
     ("unknown variable named by a word", _model("[AB][age]"), "model names unknown variable 'age' in [age]; the table "
-     "has A, B, C, D, E, F"),
+     "has a367, p53a, c365, mp58, locc, la10 (or A, B, C, D, E, F)"),
     ("variable twice", _model("[AA]"), "margin [AA] names a variable twice"),
     ("text outside brackets", _model("[AB]x"), "'x' is outside brackets"),
     ("all-K-way past the variables", _model("all-7-way"),

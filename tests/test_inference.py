@@ -369,6 +369,20 @@ def test_a_margin_file_with_its_columns_reordered_is_refused(tmp_path):
         model_test(out, "[smoker][drinker][region]", bootstrap=19, seed=1, intervals=False)
     frame.set_axis(["smoker", "drinker", "count"], axis=1).to_csv(path, index=False)  # as released again
     assert model_test(out, "[smoker][drinker][region]", bootstrap=19, seed=1, intervals=False) == before
+    # Two variables labelled by each other's names: the swapped file is refused too (a review found it read).
+    crossed = tr.ContingencyTable(("v1", "v2", "region"), (("no", "yes"), ("no", "yes"), ("n", "s")), counts, "x",
+                                  metadata={"variables": [{"name": "v1", "label": "v2"}, {"name": "v2", "label": "v1"},
+                                                          {"name": "region"}]})
+    tr.publish_release(crossed, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1), (2,)], mode="simulation",
+                                               seed=1), tmp_path / "x")
+    swapped = tmp_path / "x" / "public" / json.loads((tmp_path / "x/public/release.json").read_text())["margins"][0][
+        "file"]
+    frame = pd.read_csv(swapped, dtype=str)
+    assert list(frame.columns) == ["v2", "v1", "count"]  # the labels, as released
+    model_test(tmp_path / "x", "[v1][v2][region]", bootstrap=19, seed=1, intervals=False)  # read as released
+    frame[["v1", "v2", "count"]].to_csv(swapped, index=False)
+    with pytest.raises(TabreleaseError, match="columns are headed v1, v2, not v2, v1"):
+        model_test(tmp_path / "x", "[v1][v2][region]", bootstrap=19, seed=1, intervals=False)
     # The bundle's release.json named in place of its folder is read as the folder (it said "holds no release.json").
     assert model_test(out / "public" / "release.json", "[smoker][drinker][region]", bootstrap=19, seed=1,
                       intervals=False) == before

@@ -60,6 +60,25 @@ def test_all_k_way_is_every_margin_of_k_variables():
     assert parse_model("all-8-way", table).generators == (tuple(range(8)),)
 
 
+def test_all_k_way_is_counted_before_it_is_listed_and_long_position_letters_are_read():
+    """all-10-way of 20 variables is C(20, 10) = 184,756 margins: refused in one line before any is listed (a review
+    found all-15-way of 30 variables exhausting memory). Past Z the position letters are V27, V28, ...: [V27] is the
+    27th variable alone, as in [V27,A]."""
+    import pytest
+
+    from tabrelease import table_from_microdata
+    from tabrelease.errors import TabreleaseError
+    from tabrelease.models import MAX_SHORTHAND_MARGINS
+
+    wide = table_from_microdata(pd.DataFrame({f"x{i}": ["a", "b"] for i in range(28)}))
+    with pytest.raises(TabreleaseError, match="'all-10-way' names 13123110 margins of this table's 28 variables; "
+                                              f"at most {MAX_SHORTHAND_MARGINS} can be asked for at once"):
+        parse_model("all-10-way", wide)
+    assert len(parse_model("all-3-way", wide).generators) == 3276  # C(28, 3), within the limit
+    assert parse_model("[V27]", wide).generators == ((26,),)
+    assert parse_model("[V27,A]", wide).generators == ((0, 26),)
+
+
 def test_a_variable_named_like_the_shorthand_is_the_variable():
     frame = pd.DataFrame({"all-2-way": list("xxxxyyyy"), "b": list("ppqqppqq"), "c": list("uvuvuvuv"),
                           "count": range(1, 9)})

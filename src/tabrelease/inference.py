@@ -113,10 +113,17 @@ def read_public_release(folder: str | Path) -> PublicRelease:
         if frame.shape[1] != len(axes) + 1:
             raise TabreleaseError(f"{entry['file']} does not have the columns release.json gives it")
         # The columns are read by position: a file whose variables' columns were reordered (by hand, by a
-        # spreadsheet) would be read transposed where the levels allow it. Each must be headed by its variable's
-        # name for people, or its own name, in the order release.json gives.
+        # spreadsheet) would be read transposed where the levels allow it. A column headed by another variable of
+        # the margin (its name for people, or its own name), and not by its own label, is such a reordering. Only
+        # that is refused: a header the reader gives back otherwise than written (a label protected against
+        # spreadsheet formulas, edge spaces) is no sign of one.
         headers = [str(c).strip() for c in frame.columns[:-1]]
-        if any(h not in (labels[a].strip(), variables[a].strip()) for h, a in zip(headers, axes)):
+
+        def names_another(h: str, a: int) -> bool:
+            return h != labels[a].strip() and any(h in (labels[b].strip(), variables[b].strip())
+                                                   for b in axes if b != a)
+
+        if any(names_another(h, a) for h, a in zip(headers, axes)):
             expected = ", ".join(labels[a] for a in axes)
             raise TabreleaseError(f"{entry['file']}'s columns are headed {', '.join(headers)}, not {expected} as "
                                   "release.json gives them (reordered or renamed after the release?)")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from math import prod
+from math import comb, prod
 
 from .errors import TabreleaseError
 from .tables import LETTERS, ContingencyTable
@@ -249,12 +249,19 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
         return (table.variables.index(token),)
     if (axis := _labelled_axis(token, table)) is not None:
         return (axis,)
+    if token in table.letters:  # a position letter of more than one character (V27 past Z)
+        return (table.letters.index(token),)
     # A run of letters: each letter is a variable's own one-letter name or its position letter.
     if len(token) > 1 and not all(ch in table.variables or ch in table.letters for ch in token) and not (
             token.isalpha() and token.isupper()):
-        # A word, not a run of letters ("age" where the table has no such variable): named whole.
-        raise TabreleaseError(f"model names unknown variable {token!r} in [{token}]; the table has "
-                              + ", ".join(table.variables))
+        # A word, not a run of letters ("age" where the table has no such variable): named whole, beside the
+        # names a user types (the published files' names for people, then the variables' own where they differ).
+        from .tables import people_names
+
+        shown = people_names(table)[0]
+        names = ", ".join(shown) + ("" if tuple(shown) == tuple(table.variables) else
+                                    " (or " + ", ".join(table.variables) + ")")
+        raise TabreleaseError(f"model names unknown variable {token!r} in [{token}]; the table has {names}")
     axes = []
     for ch in token:
         if ch in table.variables or ch in table.letters:
@@ -269,6 +276,8 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
 
 # "all-2-way": every margin of that many variables (the workload of the frontier and of most DP marginal studies).
 _ALL_K_WAY = re.compile(r"all-(\d+)-way", re.IGNORECASE)
+# The most margins one all-K-way may name: all-2-way of 140 variables is 9,730; a plan over far more is no release.
+MAX_SHORTHAND_MARGINS = 10_000
 
 
 def _margins_of_token(token: str, table: ContingencyTable) -> list[Margin]:
@@ -281,6 +290,11 @@ def _margins_of_token(token: str, table: ContingencyTable) -> list[Margin]:
     if not 1 <= size <= table.k:
         raise TabreleaseError(f"{token.strip()!r} asks for margins of {size} variables; the table has {table.k} "
                               f"(give all-1-way to all-{table.k}-way)")
+    # Counted before they are listed: all-15-way of 30 variables is 155 million margins, which exhausted memory.
+    count = comb(table.k, size)
+    if count > MAX_SHORTHAND_MARGINS:
+        raise TabreleaseError(f"{token.strip()!r} names {count} margins of this table's {table.k} variables; at most "
+                              f"{MAX_SHORTHAND_MARGINS} can be asked for at once")
     return list(combinations(range(table.k), size))
 
 
