@@ -388,6 +388,22 @@ def test_a_margin_file_with_its_columns_reordered_is_refused(tmp_path):
                       intervals=False) == before
 
 
+def test_a_margin_file_must_list_each_cell_once(tmp_path):
+    """A row repeated (even identically) or left out after the release: the reader took the last row of a repeated
+    cell, and a missing cell as 0 (a new user's trial found a repeated row accepted). Refused in one line."""
+    rng = np.random.default_rng(6)
+    out = _release(tmp_path, _independent_table(rng, (2, 2, 3), 500), [(0, 1), (1, 2)])
+    path = out / "public" / json.loads((out / "public/release.json").read_text())["margins"][1]["file"]
+    rows = path.read_text().splitlines(keepends=True)
+    assert len(rows) == 1 + 6  # the header and the margin's 2 x 3 cells
+    for edited in (rows + rows[-1:], rows[:-1]):
+        path.write_text("".join(edited))
+        with pytest.raises(TabreleaseError, match=f"{path.name} does not list each of its 6 cells once"):
+            read_public_release(out)
+    path.write_text("".join(rows))
+    read_public_release(out)
+
+
 def test_margins_edited_after_the_release_are_refused(tmp_path):
     """A count edited in public/ (the margins no longer agree) was tested as if it were the release (a new user's
     trial); now refused, as a negative count is."""

@@ -134,6 +134,10 @@ def read_public_release(folder: str | Path) -> PublicRelease:
             counts[index] = frame.iloc[:, -1].astype(float).to_numpy()
         except ValueError:
             raise TabreleaseError(f"{entry['file']} has a level or count release.json does not give it") from None
+        # Each cell once, every cell there: a cell listed twice would be read as its last row, one left out as 0.
+        if len(frame) != counts.size or len(set(zip(*index))) != counts.size:
+            raise TabreleaseError(f"{entry['file']} does not list each of its {counts.size} cells once (a row "
+                                  "repeated or left out after the release)")
         margins.append(axes)
         released.append(counts)
     return PublicRelease(variables, levels, tuple(margins), tuple(released), document, labels, shown)
