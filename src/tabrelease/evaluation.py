@@ -438,10 +438,11 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     from .error_model import TOTAL_UNCERTAIN
 
     simulated = evaluation.simulated_errors
-    if simulated and TOTAL_UNCERTAIN.partition("{")[0] + "0 " in simulated["reference"]:
+    barely = bool(simulated) and TOTAL_UNCERTAIN.partition("{")[0] in simulated["reference"]
+    if barely and evaluation.n_released == 0:
         out.append("the release is empty (every released cell 0): each margin's error is exactly the table's total, "
                    "which the release does not tell; the simulated error is that of an empty world's releases")
-    elif simulated and TOTAL_UNCERTAIN.partition("{")[0] in simulated["reference"]:
+    elif barely:
         out.append("the simulated error rests on a total the release barely tells (the released total is within the "
                    "noise's interval of 0): it can be far from the error at the true total; a rough "
                    "guide only")

@@ -24,9 +24,9 @@ the file alone: so every write also appends the head to an **anchor** file, open
 beside the ledger, or $TABRELEASE_LEDGER_ANCHOR: point it at storage where the release process may append but not
 rewrite, e.g. a file with `chattr +a`, or a WORM share). A ledger behind its anchor (fewer records, or other records
 where the anchor saw some) or a path whose anchor names another ledger fails verification. A copy of a ledger that
-still stands where the anchor last saw it written verifies (a backup), but nothing is spent or set in it. Every bundle records its
-charge (ledger id, record number and MAC in internal/charge.json; a random, non-secret release id in public/), and
-`verify_bundles` finds bundles without a charge and charges without a bundle.
+still stands where the anchor last saw it written verifies (a backup), but nothing is spent or set in it. Every
+bundle records its charge (ledger id, record number and MAC in internal/charge.json; a random, non-secret release
+id in public/), and `verify_bundles` finds bundles without a charge and charges without a bundle.
 
 The key is made only by `init_ledger` (`tabrelease ledger init FILE`), in FILE.key, or given in
 $TABRELEASE_LEDGER_KEY (at least 32 characters). The check and the entry happen under one exclusive lock, before
@@ -721,7 +721,7 @@ def _copied_from(path: Path, data: dict, lines: list[dict]) -> str | None:
         return None
     mine = [line for line in lines if line.get("ledger_id") == ledger_id]
     last = mine[-1].get("path") if mine else None
-    return last if mine and _a_copy_of(path, last, ledger_id) else None
+    return last if _a_copy_of(path, last, ledger_id) else None
 
 
 def _a_copy_of(path: Path, last_path, ledger_id: str) -> bool:
