@@ -1,7 +1,7 @@
 """Does the audit's simulated error describe the realised error? Realised / stated, and the quantile's coverage.
 
-    python benchmarks/bench_error_model.py [--releases N] [--truth-runs M] [--jobs J] \
-        > reports/benchmarks/error_model.txt
+    python benchmarks/bench_error_model.py [--releases N] [--truth-runs M] [--jobs J] [--ratio-se S] \
+        [--most-releases K] > reports/benchmarks/error_model.txt
 
 For each frontier table, workload (the model's margins; every two-way margin) and epsilon, the default release is
 drawn from the true table (seeded simulation noise, rounding as released):
@@ -22,7 +22,11 @@ Per point it prints:
   release's audit seeds its runs from its released table (`error_model.audit_seed`), so the audits' own Monte Carlo
   error varies from release to release and the standard errors take it in. At small epsilon one
   release's error varies so much that the audited releases alone would estimate the realised mean no better than
-  the target's width (Edwards, 70 records): hence the M;
+  the target's width (Edwards, 70 records): hence the M. Where the first N releases leave the ratio's standard
+  error above S (0.02), the point takes as many more as make it about S, at most K in all (400), and M grows in
+  proportion (`releases_wanted`: the count reads the standard error alone, never the ratio). With 50 releases at
+  every point, Edwards' ratios at epsilon 0.05 had standard errors about half the band's half-width, too wide to
+  tell a miss of the band from the releases' luck (`git show 54b4f96:reports/benchmarks/error_model.txt`);
 * the same ratio for the plan's unbiased expected L1 (before non-negativity);
 * coverage: the share of the N releases' (release, margin) pairs whose realised error is at most the stated 95%
   quantile, with its standard error (a release's share as the unit); a simulation that described the realised
@@ -42,6 +46,7 @@ import argparse
 import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
+from math import ceil
 
 import numpy as np
 from scipy.stats import norm
@@ -56,40 +61,74 @@ from tabrelease.testing import plan_at
 
 RATIO_TARGET = (0.9, 1.1)
 COVERAGE_TARGET = (0.93, 0.97)
+# Where the first releases leave realised / stated with a standard error above RATIO_SE, the point takes more
+# (`releases_wanted`), at most MOST_RELEASES: a fifth of the target's half-width, so that a point's ratio is known
+# to well within the band.
+RATIO_SE = 0.02
+MOST_RELEASES = 400
 
 
 def _errors(release, truth) -> list[float]:
     return [float(np.abs(np.asarray(m, float) - t).sum()) for m, t in zip(release.released_margins, truth)]
 
 
+def _ratio_and_se(realised: np.ndarray, stated: np.ndarray) -> tuple[float, float]:
+    """Realised / stated mean L1 (means over releases and margins) and its standard error (delta method, a release's
+    mean over margins the unit; numerator and denominator from different releases, so independent)."""
+    per_release_real, per_release_stated = realised.mean(axis=1), stated.mean(axis=1)
+    real_mean, stated_mean = per_release_real.mean(), per_release_stated.mean()
+    ratio = real_mean / stated_mean
+    return float(ratio), float(ratio * np.hypot(per_release_real.std(ddof=1) / np.sqrt(len(realised)) / real_mean,
+                                                per_release_stated.std(ddof=1) / np.sqrt(len(stated)) / stated_mean))
+
+
+def releases_wanted(releases: int, ratio_se: float, target_se: float, most: int) -> int:
+    """How many audited releases make the ratio's standard error about `target_se`, from that of a first `releases`
+    (it falls as one over the square root of the releases): at least `releases`, at most `most`. It reads the
+    standard error alone, never the ratio, so the count cannot lean the ratio toward the target."""
+    if ratio_se <= target_se:
+        return releases
+    return int(min(most, max(releases, ceil(releases * (ratio_se / target_se) ** 2))))
+
+
 def point(args) -> dict:
-    name, workload, epsilon, releases, truth_runs = args
+    name, workload, epsilon, releases, truth_runs = args[:5]
+    target_se, most = args[5:7] if len(args) > 5 else (0.0, releases)
     table = tr.builtin_table(name)
     margins = frontier.workload_margins(table, workload)
     plan = plan_at(table.shape, margins, epsilon)
     planned = get_mechanism("planned").expected_errors(plan)
     truth = [table.margin_counts(g) for g in plan.margins]
-    audited, stated, quantile, covered_union, runs = [], [], [], [], []
-    for r in range(releases):
-        release = run_plan(plan, table.counts, SimulationNoise(seed=1000 * r + 7))
-        found, note = released_table_errors(release, level=0.95)
-        if found is None:
-            raise SystemExit(f"{name}: {note}")
-        errors = _errors(release, truth)
-        audited.append(errors)
-        runs.append(found.runs)
-        stated.append([found.mean_l1[g] for g in plan.margins])
-        quantile.append([found.quantile_l1[g] for g in plan.margins])
-        covered_union.append([e <= planned[g].l1_quantile(0.05) for e, g in zip(errors, plan.margins)])
+    audited, stated, quantile, covered_union, runs, further = [], [], [], [], [], []
     noise = SimulationNoise(seed=7_000_001)  # one stream for the further releases (the audited used 1000 r + 7)
-    further = [_errors(run_plan(plan, table.counts, noise), truth) for _ in range(truth_runs)]
+
+    def audit(first: int, last: int, truth_runs: int) -> None:
+        for r in range(first, last):
+            release = run_plan(plan, table.counts, SimulationNoise(seed=1000 * r + 7))
+            found, note = released_table_errors(release, level=0.95)
+            if found is None:
+                raise SystemExit(f"{name}: {note}")
+            errors = _errors(release, truth)
+            audited.append(errors)
+            runs.append(found.runs)
+            stated.append([found.mean_l1[g] for g in plan.margins])
+            quantile.append([found.quantile_l1[g] for g in plan.margins])
+            covered_union.append([e <= planned[g].l1_quantile(0.05) for e, g in zip(errors, plan.margins)])
+        further.extend(_errors(run_plan(plan, table.counts, noise), truth) for _ in range(truth_runs - len(further)))
+
+    audit(0, releases, truth_runs)
+    # Where the first releases leave the ratio imprecise (a small table at small epsilon, whose error varies most
+    # from release to release), more: as many as the standard error alone asks for, the further releases of the true
+    # table growing in proportion, so that the realised mean's share of the standard error stays as small.
+    _, first_se = _ratio_and_se(np.array(further) if further else np.array(audited), np.array(stated))
+    wanted = releases_wanted(releases, first_se, target_se, most)
+    if wanted > releases:
+        audit(releases, wanted, ceil(truth_runs * wanted / releases))
+    releases = wanted
     audited, stated, quantile = np.array(audited), np.array(stated), np.array(quantile)
     realised = np.array(further) if further else audited
-    per_release_real, per_release_stated = realised.mean(axis=1), stated.mean(axis=1)
-    real_mean, stated_mean = per_release_real.mean(), per_release_stated.mean()
-    ratio = real_mean / stated_mean
-    ratio_se = ratio * np.hypot(per_release_real.std(ddof=1) / np.sqrt(len(realised)) / real_mean,
-                                per_release_stated.std(ddof=1) / np.sqrt(releases) / stated_mean)
+    ratio, ratio_se = _ratio_and_se(realised, stated)
+    real_mean = realised.mean()
     covered = audited <= quantile
     unbiased = np.mean([planned[g].expected_l1 for g in plan.margins])
     # Each margin's own realised / stated mean: a point's ratio averages its margins, and can hide one margin the
@@ -97,8 +136,8 @@ def point(args) -> dict:
     by_margin = realised.mean(axis=0) / stated.mean(axis=0)
     by_margin_se = by_margin * np.hypot(realised.std(axis=0, ddof=1) / np.sqrt(len(realised)) / realised.mean(axis=0),
                                         stated.std(axis=0, ddof=1) / np.sqrt(releases) / stated.mean(axis=0))
-    return {"table": name, "workload": workload, "epsilon": epsilon, "ratio": float(ratio),
-            "ratio_se": float(ratio_se), "ratio_unbiased": float(real_mean / unbiased),
+    return {"table": name, "workload": workload, "epsilon": epsilon, "ratio": ratio,
+            "ratio_se": ratio_se, "ratio_unbiased": float(real_mean / unbiased),
             "coverage": float(covered.mean()),
             "coverage_se": float(covered.mean(axis=1).std(ddof=1) / np.sqrt(releases)),
             "by_margin": [float(v) for v in by_margin], "by_margin_se": [float(v) for v in by_margin_se],
@@ -108,8 +147,9 @@ def point(args) -> dict:
                                                                     for n in runs]))}
 
 
-def _tasks(releases: int, truth_runs: int, epsilons=frontier.EPSILONS):
-    """The distinct points, and for each printed (table, workload, epsilon) the distinct point it is."""
+def _tasks(releases: int, truth_runs: int, epsilons=frontier.EPSILONS, more: tuple = ()):
+    """The distinct points (each task's arguments: table, workload, epsilon, releases, further releases, then
+    `more`), and for each printed (table, workload, epsilon) the distinct point it is."""
     tasks, rows, seen = [], [], {}
     for t in frontier.FRONTIER_TABLES:
         table = tr.builtin_table(t)
@@ -118,45 +158,54 @@ def _tasks(releases: int, truth_runs: int, epsilons=frontier.EPSILONS):
             first = seen.setdefault(key, w)
             for e in epsilons:
                 if first == w:
-                    tasks.append((t, w, e, releases, truth_runs))
+                    tasks.append((t, w, e, releases, truth_runs, *more))
                 rows.append(((t, w, e), (t, first, e)))
     return tasks, rows
 
 
-def run_points(point, epsilons=frontier.EPSILONS):
-    """Parse the command line (--releases, --truth-runs, --jobs), compute `point` at every distinct point in
-    processes: the arguments, the distinct points' results by (table, workload, epsilon), the printed rows (each
-    with the distinct point it is) and the seconds taken."""
+def run_points(point, epsilons=frontier.EPSILONS, *, more_releases: bool = False):
+    """Parse the command line (--releases, --truth-runs, --jobs; with `more_releases`, --ratio-se and
+    --most-releases too, passed on to each task), compute `point` at every distinct point in processes: the
+    arguments, the distinct points' results by (table, workload, epsilon), the printed rows (each with the distinct
+    point it is) and the seconds taken."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--releases", type=int, default=50)
     parser.add_argument("--truth-runs", type=int, default=400)
     parser.add_argument("--jobs", type=int, default=2)
+    if more_releases:
+        parser.add_argument("--ratio-se", type=float, default=RATIO_SE)
+        parser.add_argument("--most-releases", type=int, default=MOST_RELEASES)
     args = parser.parse_args()
     start = time.perf_counter()
-    tasks, rows = _tasks(args.releases, args.truth_runs, epsilons)
+    more = (args.ratio_se, args.most_releases) if more_releases else ()
+    tasks, rows = _tasks(args.releases, args.truth_runs, epsilons, more)
     with ProcessPoolExecutor(args.jobs) as pool:
         found = {(r["table"], r["workload"], r["epsilon"]): r for r in pool.map(point, tasks)}
     return args, found, rows, time.perf_counter() - start
 
 
 def main() -> None:
-    args, found, rows, seconds = run_points(point)
+    args, found, rows, seconds = run_points(point, more_releases=True)
     tasks = list(found)
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; per point "
-          f"{args.releases} default releases each with the audit's simulation (releases of the released margins' "
+          f"{args.releases} default releases (more where realised / stated's standard error was above "
+          f"{args.ratio_se:g}: as many as make it about that, at most {args.most_releases}; the 'releases' column) "
+          f"each with the audit's simulation (releases of the released margins' "
           f"world, each run's of a total the truth's may have had given the release's total, in as many batches of "
           f"{AUDIT_RUNS} as a first batch estimates make the runs' mean known to {MEAN_RELATIVE_SE:.0%}), "
-          f"and {args.truth_runs} further releases of the true table for the realised error; {len(tasks)} distinct "
+          f"and {args.truth_runs} further releases of the true table for the realised error (as many more in "
+          f"proportion where the point took more releases); {len(tasks)} distinct "
           f"points; "
           f"{seconds:.0f} s on {args.jobs} processes")
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'realised/stated':>16} {'(se)':>7} {'realised/unbiased':>18} "
-          f"{'coverage':>9} {'(se)':>6} {'union cover':>12} {'audit runs':>11} {'margins':>8}")
+          f"{'coverage':>9} {'(se)':>6} {'union cover':>12} {'audit runs':>11} {'releases':>9} {'margins':>8}")
     for (t, w, e), source in rows:
         r = found[source]
         same = "" if source[1] == w else f"  (the same margins as {source[1]})"
         print(f"{t:<16} {w:<10} {e:>5g} {r['ratio']:>16.3f} {r['ratio_se']:>7.3f} {r['ratio_unbiased']:>18.3f} "
               f"{r['coverage']:>9.1%} {r['coverage_se']:>6.1%} {r['coverage_union']:>12.1%} "
-              f"{int(np.median(r['audit_runs'])):>11} {min(r['by_margin']):>5.3f}-{max(r['by_margin']):.3f}{same}")
+              f"{int(np.median(r['audit_runs'])):>11} {r['releases']:>9} "
+              f"{min(r['by_margin']):>5.3f}-{max(r['by_margin']):.3f}{same}")
     distinct = list(found.values())
     ratios = np.array([r["ratio"] for r in distinct])
     se = np.array([r["ratio_se"] for r in distinct])
