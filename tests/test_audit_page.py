@@ -63,6 +63,10 @@ def test_at_a_glance_box(tmp_path, capsys):
     # The planned union bound above the quantile is named a bound, not a quantile (a new user's read of stop 42).
     assert "planned 95% bound (a union bound above the quantile, not a quantile)" in html
     assert "quantile (union bound)" not in html
+    # ... and so is it in the paragraph that explains it (which had called it "an upper 95% quantile": an auditor's
+    # read of stop 47).
+    assert "The planned bound is a union bound above the 95% quantile of that error, not a quantile" in html
+    assert "The quantile is an upper" not in html
 
 
 def test_secure_release_box_is_green(tmp_path, capsys):
