@@ -73,6 +73,7 @@ FILE_TIERS = {
     "test_public_separation.py": "e2e",
     "test_randomized_response.py": "unit",
     "test_rap.py": "unit",
+    "test_readme_console.py": "e2e",
     "test_registry.py": "unit",
     "test_release_noise.py": "unit",
     "test_release_spec.py": "e2e",
