@@ -1,7 +1,10 @@
 """Seconds per RAP release (simulation mode) on the built-in tables: the default (T = 1) and an adaptive plan.
 
-Run: python benchmarks/bench_rap.py  (one warm-up release first: imports and OpenDP's first calls)."""
+Run: python benchmarks/bench_rap.py > reports/benchmarks/rap.txt  (one warm-up release first: imports and OpenDP's
+first calls)."""
 
+import os
+import platform
 import statistics
 import time
 
@@ -24,6 +27,10 @@ def seconds(table, options, draws=3):
 
 
 if __name__ == "__main__":
+    import tabrelease as tr
+
+    print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, tabrelease "
+          f"{tr.__version__}; load average before: {os.getloadavg()[0]:.2f}; seconds per release, median and max of 3")
     seconds(builtin_table("edwards"), None, 1)
     for name in BUILTIN_TABLES:
         table = builtin_table(name)

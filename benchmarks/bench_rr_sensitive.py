@@ -1,8 +1,10 @@
 """Errors and times of the randomized-response and sensitive-attributes mechanisms (README figures).
 
-Run: python benchmarks/bench_rr_sensitive.py"""
+Run: python benchmarks/bench_rr_sensitive.py > reports/benchmarks/rr_sensitive.txt"""
 
 import itertools
+import os
+import platform
 import time
 
 import numpy as np
@@ -14,6 +16,10 @@ from tabrelease.workflow import release_margins
 from tabrelease.pipeline import run_plan
 from tabrelease.tables import builtin_table
 
+import tabrelease as tr
+
+print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, tabrelease {tr.__version__}; "
+      f"load average before: {os.getloadavg()[0]:.2f}")
 # Mean L1 error per released margin, 20 seeded draws at epsilon 1, the paper models.
 for name in ["czech", "journey_to_work"]:
     t = builtin_table(name)
