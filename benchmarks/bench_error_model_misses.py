@@ -9,10 +9,11 @@ The audit (`error_model.released_table_errors`) simulates a release on a world b
 released margins' world (`error_model.released_world`), each run's world of a total the truth's may have had given
 the released total. The validation benchmark (`benchmarks/bench_error_model.py`) measures its stated mean L1
 against the realised one. Here, at every frontier table and workload at epsilon 0.05 and 0.1 (where it misses), the
-same N releases of the true table (the validation's seeds) are audited five ways, each stated mean against the
-realised mean of M further releases of the true table (the validation's stream):
+same N releases of the true table (the validation's seeds; its first N where the validation took more) are
+audited five ways, each stated mean against the realised mean of M further releases of the true table (the
+validation's stream):
 
-* ``audit``: the audit as released (its batches), the validation's own column;
+* ``audit``: the audit as released (its batches), the validation's own column where it took N releases;
 * ``true total``: the audit's world (its shape) at the truth's total n, every run (no conditioning on the released
   total): what the audit would state if the release told it n;
 * ``true shape``: the truth's own table scaled to the released total, each run's world of a total the truth's may

@@ -307,10 +307,10 @@ TOTAL_PUBLIC = "; each run's world of the public total, which the release gives 
 # quantile; that noise is a sum of many draws) reaches 0. Each run's world then has a total that is little more than
 # a draw of that noise, and the stated error is that of the totals the release allows, which can be far from the
 # error at the truth's total. On Edwards (70 records) at epsilon 0.05, realised / stated mean L1 was 0.807 and 0.764
-# (its model; every two-way margin), and with the audit's world at the truth's total 1.057 and 1.079
-# (`reports/benchmarks/error_model_misses.txt`; at every point flagged there, the audit stated more than it would
-# at the truth's total). The flag says the figures are a rough guide, not which way they err, nor that the total
-# decides a point's miss: it fires on most of Rochdale's two-way releases at epsilon 0.05 too, whose miss the
+# over 50 releases (its model; every two-way margin), and with the audit's world at the truth's total 1.057 and
+# 1.079 (`reports/benchmarks/error_model_misses.txt`; at Edwards' flagged points there the audit stated more than it
+# would at the truth's total, at two of Rochdale's a little less, within a standard error). The flag says the
+# figures are a rough guide, not which way they err, nor that the total decides a point's miss: it fires on most of Rochdale's two-way releases at epsilon 0.05 too, whose miss the
 # released margins decide. The test is of each release: one whose total came out high is not flagged, though its
 # figures rest on that total too.
 TOTAL_UNCERTAIN = ("; the release barely tells its total: the released total {total} is within {z} standard "
