@@ -26,8 +26,9 @@ Per point it prints:
   error above S (0.02), the point takes as many more as would make it about S, at most K in all (400), and M
   grows in proportion (`releases_wanted`: the count is set once from the first releases' standard error, not by
   where the ratio lies against the band; the bias it can add is about 0.001, in a reviewer's scratch simulation).
-  With 50 releases at every point, Edwards' ratios at epsilon 0.05 had standard errors about half the band's half-width, too wide to
-  tell a miss of the band from the releases' luck (`git show 54b4f96:reports/benchmarks/error_model.txt`);
+  With 50 releases at every point, Edwards' ratios at epsilon 0.05 had standard errors about half the band's
+  half-width, too wide to tell a miss of the band from the releases' luck (`git show
+  54b4f96:reports/benchmarks/error_model.txt`);
 * the same ratio for the plan's unbiased expected L1 (before non-negativity);
 * coverage: the share of the N releases' (release, margin) pairs whose realised error is at most the stated 95%
   quantile, with its standard error (a release's share as the unit); a simulation that described the realised

@@ -310,9 +310,9 @@ TOTAL_PUBLIC = "; each run's world of the public total, which the release gives 
 # over 50 releases (its model; every two-way margin), and with the audit's world at the truth's total 1.057 and
 # 1.079 (`reports/benchmarks/error_model_misses.txt`; at Edwards' flagged points there the audit stated more than it
 # would at the truth's total, at two of Rochdale's a little less, within a standard error). The flag says the
-# figures are a rough guide, not which way they err, nor that the total decides a point's miss: it fires on most of Rochdale's two-way releases at epsilon 0.05 too, whose miss the
-# released margins decide. The test is of each release: one whose total came out high is not flagged, though its
-# figures rest on that total too.
+# figures are a rough guide, not which way they err, nor that the total decides a point's miss: it fires on most of
+# Rochdale's two-way releases at epsilon 0.05 too, whose miss the released margins decide. The test is of each
+# release: one whose total came out high is not flagged, though its figures rest on that total too.
 TOTAL_UNCERTAIN = ("; the release barely tells its total: the released total {total} is within {z} standard "
                    "deviations of 0 (the noise in it has standard deviation {sd}), so its {level}% interval reaches 0")
 
