@@ -18,7 +18,9 @@ Per point, N default releases of the true table (the validation's seeds, 1000 r 
 (`error_model.released_table_errors`, the candidate by replacing the world), against 300 further releases of the
 true table for the realised mean (the stream SimulationNoise(7_000_001)): realised / stated mean L1 and the stated
 95% quantile's coverage of each release's own error, both ways on the same releases (so their difference is
-measured more precisely than either), the mean keep share, and each margin's realised / stated range. Every figure
+measured more precisely than either; the standard error printed beside the change is that of the mean over releases
+of each release's own change of realised / its stated mean), the mean keep share, and each margin's realised / stated
+range. Every figure
 is computed by this run.
 """
 
@@ -36,6 +38,7 @@ import tabrelease as tr
 from tabrelease import error_model as em
 from tabrelease import frontier
 from tabrelease.loglinear.ipf import ipf_to_margins
+from tabrelease.models import maximal_margins
 from tabrelease.noise import SimulationNoise
 from tabrelease.pipeline import run_plan
 from tabrelease.planner import with_post_processing
@@ -50,8 +53,8 @@ TRUTH_RUNS = 300
 
 def lower_order_fit(plan, counts: np.ndarray) -> np.ndarray:
     """The IPF fit of `counts`' margins over each plan margin's subsets one variable smaller (uniform where none)."""
-    subsets = {s for g in plan.margins for s in itertools.combinations(sorted(g), len(g) - 1) if s}
-    generators = [s for s in subsets if not any(set(s) < set(t) for t in subsets)]
+    generators = list(maximal_margins(s for g in plan.margins for s in itertools.combinations(sorted(g), len(g) - 1)
+                                      if s)[0])
     if not generators:
         return np.full(counts.shape, counts.sum() / counts.size)
     fitted, _, _ = ipf_to_margins([margin_counts(counts, g) for g in generators], generators, counts.shape, tol=1e-3,
