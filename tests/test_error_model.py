@@ -15,6 +15,17 @@ from tabrelease.planner import with_post_processing
 from tabrelease.testing import plan_at
 
 
+@pytest.fixture
+def unshrunk(monkeypatch):
+    """The world's later steps (its maximum-entropy table, its move toward the release, its rounding and the audit's
+    runs on it) tested alone: the released table is not shrunk toward its lower-order fit first
+    (`shrunk_toward_lower_order`, tested on its own below)."""
+    from tabrelease import error_model
+
+    monkeypatch.setattr(error_model, "shrunk_toward_lower_order",
+                        lambda plan, counts: (np.asarray(counts, float), None))
+
+
 def test_the_simulated_error_of_noise_as_measured_is_a_gamma():
     """Laplace(b) on every cell of each margin, released as measured (no clipping: every count is far from 0):
     a margin's L1 error is a sum of `cells` exponentials of scale b, a Gamma(cells, b). The simulated mean and
@@ -212,6 +223,7 @@ def test_a_fit_that_fails_in_a_thread_ends_the_simulation_with_its_error(monkeyp
         simulate_errors(plan, table.counts, runs=20)
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_the_world_of_one_way_margins_is_the_independence_table_rounded_without_bias():
     """With the two one-way margins of a 2 x 3 table released, the maximum-entropy table is row x column / n (by
     hand: [[6, 3, 3], [4, 2, 2]] for rows 12, 8 and columns 10, 5, 5, already integers); for other margins
@@ -229,6 +241,7 @@ def test_the_world_of_one_way_margins_is_the_independence_table_rounded_without_
     assert (released_world(plan, released, seed=5)[0] != released_world(plan, released, seed=6)[0]).any()
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_the_world_of_a_hierarchical_workload_has_no_interaction_beyond_its_margins():
     """Every two-way margin of a 2 x 2 x 2 table: the maximum-entropy table with them is the model of no three-way
     interaction, whose three-way log odds ratio is 0 (the released table's own is far from it). Checked on the
@@ -249,6 +262,7 @@ def test_the_world_of_a_hierarchical_workload_has_no_interaction_beyond_its_marg
         assert np.abs(mean.sum(axis=axes) - released.sum(axis=axes)).max() < 0.1
 
 
+@pytest.mark.usefixtures("unshrunk")
 @pytest.mark.parametrize("epsilon, neighbours, share", [
     (1.0, "add-remove", "0.923"),  # b = 1: v = 2, s = 1 - 2 x 2 / 52 = 0.923
     (0.5, "add-remove", "0.692"),  # b = 2: v = 8, s = 1 - 2 x 8 / 52 = 0.692
@@ -277,6 +291,7 @@ def test_where_noise_is_on_every_cell_the_world_moves_toward_the_release_by_the_
     assert np.abs(draws.mean(axis=0) - expected).max() < 0.05
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_the_share_of_gaussian_noise_on_every_cell_takes_its_variance_sigma_squared():
     """The same table with Gaussian noise of standard deviation sigma = 3 on every cell: v = sigma^2 (not 2 sigma^2,
     Laplace's), so s = 1 - 2 x 9 / 52 = 0.654. The planner puts Gaussian noise in residual blocks, never on every
@@ -292,6 +307,7 @@ def test_the_share_of_gaussian_noise_on_every_cell_takes_its_variance_sigma_squa
     assert released_world(plan, np.array([[10, 0, 2], [0, 5, 3]]))[1].endswith(TOWARD_THE_RELEASE + "0.654")
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_plan_without_noise_on_every_cell_keeps_the_smoothest_world():
     """Two disjoint two-way margins of a 2 x 2 x 2 x 2 table, which the plan measures as they are (no block of every
     cell): the world is the maximum-entropy table, the outer product of the two margins over n (by hand), however far
@@ -309,6 +325,7 @@ def test_a_plan_without_noise_on_every_cell_keeps_the_smoothest_world():
     assert np.all((draws == np.floor(expected)) | (draws == np.ceil(expected)))
 
 
+@pytest.mark.usefixtures("unshrunk")
 @pytest.mark.parametrize("epsilon", [0.05, 1.0])
 def test_where_every_cell_is_released_the_world_is_the_released_table(epsilon):
     """A margin of every variable: the table of greatest entropy with it is the released table, which no share moves
@@ -338,6 +355,76 @@ def test_a_world_whose_fit_stops_early_says_how_far_its_margins_are_and_bad_tabl
         released_world(plan, -released)
 
 
+def test_the_lower_order_fit_keeps_each_margins_sub_margins_and_nothing_more():
+    """By hand: with one-way margins the lower-order fit is the uniform table of the total; with every two-way margin
+    of a 2 x 2 x 2 table it is the independence table of the one-way margins (their outer product / n^2); with a
+    three-way margin of a 2 x 2 x 2 x 2 table it keeps that margin's three two-way margins (IPF's fixed point)."""
+    from tabrelease.error_model import lower_order_fit
+
+    table = np.array([[10, 0, 2], [0, 5, 3]])
+    assert np.allclose(lower_order_fit(plan_at((2, 3), [(0,), (1,)], 1.0), table), np.full((2, 3), 20 / 6))
+    cube = np.array([[[40, 2], [3, 10]], [[5, 12], [20, 30]]])
+    n = cube.sum()
+    independence = np.einsum("i,j,k->ijk", cube.sum(axis=(1, 2)), cube.sum(axis=(0, 2)), cube.sum(axis=(0, 1))) / n**2
+    fitted = lower_order_fit(plan_at(cube.shape, [(0, 1), (0, 2), (1, 2)], 1.0), cube)
+    assert np.allclose(fitted, independence, atol=1e-6)
+    four = np.random.default_rng(5).integers(0, 40, size=(2, 2, 2, 2))
+    fitted = lower_order_fit(plan_at(four.shape, [(0, 1, 2), (3,)], 1.0), four)
+    for axes in [(2, 3), (1, 3), (0, 3)]:  # the sums that leave the two-way margins (0, 1), (0, 2), (1, 2)
+        assert np.allclose(fitted.sum(axis=axes), four.sum(axis=axes), atol=1e-2)
+    assert not np.allclose(fitted.sum(axis=3), four.sum(axis=3), atol=1)  # the three-way margin is not kept
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 0.05])
+def test_the_released_margins_are_shrunk_toward_their_lower_order_fit_by_the_share_noise_alone_does_not_make(
+        epsilon):
+    """A released 2 x 3 table with its one-way margins: the lower-order fit q is uniform, and the departure D the
+    sum of the squared departures of its row and column sums from the uniform ones (by hand). D0 is replayed here
+    through the public release path, as `shrunk_toward_lower_order` documents it: 8 releases (without rounding) of q
+    rounded at random ([s, 1 stream 5]), release k with SimulationNoise(s 2^20 + 2^20 - 1 - k), s the audit's seed,
+    each release's departure from its own uniform table. The table stated is q + keep (released - q), keep =
+    max(0, 1 - mean D0 / D) to three figures; at epsilon 0.5 between 0 and 1, at 0.05 (noise far larger than the
+    departure) 0, the lower-order fit itself. The world's description states the share."""
+    from tabrelease.error_model import SHRUNK_TOWARD_LOWER_ORDER, audit_seed, released_world, shrunk_toward_lower_order
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.pipeline import run_plan
+
+    released = np.array([[30, 2, 5], [4, 25, 10]])
+    plan = plan_at(released.shape, [(0,), (1,)], epsilon)
+
+    def departure(t):
+        t = np.asarray(t, float)
+        return (((t.sum(axis=1) - t.sum() / 2) ** 2).sum() + ((t.sum(axis=0) - t.sum() / 3) ** 2).sum())
+
+    q = np.full(released.shape, released.sum() / 6)
+    seed = audit_seed(plan, released)
+    rng = np.random.default_rng([seed, 5])
+    bare = with_post_processing(plan, rounding="none")
+    noise_only = []
+    for k in range(8):
+        world = (np.floor(q) + (rng.random(q.shape) < q - np.floor(q))).astype(np.int64)
+        noise_only.append(departure(run_plan(bare, world, SimulationNoise(seed=seed * 2**20 + 2**20 - 1 - k)).table))
+    keep = float(f"{max(0.0, 1.0 - np.mean(noise_only) / departure(released)):.3g}")
+    shrunk, stated = shrunk_toward_lower_order(plan, released)
+    assert stated == keep and np.allclose(shrunk, q + keep * (released - q))
+    assert (0 < keep < 1) if epsilon == 0.5 else keep == 0
+    assert SHRUNK_TOWARD_LOWER_ORDER + f"{keep:.3g}" in released_world(plan, released)[1]
+
+
+def test_only_a_least_squares_release_s_world_is_shrunk():
+    """The audit conditions on the total only for least squares (`conditions_on_total`); the other estimators'
+    worlds are built on the released table as it is, and their descriptions say nothing of a shrink."""
+    from tabrelease.error_model import SHRUNK_TOWARD_LOWER_ORDER, released_world, shrunk_toward_lower_order
+
+    released = np.array([[30, 2, 5], [4, 25, 10]])
+    for mechanism in ("efron-stein", "cells"):
+        plan = plan_at(released.shape, [(0,), (1,)], 0.5, mechanism=mechanism)
+        table, keep = shrunk_toward_lower_order(plan, released)
+        assert keep is None and np.array_equal(table, released)
+        assert SHRUNK_TOWARD_LOWER_ORDER not in released_world(plan, released)[1]
+
+
+@pytest.mark.usefixtures("unshrunk")
 @pytest.mark.parametrize("released, epsilon", [([[20, 0], [0, 20]], 0.2), ([[22, 1], [3, 17]], 0.02)])
 def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_the_releases_total(released, epsilon):
     """A released 2 x 2 table of total T with its one-way margins: the world is the maximum-entropy table row x
@@ -387,6 +474,7 @@ def _assert_the_audit_states_the_runs(found, plan, released, errors):
     assert any(abs(on_world.mean_l1[g] - found.mean_l1[g]) > 0.01 * found.mean_l1[g] for g in plan.margins)
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_where_the_first_batch_is_enough_its_runs_are_the_figures(monkeypatch):
     """Where `audit_batches` asks for one batch, the audit states the first batch's 60 runs, recomputed by hand."""
     from tabrelease import error_model

@@ -615,9 +615,9 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
     work = _work_per_run(release.plan, release.table)
     conditioned = conditions_on_total(release.plan)
-    # A reflected batch fits its TOTAL_RUNS totals' releases too; a conditioned audit's world its SHRINK_RELEASES.
-    fits = runs + SHRINK_RELEASES if conditioned else runs + TOTAL_RUNS
-    if work * fits > MAX_SIMULATED_WORK:
+    fits = runs if conditioned else runs + TOTAL_RUNS  # a reflected batch fits its TOTAL_RUNS totals' releases too
+    # A conditioned audit's world fits its SHRINK_RELEASES once, before the first batch.
+    if work * (fits + (SHRINK_RELEASES if conditioned else 0)) > MAX_SIMULATED_WORK:
         return None, _too_much_work(release.plan, work, fits)
     try:
         fitted, described = _unrounded_world(release.plan, np.asarray(release.table))
