@@ -5,8 +5,9 @@ against its noise.
 The release is simulated on a reference table: the plan's own noise (simulation mode, seeded), its own estimator
 and rounding, `runs` times; each margin's L1 error against the reference's margins gives a mean and an empirical upper
 quantile. The reference is never confidential. After a release it is the released margins' world (`released_world`):
-the table of greatest entropy with the released table's margins, moved toward the released table where the plan put
-noise on every cell by the share of the cells' departure that the noise does not explain, rounded at random to counts
+the released margins shrunk toward the fit of their sub-margins (least-squares releases), the table of greatest entropy
+with those margins, moved toward that table where the plan put noise on every cell by the share of the cells'
+departure that the noise does not explain, rounded at random to counts
 (post-processing of the release; its seeds come from the released table, `audit_seed`, so the figures are
 reproducible from it and the plan), each
 run's world of a total the truth's may have had given the release's total, in as many batches of runs as a first batch
@@ -318,10 +319,12 @@ TOTAL_UNCERTAIN = ("; the release barely tells its total: the released total {to
 
 
 def released_world(plan, table, *, seed: int | None = None) -> tuple[np.ndarray, str]:
-    """The table the audit simulates a release on: the table of greatest entropy whose margins over the plan's
-    margins are those of the released table (iterative proportional fitting from a uniform table), moved toward the
-    released table where the plan put noise on every cell and the released cells depart from it by more than that
-    noise (`_toward_the_release`), each cell then rounded down or up at random with the probability of its fraction
+    """The table the audit simulates a release on: the released table shrunk toward the fit of its margins'
+    sub-margins by the share of its margins' departure from that fit that noise alone does not make, where the
+    release is a least-squares fit (`shrunk_toward_lower_order`), then the table of greatest entropy whose margins
+    over the plan's margins are that table's (iterative proportional fitting from a uniform table), moved toward it
+    where the plan put noise on every cell and its cells depart from it by more than that noise
+    (`_toward_the_release`), each cell then rounded down or up at random with the probability of its fraction
     (seeded), so that it is a table of counts whose cells have that table as their expectation.
 
     Why not the released table itself: where the noise is large, what the released table holds beyond its margins is
@@ -330,7 +333,7 @@ def released_world(plan, table, *, seed: int | None = None) -> tuple[np.ndarray,
     a dense one down). That is the reason this world was tried; the validation benchmark
     (`benchmarks/bench_error_model.py`, and for Rochdale with every two-way margin, where the audit understated the
     error most, `benchmarks/bench_error_model_rochdale.py`) measures both worlds against the realised error. The
-    world is the smoothest table with the released margins: it describes a table like that, not the truth.
+    world is the smoothest table with those (shrunk) margins: it describes a table like that, not the truth.
 
     Parameters
     ----------
