@@ -327,9 +327,9 @@ def test_a_plan_without_noise_on_every_cell_keeps_the_smoothest_world():
 
 @pytest.mark.usefixtures("unshrunk")
 @pytest.mark.parametrize("epsilon", [0.05, 1.0])
-def test_where_every_cell_is_released_the_world_is_the_released_table(epsilon):
+def test_where_every_cell_is_released_the_unshrunk_world_is_the_released_table(epsilon):
     """A margin of every variable: the table of greatest entropy with it is the released table, which no share moves
-    (and none is stated), whatever the noise."""
+    (and none is stated), whatever the noise. (Here without the shrink; with it, the next test.)"""
     from tabrelease.error_model import TOWARD_THE_RELEASE, released_world
 
     released = np.array([[7, 0], [1, 4]])
@@ -337,6 +337,62 @@ def test_where_every_cell_is_released_the_world_is_the_released_table(epsilon):
     world, described = released_world(plan, released)
     assert world.tolist() == released.tolist() and "stopped" not in described
     assert TOWARD_THE_RELEASE not in described
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 1.0])
+def test_where_every_cell_is_released_the_world_is_the_shrunk_table(epsilon):
+    """A margin of every variable, the shrink in place: the world (before its rounding) is the released table shrunk
+    toward its lower-order fit, the independence table (`shrunk_toward_lower_order`, replayed in its own test), all
+    of the way at epsilon 0.05 (keep 0) and part of the way at 1; no move toward the release is stated."""
+    from tabrelease.error_model import (TOWARD_THE_RELEASE, _unrounded_world, lower_order_fit,
+                                        shrunk_toward_lower_order)
+
+    released = np.array([[7, 0], [1, 4]])
+    plan = plan_at((2, 2), [(0,), (0, 1)], epsilon)
+    shrunk, keep = shrunk_toward_lower_order(plan, released)
+    world, described = _unrounded_world(plan, released)
+    assert np.allclose(world, shrunk) and TOWARD_THE_RELEASE not in described
+    assert (keep == 0 and np.allclose(world, lower_order_fit(plan, released))) if epsilon == 0.05 else 0 < keep < 1
+
+
+@pytest.mark.parametrize("released, keep_is_zero", [([[30, 2, 5], [4, 25, 10]], False), ([[4, 0, 2], [0, 4, 2]], True)])
+def test_the_world_is_built_on_the_shrunk_table_and_moved_toward_it(released, keep_is_zero):
+    """The steps composed, by hand, for a 2 x 3 table with its one-way margins and noise on every cell (Laplace,
+    b = 1 at epsilon 1): S = the shrunk table (`shrunk_toward_lower_order`, replayed in its own test); the
+    maximum-entropy table with S's margins, W = rows(S) x columns(S) / n; the world W + s (S - W), s = max(0, 1 -
+    r 2 b^2 / sum (S - W)^2) to three figures, r = 6 cells - 4 free parameters = 2; the description states keep,
+    then s. The second table's margins are its lower-order fit's (rows 6, 6; columns 4, 4, 4): nothing to shrink
+    (keep 0), S is the uniform table, and no share moves the world toward it."""
+    from tabrelease.error_model import (RELEASED_WORLD, SHRUNK_TOWARD_LOWER_ORDER, TOWARD_THE_RELEASE,
+                                        _unrounded_world, shrunk_toward_lower_order)
+
+    released = np.array(released)
+    plan = plan_at(released.shape, [(0,), (1,)], 1.0)
+    shrunk, keep = shrunk_toward_lower_order(plan, released)
+    assert (keep == 0) == keep_is_zero
+    smoothest = np.outer(shrunk.sum(axis=1), shrunk.sum(axis=0)) / released.sum()
+    departure = shrunk - smoothest
+    spread = float((departure**2).sum())
+    share = float(f"{max(0.0, 1.0 - 2 * 2 * 1.0 / spread):.3g}") if spread > 1e-12 else 0.0
+    world, described = _unrounded_world(plan, released)
+    assert np.allclose(world, smoothest + share * departure, atol=1e-6)
+    assert described == (RELEASED_WORLD + SHRUNK_TOWARD_LOWER_ORDER + f"{keep:.3g}" + TOWARD_THE_RELEASE
+                         + f"{share:.3g}")
+    if keep_is_zero:
+        assert np.allclose(world, 2.0) and share == 0
+    else:
+        assert 0 < keep < 1 and 0 < share < 1
+
+
+def test_an_audit_refuses_more_runs_than_its_seed_blocks_hold():
+    """A batch's runs take the first seeds of a block of 2^20 and the shrink its last 8: more runs than the rest are
+    refused with a note, not drawn from seeds the shrink uses."""
+    from tabrelease.error_model import RUN_SEED_STRIDE, SHRINK_RELEASES
+
+    plan = plan_at((2, 2), [(0,), (1,)], 1.0)
+    found, note = released_table_errors(_release_with(plan, np.array([[5, 1], [2, 6]])),
+                                        runs=RUN_SEED_STRIDE - SHRINK_RELEASES + 1)
+    assert found is None and note == f"no simulated error: a batch has at most {RUN_SEED_STRIDE - SHRINK_RELEASES} runs"
 
 
 def test_a_world_whose_fit_stops_early_says_how_far_its_margins_are_and_bad_tables_are_refused():
@@ -424,12 +480,15 @@ def test_only_a_least_squares_release_s_world_is_shrunk():
         assert SHRUNK_TOWARD_LOWER_ORDER not in released_world(plan, released)[1]
 
 
-@pytest.mark.usefixtures("unshrunk")
+@pytest.mark.parametrize("shrunk", [False, True])
 @pytest.mark.parametrize("released, epsilon", [([[20, 0], [0, 20]], 0.2), ([[22, 1], [3, 17]], 0.02)])
-def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_the_releases_total(released, epsilon):
+def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_the_releases_total(
+        released, epsilon, shrunk, monkeypatch):
     """A released 2 x 2 table of total T with its one-way margins: the world is the maximum-entropy table row x
     column / T moved toward the released table by the share the noise does not explain (by hand,
-    `_world_of_one_way_margins_by_hand`: 0.875 in the first case, 0 in the second). The audit's figures are recomputed
+    `_world_of_one_way_margins_by_hand`: 0.875 in the first case, 0 in the second), the released table first shrunk
+    toward its lower-order fit (`shrunk_toward_lower_order`, replayed by hand in its own test) where `shrunk`, and not
+    where the shrink is patched out. The audit's figures are recomputed
     here through the public release path, batch by batch (batch b's seed s = the audit's seed + 2 b,
     `_audit_seed_by_hand`), run by run (run i's noise seed s * 2^20 + i): the run's noise in its total e is the best
     linear unbiased estimate of the total from that noise drawn on the world rounded at random with [s, 1]
@@ -441,11 +500,18 @@ def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_t
     has runs that are clamped at 0 (checked). The figures differ from a simulation on the world at its own total."""
     from math import ceil
 
+    from tabrelease import error_model
+
     released = np.array(released)
     plan = plan_at((2, 2), [(0,), (1,)], epsilon)
+    table = error_model.shrunk_toward_lower_order(plan, released)[0] if shrunk else released
+    if not shrunk:
+        monkeypatch.setattr(error_model, "shrunk_toward_lower_order",
+                            lambda plan, counts: (np.asarray(counts, float), None))
     found, note = released_table_errors(_release_with(plan, released), level=0.95)
     assert note is None and "given the release's total" in found.reference
-    pilot, world_totals, released_totals = _audit_batch_by_hand(plan, released, 0)
+    assert (error_model.SHRUNK_TOWARD_LOWER_ORDER in found.reference) == shrunk
+    pilot, world_totals, released_totals = _audit_batch_by_hand(plan, released, 0, table)
     unclamped = world_totals > 0
     assert unclamped.mean() > 0.5  # most runs' worlds are not clamped, and theirs are checked below
     # Each run's world is rounded cell by cell: its total within 4 (cells) of T - e, so its release's within 4 of T
@@ -456,7 +522,7 @@ def test_the_audit_simulates_worlds_of_the_totals_the_truth_may_have_had_given_t
     per_run = pilot.mean(axis=1)
     count = ceil((np.std(per_run, ddof=1) / np.sqrt(60) / per_run.mean() / 0.03) ** 2)
     assert count > 1  # both cases take further batches: the one-batch path is the next test's
-    errors = np.concatenate([_audit_batch_by_hand(plan, released, b)[0] for b in range(1, min(count, 32) + 1)])
+    errors = np.concatenate([_audit_batch_by_hand(plan, released, b, table)[0] for b in range(1, min(count, 32) + 1)])
     _assert_the_audit_states_the_runs(found, plan, released, errors)
 
 
@@ -492,16 +558,17 @@ def test_where_the_first_batch_is_enough_its_runs_are_the_figures(monkeypatch):
         assert found.quantile_l1[g] == pytest.approx(np.sort(errors[:, i])[k - 1], rel=1e-3)
 
 
-def _audit_batch_by_hand(plan, released, b: int):
+def _audit_batch_by_hand(plan, released, b: int, table=None):
     """Batch b of the audit's simulation of a 2 x 2 table with its one-way margins, through the public release
-    path: (the 60 runs' errors, their worlds' totals, their released totals)."""
+    path: (the 60 runs' errors, their worlds' totals, their released totals). The world is built on `table` (the
+    released table shrunk, where the audit shrinks it; by default the released table)."""
     from tabrelease.error_model import released_world
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import measure, run_plan
     from tabrelease.planner import with_post_processing
 
     n = released.sum()
-    smoothest = _world_of_one_way_margins_by_hand(plan, released)
+    smoothest = _world_of_one_way_margins_by_hand(plan, released if table is None else np.asarray(table, float))
     unrounded = with_post_processing(plan, rounding="none")
     seed = _audit_seed_by_hand(released) + 2 * b
     at_total = released_world(plan, released, seed=seed)[0]
@@ -580,7 +647,8 @@ def _world_of_one_way_margins_by_hand(plan, released):
     b = 1.0 / plan.calibration.epsilon  # one person changes one cell by 1
     smoothest = np.outer(released.sum(axis=1), released.sum(axis=0)) / released.sum()
     departure = released - smoothest
-    share = float(f"{max(0.0, 1.0 - 2 * b * b / (departure**2).sum()):.3g}")
+    spread = float((departure**2).sum())
+    share = float(f"{max(0.0, 1.0 - 2 * b * b / spread):.3g}") if spread > 0 else 0.0
     return smoothest + share * departure
 
 

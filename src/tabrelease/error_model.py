@@ -383,8 +383,10 @@ def _unrounded_world(plan, table) -> tuple[np.ndarray, str]:
 SHRINK_RELEASES = 8
 # Appended to the world's description where the released margins were shrunk (`shrunk_toward_lower_order`), with the
 # share of their departure kept (three significant figures).
-SHRUNK_TOWARD_LOWER_ORDER = ("; its released margins first shrunk toward the fit of their sub-margins, keeping the "
-                             "share of their departure from it that releases of that fit do not make by noise alone: ")
+# The released margins and table the rest of the description names are then the shrunk ones.
+SHRUNK_TOWARD_LOWER_ORDER = ("; the released table first shrunk toward the fit of its margins' sub-margins (the "
+                             "released margins and table this names are the shrunk ones), keeping the share of its "
+                             "margins' departure from that fit that releases of the fit do not make by noise alone: ")
 
 
 def lower_order_fit(plan, counts: np.ndarray) -> np.ndarray:
@@ -482,8 +484,8 @@ def shrunk_toward_lower_order(plan, counts: np.ndarray) -> tuple[np.ndarray, flo
 
 
 def _maximum_entropy_world(plan, table) -> tuple[np.ndarray, str]:
-    """The maximum-entropy table with the released table's margins over the plan's margins (not rounded), and what
-    it is in words."""
+    """The maximum-entropy table with `table`'s margins over the plan's margins (not rounded), and what it is in
+    words. `table` is the released table, shrunk where `shrunk_toward_lower_order` shrinks it."""
     from .loglinear.ipf import ipf_to_margins
 
     counts = _table_of_plan(plan, table, "the released table").astype(float)
@@ -531,7 +533,10 @@ def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.
     world : numpy.ndarray
         The maximum-entropy world (`_maximum_entropy_world`), before rounding.
     table : numpy.ndarray
-        The released table, whose margins over the plan's margins are the world's.
+        The released table (shrunk where `shrunk_toward_lower_order` shrinks it: its departure from the world is
+        then about keep times the released table's, and the share here falls with it, while r v does not: the two
+        shares compound, which is how the validation measured the audit), whose margins over the plan's margins are
+        the world's.
 
     Returns
     -------
@@ -552,7 +557,7 @@ def _toward_the_release(plan, world: np.ndarray, table: np.ndarray) -> tuple[np.
     scale = design.scales(plan.calibration.scale)[every_cell]
     variance = variance_per_value(design.distribution, scale)
     residual = world.size - free_parameters(plan.margins, shape)
-    if residual <= 0:  # the margins include every variable: the world is the released table already
+    if residual <= 0:  # the margins include every variable: the world is the (shrunk) released table already
         return world, None
     departure = np.asarray(table, float) - world
     spread = float((departure**2).sum())
@@ -578,7 +583,8 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
     squares (its total pinned to the best linear unbiased estimate from linear noisy blocks, or to a public total;
     `conditions_on_total`), each run draws its noise first, takes its own noise in the total (e: that estimate less
     its world's total; 0 where the total is public) and releases, with the same noise, the world (before rounding:
-    the maximum-entropy table, moved toward the released table where `_toward_the_release` does) scaled to
+    the maximum-entropy table of the released table shrunk toward its lower-order fit, `shrunk_toward_lower_order`,
+    moved toward that table where `_toward_the_release` does) scaled to
     max(0, T - e), rounded at random: every run whose T - e is not clamped at 0 releases
     about T, from a world of a total n might have had (`_conditioned_batch`). The figures are then those of a release
     of total T, which is known, not of releases of any total; the runs are independent draws. Other estimators' totals
@@ -617,12 +623,14 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
         return None, f"no simulated error: the table has more than {MAX_SIMULATED_CELLS} cells"
     if runs < 2 or not 0 < level < 1:
         return None, "no simulated error: a simulation needs at least 2 runs and a level in (0, 1)"
+    if runs > RUN_SEED_STRIDE - SHRINK_RELEASES:  # the shrink's seeds are the top of each seed block
+        return None, f"no simulated error: a batch has at most {RUN_SEED_STRIDE - SHRINK_RELEASES} runs"
     work = _work_per_run(release.plan, release.table)
     conditioned = conditions_on_total(release.plan)
     fits = runs if conditioned else runs + TOTAL_RUNS  # a reflected batch fits its TOTAL_RUNS totals' releases too
     # A conditioned audit's world fits its SHRINK_RELEASES once, before the first batch.
     if work * (fits + (SHRINK_RELEASES if conditioned else 0)) > MAX_SIMULATED_WORK:
-        return None, _too_much_work(release.plan, work, fits)
+        return None, _too_much_work(release.plan, work, fits + (SHRINK_RELEASES if conditioned else 0))
     try:
         fitted, described = _unrounded_world(release.plan, np.asarray(release.table))
         # The first batch (the pilot) says how many batches make the mean known to MEAN_RELATIVE_SE
