@@ -234,6 +234,33 @@ def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_ma
             assert "less smooth than" not in unmoved
 
 
+def test_the_page_explains_the_shrink_of_the_released_margins_with_the_share_kept(tmp_path):
+    """A least-squares release's world is built on its released table shrunk toward its lower-order fit: audit.json's
+    reference states the share kept, and the page names it in the world's description and explains it in a sentence
+    of its own (not the reference's wording pasted in). With the shrink's part taken out of the reference (an audit
+    of another estimator, or one written before stop 48), the page says nothing of a shrink."""
+    import json
+
+    import tabrelease as tr
+    from tabrelease.error_model import SHRUNK_TOWARD_LOWER_ORDER
+    from tabrelease.reports import render_audit_html
+
+    out = tmp_path / "titanic"
+    tr.publish_release(tr.builtin_table("titanic"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=3),
+                       out)
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    reference = audit["evaluation"]["simulated_errors"]["reference"]
+    keep = reference.split(SHRUNK_TOWARD_LOWER_ORDER)[1].split(";")[0]
+    assert 0 <= float(keep) <= 1
+    page = (out / "internal" / "audit.html").read_text()
+    assert f"first shrunk toward its lower-order fit, keeping the share {keep} (below)" in page
+    assert f"keeping the share {keep} of its margins' departure from that fit" in page
+    assert "do not make by noise alone: " not in page
+    audit["evaluation"]["simulated_errors"]["reference"] = reference.replace(SHRUNK_TOWARD_LOWER_ORDER + keep, "")
+    unshrunk = render_audit_html(audit)
+    assert "shrunk" not in unshrunk
+
+
 def test_the_page_says_a_released_total_is_exact_only_where_it_is(tmp_path):
     """A public total is released exactly: the page says so, not "over by 0 (0.0%)"; a noisy total's page gives its
     direction and size, from audit.json's n and n'."""

@@ -690,7 +690,8 @@ and the larger it is, the more the noise had to be corrected before any table co
     if sim:
         from .error_model import (AUDIT_RUNS, BATCHES_ADDED, BATCHES_LIMITED, FIRST_BATCH_KEPT, MAX_BATCHES,
                                   MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_PUBLIC,
-                                  TOTAL_RUNS, TOTAL_UNCERTAIN, TOTALS_REFLECTED, TOWARD_THE_RELEASE)
+                                  SHRUNK_TOWARD_LOWER_ORDER, TOTAL_RUNS, TOTAL_UNCERTAIN, TOTALS_REFLECTED,
+                                  TOWARD_THE_RELEASE)
 
         order = ""
         if sim.get("order_statistic"):
@@ -713,7 +714,10 @@ and the larger it is, the more the noise had to be corrected before any table co
         if uncertain:
             world = world[:uncertain.start()]
         world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
+        world, _, keep = world.partition(SHRUNK_TOWARD_LOWER_ORDER)  # the share kept, where the margins were shrunk
         moved = bool(share) and float(share) > 0
+        if keep:
+            world += f", the released table first shrunk toward its lower-order fit, keeping the share {keep} (below)"
         if moved:
             world += f", moved toward the released table by the share {share} (below)"
         out.append(f"<strong>The simulated error</strong> is the mean and the {100 * sim['level']:g}% quantile of each "
@@ -727,6 +731,15 @@ and the larger it is, the more the noise had to be corrected before any table co
                    "The world they are simulated on is the table of greatest entropy with the released margins "
                    "(fitted by IPF), rounded at random to counts, seeded so too: what the released table holds "
                    "beyond its margins is, where the noise is large, mostly the fit's allocation of noise. ")
+        if keep:
+            # A least-squares release: its margins were shrunk before the world was built (`shrunk_toward_lower_order`).
+            out.append("Before that, the released table is shrunk toward the fit of its margins' own sub-margins "
+                       "(the table of greatest entropy with the margins one variable smaller), keeping the share "
+                       f"{t(keep)} of its margins' departure from that fit: the share that releases of the fit itself "
+                       "do not make by noise alone (the positive-part James-Stein share; 1 keeps the released "
+                       "margins, 0 takes the fit). Margins that carry their noise would make the world sparser or "
+                       "smoother than the truth where the truth is not. The released margins and table the world is "
+                       "built on below are the shrunk ones. ")
         if share:
             # The plan put noise on every cell: the released cells were weighed against it (`_toward_the_release`).
             out.append("The plan put noise on every cell, so the released table's cells say more of the table than "
