@@ -436,7 +436,8 @@ def test_the_released_margins_are_shrunk_toward_their_lower_order_fit_by_the_sha
         epsilon):
     """A released 2 x 3 table with its one-way margins: the lower-order fit q is uniform, and the departure D the
     sum of the squared departures of its row and column sums from the uniform ones (by hand). D0 is replayed here
-    through the public release path, as `shrunk_toward_lower_order` documents it: 8 releases (without rounding) of q
+    through the public release path, as `shrunk_toward_lower_order` documents it: 8 releases (without rounding, fitted
+    without refinement as the audit's runs are) of q
     rounded at random ([s, 1 stream 5]), release k with SimulationNoise(s 2^20 + 2^20 - 1 - k), s the audit's seed,
     each release's departure from its own uniform table. The table stated is q + keep (released - q), keep =
     max(0, 1 - mean D0 / D) to three figures; at epsilon 0.5 between 0 and 1, at 0.05 (noise far larger than the
@@ -453,9 +454,12 @@ def test_the_released_margins_are_shrunk_toward_their_lower_order_fit_by_the_sha
         return (((t.sum(axis=1) - t.sum() / 2) ** 2).sum() + ((t.sum(axis=0) - t.sum() / 3) ** 2).sum())
 
     q = np.full(released.shape, released.sum() / 6)
+    from dataclasses import replace
+
     seed = audit_seed(plan, released)
     rng = np.random.default_rng([seed, 5])
     bare = with_post_processing(plan, rounding="none")
+    bare = replace(bare, estimator=bare.estimator.for_simulation())  # the audit's runs' fit, without refinement
     noise_only = []
     for k in range(8):
         world = (np.floor(q) + (rng.random(q.shape) < q - np.floor(q))).astype(np.int64)
