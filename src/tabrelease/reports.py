@@ -691,7 +691,7 @@ and the larger it is, the more the noise had to be corrected before any table co
         from .error_model import (AUDIT_RUNS, BATCHES_ADDED, BATCHES_LIMITED, FIRST_BATCH_KEPT, MAX_BATCHES,
                                   MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_PUBLIC,
                                   SHRUNK_TOWARD_LOWER_ORDER, TOTAL_RUNS, TOTAL_UNCERTAIN, TOTALS_REFLECTED,
-                                  TOWARD_THE_RELEASE)
+                                  TOWARD_THE_RELEASE, CORRECTED_FOR_THE_FITS_BIAS)
 
         order = ""
         if sim.get("order_statistic"):
@@ -713,6 +713,10 @@ and the larger it is, the more the noise had to be corrected before any table co
                               .replace(r"\{level\}", r"(?P<level>\S+?)") + "$", world)
         if uncertain:
             world = world[:uncertain.start()]
+        corrected = re.search(re.escape(CORRECTED_FOR_THE_FITS_BIAS).replace(r"\{rounds\}", r"(?P<rounds>\d+)")
+                              .replace(r"\{releases\}", r"(?P<releases>\d+)") + "$", world)
+        if corrected:  # the world's margins were corrected for the fit's bias (`corrected_for_the_fits_bias`)
+            world = world[:corrected.start()]
         world, _, share = world.partition(TOWARD_THE_RELEASE)  # the share, where the world was moved
         world, _, keep = world.partition(SHRUNK_TOWARD_LOWER_ORDER)  # the share kept, where the margins were shrunk
         moved = bool(share) and float(share) > 0
@@ -753,6 +757,13 @@ and the larger it is, the more the noise had to be corrected before any table co
                        + ("" if moved else ", and here the noise explains all of it (the share is 0)")
                        + ". A smooth world has no empty cells where a sparse truth has many, and a non-negative fit "
                        "errs differently on empty cells. ")
+        if corrected:
+            out.append(f"Last, in {t(int(corrected['rounds']))} rounds, {t(int(corrected['releases']))} releases of "
+                       "the world are drawn and each of its margins is moved by the released margin less their mean "
+                       "margin, then the world fitted to the moved margins (by IPF, from itself): a non-negative fit "
+                       "biases an empty or small cell up and a dense one down, so the released margins are flatter "
+                       "than the truth's, and a world whose own releases come out, on average, as the release did "
+                       "undoes that bias. ")
         out.append("They describe a table like that world" + (
             ", less smooth than the table of greatest entropy by that share" if moved else
             ", the smoothest table with the released margins (which carry this release's noise, and the world's "
