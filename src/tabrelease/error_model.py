@@ -472,7 +472,7 @@ def shrunk_toward_lower_order(plan, counts: np.ndarray) -> tuple[np.ndarray, flo
         The share kept, to three significant figures; None where the world is not shrunk.
     """
     from .noise import SimulationNoise
-    from .pipeline import measure, release_from_measurements
+    from .pipeline import measure
     from .planner import with_post_processing
 
     counts = np.asarray(counts, float)
@@ -489,11 +489,10 @@ def shrunk_toward_lower_order(plan, counts: np.ndarray) -> tuple[np.ndarray, flo
     bare = with_post_processing(plan, rounding="none")
     bare = replace(bare, estimator=bare.estimator.for_simulation())
     rng = np.random.default_rng([seed, 5])
-    noise_only = []
-    for k in range(SHRINK_RELEASES):
-        world = _rounded_at_random(lower, rng)
-        drawn = measure(bare, world, SimulationNoise(seed=seed * RUN_SEED_STRIDE + RUN_SEED_STRIDE - 1 - k))
-        noise_only.append(_departure(bare, np.asarray(release_from_measurements(bare, drawn).table, float))[0])
+    drawn = [measure(bare, _rounded_at_random(lower, rng),
+                     SimulationNoise(seed=seed * RUN_SEED_STRIDE + RUN_SEED_STRIDE - 1 - k))
+             for k in range(SHRINK_RELEASES)]
+    noise_only = [_departure(bare, table)[0] for table in _released_tables(bare, drawn)]
     keep = float(f"{max(0.0, 1.0 - float(np.mean(noise_only)) / observed):.3g}")
     return lower + keep * (counts - lower), keep
 
@@ -631,7 +630,7 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
     """
     from .loglinear.ipf import ipf_to_margins
     from .noise import SimulationNoise
-    from .pipeline import measure, release_from_measurements
+    from .pipeline import measure
     from .planner import with_post_processing
 
     world = np.asarray(world, float)
@@ -644,11 +643,11 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
     rng = np.random.default_rng([seed, 6])
     top = seed * RUN_SEED_STRIDE + RUN_SEED_STRIDE - 1 - SHRINK_RELEASES
     for r in range(BIAS_ROUNDS):
+        drawn = [measure(bare, _rounded_at_random(world, rng), SimulationNoise(seed=top - r * BIAS_RELEASES - k))
+                 for k in range(BIAS_RELEASES)]
         mean = np.zeros_like(world)
-        for k in range(BIAS_RELEASES):
-            drawn = measure(bare, _rounded_at_random(world, rng),
-                            SimulationNoise(seed=top - r * BIAS_RELEASES - k))
-            mean += np.asarray(release_from_measurements(bare, drawn).table, float) / BIAS_RELEASES
+        for table in _released_tables(bare, drawn):
+            mean += table / BIAS_RELEASES
         # Each margin moved, then its cells below zero set to 0 and scaled back to the total. Before that the moved
         # margins are those of one table (world + released - mean), so they agree where they share variables; a
         # scratch variant that clipped that table's cells instead (margins of one table after the clip too) clipped
@@ -663,6 +662,27 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
         world, _, _ = ipf_to_margins(targets, generators, world.shape, start=world + 1e-3, tol=1e-2,
                                      max_iter=WORLD_IPF_CYCLES)
     return world, BIAS_ROUNDS
+
+
+def _released_tables(plan, drawn: list) -> list:
+    """Each of `drawn` (measurements) released by `plan` (no rounding), its table as floats: the first fitted here
+    (it builds what the fits share), the rest in threads where `simulation_threads` allows, as the audit's runs are;
+    each fit is its own, so the tables are the same on any number of CPUs."""
+    from .pipeline import release_from_measurements
+
+    def table_of(measurements) -> np.ndarray:
+        return np.asarray(release_from_measurements(plan, measurements).table, float)
+
+    if not drawn:
+        return []
+    tables = [table_of(drawn[0])]
+    threads = simulation_threads(plan, len(drawn) - 1)
+    if threads <= 1:
+        return tables + [table_of(m) for m in drawn[1:]]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        return tables + list(pool.map(table_of, drawn[1:]))
 
 
 def _rounded_at_random(fitted: np.ndarray, rng) -> np.ndarray:
