@@ -281,9 +281,11 @@ def test_the_page_explains_the_world_s_correction_for_the_fit_s_bias(tmp_path):
     assert part in reference
     page = (out / "internal" / "audit.html").read_text()
     assert f"Last, in {BIAS_ROUNDS} rounds, {BIAS_RELEASES} releases of the world are drawn" in page
+    assert "its margins then corrected as said, not the truth" in page
     assert "mean margins of" not in page
     audit["evaluation"]["simulated_errors"]["reference"] = reference.replace(part, "")
-    assert "Last, in" not in render_audit_html(audit)
+    uncorrected = render_audit_html(audit)
+    assert "Last, in" not in uncorrected and "corrected as said" not in uncorrected
     audit["evaluation"]["simulated_errors"]["reference"] = reference.replace(part, part.replace("3 rounds", "2 rounds"))
     assert "Last, in 2 rounds, " in render_audit_html(audit)
 

@@ -539,23 +539,23 @@ def test_the_world_s_margins_are_corrected_for_the_fit_s_bias_as_documented(epsi
     assert np.abs(corrected - world).max() > 0.1  # the correction moved it
 
 
-@pytest.mark.parametrize("name", ["rochdale", "edwards"])
-def test_the_corrected_world_s_releases_come_out_nearer_the_release(name):
+def test_the_corrected_world_s_releases_come_out_nearer_the_release():
     """What the correction is for: releases of the corrected world have mean margins nearer the released ones than
-    releases of the world before it. Four default releases of the table's two-way margins at epsilon 0.1 (seeds 1 to
-    4); for each, the world the table of greatest entropy with its margins; each world's mean margins over 100
+    releases of the world before it. Six default releases of Rochdale's two-way margins at epsilon 0.1 (seeds 1 to
+    6); for each, the world the table of greatest entropy with its margins; each world's mean margins over 100
     releases of its own (rounded at random, released without rounding, the same seeds for both worlds and none the
-    correction uses), their summed L1 distance from the released margins. Corrected, it is below 0.95 times the
-    uncorrected world's for every release and below 0.8 on average (the run that chose the bounds: 0.44-0.86 on
-    Rochdale's, 0.76-0.85 on Edwards'; the distance has a floor, the 100 releases' own Monte Carlo error, so the
-    ratio cannot reach 0)."""
+    correction uses), their summed L1 distance from the released margins. Corrected, it is below the uncorrected
+    world's for every release and below 0.75 times it on average (the run that chose the bounds: 0.38-0.90, mean
+    0.58; the distance has a floor, the 100 releases' own Monte Carlo error, so the ratio cannot reach 0). On a
+    table as small and sparse as Edwards' the correction often stops before a round (a margin would be moved to
+    nothing; the next test), and the ratio is then 1."""
     from tabrelease import frontier
     from tabrelease.error_model import _maximum_entropy_world, _rounded_at_random, corrected_for_the_fits_bias
     from tabrelease.noise import SimulationNoise
     from tabrelease.pipeline import run_plan
     from tabrelease.tables import margin_counts
 
-    table = tr.builtin_table(name)
+    table = tr.builtin_table("rochdale")
     plan = plan_at(table.shape, frontier.workload_margins(table, "all-2-way"), 0.1)
     bare = with_post_processing(plan, rounding="none")
 
@@ -566,12 +566,40 @@ def test_the_corrected_world_s_releases_come_out_nearer_the_release(name):
         return sum(np.abs(margin_counts(mean, g) - margin_counts(released, g)).sum() for g in plan.margins)
 
     ratios = []
-    for release_seed in range(1, 5):
+    for release_seed in range(1, 7):
         released = np.asarray(run_plan(plan, table.counts, SimulationNoise(seed=release_seed)).table, float)
         world = _maximum_entropy_world(plan, released)[0]
         corrected, _ = corrected_for_the_fits_bias(plan, world, released, seed=5)
         ratios.append(distance(corrected, released) / distance(world, released))
-    assert max(ratios) < 0.95 and np.mean(ratios) < 0.8
+    assert max(ratios) < 1 and np.mean(ratios) < 0.75
+
+
+def test_the_correction_keeps_the_world_s_total_where_clipped_margins_would_drain_it():
+    """Once the moved margins' cells below 0 are set to 0 they need not agree, and IPF, which cannot refill a cell
+    one margin empties, can end short of the total; a margin moved to nothing would empty the world (a review of
+    stop 49 found Edwards' audit worlds emptied so, and the runs then centred on the wrong total). A 2 x 2 release
+    [[2, 0], [0, 0]] at epsilon 0.01, over 20 seeds: the world keeps its total 2, non-negative, and where a margin
+    would be moved to nothing no round is done (none stated). Every default release of Edwards' two-way margins at
+    epsilon 0.05 among 40 (the validation's seeds): the audit's world before rounding has the released total."""
+    from tabrelease import frontier
+    from tabrelease.error_model import _unrounded_world, corrected_for_the_fits_bias
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.pipeline import run_plan
+
+    plan = plan_at((2, 2), [(0,), (1,)], 0.01)
+    released, world = np.array([[2, 0], [0, 0]]), np.array([[1.0, 0.5], [0.5, 0.0]])
+    rounds = []
+    for seed in range(20):
+        corrected, done = corrected_for_the_fits_bias(plan, world, released, seed=seed)
+        assert corrected.sum() == pytest.approx(2.0) and (corrected >= 0).all()
+        assert done is None or 1 <= done <= 3
+        rounds.append(done)
+    assert rounds.count(None) > 10
+    table = tr.builtin_table("edwards")
+    plan = plan_at(table.shape, frontier.workload_margins(table, "all-2-way"), 0.05)
+    for r in range(40):
+        released = np.asarray(run_plan(plan, table.counts, SimulationNoise(seed=1000 * r + 7)).table)
+        assert _unrounded_world(plan, released)[0].sum() == pytest.approx(released.sum(), abs=1e-6)
 
 
 def test_the_world_is_corrected_last_toward_the_shrunk_table_with_the_audit_s_seed(monkeypatch):

@@ -596,7 +596,9 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
     (least-squares releases, `conditions_on_total`): `BIAS_ROUNDS` rounds, each drawing `BIAS_RELEASES` releases of
     the world (rounded at random, released by the plan without rounding, fitted as the audit's runs are), then moving
     each plan margin of the world by the released margin less those releases' mean margin (cells below zero set to 0,
-    the margin scaled back to the world's total), and fitting the world to the moved margins by IPF from itself.
+    the margin scaled back to the world's total), and fitting the world to the moved margins by IPF from itself,
+    scaled back to its total. A round stops the correction where a margin would be moved to nothing (every cell set
+    to 0), or the fit would be empty: the rounds done are stated.
     Seeded from the release (`seed`, the audit's, `audit_seed`): [seed, 6] for the roundings, round r's release k
     the noise of SimulationNoise(seed * RUN_SEED_STRIDE + RUN_SEED_STRIDE - 1 - SHRINK_RELEASES - r * BIAS_RELEASES
     - k), which no batch's run draws.
@@ -628,7 +630,7 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
     world : numpy.ndarray
         Non-negative, of the world's total.
     rounds : int or None
-        The rounds done; None where the world is not corrected.
+        The rounds done (BIAS_ROUNDS unless a round stopped the correction); None where the world is not corrected.
     """
     from .loglinear.ipf import ipf_to_margins
     from .noise import SimulationNoise
@@ -644,6 +646,7 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
     generators = [tuple(sorted(g)) for g in plan.margins]
     rng = np.random.default_rng([seed, 6])
     top = seed * RUN_SEED_STRIDE + RUN_SEED_STRIDE - 1 - SHRINK_RELEASES
+    done = 0
     for r in range(BIAS_ROUNDS):
         drawn = [measure(bare, _rounded_at_random(world, rng), SimulationNoise(seed=top - r * BIAS_RELEASES - k))
                  for k in range(BIAS_RELEASES)]
@@ -659,11 +662,18 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
         for g in generators:
             moved = np.clip(margin_counts(world, g) + margin_counts(released, g) - margin_counts(mean, g), 0, None)
             targets.append(moved * (total / moved.sum()) if moved.sum() > 0 else moved)
+        if any(t.sum() <= 0 for t in targets):  # a margin moved to nothing: no world of this total meets it
+            break
         # From the world itself (a thousandth of a count added, so that a cell it emptied can refill): what it holds
-        # beyond its margins (its move toward the release) stays.
-        world, _, _ = ipf_to_margins(targets, generators, world.shape, start=world + 1e-3, tol=1e-2,
-                                     max_iter=WORLD_IPF_CYCLES)
-    return world, BIAS_ROUNDS
+        # beyond its margins (its move toward the release) stays. Once cells are set to 0 the moved margins need
+        # not agree where they share variables, and IPF, which cannot refill a cell one margin empties, may end
+        # short of the total (a review of stop 49 found Edwards' audit worlds emptied by it): scaled back to it.
+        fitted, _, _ = ipf_to_margins(targets, generators, world.shape, start=world + 1e-3, tol=1e-2,
+                                      max_iter=WORLD_IPF_CYCLES)
+        if fitted.sum() <= 0:
+            break
+        world, done = fitted * (total / fitted.sum()), r + 1
+    return world, (done or None)
 
 
 def _released_tables(plan, drawn: list) -> list:

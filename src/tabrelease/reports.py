@@ -760,14 +760,16 @@ and the larger it is, the more the noise had to be corrected before any table co
         if corrected:
             out.append(f"Last, in {t(int(corrected['rounds']))} rounds, {t(int(corrected['releases']))} releases of "
                        "the world are drawn and each of its margins is moved by the released margin less their mean "
-                       "margin, then the world fitted to the moved margins (by IPF, from itself): a non-negative fit "
+                       "margin (cells below 0 set to 0, scaled back to the released total), then the world fitted to "
+                       "the moved margins (by IPF, from itself) and scaled back to that total: a non-negative fit "
                        "biases an empty or small cell up and a dense one down, so the released margins are flatter "
-                       "than the truth's, and a world whose own releases come out, on average, as the release did "
-                       "undoes that bias. ")
+                       "than the truth's, and the correction moves the world toward one whose own releases come out, "
+                       "on average, as the release did. Its margins are then not quite the released ones. ")
         out.append("They describe a table like that world" + (
             ", less smooth than the table of greatest entropy by that share" if moved else
             ", the smoothest table with the released margins (which carry this release's noise, and the world's "
-            "rounding besides)") + ", not the truth.</p>\n<p>")
+            "rounding besides)") + (", its margins then corrected as said" if corrected else "")
+            + ", not the truth.</p>\n<p>")
         if TOTAL_CONDITIONED in sim["reference"]:
             out.append("Each run's world has a total the truth's may have had, given this release's total: the "
                        "released total is noisy, and where the noise is large against the table it decides most of "
