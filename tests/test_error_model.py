@@ -574,6 +574,19 @@ def test_the_corrected_world_s_releases_come_out_nearer_the_release():
     assert max(ratios) < 1 and np.mean(ratios) < 0.75
 
 
+def test_the_correction_can_refill_a_cell_the_world_left_empty():
+    """IPF cannot fill a cell its start holds at 0, so the correction starts from the world plus a thousandth of a
+    count a cell. At epsilon 100 the world's releases are itself to within a fraction of a count, so the moved margins
+    are the released ones: a world [[2, 0], [0, 0]] corrected toward a released [[1, 1], [0, 0]] becomes it (by hand),
+    its empty cell (0, 1) refilled."""
+    from tabrelease.error_model import corrected_for_the_fits_bias
+
+    plan = plan_at((2, 2), [(0,), (1,)], 100.0)
+    corrected, rounds = corrected_for_the_fits_bias(plan, np.array([[2.0, 0.0], [0.0, 0.0]]),
+                                                    np.array([[1, 1], [0, 0]]), seed=3)
+    assert rounds == 3 and np.abs(corrected - [[1, 1], [0, 0]]).max() < 0.1
+
+
 def test_the_correction_keeps_the_world_s_total_where_clipped_margins_would_drain_it():
     """Once the moved margins' cells below 0 are set to 0 they need not agree, and IPF, which cannot refill a cell
     one margin empties, can end short of the total; a margin moved to nothing would empty the world (a review of

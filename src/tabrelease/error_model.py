@@ -662,15 +662,13 @@ def corrected_for_the_fits_bias(plan, world: np.ndarray, released: np.ndarray, *
         for g in generators:
             moved = np.clip(margin_counts(world, g) + margin_counts(released, g) - margin_counts(mean, g), 0, None)
             targets.append(moved * (total / moved.sum()) if moved.sum() > 0 else moved)
-        if any(t.sum() <= 0 for t in targets):  # a margin moved to nothing: no world of this total meets it
-            break
         # From the world itself (a thousandth of a count added, so that a cell it emptied can refill): what it holds
         # beyond its margins (its move toward the release) stays. Once cells are set to 0 the moved margins need
         # not agree where they share variables, and IPF, which cannot refill a cell one margin empties, may end
         # short of the total (a review of stop 49 found Edwards' audit worlds emptied by it): scaled back to it.
         fitted, _, _ = ipf_to_margins(targets, generators, world.shape, start=world + 1e-3, tol=1e-2,
                                       max_iter=WORLD_IPF_CYCLES)
-        if fitted.sum() <= 0:
+        if fitted.sum() <= 0:  # a margin moved to nothing (every cell set to 0) empties the fit
             break
         world, done = fitted * (total / fitted.sum()), r + 1
     return world, (done or None)
