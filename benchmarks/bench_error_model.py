@@ -49,6 +49,7 @@ import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
 from math import ceil
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import norm
@@ -100,11 +101,24 @@ def releases_wanted(releases: int, ratio_se: float, target_se: float, most: int)
     return int(max(releases, min(most, ceil(releases * (ratio_se / target_se) ** 2))))
 
 
+ALL_THREE_WAY = "all-3-way"
+
+
+def workload_margins(table, workload: str) -> list[tuple[int, ...]]:
+    """A frontier workload's margins (`frontier.workload_margins`), or every three-way margin (`ALL_THREE_WAY`, for
+    the held-out tables, which have no default model: `bench_error_model_heldout.py`)."""
+    from itertools import combinations
+
+    if workload == ALL_THREE_WAY:
+        return list(combinations(range(table.k), 3))
+    return frontier.workload_margins(table, workload)
+
+
 def point(args) -> dict:
     name, workload, epsilon, releases, truth_runs = args[:5]
     target_se, most = args[5:7] if len(args) > 5 else (0.0, releases)  # no target: the first releases only
-    table = tr.builtin_table(name)
-    margins = frontier.workload_margins(table, workload)
+    table = tr.load_table(name)  # a built-in table's name, or a held-out table's path
+    margins = workload_margins(table, workload)
     plan = plan_at(table.shape, margins, epsilon)
     planned = get_mechanism("planned").expected_errors(plan)
     truth = [table.margin_counts(g) for g in plan.margins]
@@ -156,14 +170,15 @@ def point(args) -> dict:
                                                                     for n in runs]))}
 
 
-def _tasks(releases: int, truth_runs: int, epsilons=frontier.EPSILONS, more: tuple = ()):
+def _tasks(releases: int, truth_runs: int, epsilons=frontier.EPSILONS, more: tuple = (), *,
+           tables=frontier.FRONTIER_TABLES, workloads=frontier.WORKLOADS):
     """The distinct points (each task's arguments: table, workload, epsilon, releases, further releases, then
     `more`), and for each printed (table, workload, epsilon) the distinct point it is."""
     tasks, rows, seen = [], [], {}
-    for t in frontier.FRONTIER_TABLES:
-        table = tr.builtin_table(t)
-        for w in frontier.WORKLOADS:
-            key = (t, tuple(map(tuple, frontier.workload_margins(table, w))))
+    for t in tables:
+        table = tr.load_table(t)
+        for w in workloads:
+            key = (t, tuple(map(tuple, workload_margins(table, w))))
             first = seen.setdefault(key, w)
             for e in epsilons:
                 if first == w:
@@ -172,11 +187,12 @@ def _tasks(releases: int, truth_runs: int, epsilons=frontier.EPSILONS, more: tup
     return tasks, rows
 
 
-def run_points(point, epsilons=frontier.EPSILONS, *, more_releases: bool = False):
+def run_points(point, epsilons=frontier.EPSILONS, *, more_releases: bool = False, tables=frontier.FRONTIER_TABLES,
+               workloads=frontier.WORKLOADS):
     """Parse the command line (--releases, --truth-runs, --jobs; with `more_releases`, --ratio-se and
-    --most-releases too, passed on to each task), compute `point` at every distinct point in processes: the
-    arguments, the distinct points' results by (table, workload, epsilon), the printed rows (each with the distinct
-    point it is) and the seconds taken."""
+    --most-releases too, passed on to each task), compute `point` at every distinct point of `tables` (built-in
+    names or paths) and `workloads` in processes: the arguments, the distinct points' results by (table, workload,
+    epsilon), the printed rows (each with the distinct point it is) and the seconds taken."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--releases", type=int, default=50)
     parser.add_argument("--truth-runs", type=int, default=400)
@@ -187,7 +203,7 @@ def run_points(point, epsilons=frontier.EPSILONS, *, more_releases: bool = False
     args = parser.parse_args()
     start = time.perf_counter()
     more = (args.ratio_se, args.most_releases) if more_releases else ()
-    tasks, rows = _tasks(args.releases, args.truth_runs, epsilons, more)
+    tasks, rows = _tasks(args.releases, args.truth_runs, epsilons, more, tables=tables, workloads=workloads)
     with ProcessPoolExecutor(args.jobs) as pool:
         found = {(r["table"], r["workload"], r["epsilon"]): r for r in pool.map(point, tasks)}
     return args, found, rows, time.perf_counter() - start
@@ -195,25 +211,34 @@ def run_points(point, epsilons=frontier.EPSILONS, *, more_releases: bool = False
 
 def main() -> None:
     args, found, rows, seconds = run_points(point, more_releases=True)
-    tasks = list(found)
-    print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; per point "
-          f"{args.releases} default releases (more where realised / stated's standard error was above "
-          f"{args.ratio_se:g}: as many as make it about that, at most {args.most_releases}; the 'releases' column) "
-          f"each with the audit's simulation (releases of the released margins' "
-          f"world, each run's of a total the truth's may have had given the release's total, in as many batches of "
-          f"{AUDIT_RUNS} as a first batch estimates make the runs' mean known to {MEAN_RELATIVE_SE:.0%}), "
-          f"and {args.truth_runs} further releases of the true table for the realised error (as many more in "
-          f"proportion where the point took more releases); {len(tasks)} distinct "
-          f"points; "
-          f"{seconds:.0f} s on {args.jobs} processes")
+    print(header(args, len(found), seconds))
+    print_points(found, rows)
+
+
+def header(args, distinct: int, seconds: float, *, tables: str = "") -> str:
+    """The output's first line: the run's versions, its releases and audits, its points (`tables`, where given, says
+    which tables) and its time."""
+    return (f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; {tables}per "
+            f"point {args.releases} default releases (more where realised / stated's standard error was above "
+            f"{args.ratio_se:g}: as many as make it about that, at most {args.most_releases}; the 'releases' column) "
+            f"each with the audit's simulation (releases of the released margins' world, each run's of a total the "
+            f"truth's may have had given the release's total, in as many batches of {AUDIT_RUNS} as a first batch "
+            f"estimates make the runs' mean known to {MEAN_RELATIVE_SE:.0%}), and {args.truth_runs} further releases "
+            f"of the true table for the realised error (as many more in proportion where the point took more "
+            f"releases); {distinct} distinct points; {seconds:.0f} s on {args.jobs} processes")
+
+
+def print_points(found: dict, rows: list) -> None:
+    """The validation's rows, one per printed point (a table by its name, or a held-out table's path by its file's
+    stem), then its summary over the distinct points."""
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'realised/stated':>16} {'(se)':>7} {'realised/unbiased':>18} "
           f"{'coverage':>9} {'(se)':>6} {'union cover':>12} {'audit runs':>11} {'releases':>9} {'margins':>8}")
     for (t, w, e), source in rows:
         r = found[source]
         same = "" if source[1] == w else f"  (the same margins as {source[1]})"
-        print(f"{t:<16} {w:<10} {e:>5g} {r['ratio']:>16.3f} {r['ratio_se']:>7.3f} {r['ratio_unbiased']:>18.3f} "
-              f"{r['coverage']:>9.1%} {r['coverage_se']:>6.1%} {r['coverage_union']:>12.1%} "
-              f"{int(np.median(r['audit_runs'])):>11} {r['releases']:>9} "
+        print(f"{Path(t).stem:<16} {w:<10} {e:>5g} {r['ratio']:>16.3f} {r['ratio_se']:>7.3f} "
+              f"{r['ratio_unbiased']:>18.3f} {r['coverage']:>9.1%} {r['coverage_se']:>6.1%} "
+              f"{r['coverage_union']:>12.1%} {int(np.median(r['audit_runs'])):>11} {r['releases']:>9} "
               f"{min(r['by_margin']):>5.3f}-{max(r['by_margin']):.3f}{same}")
     distinct = list(found.values())
     ratios = np.array([r["ratio"] for r in distinct])
@@ -232,7 +257,7 @@ def main() -> None:
           f"{ratios.max():.3f}; within {low:g}-{high:g} at {inside} of {len(distinct)} points; standard error "
           f"median {np.median(se):.3f}, largest {se.max():.3f}")
     print(f"  outside {low:g}-{high:g} by more than twice the standard error at {len(clearly_out)} points"
-          + "".join(f"\n    {r['table']} {r['workload']} eps {r['epsilon']:g}: {r['ratio']:.3f} "
+          + "".join(f"\n    {Path(r['table']).stem} {r['workload']} eps {r['epsilon']:g}: {r['ratio']:.3f} "
                     f"(se {r['ratio_se']:.3f})" for r in clearly_out))
     margins = np.concatenate([r["by_margin"] for r in distinct])
     margins_se = np.concatenate([r["by_margin_se"] for r in distinct])
