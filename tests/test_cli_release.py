@@ -199,6 +199,16 @@ def test_release_json_output_is_what_was_written(capsys, tmp_path):
     assert printed["public"] == str(tmp_path / "r" / "public")
     assert any("do not publish" in w for w in printed["warnings"])
     assert printed["ledger"]["dataset"] == "czech" and printed["ledger"]["epsilon_charged"] == 0.5
+    assert printed["seed"] == 3
+
+
+def test_release_json_output_gives_the_seed_the_tool_drew(capsys, tmp_path):
+    """Without --seed a simulation draws its own; --json prints it (as the terminal's line does), and it is the seed
+    the audit kept, which replays the release."""
+    assert main(["release", "czech", "--epsilon", "0.5", "--simulate", "--out", str(tmp_path / "r"), "--json"]) == 0
+    seed = json.loads(capsys.readouterr().out)["seed"]
+    audit = json.loads((tmp_path / "r" / "internal" / "audit.json").read_text())
+    assert isinstance(seed, int) and seed == audit["noise_seed"]
 
 
 def test_plan_and_sweep_report_a_margin_inside_another(tmp_path, capsys):

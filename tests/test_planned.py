@@ -124,7 +124,11 @@ def test_public_total_releases_n_exactly_and_says_so(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["release", "czech", "--epsilon", "0.2", "--public-total", "--simulate", "--seed", "3",
                  "--out", str(out)]) == 0
-    capsys.readouterr()
+    headline = capsys.readouterr().out.splitlines()[0]
+    # The first line states the guarantee that holds (a replacement is two add-remove steps: 2 x 0.2), not the
+    # settings the noise was calibrated to, which alone would read as a stronger, add-remove guarantee.
+    assert "(epsilon=0.4 (pure) for one record changed (n public); its noise calibrated to epsilon 0.2 per " \
+           "add-remove step;" in headline, headline
     release = json.loads((out / "public" / "release.json").read_text())
     assert release["plan"]["total"] == "public" and release["parameters"]["total_is_public"] == 1
     margins = [np.loadtxt(out / "public" / m["file"], delimiter=",", skiprows=1, usecols=-1) for m in release["margins"]]
@@ -132,6 +136,8 @@ def test_public_total_releases_n_exactly_and_says_so(tmp_path, capsys):
     audit = json.loads((out / "internal" / "audit.json").read_text())
     assert any("treated as public" in w for w in release["warnings"])
     assert audit["release"]["plan"]["total"] == "public" and audit["evaluation"]["n_released"] == audit["evaluation"]["n"]
+    assert main(["release", "czech", "--epsilon", "0.2", "--simulate", "--seed", "3", "--out", str(tmp_path / "a")]) == 0
+    assert "(epsilon=0.2 (pure) for one record added or removed; laplace" in capsys.readouterr().out.splitlines()[0]
 
 
 @pytest.mark.e2e

@@ -334,3 +334,20 @@ def test_a_mechanism_without_a_planned_error_says_so(tmp_path, capsys):
     for sheet in book.worksheets[2:]:
         last = [r[0] for r in sheet.iter_rows(values_only=True) if r[0]][-1]
         assert last.startswith("Margin of error: none planned")
+
+
+@pytest.mark.e2e
+def test_the_workbook_states_the_guarantee_beside_the_calibration(tmp_path, capsys):
+    """With a public total the noise is calibrated per add-remove step at epsilon 1 and the guarantee is for replace
+    neighbours at 2 (two steps): the release sheet states the guarantee, and names the settings as calibration."""
+    pytest.importorskip("openpyxl")
+    from openpyxl import load_workbook
+
+    out = _release(tmp_path, "r", "--public-total", "--xlsx")
+    capsys.readouterr()
+    release = json.loads((out / "public" / "release.json").read_text())
+    sheet = load_workbook(out / "public" / release["workbook"])["release"]
+    rows = {r[0]: r[1] for r in sheet.iter_rows(values_only=True)}
+    assert rows["guarantee"] == "epsilon=2 (pure) for one record changed (n public)"
+    assert rows["epsilon calibrated to"] == 1 and rows["neighbours calibrated to"] == "add-remove"
+    assert "epsilon" not in rows and "neighbours" not in rows  # no bare setting that reads as the guarantee

@@ -204,7 +204,7 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None,
         n, n_released = evaluation.n, evaluation.n_released
         off = abs(n_released - n) / n if n else 0.0
         rows.append(("released total",
-                     f"n = {n} -> n' = {_count_text(n_released)} ({100 * (n_released - n) / max(n, 1):+.1f}%)",
+                     f"n = {n} -> n' = {_count_text(n_released)} ({_percent_change(n_released - n, n)})",
                      "bad" if off > N_OFF_SHARE else "ok"))
         worst = max(evaluation.l1_error_by_margin, key=evaluation.l1_error_by_margin.get)
         share = evaluation.max_l1_error / n if n else float("nan")
@@ -548,6 +548,15 @@ td { overflow-wrap: anywhere; }
 <h1>Release audit — {name}</h1>
 <p><strong>Internal: this page describes the confidential table. Do not publish it.</strong></p>
 """
+
+
+def _percent_change(change: float, base: float) -> str:
+    """`change` as a signed percentage of `base`: one decimal, or two significant figures where one decimal would
+    read a change as 0 ("-0.0%" for 4526 -> 4524); "+0%" for none."""
+    if change == 0:
+        return "+0%"
+    percent = 100 * change / max(base, 1)
+    return f"{percent:+.1f}%" if abs(percent) >= 0.05 else f"{percent:+.2g}%"
 
 
 def _count_text(value: float) -> str:

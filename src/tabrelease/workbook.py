@@ -114,6 +114,8 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
     """
     from openpyxl import Workbook
 
+    from .privacy import PrivacyGuarantee
+
     book = Workbook()
     about = book.active
     about.title = "release"
@@ -122,9 +124,13 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
             ("mechanism", public.get("mechanism")),
             ("estimator", public.get("estimator")),
             ("rounding", public.get("rounding")),
-            ("epsilon", public.get("epsilon")),
-            ("delta", public.get("delta")),
-            ("neighbours", public.get("neighbours")),
+            ("guarantee", PrivacyGuarantee.from_dict(public["guarantee"]).describe()
+             if public.get("guarantee") else None),
+            # The settings the noise is calibrated to: the guarantee above, where they differ (a public total: per
+            # add-remove step, the guarantee for replace neighbours at twice the epsilon), is what holds.
+            ("epsilon calibrated to", public.get("epsilon")),
+            ("delta calibrated to", public.get("delta")),
+            ("neighbours calibrated to", public.get("neighbours")),
             ("privacy", public.get("privacy")),
             ("noise mode", public.get("noise", {}).get("mode")),
             ("sampler", public.get("noise", {}).get("sampler")),

@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
             "release": json.loads((done.out / "public" / "release.json").read_text()),
             "public": str(done.out / "public"), "audit": str(done.out / "internal" / "audit.html"),
             "warnings": list(done.warnings),
+            # The simulation's seed, drawn by the tool where none was given: printed as on the terminal (release
+            # mode draws from the secure sampler and has none).
+            "seed": release.noise_seed,
             "ledger": None if done.ledger_entry is None else {
                 "dataset": done.ledger_entry["dataset"], "guarantee_charged": done.ledger_entry["guarantee"],
                 "epsilon_charged": done.ledger_entry["epsilon"], "sequence": done.ledger_entry["sequence"],
@@ -80,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         noise = f"{cal.distribution} scale {cal.scale:.4g}"
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
-          f"(epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}, "
-          f"{noise}, {mode} mode)")
+          f"({_guarantee_and_calibration(release, table, cal)}; {noise}, {mode} mode)")
     print(f"privacy:  {release.privacy}")
     for warning in done.warnings:
         print(f"WARNING: {warning}")
@@ -100,3 +102,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"public:   {done.out / 'public'}")
     print(f"internal: {done.out / 'internal' / 'audit.html'}")
     return 0
+
+
+def _guarantee_and_calibration(release, table, cal) -> str:
+    """The headline's privacy words: the guarantee that holds (loss and unit), then, where the noise was calibrated
+    per a step of another unit (a public total: per add-remove step, the guarantee for replace neighbours at twice
+    the epsilon), that calibration, so that the line never reads as a stronger guarantee than the release has."""
+    calibrated = f"epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}"
+    if release.plan is None:
+        return calibrated
+    guarantee = release.plan.implementation.guarantee(release.plan, table.variables)
+    if guarantee.unit.kind == cal.neighbours or guarantee.loss.epsilon == cal.epsilon:
+        return guarantee.describe()
+    return (f"{guarantee.describe()}; its noise calibrated to epsilon {cal.epsilon:g}"
+            f"{f', delta {cal.delta:g}' if cal.delta else ''} per {cal.neighbours} step")

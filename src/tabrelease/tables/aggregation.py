@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import TabreleaseError
 from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
-from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells
+from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, too_few_levels
 
 ENGINES = ("arrow", "pandas", "dask", "spark")
 DEFAULT_ENGINE = "arrow"
@@ -974,8 +974,7 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
         else:
             level_lists.append(level_order(found[j]))
         if len(level_lists[-1]) < 2:
-            raise TabreleaseError(f"variable {variable!r} has only one level ({level_lists[-1]}); it carries no "
-                                  "information")
+            raise too_few_levels(variable, level_lists[-1])
     metadata = {} if not undeclared else {LEVELS_FROM_DATA: True, "undeclared_levels": undeclared}
     shape = tuple(len(lv) for lv in level_lists)
     cells = int(np.prod(shape, dtype=object))

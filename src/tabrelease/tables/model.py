@@ -25,6 +25,27 @@ if TYPE_CHECKING:  # pragma: no cover
 LETTERS = string.ascii_uppercase
 
 
+
+def too_few_levels(variable: str, levels: Sequence) -> TabreleaseError:
+    """The refusal of a variable with fewer than two levels: one level carries no information; none means the data
+    have no rows (a file with a header and nothing under it), which is said so.
+
+    Parameters
+    ----------
+    variable : str
+        The variable's name.
+    levels : sequence
+        Its levels (fewer than two).
+
+    Returns
+    -------
+    TabreleaseError
+        The error to raise.
+    """
+    if len(levels) == 0:
+        return TabreleaseError(f"variable {variable!r} has no values: the data have no rows")
+    return TabreleaseError(f"variable {variable!r} has only one level ({list(levels)}); it carries no information")
+
 @dataclass(frozen=True, eq=False)
 class ContingencyTable:
     """A complete k-way table of counts.
@@ -52,7 +73,7 @@ class ContingencyTable:
             )
         for variable, lv in zip(self.variables, self.levels):
             if len(lv) < 2:
-                raise TabreleaseError(f"variable {variable!r} has only one level ({list(lv)}); it carries no information")
+                raise too_few_levels(variable, lv)
             if len(set(lv)) != len(lv):
                 raise TabreleaseError(f"variable {variable!r} has repeated levels {list(lv)}")
         if not np.issubdtype(counts.dtype, np.integer):
@@ -330,7 +351,7 @@ class MicrodataTable(TableView):
             raise TabreleaseError(f"duplicate variable names: {list(self.variables)}")
         for variable, lv in zip(self.variables, self.levels):
             if len(lv) < 2:
-                raise TabreleaseError(f"variable {variable!r} has only one level ({list(lv)}); it carries no information")
+                raise too_few_levels(variable, lv)
         if codes.shape[0] == 0:
             raise TabreleaseError("the microdata have no rows")
         if self.weights is not None:

@@ -19,7 +19,7 @@ from .._files import CSV_SEPARATORS, csv_field_for_label, csv_label_from_field
 from ..errors import TabreleaseError
 from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
-from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells
+from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
 from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,7 +162,7 @@ def table_from_frame(
     level_lists = _resolve_levels(keys, variables, levels)
     for var, lv in zip(variables, level_lists):
         if len(lv) < 2:
-            raise TabreleaseError(f"variable {var!r} has only one level ({lv}); it carries no information")
+            raise too_few_levels(var, lv)
     shape = tuple(len(lv) for lv in level_lists)
     cells = int(np.prod(shape, dtype=object))
     import pandas as pd
@@ -301,7 +301,7 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
     else:
         order = _level_order(pd.Series(labels))
     if len(order) < 2:
-        raise TabreleaseError(f"variable {variable!r} has only one level ({order}); it carries no information")
+        raise too_few_levels(variable, order)
     where = {label: i for i, label in enumerate(order)}
     lookup = np.array([where[label] for label in labels], dtype=np.int64)
     return lookup[positions], list(order)
@@ -551,13 +551,13 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
         extra = row[width:]
         if any(extra):
             raise TabreleaseError(f"{path}: data row {number} has {len(row)} fields where the header has {width} "
-                                  f"(is {hint} right?)")
+                                  f"(is {hint} right, and every quote closed?)")
         row = row[:width]
         if not any(row):
             raise TabreleaseError(f"{path}: data row {number} is blank (only trailing blank rows are allowed)")
         if len(row) < width:
             raise TabreleaseError(f"{path}: data row {number} has {len(row)} fields where the header has {width} "
-                                  f"(is {hint} right?)")
+                                  f"(is {hint} right, and every quote closed?)")
         body.append(row)
     names = header[:width]
     if "" in names:
