@@ -434,6 +434,6 @@ def test_an_empty_release_s_page_says_why_its_fit_figures_are_not_defined(tmp_pa
 def test_the_released_totals_change_never_reads_as_zero_when_it_is_not():
     from tabrelease.reports import _percent_change
 
-    assert _percent_change(-2, 4526) == "-0.044%"  # 200 / 4526 = 0.0442 (a user saw "-0.0%")
+    assert _percent_change(-2, 4526) == "-0.044%"  # 100 * 2 / 4526 = 0.0442 (a user saw "-0.0%")
     assert _percent_change(30, 70) == "+42.9%" and _percent_change(-7, 70) == "-10.0%"
     assert _percent_change(0, 70) == "+0%"

@@ -273,3 +273,30 @@ def test_a_batch_on_a_copied_ledger_is_refused_dry_run_and_real_run_alike(folder
         assert f"the ledger {copy / 'ledger.json'} is a copy of the one its anchor last saw at" in err
         assert "tabrelease-batch-" not in err
     assert tree(copy) == before
+
+
+def test_each_step_states_the_guarantee_it_has_not_the_epsilon_asked(folder, capsys):
+    """A public total: noise calibrated per add-remove step at 0.25 gives epsilon 0.5 for replace neighbours (two
+    steps), which a replace budget is charged; the step's line says the guarantee, not 'at epsilon 0.25'."""
+    (folder / "season.toml").write_text('''
+ledger = "ledger.json"
+
+[datasets.czech]
+builtin = "czech"
+budget = 2.0
+budget_neighbours = "replace"
+
+[[releases]]
+dataset = "czech"
+margins = "[AB][BC]"
+epsilon = 0.25
+public_total = true
+out = "out/czech-1"
+simulate = true
+seed = 2
+''')
+    code, out, _ = run(capsys, "batch", folder / "season.toml")
+    assert code == 0, out
+    line = next(x for x in out.splitlines() if x.lstrip().startswith("1. made"))
+    assert "with epsilon=0.5 (pure) for one record changed (n public) (planned" in line, line
+    assert "czech spent 0.5 of 2" in line

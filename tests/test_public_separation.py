@@ -103,7 +103,7 @@ def test_public_holds_only_dp_output_and_parameters(name, extra, tmp_path, capsy
         notes = {r[0]: r[2] for r in book["notes"].iter_rows(values_only=True) if r[0] in planned}
         assert notes == pytest.approx(planned)
         about = dict(book["release"].iter_rows(min_row=2, max_col=2, values_only=True))
-        assert about["privacy"] == release["privacy"] and about["epsilon calibrated to"] == release["epsilon"]
+        assert about["privacy"] == release["privacy"] and about["epsilon asked for"] == release["epsilon"]
     # What only the confidential table knows stays in internal/.
     assert audit["evaluation"]["n"] == table.n and "disclosure_risk" in audit
     assert not any(p.name == "released_table.csv" for p in (out / "public").iterdir())

@@ -339,7 +339,7 @@ def test_a_mechanism_without_a_planned_error_says_so(tmp_path, capsys):
 @pytest.mark.e2e
 def test_the_workbook_states_the_guarantee_beside_the_calibration(tmp_path, capsys):
     """With a public total the noise is calibrated per add-remove step at epsilon 1 and the guarantee is for replace
-    neighbours at 2 (two steps): the release sheet states the guarantee, and names the settings as calibration."""
+    neighbours at 2 (two steps): the release sheet states the guarantee, and names the settings as asked for."""
     pytest.importorskip("openpyxl")
     from openpyxl import load_workbook
 
@@ -349,5 +349,5 @@ def test_the_workbook_states_the_guarantee_beside_the_calibration(tmp_path, caps
     sheet = load_workbook(out / "public" / release["workbook"])["release"]
     rows = {r[0]: r[1] for r in sheet.iter_rows(values_only=True)}
     assert rows["guarantee"] == "epsilon=2 (pure) for one record changed (n public)"
-    assert rows["epsilon calibrated to"] == 1 and rows["neighbours calibrated to"] == "add-remove"
+    assert rows["epsilon asked for"] == 1 and rows["neighbours asked for"] == "add-remove"
     assert "epsilon" not in rows and "neighbours" not in rows  # no bare setting that reads as the guarantee

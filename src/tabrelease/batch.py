@@ -155,6 +155,9 @@ class Step:
     status: str = "made"
     reason: str | None = None
     exit_status: int | None = None  # a refusal's: that of its type (errors.py), what the command exits with
+    # The guarantee the release has (or would have), in words: `epsilon` is the setting asked for, which a public
+    # total turns into twice it for replace neighbours.
+    guarantee: str = ""
 
     def as_dict(self) -> dict:
         """The step as plain data (for JSON): every field, the release's number as `release`.
@@ -167,7 +170,8 @@ class Step:
                 "epsilon": self.epsilon, "mode": self.mode, "margins": list(self.margins),
                 "expected_l1": dict(self.expected_l1),
                 "epsilon_spent_after": self.epsilon_spent_after, "epsilon_budget": self.epsilon_budget,
-                "status": self.status, "reason": self.reason, "exit_status": self.exit_status}
+                "status": self.status, "reason": self.reason, "exit_status": self.exit_status,
+                "guarantee": self.guarantee}
 
 
 @dataclass(frozen=True)
@@ -517,7 +521,8 @@ def _charged_on_a_copy(spec: BatchSpec, prepared: list, set_budgets: bool):
             steps = []
             for r, table, plan, labels, expected in prepared:
                 step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
-                            epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode)
+                            epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode,
+                            guarantee=plan.implementation.guarantee(plan, table.variables).describe())
                 if refusal is not None:
                     steps.append(Step(**step, status="not attempted"))
                     continue
@@ -588,7 +593,8 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     steps, stopped = [], False
     for r, table, plan, labels, expected in prepared:
         step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
-                    epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode)
+                    epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode,
+                    guarantee=plan.implementation.guarantee(plan, table.variables).describe())
         if stopped:
             steps.append(Step(**step, status="not attempted"))
             continue

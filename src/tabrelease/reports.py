@@ -189,10 +189,13 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None,
     else:
         rows.append(("noise", f"{release.noise_mode} mode (seeded numpy): NOT for publication", "bad"))
     if cal.epsilon_holds:
-        rows.append(("calibration", f"{cal.calibration}: the stated epsilon {cal.epsilon:g} holds", "ok"))
+        # The epsilon asked for, which the noise gives per step of the relation it was calibrated to; the guarantee
+        # that holds (twice it for replace neighbours where n is public) is the privacy row's.
+        rows.append(("calibration", f"{cal.calibration}: the noise gives the epsilon asked for, {cal.epsilon:g} "
+                     "(the guarantee: the privacy row)", "ok"))
     else:
-        rows.append(("calibration", f"{cal.calibration}: the stated epsilon {cal.epsilon:g} does NOT hold (the noise "
-                     f"gives {cal.epsilon_actual:.4g})", "bad"))
+        rows.append(("calibration", f"{cal.calibration}: the epsilon asked for, {cal.epsilon:g}, does NOT hold (the "
+                     f"noise gives {cal.epsilon_actual:.4g})", "bad"))
     guarantee = {"global": "global: the released margins are those of one non-negative table",
                  "local": "local only: the released margins agree where they overlap, but no single table is proved",
                  "none": "none: the released margins may disagree with each other"}

@@ -126,11 +126,11 @@ def write_workbook(path: Path, public: Mapping, margin_values: Sequence, margin_
             ("rounding", public.get("rounding")),
             ("guarantee", PrivacyGuarantee.from_dict(public["guarantee"]).describe()
              if public.get("guarantee") else None),
-            # The settings the noise is calibrated to: the guarantee above, where they differ (a public total: per
+            # The settings asked for: the guarantee above, where they differ (a public total: noise calibrated per
             # add-remove step, the guarantee for replace neighbours at twice the epsilon), is what holds.
-            ("epsilon calibrated to", public.get("epsilon")),
-            ("delta calibrated to", public.get("delta")),
-            ("neighbours calibrated to", public.get("neighbours")),
+            ("epsilon asked for", public.get("epsilon")),
+            ("delta asked for", public.get("delta")),
+            ("neighbours asked for", public.get("neighbours")),
             ("privacy", public.get("privacy")),
             ("noise mode", public.get("noise", {}).get("mode")),
             ("sampler", public.get("noise", {}).get("sampler")),

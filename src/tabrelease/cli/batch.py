@@ -65,8 +65,8 @@ def run(args) -> int:
                      f"; {step.dataset} spent {step.epsilon_spent_after:g}"
                      + ("" if step.epsilon_budget is None else f" of {step.epsilon_budget:g}"))
             errors = ", ".join(f"{m} {e:.3g}" for m, e in step.expected_l1.items())
-            print(f"{step.number:>3}. {step.status:<17} {step.dataset} {' '.join(step.margins)} at epsilon "
-                  f"{step.epsilon:g} ({step.mechanism}{SIMULATED if step.mode != 'release' else ''}) -> {step.out}"
+            print(f"{step.number:>3}. {step.status:<17} {step.dataset} {' '.join(step.margins)} with "
+                  f"{step.guarantee} ({step.mechanism}{SIMULATED if step.mode != 'release' else ''}) -> {step.out}"
                   f"{spent}")
             if errors and step.status != "not attempted":
                 print(f"     expected L1: {errors}")

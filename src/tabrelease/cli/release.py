@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         spread = (f"{min(sds):.3g}" if f"{min(sds):.3g}" == f"{max(sds):.3g}"
                   else f"{min(sds):.3g} to {max(sds):.3g}")  # not "2 to 2"
         noise = f"{cal.distribution} noise planned per block: expected cell sd {spread} counts"
+    elif cal.distribution == "randomized-response":  # its scale is the probability of reporting the true cell
+        noise = f"randomized response, each record's true cell kept with probability {cal.scale:.4g}"
     else:
         noise = f"{cal.distribution} scale {cal.scale:.4g}"
     print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
@@ -108,10 +110,7 @@ def _guarantee_and_calibration(release, table, cal) -> str:
     """The headline's privacy words: the guarantee that holds (loss and unit), then, where the noise was calibrated
     per a step of another unit (a public total: per add-remove step, the guarantee for replace neighbours at twice
     the epsilon), that calibration, so that the line never reads as a stronger guarantee than the release has."""
-    calibrated = f"epsilon {cal.epsilon:g}{f', delta {cal.delta:g}' if cal.delta else ''}, {cal.neighbours}"
-    if release.plan is None:
-        return calibrated
-    guarantee = release.plan.implementation.guarantee(release.plan, table.variables)
+    guarantee = release.plan.implementation.guarantee(release.plan, table.variables)  # as release.json states it
     if guarantee.unit.kind == cal.neighbours or guarantee.loss.epsilon == cal.epsilon:
         return guarantee.describe()
     return (f"{guarantee.describe()}; its noise calibrated to epsilon {cal.epsilon:g}"
