@@ -199,6 +199,33 @@ def test_the_page_says_how_the_runs_were_seeded(tmp_path):
     assert "estimator, with fixed seeds;" in older and "seeded from the released margins" not in older
 
 
+def test_the_page_says_how_the_runs_stand_in_for_the_rounding(tmp_path):
+    """The audit's runs are not rounded; with the default controlled rounding each run's margin cells are rounded to
+    their nearest integers, and the reference and page say so (in words of their own, the reference's text not
+    repeated in the world's description); a page rendered from an audit written before says the rounding is not
+    simulated."""
+    import json
+
+    import tabrelease as tr
+    from tabrelease.error_model import ROUNDED_LIKE
+    from tabrelease.reports import render_audit_html
+
+    out = tmp_path / "r"
+    tr.publish_release(tr.builtin_table("titanic"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=2),
+                       out)
+    audit = json.loads((out / "internal" / "audit.json").read_text())
+    simulated = audit["evaluation"]["simulated_errors"]
+    assert ROUNDED_LIKE["controlled"] in simulated["reference"]
+    page = (out / "internal" / "audit.html").read_text()
+    assert page.count("margin cells rounded to their nearest integers") == 1
+    assert "; each run's margin cells rounded to their nearest integers, where the release's controlled rounding " \
+           "puts most of them (it is not run: it is most of a release's time). They are post-processing" in page
+    simulated["reference"] = simulated["reference"].replace(ROUNDED_LIKE["controlled"], "")  # written before
+    older = render_audit_html(audit)
+    assert "rounding, which keeps each cell within 1 of the fit, is not simulated" in older
+    assert "nearest integers" not in older
+
+
 def test_the_page_explains_the_worlds_move_toward_the_release_where_the_audit_made_one(tmp_path):
     """Journey to work's default plan puts noise on every cell: audit.json's reference states the share the world
     was moved by, and the page explains the move with that share (and not as part of the world's name). Rochdale's

@@ -233,6 +233,12 @@ def _simulated_runs(plan, worlds: list, *, seed: int | None = None, rounded: boo
 
 
 
+# Appended to the audit's reference: how its runs, which are not rounded, stand in for the release's rounding.
+ROUNDED_LIKE = {"controlled": "; each run's margin cells rounded to their nearest integers, where the release's "
+                              "controlled rounding puts most of them (it is not run: it is most of a release's time)",
+                "nearest": "; each run's table rounded cell by cell to the nearest integer, as the release is"}
+
+
 def _rounded_like(released, margins, rounding: str) -> list:
     """An unrounded run's released margins rounded as the release's `rounding` would leave them, without its cost:
     where it rounds each cell to the nearest integer ("nearest"), the run's table so, and its margins summed from
@@ -817,8 +823,9 @@ def released_table_errors(release, *, level: float = 0.95, runs: int = AUDIT_RUN
                                               for b in range(1, count + 1)]
         errors = np.concatenate(batches)
         spread = total_noise_sd(release.plan) if conditioned else None
-        described += SEEDED_FROM_THE_RELEASE + (TOTALS_REFLECTED if not conditioned else TOTAL_PUBLIC if spread == 0
-                                                else TOTAL_CONDITIONED) + BATCHES_ADDED
+        described += (ROUNDED_LIKE.get(release.plan.rounding, "") + SEEDED_FROM_THE_RELEASE
+                      + (TOTALS_REFLECTED if not conditioned else TOTAL_PUBLIC if spread == 0 else TOTAL_CONDITIONED)
+                      + BATCHES_ADDED)
         if conditioned:
             total = float(fitted.sum())
             z = NormalDist().inv_cdf((1.0 + level) / 2.0)

@@ -701,9 +701,9 @@ and the larger it is, the more the noise had to be corrected before any table co
     out.append("</table>\n<p>")
     if sim:
         from .error_model import (AUDIT_RUNS, BATCHES_ADDED, BATCHES_LIMITED, FIRST_BATCH_KEPT, MAX_BATCHES,
-                                  MEAN_RELATIVE_SE, SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_PUBLIC,
-                                  SHRUNK_TOWARD_LOWER_ORDER, TOTAL_RUNS, TOTAL_UNCERTAIN, TOTALS_REFLECTED,
-                                  TOWARD_THE_RELEASE, CORRECTED_FOR_THE_FITS_BIAS)
+                                  MEAN_RELATIVE_SE, ROUNDED_LIKE, SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED,
+                                  TOTAL_PUBLIC, SHRUNK_TOWARD_LOWER_ORDER, TOTAL_RUNS, TOTAL_UNCERTAIN,
+                                  TOTALS_REFLECTED, TOWARD_THE_RELEASE, CORRECTED_FOR_THE_FITS_BIAS)
 
         order = ""
         if sim.get("order_statistic"):
@@ -714,7 +714,13 @@ and the larger it is, the more the noise had to be corrected before any table co
         world = sim["reference"]
         seeded = ("seeded from the released margins" if SEEDED_FROM_THE_RELEASE in sim["reference"]
                   else "with fixed seeds")  # an audit written before its seeds came from the release
-        for part in (SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_PUBLIC, TOTALS_REFLECTED, BATCHES_ADDED):
+        # How the runs stand in for the release's rounding, from the reference (an audit written before stop 50
+        # did not round them).
+        stand_in = [text for text in ROUNDED_LIKE.values() if text in sim["reference"]]
+        rounding = (stand_in[0].lstrip("; ") if stand_in else
+                    "rounding, which keeps each cell within 1 of the fit, is not simulated")
+        for part in (SEEDED_FROM_THE_RELEASE, TOTAL_CONDITIONED, TOTAL_PUBLIC, TOTALS_REFLECTED, BATCHES_ADDED,
+                     *ROUNDED_LIKE.values()):
             world = world.replace(part, "")
         limited = re.search(re.escape(BATCHES_LIMITED).replace(r"\{count\}", r"(\d+)")
                             .replace(r"\{wanted\}", r"(\d+)") + f"({re.escape(FIRST_BATCH_KEPT)})?", world)
@@ -739,8 +745,8 @@ and the larger it is, the more the noise had to be corrected before any table co
         out.append(f"<strong>The simulated error</strong> is the mean and the {100 * sim['level']:g}% quantile of each "
                    f"margin's L1 error over {t(sim['runs'])} simulated releases by the same plan{order}, of "
                    f"{t(world)}. They take non-negativity into account and read nothing confidential. "
-                   f"</p>\n<p>The runs use the same noise scales and estimator, {seeded}; rounding, which "
-                   "keeps each cell within 1 of the fit, is not simulated. They are post-processing of the release: "
+                   f"</p>\n<p>The runs use the same noise scales and estimator, {seeded}; {rounding}. They are "
+                   "post-processing of the release: "
                    "the released table, <code>internal/released_table.csv</code> (its margins, and its cells where "
                    "the world is moved toward it; read it with its levels in the order of "
                    "<code>public/release.json</code>), with the plan in <code>public/release.json</code>. "
