@@ -32,7 +32,9 @@ Per point it prints:
 * the same ratio for the plan's unbiased expected L1 (before non-negativity);
 * coverage: the share of the N releases' (release, margin) pairs whose realised error is at most the stated 95%
   quantile, with its standard error (a release's share as the unit); a simulation that described the realised
-  error exactly would cover k / (runs + 1) in expectation (58 / 61 = 95.1% at 60 runs);
+  error exactly would cover k / (runs + 1) in expectation (58 / 61 = 95.1% at 60 runs) were the errors
+  continuous: rounded, they are integers, a realised error equal to the quantile is covered, and the coverage of a
+  true quantile exceeds that where a margin errs by a few counts (large epsilon);
 * the audit's runs (their median over the N releases);
 * each margin's own realised / stated mean, the lowest and highest of the point's margins ("margins");
 * the plan's union-bound quantile's coverage.
