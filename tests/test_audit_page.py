@@ -175,23 +175,31 @@ def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(t
     assert reflected not in page and conditioned not in page and "The world they are simulated on" in page
 
 
-def test_the_page_says_how_the_runs_were_seeded(tmp_path):
-    """An audit's runs are seeded from the released margins, and its page says so (the reference's marker is
-    explained, not echoed); an audit written before, with one fixed seed, rendered again from its file, says fixed
-    seeds."""
+@pytest.fixture(scope="module")
+def titanic_audit(tmp_path_factory):
+    """A default release of Titanic at epsilon 1 (seed 2): a reader of its audit.json and its page."""
     import json
 
     import tabrelease as tr
+
+    out = tmp_path_factory.mktemp("titanic") / "r"
+    tr.publish_release(tr.builtin_table("titanic"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=2),
+                       out)
+    return (lambda: json.loads((out / "internal" / "audit.json").read_text()),
+            (out / "internal" / "audit.html").read_text())
+
+
+def test_the_page_says_how_the_runs_were_seeded(titanic_audit):
+    """An audit's runs are seeded from the released margins, and its page says so (the reference's marker is
+    explained, not echoed); an audit written before, with one fixed seed, rendered again from its file, says fixed
+    seeds."""
     from tabrelease.error_model import SEEDED_FROM_THE_RELEASE
     from tabrelease.reports import render_audit_html
 
-    out = tmp_path / "r"
-    tr.publish_release(tr.builtin_table("titanic"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=2),
-                       out)
-    audit = json.loads((out / "internal" / "audit.json").read_text())
+    read, page = titanic_audit
+    audit = read()
     simulated = audit["evaluation"]["simulated_errors"]
     assert SEEDED_FROM_THE_RELEASE in simulated["reference"]
-    page = (out / "internal" / "audit.html").read_text()
     assert "estimator, seeded from the released margins;" in page and "fixed seeds" not in page
     assert SEEDED_FROM_THE_RELEASE not in page
     simulated["reference"] = simulated["reference"].replace(SEEDED_FROM_THE_RELEASE, "")  # written before
@@ -199,24 +207,18 @@ def test_the_page_says_how_the_runs_were_seeded(tmp_path):
     assert "estimator, with fixed seeds;" in older and "seeded from the released margins" not in older
 
 
-def test_the_page_says_how_the_runs_stand_in_for_the_rounding(tmp_path):
+def test_the_page_says_how_the_runs_stand_in_for_the_rounding(titanic_audit):
     """The audit's runs are not rounded; with the default controlled rounding each run's margin cells are rounded to
     their nearest integers, and the reference and page say so (in words of their own, the reference's text not
     repeated in the world's description); a page rendered from an audit written before says the rounding is not
     simulated."""
-    import json
-
-    import tabrelease as tr
     from tabrelease.error_model import ROUNDED_LIKE
     from tabrelease.reports import render_audit_html
 
-    out = tmp_path / "r"
-    tr.publish_release(tr.builtin_table("titanic"), tr.ReleaseSpec(loss=tr.loss_of(1.0), mode="simulation", seed=2),
-                       out)
-    audit = json.loads((out / "internal" / "audit.json").read_text())
+    read, page = titanic_audit
+    audit = read()
     simulated = audit["evaluation"]["simulated_errors"]
     assert ROUNDED_LIKE["controlled"] in simulated["reference"]
-    page = (out / "internal" / "audit.html").read_text()
     assert page.count("margin cells rounded to their nearest integers") == 1
     assert "; each run's margin cells rounded to their nearest integers, where the release's controlled rounding " \
            "puts most of them (it is not run: it is most of a release's time). They are post-processing" in page
