@@ -245,7 +245,7 @@ def test_batch_summary_names_margins_by_variables(tmp_path, capsys):
     assert set(step["expected_l1"]) == {"[Région de résidence, Sexe]", "[Âge]"}
     assert main(["batch", str(tmp_path / "season.toml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "recensement [Région de résidence, Sexe] [Âge] at epsilon" in out and "[BC]" not in out
+    assert "recensement [Région de résidence, Sexe] [Âge] with epsilon=0.5 (pure)" in out and "[BC]" not in out
 
 
 def test_the_audit_page_names_margins_by_their_variables(tmp_path):
