@@ -116,6 +116,20 @@ def workload_margins(table, workload: str) -> list[tuple[int, ...]]:
     return frontier.workload_margins(table, workload)
 
 
+def covered_at_random(error: float, quantile: float, below: int, tied: int, k: int) -> float:
+    """The probability that a realised `error` comes at or before the `k`-th smallest of the runs' errors
+    (`quantile`; `below` runs err less, `tied` as much) when ties are put in random order: 1 below the quantile, 0
+    above it, and, equal to it, j / (tied + 1) with j = k - below the quantile's place among the tied runs. For a
+    simulation that describes the realised error exactly, the realised error and the runs are exchangeable and its
+    rank among them, ties at random, is uniform: the expectation is k / (runs + 1) however discrete the errors
+    (rounded releases err by integers, and a realised error equal to the quantile is often covered)."""
+    if error < quantile:
+        return 1.0
+    if error > quantile:
+        return 0.0
+    return (k - below) / (tied + 1)
+
+
 def point(args) -> dict:
     name, workload, epsilon, releases, truth_runs = args[:5]
     target_se, most = args[5:7] if len(args) > 5 else (0.0, releases)  # no target: the first releases only
@@ -124,7 +138,7 @@ def point(args) -> dict:
     plan = plan_at(table.shape, margins, epsilon)
     planned = get_mechanism("planned").expected_errors(plan)
     truth = [table.margin_counts(g) for g in plan.margins]
-    audited, stated, quantile, covered_union, runs, further = [], [], [], [], [], []
+    audited, stated, quantile, covered_union, runs, further, covered_random = [], [], [], [], [], [], []
     noise = SimulationNoise(seed=7_000_001)  # one stream for the further releases (the audited used 1000 r + 7)
 
     def audit(first: int, last: int, truth_runs: int) -> None:
@@ -138,6 +152,9 @@ def point(args) -> dict:
             runs.append(found.runs)
             stated.append([found.mean_l1[g] for g in plan.margins])
             quantile.append([found.quantile_l1[g] for g in plan.margins])
+            # The coverage with a tie at the quantile counted at random (`covered_at_random`).
+            covered_random.append([covered_at_random(e, found.quantile_l1[g], *found.ties[g], found.order_statistic)
+                                   for e, g in zip(errors, plan.margins)])
             covered_union.append([e <= planned[g].l1_quantile(0.05) for e, g in zip(errors, plan.margins)])
         further.extend(_errors(run_plan(plan, table.counts, noise), truth) for _ in range(truth_runs - len(further)))
 
@@ -165,6 +182,8 @@ def point(args) -> dict:
             "ratio_se": ratio_se, "ratio_unbiased": float(real_mean / unbiased),
             "coverage": float(covered.mean()),
             "coverage_se": float(covered.mean(axis=1).std(ddof=1) / np.sqrt(releases)),
+            "coverage_random": float(np.mean(covered_random)),
+            "coverage_random_se": float(np.mean(covered_random, axis=1).std(ddof=1) / np.sqrt(releases)),
             "by_margin": [float(v) for v in by_margin], "by_margin_se": [float(v) for v in by_margin_se],
             "coverage_union": float(np.mean(covered_union)), "pairs": audited.size, "releases": releases,
             "realised_runs": len(realised),

@@ -1254,3 +1254,18 @@ def test_where_rounding_takes_the_error_away_the_audit_states_it():
     for r in range(4):
         stated = released_table_errors(run_plan(plan, counts, SimulationNoise(seed=r)))[0].mean_l1[(0, 1, 2)]
         assert abs(stated / realised - 1) < 0.12, (r, stated, realised)
+
+
+def test_the_summary_counts_the_runs_below_and_at_the_quantile():
+    """`_summary` of 20 runs' integer errors of two margins: the 95% quantile is the 20th smallest
+    (upper_order_statistic(20, 0.95) = 20, as 19/21 < 0.95 <= 20/21), and `ties` counts, by hand, the runs below it
+    and those equal to it."""
+    from tabrelease.error_model import _summary
+
+    plan = plan_at((2, 2), [(0,), (1,)], 1.0)
+    first = np.array([1] * 5 + [2] * 9 + [3] * 6, float)  # the 20th smallest is 3: 14 below, 6 tied
+    second = np.arange(20, dtype=float)  # the 20th smallest is 19: 19 below, 1 tied
+    found = _summary(plan, np.column_stack([first, second]), level=0.95, described="by hand")
+    assert found.order_statistic == 20 and found.quantile_l1 == {(0,): 3.0, (1,): 19.0}
+    assert found.ties == {(0,): (14, 6), (1,): (19, 1)}
+    assert "ties" not in found.as_dict()  # audit.json is unchanged

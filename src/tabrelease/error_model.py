@@ -57,6 +57,10 @@ class SimulatedErrors:
     quantile_l1: dict = field(default_factory=dict)  # margin axes -> the `level` quantile (`upper_order_statistic`)
     mean_max_l1: float = 0.0  # mean over runs of the largest margin's L1 error
     order_statistic: int = 0  # k: the quantile is the k-th smallest of the runs' errors (`upper_order_statistic`)
+    # Margin axes -> (runs whose error is below the quantile, runs whose error equals it): where errors are integers
+    # (rounded releases) many runs tie at the quantile, and a check of its coverage counts a tie at random
+    # (`benchmarks/bench_error_model_ties.py`). Not in `as_dict`: audit.json is unchanged.
+    ties: dict = field(default_factory=dict)
 
     def as_dict(self, label=lambda g: str(g)) -> dict:
         """The figures as a JSON-ready mapping, margins named by `label`.
@@ -136,7 +140,10 @@ def _summary(plan, errors: np.ndarray, *, level: float, described: str) -> Simul
     return SimulatedErrors(reference=described, runs=runs, level=level,
                            mean_l1={tuple(g): float(errors[:, i].mean()) for i, g in enumerate(plan.margins)},
                            quantile_l1={tuple(g): float(ordered[k, i]) for i, g in enumerate(plan.margins)},
-                           mean_max_l1=float(errors.max(axis=1).mean()), order_statistic=k + 1)
+                           mean_max_l1=float(errors.max(axis=1).mean()), order_statistic=k + 1,
+                           ties={tuple(g): (int(np.sum(errors[:, i] < ordered[k, i])),
+                                            int(np.sum(errors[:, i] == ordered[k, i])))
+                                 for i, g in enumerate(plan.margins)})
 
 
 def _simulated_runs(plan, worlds: list, *, seed: int | None = None, rounded: bool,
