@@ -253,12 +253,14 @@ def print_points(found: dict, rows: list) -> None:
     """The validation's rows, one per printed point (a table by its name, or a held-out table's path by its file's
     stem), then its summary over the distinct points."""
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'realised/stated':>16} {'(se)':>7} {'realised/unbiased':>18} "
-          f"{'coverage':>9} {'(se)':>6} {'union cover':>12} {'audit runs':>11} {'releases':>9} {'margins':>8}")
+          f"{'coverage':>9} {'(se)':>6} {'ties rand':>9} {'union cover':>12} {'audit runs':>11} {'releases':>9} "
+          f"{'margins':>8}")
     for (t, w, e), source in rows:
         r = found[source]
         same = "" if source[1] == w else f"  (the same margins as {source[1]})"
         print(f"{Path(t).stem:<16} {w:<10} {e:>5g} {r['ratio']:>16.3f} {r['ratio_se']:>7.3f} "
               f"{r['ratio_unbiased']:>18.3f} {r['coverage']:>9.1%} {r['coverage_se']:>6.1%} "
+              f"{r['coverage_random']:>9.1%} "
               f"{r['coverage_union']:>12.1%} {int(np.median(r['audit_runs'])):>11} {r['releases']:>9} "
               f"{min(r['by_margin']):>5.3f}-{max(r['by_margin']):.3f}{same}")
     distinct = list(found.values())
@@ -301,6 +303,14 @@ def print_points(found: dict, rows: list) -> None:
           f"standard error at {clearly_c}; a simulation describing the realised error exactly covers "
           f"{np.sum([r['expected_coverage'] * r['pairs'] for r in distinct]) / pairs.sum():.1%} in expectation "
           "(k / (runs + 1), over the audits)")
+    # The same with a tie at the quantile counted at random (`covered_at_random`): k / (runs + 1) is then exact
+    # however discrete the errors (the 'ties rand' column).
+    at_random = np.array([r["coverage_random"] for r in distinct])
+    clearly_r = sum(1 for r in distinct if r["coverage_random"] + 2 * r["coverage_random_se"] < lo_c
+                    or r["coverage_random"] - 2 * r["coverage_random_se"] > hi_c)
+    print(f"  a tie at the quantile counted at random: {float(np.sum(at_random * pairs) / pairs.sum()):.1%} pooled; "
+          f"within {lo_c:.0%}-{hi_c:.0%} at {int(np.sum((at_random >= lo_c) & (at_random <= hi_c)))} of "
+          f"{len(distinct)} points; outside by more than twice its standard error at {clearly_r}")
     # What a simulation describing the realised error exactly would score per point: a point's coverage is an
     # estimate from N releases, so even such a simulation misses the band at some points. Its coverage of a (release,
     # margin) pair is p = k / (runs + 1); a point's share over N releases of m margins has standard deviation between
