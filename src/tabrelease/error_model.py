@@ -28,6 +28,7 @@ from statistics import NormalDist
 import numpy as np
 
 from .errors import TabreleaseError
+from .postprocessing import CONTROLLED, NEAREST
 from .tables import margin_counts
 
 # Runs of the audit's simulation, and its seed: a simulation before a release uses it as it is; an audit after one
@@ -239,11 +240,10 @@ def _simulated_runs(plan, worlds: list, *, seed: int | None = None, rounded: boo
             np.array([rows[i][1] for i in range(runs)], float))
 
 
-
 # Appended to the audit's reference: how its runs, which are not rounded, stand in for the release's rounding.
-ROUNDED_LIKE = {"controlled": "; each run's margin cells rounded to their nearest integers, where the release's "
-                              "controlled rounding puts most of them (it is not run: it is most of a release's time)",
-                "nearest": "; each run's table rounded cell by cell to the nearest integer, as the release is"}
+ROUNDED_LIKE = {CONTROLLED: "; each run's margin cells rounded to their nearest integers, where the release's "
+                            "controlled rounding puts most of them (it is not run: it is most of a release's time)",
+                NEAREST: "; each run's table rounded cell by cell to the nearest integer, as the release is"}
 
 
 def _rounded_like(released, margins, rounding: str) -> list:
@@ -260,7 +260,6 @@ def _rounded_like(released, margins, rounding: str) -> list:
     UCBAdmissions'), and the margins rounded to their nearest integers within 2% of it everywhere (0.980-1.006). At
     small epsilon the errors are many counts, and rounding moves them by a fraction of one.
     """
-    from .postprocessing import CONTROLLED, NEAREST
     from .rounding import round_table
 
     if rounding == NEAREST and released.table is not None:
@@ -269,6 +268,7 @@ def _rounded_like(released, margins, rounding: str) -> list:
     if rounding in (NEAREST, CONTROLLED):
         return [round_table(m) for m in released.released_margins]
     return list(released.released_margins)
+
 
 # Threads for a simulation's fits: at most this many (the audit's 60 fits are short; more threads cost more to start).
 MAX_SIMULATION_THREADS = 4
