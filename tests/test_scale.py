@@ -175,6 +175,22 @@ def test_past_the_cell_limit_a_non_decomposable_model_is_fitted_on_a_junction_tr
     assert _table_with_margins_exists(release.margins, release.released_margins, shape)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_junction_tree_release_rounded_to_the_nearest_integer_publishes_each_fitted_cell_s_nearest_integer(seed):
+    # Asked for rounding "nearest", the clique fit once published its real-valued margins as they were.
+    shape = (3,) * 8
+    counts = np.random.default_rng(seed).poisson(1.5, size=shape)
+    releases = {r: tr.run_plan(plan_at(shape, CYCLE, 0.3, rounding=r), counts, SimulationNoise(seed))
+                for r in ("nearest", "none")}
+    nearest, unrounded = releases["nearest"], releases["none"]
+    assert nearest.plan.estimator.cliques is not None
+    assert any(not np.allclose(m, np.round(m)) for m in unrounded.released_margins)
+    for m, fitted in zip(nearest.released_margins, unrounded.released_margins):
+        assert m.dtype.kind == "i"
+        np.testing.assert_array_equal(m, np.floor(np.asarray(fitted, float) + 0.5).astype(np.int64))
+    assert nearest.consistent == mutually_consistent(nearest.released_margins, nearest.margins)
+
+
 def test_the_junction_tree_fit_without_noise_returns_every_margin_exactly():
     shape = (3,) * 8
     counts = np.random.default_rng(5).poisson(1.5, size=shape)

@@ -628,6 +628,13 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
                 # then the cliques alone, which always glue into one table.
                 rounded, gap = controlled_round_margins(pieces, cliques, total)
         released = tuple(_from_clique(rounded, cliques, g) for g in margins)
+        if rounding == NEAREST:
+            # Each released cell to its nearest integer, as without cliques: rounded apart, the margins may no
+            # longer agree, and the check below says so.
+            released = tuple(round_table(m) for m in released)
+            consistent = mutually_consistent(released, margins)
+            return Rounded(None, released, consistent, time.perf_counter() - start,
+                           consistency=_guarantee(consistent, margins))
         consistent = rounding == CONTROLLED or mutually_consistent(rounded, cliques, 1e-9 * max(1.0, scale))
         return Rounded(None, released, consistent, time.perf_counter() - start, gap,
                        "global" if consistent else "none")
