@@ -201,9 +201,9 @@ def test_a_second_dataset_id_for_the_same_table_is_refused_unless_said(tmp_path,
                            "--allow-alias")
     assert code == 0, err
     code, out, _ = run(capsys, "ledger", ledger)
-    assert "NOTE: survey released a table also released under survey-again" in out
+    assert "NOTE: survey released data also released, whole or in part, under survey-again" in out
     code, out, _ = run(capsys, "ledger", "verify", ledger)
-    assert code == 0 and "NOTE: survey-again released a table also released under survey" in out
+    assert code == 0 and "NOTE: survey-again released data also released, whole or in part, under survey" in out
 
 
 @pytest.mark.e2e
@@ -711,6 +711,116 @@ def test_the_same_data_with_its_variables_in_another_order_is_the_same_table(tmp
     charge(LedgerAccount(ledger=ledger, dataset="survey-c"), held(czech.variables, czech.levels, other), guarantee(),
            mechanism="test", margins=[], output=None, noise_mode="simulation")  # distinct data: no alias
     assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["survey", "survey-c"]
+
+
+def _held(table, held_as, name):
+    """`table` held as cells, or as its records (one row of codes per non-zero cell, with its count)."""
+    import numpy as np
+
+    from tabrelease import ContingencyTable
+    from tabrelease.tables.model import MicrodataTable
+
+    counts = np.asarray(table.counts)
+    if held_as == "cells":
+        return ContingencyTable(table.variables, table.levels, counts, name=name)
+    return MicrodataTable(table.variables, table.levels, np.argwhere(counts > 0), name=name,
+                          weights=counts[counts > 0])
+
+
+@pytest.mark.parametrize("held_as", ["cells", "records"])
+def test_data_released_in_part_under_a_second_dataset_id_is_refused_unless_said(tmp_path, held_as):
+    """Some of a dataset's variables released under a second dataset id had a fresh budget: the fingerprints were of
+    whole tables, and a margin of released data (fewer columns of the same file) is a smaller table. Each release now
+    records its margins' fingerprints, and a table that is a margin of earlier data, of which earlier data is a
+    margin, or which shares a margin of two or more variables with it, is refused; nothing is charged."""
+    czech = builtin_table("czech")  # six variables: A..F
+
+    def charged(ledger, dataset, letters, **allowed):
+        table = _held(czech if letters == "ABCDEF" else czech.margin(letters), held_as, f"czech-{letters}")
+        return charge(LedgerAccount(ledger=ledger, dataset=dataset, allow_unbudgeted=True, **allowed), table,
+                      guarantee(), mechanism="test", margins=[], output=None, noise_mode="simulation")
+
+    cases = [("ABCDEF", "ABC", "this table is a margin of one released before"),
+             ("AB", "ABCDEF", "a table released before is a margin of this one"),
+             ("D", "ABCDEF", "a table released before is a margin of this one"),
+             ("ABCDEF", "F", "this table is a margin of one released before"),
+             ("ABC", "ABD", "this table and one released before share a margin"),
+             ("ACE", "BCDE", "this table and one released before share a margin")]
+    for i, (first, second, how) in enumerate(cases):
+        ledger = init_ledger(tmp_path / f"ledger-{i}.json")
+        charged(ledger, "survey", first)
+        with pytest.raises(BudgetRefused, match=f"under the dataset 'survey' \\({how}"):
+            charged(ledger, "other", second)
+        assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["survey"]
+        charged(ledger, "other", second, allow_alias=True)
+        assert [r["aliases"] for r in records(ledger) if r["kind"] == "release"] == [[], ["survey"]]
+        assert budget_status(ledger, "survey").aliases == ("other",)
+        assert budget_status(ledger, "other").aliases == ("survey",)
+    # Sharing one variable only (AB and AC share A) is too weak a sign; data with one record more is other data.
+    ledger = init_ledger(tmp_path / "ledger-weak.json")
+    charged(ledger, "survey", "AB")
+    charged(ledger, "other", "AC")
+    import numpy as np
+
+    from tabrelease import ContingencyTable
+
+    more = np.asarray(czech.counts).copy()
+    more[(0,) * 6] += 1
+    charge(LedgerAccount(ledger=ledger, dataset="third", allow_unbudgeted=True),
+           _held(ContingencyTable(czech.variables, czech.levels, more), held_as, "czech-more"), guarantee(),
+           mechanism="test", margins=[], output=None, noise_mode="simulation")
+    assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["survey", "other", "third"]
+    assert budget_status(ledger, "survey").aliases == ()
+
+
+@pytest.mark.e2e
+def test_fewer_columns_of_a_released_file_under_a_second_dataset_id_are_refused_in_one_line(tmp_path, capsys):
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    rows = ["sex,region,tenure"] + [f"{rng.choice(['f', 'm'])},{rng.choice(['n', 's', 'e', 'w'])},"
+                                    f"{rng.choice(['own', 'rent', 'other'])}" for _ in range(300)]
+    people = tmp_path / "people.csv"
+    people.write_text("\n".join(rows) + "\n")
+    ledger = init_ledger(tmp_path / "ledger.json")
+    set_budget(ledger, "census", 1.0)
+    set_budget(ledger, "census-tenure", 1.0)
+
+    def release_of(variables, dataset, out, *extra):
+        return run(capsys, "release", people, "--microdata", "--variables", variables, "--margins", "all-2-way",
+                   "--epsilon", "0.5", "--simulate", "--seed", "1", "--ledger", ledger, "--dataset", dataset,
+                   "--out", tmp_path / out, *extra)
+
+    assert release_of("sex,region,tenure", "census", "a")[0] == 0
+    code, out, err = release_of("tenure,sex", "census-tenure", "b")
+    assert code == BudgetRefused.exit_status and not (tmp_path / "b").exists() and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "under the dataset 'census' (this table is a margin of one released before" in err
+    assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["census"]
+    assert release_of("tenure,sex", "census-tenure", "b", "--allow-alias")[0] == 0
+
+
+def test_a_wide_table_s_margins_are_fingerprinted_smallest_first_within_the_bounds():
+    import numpy as np
+
+    from tabrelease import ContingencyTable
+    from tabrelease.ledger import MARGIN_PRINTS_MAX, margin_prints, order_free_fingerprint
+
+    key = b"k" * 32
+    czech = builtin_table("czech")
+    printed = margin_prints(czech, key)
+    assert len(printed) == 2**6 - 2 and [len(v) for v, _ in printed] == sorted(len(v) for v, _ in printed)
+    # Each is the fingerprint of that margin given as a table of its own, its variables in any order.
+    for variables, fingerprint in printed[::7]:
+        axes = czech.axes(variables)[::-1]
+        alone = ContingencyTable(tuple(czech.variables[a] for a in axes), tuple(czech.levels[a] for a in axes),
+                                 np.transpose(czech.margin(variables).counts))
+        assert order_free_fingerprint(alone, key) == fingerprint
+    wide = ContingencyTable(tuple(f"v{i}" for i in range(10)), tuple(("a", "b") for _ in range(10)),
+                            np.random.default_rng(0).poisson(2, (2,) * 10))
+    printed = margin_prints(wide, key)
+    assert len(printed) == MARGIN_PRINTS_MAX
+    assert [len(v) for v, _ in printed[:10 + 45]] == [1] * 10 + [2] * 45  # every one- and two-way margin
 
 
 @pytest.mark.parametrize("shared_anchor", [False, True])

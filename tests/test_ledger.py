@@ -179,11 +179,15 @@ def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
     data = json.loads(ledger.read_text())
     assert set(data) == {"version", "ledger_id", "key_id", "records", "head"}
     # A table held as cells also names the keyed fingerprint earlier versions recorded and its multiset fingerprint
-    # (fingerprints_also), and says which fingerprints it carries (prints).
+    # (fingerprints_also), says which fingerprints it carries (prints), and keeps its margins' keyed fingerprints
+    # with how many variables each has (margin_prints), never their names or counts.
     assert set(data["records"][1]) == {"kind", "dataset", "fingerprint", "fingerprints_also", "table", "guarantee",
                                        "epsilon", "delta",
                                        "neighbours", "total_public", "mechanism", "margins", "output", "noise_mode",
-                                       "release_id", "aliases", "prints", "time", "process", "mac"}
+                                       "release_id", "aliases", "prints", "margin_prints", "time", "process", "mac"}
+    printed = data["records"][1]["margin_prints"]
+    assert len(printed) == 2**6 - 2 and all(
+        isinstance(size, int) and 1 <= size <= 5 and len(f) == 64 and int(f, 16) >= 0 for size, f in printed)
     for private in (tmp_path / "ledger.json.key", ledger, tmp_path / "ledger.json.anchor"):
         assert private.exists() and (private.stat().st_mode & 0o777) == 0o600, private
     (status,) = ledger_summary(ledger)

@@ -12,7 +12,8 @@ meets it.
 
 One identity. Each release also records a keyed fingerprint (HMAC-SHA256) of the exact table it was drawn from; a
 table already released under another dataset id is refused (a second id would be a fresh budget for the same data)
-unless the operator says the datasets are distinct (`allow_alias`), and aliases are listed. The ledger is locked
+unless the operator says the datasets are distinct (`allow_alias`), and aliases are listed. So is a table that holds
+such data in part (`margin_prints`: one is a margin of the other, or they share a margin of two or more variables). The ledger is locked
 and written by its real path; a ledger or key file with more than one hard link is refused (an atomic rewrite
 would split the links into two ledgers). Ledger and key are owner-only (0600).
 
@@ -418,6 +419,11 @@ def _check_record(record: dict) -> str:
             also = record.get("fingerprints_also", [])
             if not isinstance(also, list) or not all(isinstance(f, str) for f in also):
                 return "a release's other fingerprints must be a list of texts"
+            margins = record.get("margin_prints", [])
+            if not isinstance(margins, list) or not all(
+                    isinstance(m, list) and len(m) == 2 and isinstance(m[0], int) and isinstance(m[1], str)
+                    for m in margins):
+                return "a release's margins' fingerprints must be a list of [variables, fingerprint] pairs"
     except TabreleaseError as exc:
         return str(exc)
     return ""
@@ -992,6 +998,98 @@ def _prints(record: dict) -> set[str]:
     return {record["fingerprint"], *record.get("fingerprints_also", ())}
 
 
+# The margins whose fingerprints a release records (`margin_prints`): smallest first, at most this many (every margin
+# of a table of up to 8 variables), within MARGIN_PRINTS_WORK (records listed x variables of the margin, summed over
+# the margins: a second or so), none of more than MARGIN_PRINT_MAX_CELLS cells.
+MARGIN_PRINTS_MAX = 2**8 - 2
+MARGIN_PRINTS_WORK = 2**27
+MARGIN_PRINT_MAX_CELLS = 2**22
+# Two tables sharing a margin of at least this many variables are the same people's data; a shared one-way margin
+# (a sample's fixed quotas by sex, say) is too weak a sign, though a table that *is* a one-way margin of another is
+# matched.
+SHARED_MARGIN_MIN_VARIABLES = 2
+
+
+def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
+    """The order-free fingerprints (`order_free_fingerprint`) of the table's margins over proper subsets of its
+    variables: each the fingerprint that margin has when given as a table of its own. With them the ledger
+    recognises data released under one dataset id and again, in part, under another (`_overlaps`): a table that is
+    a margin of one released before (some of its columns: `--variables` naming fewer, or a margin saved as a table),
+    one of which a table released before is a margin, and two tables that share a margin of two or more variables
+    (two cross-tabulations of the same records).
+
+    The smallest margins first (every one-way margin, then every two-way, ...), each size's in the order of the
+    variables, at most `MARGIN_PRINTS_MAX` (every margin of a table of up to 8 variables), within
+    `MARGIN_PRINTS_WORK`, none of more than `MARGIN_PRINT_MAX_CELLS` cells: on a wide or large table the small
+    margins, which any two tables of the same records share, are the ones taken. None for a table counted from its
+    file, which is never held as cells or records.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+    key : bytes
+
+    Returns
+    -------
+    list of (tuple of str, str)
+        Each margin's variables (by name) and its fingerprint (64 hex characters).
+    """
+    from itertools import combinations
+    from math import prod
+
+    k = len(table.variables)
+    if getattr(table, "held_as_file", False) or k < 2:
+        return []
+    shape = tuple(int(len(lv)) for lv in table.levels)
+    rows, weights = _listed_cells(table)
+    found, work = [], 0
+    for size in range(1, k):
+        for axes in combinations(range(k), size):
+            cells = prod(shape[a] for a in axes)
+            work += len(rows) * size
+            if len(found) == MARGIN_PRINTS_MAX or work > MARGIN_PRINTS_WORK:
+                return found
+            if cells > MARGIN_PRINT_MAX_CELLS:
+                continue
+            sizes = tuple(shape[a] for a in axes)
+            codes = np.ravel_multi_index(tuple(rows[:, a] for a in axes), sizes)
+            counts = np.bincount(codes, weights=weights, minlength=cells).astype(np.int64).reshape(sizes)
+            margin = ContingencyTable(variables=tuple(table.variables[a] for a in axes),
+                                      levels=tuple(table.levels[a] for a in axes), counts=counts)
+            found.append((margin.variables, order_free_fingerprint(margin, key)))
+    return found
+
+
+def _listed_cells(table) -> tuple[np.ndarray, np.ndarray]:
+    """(the non-zero cells' level codes, one row each, and their counts) of a table held as cells or records."""
+    if getattr(table, "held_as_cells", True):
+        counts = np.asarray(table.counts)
+        rows = np.argwhere(counts > 0)
+        return rows, counts[counts > 0].astype(np.float64)
+    rows, weights = table.distinct_records()
+    return np.asarray(rows, np.int64).reshape(-1, len(table.variables)), np.asarray(weights, np.float64)
+
+
+def _margin_records(printed: list) -> list[list]:
+    """`margin_prints` as a release record keeps them: [how many variables, fingerprint] (not their names)."""
+    return [[len(variables), fingerprint] for variables, fingerprint in printed]
+
+
+def _overlap(record: dict, prints: set[str], margins: list) -> str | None:
+    """How a release record's table and a table with fingerprints `prints` and margins `margins` (as
+    `_margin_records` keeps them) hold the same data in part, in words, or None: one is a margin of the other, or
+    they share a margin of at least `SHARED_MARGIN_MIN_VARIABLES` variables."""
+    theirs = {f: size for size, f in record.get("margin_prints", ())}
+    ours = {f: size for size, f in margins}
+    if _prints(record) & set(ours):
+        return "a table released before is a margin of this one"
+    if prints & set(theirs):
+        return "this table is a margin of one released before"
+    if any(size >= SHARED_MARGIN_MIN_VARIABLES and f in theirs for f, size in ours.items()):
+        return "this table and one released before share a margin"
+    return None
+
+
 def _check_dataset(dataset: str) -> str:
     if not isinstance(dataset, str) or not dataset.strip() or len(dataset) > 200:
         raise TabreleaseError(f"a dataset is named by a non-empty text of at most 200 characters, not {dataset!r}")
@@ -1200,15 +1298,27 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     key = ledger_key(path)
     fingerprint, also = table_prints(table, key)
     prints = {fingerprint, *also}
+    printed = margin_prints(table, key)
+    margins_printed = _margin_records(printed)
     with _lock(path):
         data = _read_verified(path, key, writing=True)
-        aliases = sorted({r["dataset"] for r in data["records"]
-                          if r["kind"] == "release" and r["dataset"] != dataset and _prints(r) & prints})
-        if aliases and not allow_alias:
+        others = [r for r in data["records"] if r["kind"] == "release" and r["dataset"] != dataset]
+        same = sorted({r["dataset"] for r in others if _prints(r) & prints})
+        if same and not allow_alias:
             raise BudgetRefused(
-                f"this table was released before under the dataset {aliases[0]!r} (the keyed fingerprints match): "
+                f"this table was released before under the dataset {same[0]!r} (the keyed fingerprints match): "
                 f"charging it to {dataset!r} would give the same data a second budget; release it under "
-                f"{aliases[0]!r}, or, if the two datasets are truly distinct, say --allow-alias; nothing was released")
+                f"{same[0]!r}, or, if the two datasets are truly distinct, say --allow-alias; nothing was released")
+        overlaps = {r["dataset"]: how for r in others if r["dataset"] not in same
+                    and (how := _overlap(r, prints, margins_printed))}
+        in_part = sorted(overlaps)
+        if in_part and not allow_alias:
+            raise BudgetRefused(
+                f"this table holds data released before under the dataset {in_part[0]!r} ({overlaps[in_part[0]]}: "
+                f"the keyed fingerprints of a margin match); charging it to {dataset!r} would give the same people a "
+                f"second budget; release it under {in_part[0]!r}, or, if the two datasets are truly distinct, say "
+                "--allow-alias; nothing was released")
+        aliases = sorted({*same, *in_part})
         if getattr(table, "held_as_file", False) and not allow_alias:
             # A table counted from its file has the multiset fingerprint alone, which records made before it existed
             # lack: one of them may be this very table (then held as records), and nothing here could tell.
@@ -1237,6 +1347,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
             "neighbours": guarantee.unit.kind, "total_public": guarantee.unit.n_public,
             "mechanism": mechanism, "margins": list(margins), "output": output, "noise_mode": noise_mode,
             "release_id": secrets.token_hex(16), "aliases": aliases, "prints": PRINTS_VERSION,
+            **({"margin_prints": margins_printed} if margins_printed else {}),
             **({} if margin_names is None else {"margin_names": [[str(v) for v in g] for g in margin_names]}),
         })
         sequence = len(data["records"])
@@ -1353,9 +1464,11 @@ def ledger_aliases(path) -> dict[str, tuple[str, ...]]:
 
 
 def _aliases(data: dict, dataset: str) -> tuple[str, ...]:
-    prints = set().union(*(_prints(r) for r in _releases(data, dataset)))
-    return tuple(sorted({r["dataset"] for r in data["records"] if r["kind"] == "release"
-                         and r["dataset"] != dataset and _prints(r) & prints}))
+    """The other datasets whose releases hold this dataset's data, whole or in part (`_overlaps`)."""
+    releases = _releases(data, dataset)
+    return tuple(sorted({r["dataset"] for r in data["records"] if r["kind"] == "release" and r["dataset"] != dataset
+                         and any(_prints(r) & _prints(o) or _overlap(r, _prints(o), o.get("margin_prints", []))
+                                 for o in releases)}))
 
 
 CHARGE_FILE = "charge.json"

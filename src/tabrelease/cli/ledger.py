@@ -92,8 +92,8 @@ def run(args) -> int:
         if chain_intact and args.bundles is not None:
             problems = verify_bundles(path, args.bundles)
         notes = [] if problems else [
-            f"{dataset} released a table also released under {', '.join(others)} (allowed as distinct datasets by "
-            "the operator)" for dataset, others in ledger_aliases(path).items()]
+            f"{dataset} released data also released, whole or in part, under {', '.join(others)} (allowed as "
+            "distinct datasets by the operator)" for dataset, others in ledger_aliases(path).items()]
         original = None if problems else copied_from(path)
         if original is not None:  # a backup verifies; it is never charged
             notes.append(f"this is a copy of the ledger at {original}, which is still there: it verifies, but "
@@ -170,5 +170,5 @@ def run(args) -> int:
             print(f"NOTE: {r.dataset} was released from {len(r.fingerprints)} different tables (the data changed "
                   "between releases, or another file was given the same dataset name): one budget covers them")
         if r.aliases:
-            print(f"NOTE: {r.dataset} released a table also released under {', '.join(r.aliases)}")
+            print(f"NOTE: {r.dataset} released data also released, whole or in part, under {', '.join(r.aliases)}")
     return 0
