@@ -231,7 +231,8 @@ class LInfinityLP(_ProblemEstimator):
             pinned = exact_margins(self._problem().basis, measurements)
             # every maximal exact set contains the empty set's block: n is exact, the sum of any pinned margin
             total = int(np.sum(pinned[0][1], dtype=object)) if pinned else None
-        return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp, pinned=pinned, total=total)
+        return Estimate(table=table, margins=None, seconds=lp.seconds, lp=lp, pinned=pinned, total=total,
+                        total_exact=total is not None)
 
     def _problem_for(self, exact: np.ndarray):
         """The LP with every exactly measured coefficient an equality (no deviation b allowed on it): a released
@@ -391,9 +392,9 @@ class LeastSquares(Estimator):
         table = np.maximum(base + change, 0.0).reshape(domain)
         if plan.encoding is not None:
             return Estimate(table=plan.encoding.decode(table), margins=None, seconds=time.perf_counter() - start,
-                            total=rounded_total)
+                            total=rounded_total, total_exact=exact_total)
         return Estimate(table=table, margins=None, seconds=time.perf_counter() - start, base=base, change=change,
-                        total=rounded_total)
+                        total=rounded_total, total_exact=exact_total)
 
 
 class LocalLeastSquares(LeastSquares):
@@ -419,7 +420,8 @@ class LocalLeastSquares(LeastSquares):
         start = time.perf_counter()
         signature, values, weights, total = self.prepared(measurements)
         if any(b.distribution == EXACT for b in measurements.blocks):
-            return replace(self._estimate(plan, signature, values, weights, total, start), total=int(total))
+            return replace(self._estimate(plan, signature, values, weights, total, start), total=int(total),
+                           total_exact=True)
         return self._estimate(plan, signature, values, weights, total, start)
 
     def _estimate(self, plan, signature, values, weights, total, start) -> Estimate:

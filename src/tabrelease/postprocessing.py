@@ -53,3 +53,5 @@ class Estimate:
     # margins that were measured exactly ((axes, integer cells) on the table's own shape): rounding holds both.
     total: int | None = None
     pinned: tuple[tuple[Margin, np.ndarray], ...] = ()
+    # Whether `total` was measured exactly (public, or n under replace neighbours): "nearest" rounding keeps it then.
+    total_exact: bool = False

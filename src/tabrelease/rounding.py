@@ -68,6 +68,58 @@ def round_table_signed(change: np.ndarray) -> np.ndarray:
     return np.floor(np.asarray(change, float) + 0.5).astype(np.int64)
 
 
+def round_to_total(table: np.ndarray, total: int, base: np.ndarray | None = None) -> np.ndarray:
+    """The integer table nearest to a non-negative real-valued one (in L1, and in L2) whose cells sum to `total`:
+    each cell rounded down, then the cells with the largest fractions rounded up until the sum is `total` (largest
+    remainders; ties to the earlier cell). Where the rounded-down cells already pass `total` (a fit's sum a little
+    above it), the cells with the smallest fractions among those of at least 1 are lowered instead. What "nearest"
+    rounding does where the release's total is exact (public, or n under replace neighbours): each cell to its
+    nearest integer alone would publish margins that miss it.
+
+    Parameters
+    ----------
+    table : numpy.ndarray
+        Non-negative real values (cells below 0 count as 0); with `base`, the change from it.
+    total : int
+        The sum the result must have (at least 0).
+    base : numpy.ndarray, optional
+        An integer table of the same shape that `table` is a change from (counts a float cannot hold exactly).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, the shape of `table`, non-negative, summing to `total`.
+
+    Raises
+    ------
+    TabreleaseError
+        If `total` is negative.
+    """
+    if total < 0:
+        raise TabreleaseError(f"a table's cells cannot sum to a negative total ({total})")
+    values = np.asarray(table, float)
+    down = np.floor(values).astype(np.int64)
+    fraction = values - down
+    if base is not None:
+        down = down + np.asarray(base, np.int64).reshape(values.shape)
+    negative = down < 0
+    down[negative], fraction[negative] = 0, 0.0
+    flat, parts = down.ravel(), fraction.ravel()
+    short = int(total) - int(flat.sum(dtype=object))
+    if short > 0:
+        order = np.argsort(-parts, kind="stable")
+        # More to add than cells (a fit far below its total): every cell once per round, the largest fractions first.
+        rounds, rest = divmod(short, flat.size)
+        flat += rounds
+        flat[order[:rest]] += 1
+    while short < 0:  # one count from each cell of at least 1, the smallest fractions first, as long as needed
+        lowered = np.flatnonzero(flat >= 1)
+        taken = lowered[np.argsort(parts[lowered], kind="stable")][:-short]
+        flat[taken] -= 1
+        short += taken.size
+    return flat.reshape(values.shape)
+
+
 def _pins_hold(table: np.ndarray, pinned) -> bool:
     return all(np.array_equal(margin_counts(table, list(axes)) if axes else np.sum(table), np.asarray(m).reshape(
         np.shape(margin_counts(table, list(axes)) if axes else np.sum(table)))) for axes, m in pinned)
@@ -586,6 +638,8 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
     start = time.perf_counter()
     pinned = tuple(getattr(estimate, "pinned", ()) or ())
     given_total = getattr(estimate, "total", None)
+    # The total "nearest" rounding keeps too: only an exactly measured one (controlled rounding keeps any given).
+    exact_total = given_total if getattr(estimate, "total_exact", False) else None
     if estimate.table is not None:
         gap = None
         base, change = getattr(estimate, "base", None), getattr(estimate, "change", None)
@@ -602,6 +656,10 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         elif rounding == NEAREST:
             table = (round_table(estimate.table) if base is None else
                      np.maximum(np.asarray(base, np.int64).reshape(body.shape) + round_table_signed(body), 0))
+            if exact_total is not None and not pinned and int(table.sum(dtype=object)) != exact_total:
+                # Cell by cell, the nearest integers may miss an exact total (public, or n under replace).
+                table = (round_to_total(estimate.table, exact_total) if base is None else
+                         round_to_total(body, exact_total, base=base))
             if pinned and not _pins_hold(table, pinned):
                 # Cell by cell, the nearest integers may move an exactly measured margin: the nearest integer table
                 # (L1 over cells) that keeps every one of them.
@@ -629,9 +687,9 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
                 rounded, gap = controlled_round_margins(pieces, cliques, total)
         released = tuple(_from_clique(rounded, cliques, g) for g in margins)
         if rounding == NEAREST:
-            # Each released cell to its nearest integer, as without cliques: rounded apart, the margins may no
-            # longer agree, and the check below says so.
-            released = tuple(round_table(m) for m in released)
+            # Each released cell to its nearest integer (keeping an exact total), as without cliques: rounded apart,
+            # the margins may no longer agree, and the check below says so.
+            released = tuple(_nearest(m, exact_total) for m in released)
             consistent = mutually_consistent(released, margins)
             return Rounded(None, released, consistent, time.perf_counter() - start,
                            consistency=_guarantee(consistent, margins))
@@ -643,11 +701,20 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         released, gap = controlled_round_margins(pieces, margins, total)
         consistent = mutually_consistent(released, margins)
         return Rounded(None, released, consistent, time.perf_counter() - start, gap, _guarantee(consistent, margins))
-    released = tuple(round_table(m) for m in pieces) if rounding == NEAREST else tuple(pieces)
+    released = tuple(_nearest(m, exact_total) for m in pieces) if rounding == NEAREST else tuple(pieces)
     # Real-valued margins agree up to floating-point error at best.
     atol = 0.0 if rounding == NEAREST else 1e-9 * max(1.0, scale)
     consistent = mutually_consistent(released, margins, atol)
     return Rounded(None, released, consistent, time.perf_counter() - start, consistency=_guarantee(consistent, margins))
+
+
+def _nearest(margin: np.ndarray, exact_total: int | None) -> np.ndarray:
+    """A margin's cells to their nearest integers, or, where the total is exact and that misses it, the nearest
+    integer margin with that total (`round_to_total`)."""
+    rounded = round_table(margin)
+    if exact_total is None or int(rounded.sum(dtype=object)) == exact_total:
+        return rounded
+    return round_to_total(margin, exact_total)
 
 
 def _guarantee(consistent: bool, margins: Sequence[Margin]) -> str:
