@@ -1234,6 +1234,14 @@ def test_an_unrounded_run_s_margins_are_rounded_as_the_release_would_round_them(
     assert [m.tolist() for m in _rounded_like(released, margins, "controlled")] == [[2, 3], [3, 2]]
     assert all(np.allclose(m, want) for m, want in zip(_rounded_like(released, margins, "none"),
                                                        [[1.9, 3.09], [2.89, 2.1]]))
+    # An exact total of 4 (the cells' nearest integers sum to 5): cells rounded down 0, 1, 2, 0, and the largest
+    # fraction (0.6) up: rows 1 and 3, columns 2 and 2; a total they already have changes nothing.
+    assert [m.tolist() for m in _rounded_like(released, margins, "nearest", 4)] == [[1, 3], [2, 2]]
+    assert [m.tolist() for m in _rounded_like(released, margins, "nearest", 5)] == [[2, 3], [2, 3]]
+    # Margins alone (past the cell limit): each margin to the total, 1.9 and 3.09 rounded down to 1 and 3.
+    alone = SimpleNamespace(table=None, released_margins=released.released_margins)
+    assert [m.tolist() for m in _rounded_like(alone, margins, "nearest", 4)] == [[1, 3], [2, 2]]
+    assert [m.tolist() for m in _rounded_like(alone, margins, "nearest")] == [[2, 3], [3, 2]]
 
 
 def test_where_rounding_takes_the_error_away_the_audit_states_it():
@@ -1269,3 +1277,20 @@ def test_the_summary_counts_the_runs_below_and_at_the_quantile():
     assert found.order_statistic == 20 and found.quantile_l1 == {(0,): 3.0, (1,): 19.0}
     assert found.ties == {(0,): (14, 6), (1,): (19, 1)}
     assert "ties" not in found.as_dict()  # audit.json is unchanged
+
+
+@pytest.mark.parametrize("public_total", [True, False])
+def test_the_audit_s_runs_keep_an_exact_total_where_nearest_rounding_does(monkeypatch, public_total):
+    """Each unrounded run's margins are rounded to its own world's total where the release's total is exact and its
+    rounding "nearest" (which keeps it), and cell by cell where the total is noisy."""
+    import tabrelease.error_model as em
+
+    seen = []
+    real = em._rounded_like
+    monkeypatch.setattr(em, "_rounded_like", lambda *args: seen.append(args[3:]) or real(*args))
+    table = tr.builtin_table("czech")
+    plan = plan_at(table.shape, tr.default_model(table).generators, 1.0, rounding="nearest",
+                   options={"public_total": True} if public_total else None)
+    worlds = [np.asarray(table.counts), np.asarray(table.counts)[::-1].copy()]
+    em._simulated_runs(plan, worlds, seed=5, rounded=False)
+    assert sorted(seen) == ([(table.n,), (table.n,)] if public_total else [(None,), (None,)])

@@ -166,6 +166,8 @@ def _simulated_runs(plan, worlds: list, *, seed: int | None = None, rounded: boo
 
     runs = len(worlds)
     rounding = plan.rounding  # the release's: an unrounded run's margins are rounded as `_rounded_like` says
+    # Where the total is measured exactly (public, or n under replace), "nearest" rounding keeps each world's.
+    exact_total = rounding == NEAREST and conditions_on_total(plan) and total_noise_sd(plan) == 0
     if not rounded:
         plan = with_post_processing(plan, rounding="none")
     # One world's margins once, however many runs release it (`simulate_errors` passes one table `runs` times).
@@ -186,7 +188,8 @@ def _simulated_runs(plan, worlds: list, *, seed: int | None = None, rounded: boo
                  else float(np.mean([np.asarray(m, float).sum() for m in released.released_margins])))
         margins = released.released_margins
         if not rounded and as_released:
-            margins = _rounded_like(released, plan.margins, rounding)
+            margins = _rounded_like(released, plan.margins, rounding,
+                                    int(worlds[i].sum()) if exact_total else None)
         return [np.abs(np.asarray(m, float) - t).sum() for m, t in zip(margins, truths[i])], total
 
     def errors_by(by, i) -> tuple[list, float]:
@@ -246,12 +249,14 @@ ROUNDED_LIKE = {CONTROLLED: "; each run's margin cells rounded to their nearest 
                 NEAREST: "; each run's table rounded cell by cell to the nearest integer, as the release is"}
 
 
-def _rounded_like(released, margins, rounding: str) -> list:
+def _rounded_like(released, margins, rounding: str, exact_total: int | None = None) -> list:
     """An unrounded run's released margins rounded as the release's `rounding` would leave them, without its cost:
     where it rounds each cell to the nearest integer ("nearest"), the run's table so, and its margins summed from
     it, as the release does; where it rounds under control ("controlled": each cell next to its fit, the margins
     as close as can be to the fit's, the total kept), each margin cell to its nearest integer, which is where the
-    controlled rounding puts most of them; none where it does not round.
+    controlled rounding puts most of them; none where it does not round. Where the total is exact (`exact_total`:
+    public, or n under replace neighbours), "nearest" gives the nearest integers with that total, as the release's
+    rounding does (`rounding.round_to_total`).
 
     Why: the truth is integer, and where the noise is below a count a rounded margin cell is often exactly right,
     which an unrounded run's error does not show. Over 42 points (`benchmarks/bench_error_model_rounding.py`: the
@@ -260,12 +265,20 @@ def _rounded_like(released, margins, rounding: str) -> list:
     UCBAdmissions'), and the margins rounded to their nearest integers within 2% of it everywhere (0.980-1.006). At
     small epsilon the errors are many counts, and rounding moves them by a fraction of one.
     """
-    from .rounding import round_table
+    from .rounding import round_table, round_to_total
+
+    def nearest(values):  # with an exact total, the nearest integers with it, as the release's rounding gives
+        rounded = round_table(values)
+        if exact_total is None or int(rounded.sum()) == exact_total:
+            return rounded
+        return round_to_total(values, exact_total)
 
     if rounding == NEAREST and released.table is not None:
-        table = round_table(np.asarray(released.table, float))
+        table = nearest(np.asarray(released.table, float))
         return [margin_counts(table, g) for g in margins]
-    if rounding in (NEAREST, CONTROLLED):
+    if rounding == NEAREST:
+        return [nearest(np.asarray(m, float)) for m in released.released_margins]
+    if rounding == CONTROLLED:
         return [round_table(m) for m in released.released_margins]
     return list(released.released_margins)
 
