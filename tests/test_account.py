@@ -740,16 +740,17 @@ def test_data_released_in_part_under_a_second_dataset_id_is_refused_unless_said(
         return charge(LedgerAccount(ledger=ledger, dataset=dataset, allow_unbudgeted=True, **allowed), table,
                       guarantee(), mechanism="test", margins=[], output=None, noise_mode="simulation")
 
+    names = dict(zip("ABCDEF", czech.variables))
     cases = [("ABCDEF", "ABC", "this table is a margin of one released before"),
-             ("AB", "ABCDEF", "a table released before is a margin of this one"),
-             ("D", "ABCDEF", "a table released before is a margin of this one"),
+             ("AB", "ABCDEF", f"a table released before is this table's margin \\[{names['A']}, {names['B']}\\]"),
+             ("D", "ABCDEF", f"a table released before is this table's margin \\[{names['D']}\\]"),
              ("ABCDEF", "F", "this table is a margin of one released before"),
-             ("ABC", "ABD", "this table and one released before share a margin"),
-             ("ACE", "BCDE", "this table and one released before share a margin")]
+             ("ABC", "ABD", f"this table and one released before share the margin \\[{names['A']}, {names['B']}\\]"),
+             ("ACE", "BCDE", f"this table and one released before share the margin \\[{names['C']}, {names['E']}\\]")]
     for i, (first, second, how) in enumerate(cases):
         ledger = init_ledger(tmp_path / f"ledger-{i}.json")
         charged(ledger, "survey", first)
-        with pytest.raises(BudgetRefused, match=f"under the dataset 'survey' \\({how}"):
+        with pytest.raises(BudgetRefused, match=f"under the dataset 'survey' \\(record 1 of the ledger\\): {how}, by"):
             charged(ledger, "other", second)
         assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["survey"]
         charged(ledger, "other", second, allow_alias=True)
@@ -795,32 +796,68 @@ def test_fewer_columns_of_a_released_file_under_a_second_dataset_id_are_refused_
     code, out, err = release_of("tenure,sex", "census-tenure", "b")
     assert code == BudgetRefused.exit_status and not (tmp_path / "b").exists() and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert "under the dataset 'census' (this table is a margin of one released before" in err
+    assert "under the dataset 'census' (record 3 of the ledger): this table is a margin of one released before" in err
     assert [r["dataset"] for r in records(ledger) if r["kind"] == "release"] == ["census"]
     assert release_of("tenure,sex", "census-tenure", "b", "--allow-alias")[0] == 0
 
 
-def test_a_wide_table_s_margins_are_fingerprinted_smallest_first_within_the_bounds():
+def test_margins_are_fingerprinted_whatever_the_order_of_variables_and_levels_and_the_levels_no_one_is_in(
+        monkeypatch):
+    """Each margin's fingerprint is that of the margin given as a table of its own with its variables and levels in
+    another order and a level declared that no one is in (a review found a second dataset id given a fresh budget
+    for the same data read with `--levels` in another order, or one more declared level); every margin of a table
+    of up to 8 variables, and every one- and two-way margin of a wider one, whatever its counts."""
     import numpy as np
 
     from tabrelease import ContingencyTable
-    from tabrelease.ledger import MARGIN_PRINTS_MAX, margin_prints, order_free_fingerprint
+    from tabrelease.ledger import canonical_fingerprint, margin_prints
 
     key = b"k" * 32
     czech = builtin_table("czech")
     printed = margin_prints(czech, key)
     assert len(printed) == 2**6 - 2 and [len(v) for v, _ in printed] == sorted(len(v) for v, _ in printed)
-    # Each is the fingerprint of that margin given as a table of its own, its variables in any order.
-    for variables, fingerprint in printed[::7]:
+    for variables, fingerprint in printed[::5]:
         axes = czech.axes(variables)[::-1]
-        alone = ContingencyTable(tuple(czech.variables[a] for a in axes), tuple(czech.levels[a] for a in axes),
-                                 np.transpose(czech.margin(variables).counts))
-        assert order_free_fingerprint(alone, key) == fingerprint
-    wide = ContingencyTable(tuple(f"v{i}" for i in range(10)), tuple(("a", "b") for _ in range(10)),
-                            np.random.default_rng(0).poisson(2, (2,) * 10))
-    printed = margin_prints(wide, key)
-    assert len(printed) == MARGIN_PRINTS_MAX
-    assert [len(v) for v, _ in printed[:10 + 45]] == [1] * 10 + [2] * 45  # every one- and two-way margin
+        counts = np.transpose(czech.margin(variables).counts)
+        levels = [tuple(czech.levels[a])[::-1] + ("nobody",) for a in axes]
+        counts = np.flip(counts)  # the levels reversed ...
+        counts = np.pad(counts, [(0, 1)] * counts.ndim)  # ... and one more, with no one in it
+        alone = ContingencyTable(tuple(czech.variables[a] for a in axes), tuple(levels), counts)
+        assert canonical_fingerprint(alone, key) == fingerprint
+    assert canonical_fingerprint(czech.margin("AB"), key) != canonical_fingerprint(czech.margin("AC"), key)
+    # A margin too large to count densely (an origin-destination table of thousands of zones) is aggregated by
+    # sorting its rows: the same fingerprints.
+    import tabrelease.ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "DENSE_MARGIN_MAX_CELLS", 0)
+    assert margin_prints(czech, key) == printed
+    monkeypatch.undo()
+    rng = np.random.default_rng(0)
+    for cells in (rng.poisson(2, (2,) * 10), (rng.random((2,) * 10) < 0.02).astype(int)):
+        wide = ContingencyTable(tuple(f"v{i}" for i in range(10)), tuple(("a", "b") for _ in range(10)), cells)
+        assert [len(v) for v, _ in margin_prints(wide, key)] == [1] * 10 + [2] * 45
+
+
+@pytest.mark.parametrize("change", ["levels reversed", "a level no one is in"])
+def test_the_same_table_with_its_levels_in_another_order_or_one_more_is_the_same_data(tmp_path, change):
+    import numpy as np
+
+    from tabrelease import ContingencyTable
+
+    czech = builtin_table("czech")
+    counts = np.asarray(czech.counts)
+    levels = list(czech.levels)
+    if change == "levels reversed":
+        levels[2], counts = tuple(levels[2])[::-1], np.flip(counts, axis=2)
+    else:
+        levels[2], counts = tuple(levels[2]) + ("unknown",), np.pad(counts, [(0, 0), (0, 0), (0, 1)] + [(0, 0)] * 3)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    charge(LedgerAccount(ledger=ledger, dataset="survey", allow_unbudgeted=True), czech, guarantee(), mechanism="test",
+           margins=[], output=None, noise_mode="simulation")
+    with pytest.raises(BudgetRefused, match="released before under the dataset 'survey'"):
+        charge(LedgerAccount(ledger=ledger, dataset="other", allow_unbudgeted=True),
+               ContingencyTable(czech.variables, tuple(levels), counts, name="czech"), guarantee(), mechanism="test",
+               margins=[], output=None, noise_mode="simulation")
 
 
 @pytest.mark.parametrize("shared_anchor", [False, True])

@@ -421,8 +421,8 @@ def _check_record(record: dict) -> str:
                 return "a release's other fingerprints must be a list of texts"
             margins = record.get("margin_prints", [])
             if not isinstance(margins, list) or not all(
-                    isinstance(m, list) and len(m) == 2 and isinstance(m[0], int) and isinstance(m[1], str)
-                    for m in margins):
+                    isinstance(m, list) and len(m) == 2 and type(m[0]) is int and m[0] >= 1 and isinstance(m[1], str)
+                    and len(m[1]) == 64 and all(c in "0123456789abcdef" for c in m[1]) for m in margins):
                 return "a release's margins' fingerprints must be a list of [variables, fingerprint] pairs"
     except TabreleaseError as exc:
         return str(exc)
@@ -958,7 +958,8 @@ def table_prints(table, key: bytes) -> tuple[str, list[str]]:
     main = multiset if getattr(table, "held_as_file", False) else table_fingerprint(table, key)
     legacy = legacy_cells_fingerprint(table, key)
     order_free = order_free_fingerprint(table, key)
-    return main, [f for f in dict.fromkeys((legacy, multiset, order_free)) if f and f != main]
+    canonical = canonical_fingerprint(table, key)
+    return main, [f for f in dict.fromkeys((legacy, multiset, order_free, canonical)) if f and f != main]
 
 
 def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
@@ -998,12 +999,12 @@ def _prints(record: dict) -> set[str]:
     return {record["fingerprint"], *record.get("fingerprints_also", ())}
 
 
-# The margins whose fingerprints a release records (`margin_prints`): smallest first, at most this many (every margin
-# of a table of up to 8 variables), within MARGIN_PRINTS_WORK (records listed x variables of the margin, summed over
-# the margins: a second or so), none of more than MARGIN_PRINT_MAX_CELLS cells.
-MARGIN_PRINTS_MAX = 2**8 - 2
-MARGIN_PRINTS_WORK = 2**27
-MARGIN_PRINT_MAX_CELLS = 2**22
+# The margins whose fingerprints a release records (`margin_prints`): every margin of a table of up to this many
+# variables; of a wider one every one- and two-way margin. A rule of the table's shape alone: how many are recorded
+# tells nothing of its counts.
+ALL_MARGINS_MAX_VARIABLES = 8
+# Above this many cells a margin is aggregated from its non-zero rows by sorting them (not a dense count).
+DENSE_MARGIN_MAX_CELLS = 2**22
 # Two tables sharing a margin of at least this many variables are the same people's data; a shared one-way margin
 # (a sample's fixed quotas by sex, say) is too weak a sign, though a table that *is* a one-way margin of another is
 # matched.
@@ -1011,18 +1012,17 @@ SHARED_MARGIN_MIN_VARIABLES = 2
 
 
 def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
-    """The order-free fingerprints (`order_free_fingerprint`) of the table's margins over proper subsets of its
-    variables: each the fingerprint that margin has when given as a table of its own. With them the ledger
-    recognises data released under one dataset id and again, in part, under another (`_overlaps`): a table that is
+    """The canonical fingerprints (`canonical_fingerprint`) of the table's margins over proper subsets of its
+    variables: each the fingerprint that margin has when given as a table of its own, whatever the order of its
+    variables or of their levels, and whatever levels it declares without anyone in them. With them the ledger
+    recognises data released under one dataset id and again, in part, under another (`_overlap`): a table that is
     a margin of one released before (some of its columns: `--variables` naming fewer, or a margin saved as a table),
     one of which a table released before is a margin, and two tables that share a margin of two or more variables
     (two cross-tabulations of the same records).
 
-    The smallest margins first (every one-way margin, then every two-way, ...), each size's in the order of the
-    variables, at most `MARGIN_PRINTS_MAX` (every margin of a table of up to 8 variables), within
-    `MARGIN_PRINTS_WORK`, none of more than `MARGIN_PRINT_MAX_CELLS` cells: on a wide or large table the small
-    margins, which any two tables of the same records share, are the ones taken. None for a table counted from its
-    file, which is never held as cells or records.
+    Every margin of a table of up to `ALL_MARGINS_MAX_VARIABLES` variables (254 of 8); of a wider one every one- and
+    two-way margin (any two tables of the same people share those). None for a table counted from its file, which
+    is never held as cells or records.
 
     Parameters
     ----------
@@ -1032,32 +1032,83 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
     Returns
     -------
     list of (tuple of str, str)
-        Each margin's variables (by name) and its fingerprint (64 hex characters).
+        Each margin's variables (by name) and its fingerprint (64 hex characters), smallest margins first.
     """
     from itertools import combinations
-    from math import prod
 
     k = len(table.variables)
     if getattr(table, "held_as_file", False) or k < 2:
         return []
-    shape = tuple(int(len(lv)) for lv in table.levels)
     rows, weights = _listed_cells(table)
-    found, work = [], 0
-    for size in range(1, k):
+    largest = k - 1 if k <= ALL_MARGINS_MAX_VARIABLES else 2
+    found = []
+    for size in range(1, largest + 1):
         for axes in combinations(range(k), size):
-            cells = prod(shape[a] for a in axes)
-            work += len(rows) * size
-            if len(found) == MARGIN_PRINTS_MAX or work > MARGIN_PRINTS_WORK:
-                return found
-            if cells > MARGIN_PRINT_MAX_CELLS:
-                continue
-            sizes = tuple(shape[a] for a in axes)
-            codes = np.ravel_multi_index(tuple(rows[:, a] for a in axes), sizes)
-            counts = np.bincount(codes, weights=weights, minlength=cells).astype(np.int64).reshape(sizes)
-            margin = ContingencyTable(variables=tuple(table.variables[a] for a in axes),
-                                      levels=tuple(table.levels[a] for a in axes), counts=counts)
-            found.append((margin.variables, order_free_fingerprint(margin, key)))
+            sub, counts = _aggregated(rows[:, list(axes)], weights, tuple(len(table.levels[a]) for a in axes))
+            found.append((tuple(table.variables[a] for a in axes),
+                          _canonical_digest([table.variables[a] for a in axes], [table.levels[a] for a in axes],
+                                            sub, counts, key)))
     return found
+
+
+def canonical_fingerprint(table, key: bytes) -> str | None:
+    """HMAC-SHA256, under the ledger's key, of the table in a canonical form: its variables in the order of their
+    names, each one's levels that anyone is in, in the order of their labels, and its non-zero cells. The same for
+    one table whatever the order of its columns or of its levels (`--levels`, `--metadata`), and whatever levels it
+    declares that no one is in; data renamed or recoded is not recognised. None for a table counted from its file.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+    key : bytes
+
+    Returns
+    -------
+    str or None
+        64 hex characters, or None.
+    """
+    if getattr(table, "held_as_file", False):
+        return None
+    rows, weights = _listed_cells(table)
+    return _canonical_digest(list(table.variables), list(table.levels), rows, weights.astype(np.int64), key)
+
+
+def _canonical_digest(variables, levels, rows: np.ndarray, counts: np.ndarray, key: bytes) -> str:
+    """The canonical fingerprint of the non-zero cells `rows` (level codes, one column per variable; distinct) with
+    `counts`: levels no row uses dropped, the rest renumbered in the order of their labels, the variables in the
+    order of their names, the rows in lexicographic order."""
+    order = sorted(range(len(variables)), key=lambda a: str(variables[a]))
+    columns, kept_levels = [], []
+    for a in order:
+        labels = [str(label) for label in levels[a]]
+        used = np.unique(rows[:, a]) if len(rows) else np.zeros(0, np.int64)
+        by_label = sorted(used.tolist(), key=lambda code: labels[code])
+        recode = np.zeros(len(labels), np.int64)
+        recode[by_label] = np.arange(len(by_label))
+        columns.append(recode[rows[:, a]] if len(rows) else np.zeros(0, np.int64))
+        kept_levels.append([labels[code] for code in by_label])
+    table_rows = np.column_stack(columns) if columns else np.zeros((len(rows), 0), np.int64)
+    ranked = np.lexsort(table_rows.T[::-1]) if len(table_rows) and table_rows.shape[1] else np.arange(len(table_rows))
+    content = {"variables": [str(variables[a]) for a in order], "levels": kept_levels}
+    digest = hmac.new(key, b"canonical-v1:" + json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
+    digest.update(np.ascontiguousarray(table_rows[ranked], dtype="<u4").tobytes())
+    digest.update(np.ascontiguousarray(np.asarray(counts)[ranked], dtype="<i8").tobytes())
+    return digest.hexdigest()
+
+
+def _aggregated(sub: np.ndarray, weights: np.ndarray, sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of `sub` (codes over a margin's variables) and the summed weights of each: by a dense count
+    where the margin has at most `DENSE_MARGIN_MAX_CELLS` cells, else by sorting the rows."""
+    from math import prod
+
+    if not len(sub):
+        return np.zeros((0, sub.shape[1]), np.int64), np.zeros(0, np.int64)
+    if prod(sizes) <= DENSE_MARGIN_MAX_CELLS:
+        counts = np.bincount(np.ravel_multi_index(tuple(sub.T), sizes), weights=weights, minlength=prod(sizes))
+        cells = np.flatnonzero(counts > 0)
+        return np.column_stack(np.unravel_index(cells, sizes)), np.rint(counts[cells]).astype(np.int64)
+    distinct, inverse = np.unique(sub, axis=0, return_inverse=True)
+    return distinct, np.rint(np.bincount(inverse.ravel(), weights=weights)).astype(np.int64)
 
 
 def _listed_cells(table) -> tuple[np.ndarray, np.ndarray]:
@@ -1075,18 +1126,26 @@ def _margin_records(printed: list) -> list[list]:
     return [[len(variables), fingerprint] for variables, fingerprint in printed]
 
 
-def _overlap(record: dict, prints: set[str], margins: list) -> str | None:
+def _overlap(record: dict, prints: set[str], margins: list, names: dict | None = None) -> str | None:
     """How a release record's table and a table with fingerprints `prints` and margins `margins` (as
     `_margin_records` keeps them) hold the same data in part, in words, or None: one is a margin of the other, or
-    they share a margin of at least `SHARED_MARGIN_MIN_VARIABLES` variables."""
+    they share a margin of at least `SHARED_MARGIN_MIN_VARIABLES` variables. `names` (fingerprint to the margin's
+    variables, for this table's own margins) names the margin in the words."""
+    names = names or {}
+
+    def named(f) -> str:
+        return f" [{', '.join(map(str, names[f]))}]" if f in names else ""
+
     theirs = {f: size for size, f in record.get("margin_prints", ())}
     ours = {f: size for size, f in margins}
-    if _prints(record) & set(ours):
-        return "a table released before is a margin of this one"
+    if matched := _prints(record) & set(ours):
+        return "a table released before is this table's margin" + named(min(matched))
     if prints & set(theirs):
         return "this table is a margin of one released before"
-    if any(size >= SHARED_MARGIN_MIN_VARIABLES and f in theirs for f, size in ours.items()):
-        return "this table and one released before share a margin"
+    shared = sorted((f for f, size in ours.items() if size >= SHARED_MARGIN_MIN_VARIABLES and f in theirs),
+                    key=lambda f: (-ours[f], f))
+    if shared:
+        return "this table and one released before share the margin" + named(shared[0])
     return None
 
 
@@ -1309,15 +1368,19 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
                 f"this table was released before under the dataset {same[0]!r} (the keyed fingerprints match): "
                 f"charging it to {dataset!r} would give the same data a second budget; release it under "
                 f"{same[0]!r}, or, if the two datasets are truly distinct, say --allow-alias; nothing was released")
-        overlaps = {r["dataset"]: how for r in others if r["dataset"] not in same
-                    and (how := _overlap(r, prints, margins_printed))}
+        names = {f: variables for variables, f in printed}
+        overlaps = {}
+        for r in others:  # the first release of each dataset that overlaps says how
+            if r["dataset"] not in same and r["dataset"] not in overlaps:
+                if how := _overlap(r, prints, margins_printed, names):
+                    overlaps[r["dataset"]] = (data["records"].index(r) + 1, how)
         in_part = sorted(overlaps)
         if in_part and not allow_alias:
             raise BudgetRefused(
-                f"this table holds data released before under the dataset {in_part[0]!r} ({overlaps[in_part[0]]}: "
-                f"the keyed fingerprints of a margin match); charging it to {dataset!r} would give the same people a "
-                f"second budget; release it under {in_part[0]!r}, or, if the two datasets are truly distinct, say "
-                "--allow-alias; nothing was released")
+                f"this table holds data released before under the dataset {in_part[0]!r} (record "
+                f"{overlaps[in_part[0]][0]} of the ledger): {overlaps[in_part[0]][1]}, by their keyed fingerprints; "
+                f"charging it to {dataset!r} would give the same people a second budget; release it under "
+                f"{in_part[0]!r}, or, if the two datasets are truly distinct, say --allow-alias; nothing was released")
         aliases = sorted({*same, *in_part})
         if getattr(table, "held_as_file", False) and not allow_alias:
             # A table counted from its file has the multiset fingerprint alone, which records made before it existed

@@ -95,9 +95,9 @@ def round_to_total(table: np.ndarray, total: int, base: np.ndarray | None = None
     TabreleaseError
         If `total` is negative.
     """
-    if total < 0:
-        raise TabreleaseError(f"a table's cells cannot sum to a negative total ({total})")
     values = np.asarray(table, float)
+    if total < 0 or (total > 0 and values.size == 0):
+        raise TabreleaseError(f"a table of {values.size} cells cannot sum to a total of {total}")
     down = np.floor(values).astype(np.int64)
     fraction = values - down
     if base is not None:
