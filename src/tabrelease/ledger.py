@@ -942,8 +942,8 @@ def order_free_fingerprint(table, key: bytes) -> str | None:
 
 def table_prints(table, key: bytes) -> tuple[str, list[str]]:
     """(the fingerprint a release records, the others it records beside it): the non-zero cells' fingerprint where
-    the table lists them, else the multiset one; the multiset one, the legacy cells one and the order-free one
-    (`order_free_fingerprint`) where computable.
+    the table lists them, else the multiset one; the multiset one, the legacy cells one, the order-free one
+    (`order_free_fingerprint`) and the canonical one (`canonical_fingerprint`) where computable.
 
     Parameters
     ----------
