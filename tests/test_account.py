@@ -741,7 +741,7 @@ def test_data_released_in_part_under_a_second_dataset_id_is_refused_unless_said(
                       guarantee(), mechanism="test", margins=[], output=None, noise_mode="simulation")
 
     names = dict(zip("ABCDEF", czech.variables))
-    cases = [("ABCDEF", "ABC", "this table is a margin of one released before"),
+    cases = [("ABCDEF", "ABC", "this table and one released before share the margin \\[[^]]+, [^]]+\\]"),
              ("AB", "ABCDEF", f"a table released before is this table's margin \\[{names['A']}, {names['B']}\\]"),
              ("D", "ABCDEF", f"a table released before is this table's margin \\[{names['D']}\\]"),
              ("ABCDEF", "F", "this table is a margin of one released before"),
@@ -806,7 +806,7 @@ def test_margins_are_fingerprinted_whatever_the_order_of_variables_and_levels_an
     """Each margin's fingerprint is that of the margin given as a table of its own with its variables and levels in
     another order and a level declared that no one is in (a review found a second dataset id given a fresh budget
     for the same data read with `--levels` in another order, or one more declared level); every margin of a table
-    of up to 8 variables, and every one- and two-way margin of a wider one, whatever its counts."""
+    and two-way margin, whatever the table's counts."""
     import numpy as np
 
     from tabrelease import ContingencyTable
@@ -815,8 +815,8 @@ def test_margins_are_fingerprinted_whatever_the_order_of_variables_and_levels_an
     key = b"k" * 32
     czech = builtin_table("czech")
     printed = margin_prints(czech, key)
-    assert len(printed) == 2**6 - 2 and [len(v) for v, _ in printed] == sorted(len(v) for v, _ in printed)
-    for variables, fingerprint in printed[::5]:
+    assert [len(v) for v, _ in printed] == [1] * 6 + [2] * 15
+    for variables, fingerprint in printed[::2]:
         axes = czech.axes(variables)[::-1]
         counts = np.transpose(czech.margin(variables).counts)
         levels = [tuple(czech.levels[a])[::-1] + ("nobody",) for a in axes]

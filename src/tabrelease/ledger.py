@@ -999,10 +999,10 @@ def _prints(record: dict) -> set[str]:
     return {record["fingerprint"], *record.get("fingerprints_also", ())}
 
 
-# The margins whose fingerprints a release records (`margin_prints`): every margin of a table of up to this many
-# variables; of a wider one every one- and two-way margin. A rule of the table's shape alone: how many are recorded
-# tells nothing of its counts.
-ALL_MARGINS_MAX_VARIABLES = 8
+# The margins whose fingerprints a release records (`margin_prints`): every one- and two-way margin. Enough: any
+# table of two or more of a table's variables shares a two-way margin with it, and a table of one of them is one of
+# its one-way margins; and a rule of the table's shape alone, so how many are recorded tells nothing of its counts.
+LARGEST_PRINTED_MARGIN = 2
 # Above this many cells a margin is aggregated from its non-zero rows by sorting them (not a dense count).
 DENSE_MARGIN_MAX_CELLS = 2**22
 # Two tables sharing a margin of at least this many variables are the same people's data; a shared one-way margin
@@ -1020,9 +1020,10 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
     one of which a table released before is a margin, and two tables that share a margin of two or more variables
     (two cross-tabulations of the same records).
 
-    Every margin of a table of up to `ALL_MARGINS_MAX_VARIABLES` variables (254 of 8); of a wider one every one- and
-    two-way margin (any two tables of the same people share those). None for a table counted from its file, which
-    is never held as cells or records.
+    Every one- and two-way margin (`LARGEST_PRINTED_MARGIN`) short of the table itself: any table of two or more of
+    its variables shares a two-way margin with it, and a table of one of them is a one-way margin, so these
+    recognise every subset of its variables, in either order of release. None for a table counted from its file,
+    which is never held as cells or records.
 
     Parameters
     ----------
@@ -1040,7 +1041,7 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
     if getattr(table, "held_as_file", False) or k < 2:
         return []
     rows, weights = _listed_cells(table)
-    largest = k - 1 if k <= ALL_MARGINS_MAX_VARIABLES else 2
+    largest = min(k - 1, LARGEST_PRINTED_MARGIN)
     found = []
     for size in range(1, largest + 1):
         for axes in combinations(range(k), size):
@@ -1070,25 +1071,34 @@ def canonical_fingerprint(table, key: bytes) -> str | None:
     if getattr(table, "held_as_file", False):
         return None
     rows, weights = _listed_cells(table)
-    return _canonical_digest(list(table.variables), list(table.levels), rows, weights.astype(np.int64), key)
+    return _canonical_digest(list(table.variables), list(table.levels), rows, weights, key)
 
 
 def _canonical_digest(variables, levels, rows: np.ndarray, counts: np.ndarray, key: bytes) -> str:
     """The canonical fingerprint of the non-zero cells `rows` (level codes, one column per variable; distinct) with
     `counts`: levels no row uses dropped, the rest renumbered in the order of their labels, the variables in the
     order of their names, the rows in lexicographic order."""
+    from math import prod
+
     order = sorted(range(len(variables)), key=lambda a: str(variables[a]))
     columns, kept_levels = [], []
     for a in order:
         labels = [str(label) for label in levels[a]]
-        used = np.unique(rows[:, a]) if len(rows) else np.zeros(0, np.int64)
+        used = np.flatnonzero(np.bincount(rows[:, a], minlength=len(labels))) if len(rows) else np.zeros(0, int)
         by_label = sorted(used.tolist(), key=lambda code: labels[code])
         recode = np.zeros(len(labels), np.int64)
         recode[by_label] = np.arange(len(by_label))
         columns.append(recode[rows[:, a]] if len(rows) else np.zeros(0, np.int64))
         kept_levels.append([labels[code] for code in by_label])
+    sizes = tuple(max(len(kept), 1) for kept in kept_levels)
+    if len(rows) and columns and prod(sizes) < 2**63:  # one key per row: a sort of integers, skipped when in order
+        keys = np.ravel_multi_index(tuple(columns), sizes)
+        ranked = slice(None) if bool(np.all(keys[1:] > keys[:-1])) else np.argsort(keys, kind="stable")
+    elif len(rows) and columns:
+        ranked = np.lexsort(columns[::-1])
+    else:
+        ranked = slice(None)
     table_rows = np.column_stack(columns) if columns else np.zeros((len(rows), 0), np.int64)
-    ranked = np.lexsort(table_rows.T[::-1]) if len(table_rows) and table_rows.shape[1] else np.arange(len(table_rows))
     content = {"variables": [str(variables[a]) for a in order], "levels": kept_levels}
     digest = hmac.new(key, b"canonical-v1:" + json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
     digest.update(np.ascontiguousarray(table_rows[ranked], dtype="<u4").tobytes())
@@ -1097,28 +1107,39 @@ def _canonical_digest(variables, levels, rows: np.ndarray, counts: np.ndarray, k
 
 
 def _aggregated(sub: np.ndarray, weights: np.ndarray, sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of `sub` (codes over a margin's variables) and the summed weights of each: by a dense count
-    where the margin has at most `DENSE_MARGIN_MAX_CELLS` cells, else by sorting the rows."""
+    """The distinct rows of `sub` (codes over a margin's variables, in lexicographic order) and the summed weights
+    (int64 counts) of each: by a dense count where the margin has at most `DENSE_MARGIN_MAX_CELLS` cells, else by
+    sorting each row's mixed-radix key (or the rows themselves past 2^63 cells). Exact at any count."""
     from math import prod
 
+    weights = np.asarray(weights, np.int64)
     if not len(sub):
         return np.zeros((0, sub.shape[1]), np.int64), np.zeros(0, np.int64)
-    if prod(sizes) <= DENSE_MARGIN_MAX_CELLS:
-        counts = np.bincount(np.ravel_multi_index(tuple(sub.T), sizes), weights=weights, minlength=prod(sizes))
-        cells = np.flatnonzero(counts > 0)
-        return np.column_stack(np.unravel_index(cells, sizes)), np.rint(counts[cells]).astype(np.int64)
-    distinct, inverse = np.unique(sub, axis=0, return_inverse=True)
-    return distinct, np.rint(np.bincount(inverse.ravel(), weights=weights)).astype(np.int64)
+    cells = prod(sizes)
+    if cells < 2**63:
+        keys = np.ravel_multi_index(tuple(sub.T), sizes)
+        if cells <= DENSE_MARGIN_MAX_CELLS and int(weights.sum(dtype=object)) < 2**53:  # float sums exact
+            counts = np.bincount(keys, weights=weights, minlength=cells)
+            found = np.flatnonzero(counts > 0)
+            return np.column_stack(np.unravel_index(found, sizes)), np.rint(counts[found]).astype(np.int64)
+        distinct, inverse = np.unique(keys, return_inverse=True)
+        rows = np.column_stack(np.unravel_index(distinct, sizes))
+    else:
+        rows, inverse = np.unique(sub, axis=0, return_inverse=True)
+    counts = np.zeros(len(rows), np.int64)
+    np.add.at(counts, inverse.ravel(), weights)
+    return rows, counts
 
 
 def _listed_cells(table) -> tuple[np.ndarray, np.ndarray]:
-    """(the non-zero cells' level codes, one row each, and their counts) of a table held as cells or records."""
+    """(the non-zero cells' level codes, one row each, and their counts, int64) of a table held as cells or
+    records."""
     if getattr(table, "held_as_cells", True):
         counts = np.asarray(table.counts)
         rows = np.argwhere(counts > 0)
-        return rows, counts[counts > 0].astype(np.float64)
+        return rows, counts[counts > 0].astype(np.int64)
     rows, weights = table.distinct_records()
-    return np.asarray(rows, np.int64).reshape(-1, len(table.variables)), np.asarray(weights, np.float64)
+    return np.asarray(rows, np.int64).reshape(-1, len(table.variables)), np.asarray(weights, np.int64)
 
 
 def _margin_records(printed: list) -> list[list]:
