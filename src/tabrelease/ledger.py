@@ -56,7 +56,7 @@ from ._files import remove_dead_temporaries, temporary_path
 from .errors import BudgetRefused, LedgerIntegrityError, TabreleaseError
 from .privacy import (ADD_REMOVE, APPROXIMATE, BUDGET_UNITS, LOCAL, PURE, REPLACE, SENSITIVE, ZCDP, GuaranteeMismatch,
                       PrivacyGuarantee, PrivacyLoss, PrivacyUnit, cost_under_budget, group_loss, under_unit)
-from .tables import ContingencyTable
+from .tables import ContingencyTable, margin_counts
 
 NEIGHBOURS = (ADD_REMOVE, REPLACE)
 
@@ -1040,12 +1040,25 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
     k = len(table.variables)
     if getattr(table, "held_as_file", False) or k < 2:
         return []
-    rows, weights = _listed_cells(table)
     largest = min(k - 1, LARGEST_PRINTED_MARGIN)
+    if getattr(table, "held_as_cells", True):
+        # Each margin summed from the cells (a reduction over the other axes: faster than listing every non-zero
+        # cell's codes once per margin), then its own non-zero cells listed.
+        cells = np.asarray(table.counts)
+
+        def margin_of(axes):
+            summed = margin_counts(cells, axes)
+            return np.argwhere(summed > 0), summed[summed > 0].astype(np.int64)
+    else:
+        rows, weights = _listed_cells(table)
+        columns = np.ascontiguousarray(rows.T)  # one contiguous row of codes per variable
+
+        def margin_of(axes):
+            return _aggregated(columns[list(axes)].T, weights, tuple(len(table.levels[a]) for a in axes))
     found = []
     for size in range(1, largest + 1):
         for axes in combinations(range(k), size):
-            sub, counts = _aggregated(rows[:, list(axes)], weights, tuple(len(table.levels[a]) for a in axes))
+            sub, counts = margin_of(axes)
             found.append((tuple(table.variables[a] for a in axes),
                           _canonical_digest([table.variables[a] for a in axes], [table.levels[a] for a in axes],
                                             sub, counts, key)))
