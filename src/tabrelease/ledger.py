@@ -1041,11 +1041,11 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
     if getattr(table, "held_as_file", False) or k < 2:
         return []
     largest = min(k - 1, LARGEST_PRINTED_MARGIN)
-    if getattr(table, "held_as_cells", True):
-        # Each margin summed from the cells (a reduction over the other axes: faster than listing every non-zero
-        # cell's codes once per margin), then its own non-zero cells listed.
-        cells = np.asarray(table.counts)
-
+    cells = np.asarray(table.counts) if getattr(table, "held_as_cells", True) else None
+    if cells is not None and np.count_nonzero(cells) * k > cells.size:
+        # A dense table: each margin summed from the cells (a reduction over the other axes: faster than listing
+        # every non-zero cell's codes once per margin), then its own non-zero cells listed. (Which way is taken
+        # changes the time, never the prints.)
         def margin_of(axes):
             summed = margin_counts(cells, axes)
             return np.argwhere(summed > 0), summed[summed > 0].astype(np.int64)
