@@ -265,19 +265,13 @@ def _rounded_like(released, margins, rounding: str, exact_total: int | None = No
     UCBAdmissions'), and the margins rounded to their nearest integers within 2% of it everywhere (0.980-1.006). At
     small epsilon the errors are many counts, and rounding moves them by a fraction of one.
     """
-    from .rounding import round_table, round_to_total
-
-    def nearest(values):  # with an exact total, the nearest integers with it, as the release's rounding gives
-        rounded = round_table(values)
-        if exact_total is None or int(rounded.sum()) == exact_total:
-            return rounded
-        return round_to_total(values, exact_total)
+    from .rounding import round_nearest, round_table
 
     if rounding == NEAREST and released.table is not None:
-        table = nearest(np.asarray(released.table, float))
+        table = round_nearest(np.asarray(released.table, float), exact_total)
         return [margin_counts(table, g) for g in margins]
     if rounding == NEAREST:
-        return [nearest(np.asarray(m, float)) for m in released.released_margins]
+        return [round_nearest(np.asarray(m, float), exact_total) for m in released.released_margins]
     if rounding == CONTROLLED:
         return [round_table(m) for m in released.released_margins]
     return list(released.released_margins)

@@ -13,9 +13,9 @@ meets it.
 One identity. Each release also records a keyed fingerprint (HMAC-SHA256) of the exact table it was drawn from; a
 table already released under another dataset id is refused (a second id would be a fresh budget for the same data)
 unless the operator says the datasets are distinct (`allow_alias`), and aliases are listed. So is a table that holds
-such data in part (`margin_prints`: one is a margin of the other, or they share a margin of two or more variables). The ledger is locked
-and written by its real path; a ledger or key file with more than one hard link is refused (an atomic rewrite
-would split the links into two ledgers). Ledger and key are owner-only (0600).
+such data in part (`margin_prints`: one is a margin of the other, or they share a margin of two or more variables).
+The ledger is locked and written by its real path; a ledger or key file with more than one hard link is refused (an
+atomic rewrite would split the links into two ledgers). Ledger and key are owner-only (0600).
 
 Tamper evidence: the ledger is a chain of records (budgets set, releases charged, failures after a charge), each
 carrying a MAC under the ledger's key over its content and the previous record's MAC, and the file carries a MAC of
@@ -1403,11 +1403,11 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
                 f"charging it to {dataset!r} would give the same data a second budget; release it under "
                 f"{same[0]!r}, or, if the two datasets are truly distinct, say --allow-alias; nothing was released")
         names = {f: variables for variables, f in printed}
-        overlaps = {}
-        for r in others:  # the first release of each dataset that overlaps says how
-            if r["dataset"] not in same and r["dataset"] not in overlaps:
-                if how := _overlap(r, prints, margins_printed, names):
-                    overlaps[r["dataset"]] = (data["records"].index(r) + 1, how)
+        overlaps = {}  # dataset -> (its first overlapping record's number in the ledger, how it overlaps)
+        for number, r in enumerate(data["records"], 1):
+            if (r["kind"] == "release" and r["dataset"] not in (dataset, *same, *overlaps)
+                    and (how := _overlap(r, prints, margins_printed, names))):
+                overlaps[r["dataset"]] = (number, how)
         in_part = sorted(overlaps)
         if in_part and not allow_alias:
             raise BudgetRefused(
@@ -1561,7 +1561,7 @@ def ledger_aliases(path) -> dict[str, tuple[str, ...]]:
 
 
 def _aliases(data: dict, dataset: str) -> tuple[str, ...]:
-    """The other datasets whose releases hold this dataset's data, whole or in part (`_overlaps`)."""
+    """The other datasets whose releases hold this dataset's data, whole or in part (`_overlap`)."""
     releases = _releases(data, dataset)
     return tuple(sorted({r["dataset"] for r in data["records"] if r["kind"] == "release" and r["dataset"] != dataset
                          and any(_prints(r) & _prints(o) or _overlap(r, _prints(o), o.get("margin_prints", []))

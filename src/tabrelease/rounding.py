@@ -93,7 +93,7 @@ def round_to_total(table: np.ndarray, total: int, base: np.ndarray | None = None
     Raises
     ------
     TabreleaseError
-        If `total` is negative.
+        If `total` is negative, or positive for a table of no cells.
     """
     values = np.asarray(table, float)
     if total < 0 or (total > 0 and values.size == 0):
@@ -654,12 +654,15 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
             else:
                 table, gap = controlled_round(body, margins, total, base=base, pinned=pinned)
         elif rounding == NEAREST:
-            table = (round_table(estimate.table) if base is None else
-                     np.maximum(np.asarray(base, np.int64).reshape(body.shape) + round_table_signed(body), 0))
-            if exact_total is not None and not pinned and int(table.sum(dtype=object)) != exact_total:
-                # Cell by cell, the nearest integers may miss an exact total (public, or n under replace).
-                table = (round_to_total(estimate.table, exact_total) if base is None else
-                         round_to_total(body, exact_total, base=base))
+            # Cell by cell, the nearest integers may miss an exact total (public, or n under replace): then the
+            # nearest with it (exact pinned margins, which hold the total, are kept below instead).
+            keep = None if pinned else exact_total
+            if base is None:
+                table = round_nearest(estimate.table, keep)
+            else:
+                table = np.maximum(np.asarray(base, np.int64).reshape(body.shape) + round_table_signed(body), 0)
+                if keep is not None and int(table.sum(dtype=object)) != keep:
+                    table = round_to_total(body, keep, base=base)
             if pinned and not _pins_hold(table, pinned):
                 # Cell by cell, the nearest integers may move an exactly measured margin: the nearest integer table
                 # (L1 over cells) that keeps every one of them.
@@ -689,7 +692,7 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         if rounding == NEAREST:
             # Each released cell to its nearest integer (keeping an exact total), as without cliques: rounded apart,
             # the margins may no longer agree, and the check below says so.
-            released = tuple(_nearest(m, exact_total) for m in released)
+            released = tuple(round_nearest(m, exact_total) for m in released)
             consistent = mutually_consistent(released, margins)
             return Rounded(None, released, consistent, time.perf_counter() - start,
                            consistency=_guarantee(consistent, margins))
@@ -701,16 +704,29 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         released, gap = controlled_round_margins(pieces, margins, total)
         consistent = mutually_consistent(released, margins)
         return Rounded(None, released, consistent, time.perf_counter() - start, gap, _guarantee(consistent, margins))
-    released = tuple(_nearest(m, exact_total) for m in pieces) if rounding == NEAREST else tuple(pieces)
+    released = tuple(round_nearest(m, exact_total) for m in pieces) if rounding == NEAREST else tuple(pieces)
     # Real-valued margins agree up to floating-point error at best.
     atol = 0.0 if rounding == NEAREST else 1e-9 * max(1.0, scale)
     consistent = mutually_consistent(released, margins, atol)
     return Rounded(None, released, consistent, time.perf_counter() - start, consistency=_guarantee(consistent, margins))
 
 
-def _nearest(margin: np.ndarray, exact_total: int | None) -> np.ndarray:
-    """A margin's cells to their nearest integers, or, where the total is exact and that misses it, the nearest
-    integer margin with that total (`round_to_total`)."""
+def round_nearest(margin: np.ndarray, exact_total: int | None = None) -> np.ndarray:
+    """A table's or margin's cells to their nearest integers (`round_table`), or, where the total is exact and that
+    misses it, the nearest integer cells with that total (`round_to_total`): "nearest" rounding.
+
+    Parameters
+    ----------
+    margin : numpy.ndarray
+        Real values (a table or a margin).
+    exact_total : int, optional
+        The total to keep, where it is exact.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, non-negative, of the same shape.
+    """
     rounded = round_table(margin)
     if exact_total is None or int(rounded.sum(dtype=object)) == exact_total:
         return rounded
