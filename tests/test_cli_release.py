@@ -216,7 +216,7 @@ def test_plan_and_sweep_report_a_margin_inside_another(tmp_path, capsys):
 
     assert main(["plan", "czech", "--margins", "[AB][A][BC]", "--epsilon", "1", "--json"]) == 0
     out, err = capsys.readouterr()
-    rows = json.loads(out)
+    rows = json.loads(out)["margins"]
     assert [r["margin"] for r in rows] == ["[smoking, mental]", "[mental, physical]"]  # czech's labels
     assert [r["letters"] for r in rows] == ["[AB]", "[BC]"] and "[A]" in err and "inside another" in err
     assert main(["sweep", "czech", "--margins", "[AB][A][BC]", "--epsilons", "1", "--repetitions", "2", "--out",

@@ -143,7 +143,10 @@ def test_public_total_releases_n_exactly_and_says_so(tmp_path, capsys):
 @pytest.mark.e2e
 def test_plan_command_shows_the_expected_errors_the_release_records(tmp_path, capsys):
     assert main(["plan", "rochdale", "--epsilon", "0.1,1", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["question"], printed["mechanism"], printed["noise"]) == ("expected_errors", "planned", "laplace")
+    rows = printed["margins"]
+    assert sorted({r["epsilon"] for r in rows}) == [0.1, 1.0]
     table = tr.builtin_table("rochdale")
     planned = plan_at(table.shape, tr.default_model(table).generators, 1.0)
     expected = get_mechanism("planned").expected_errors(planned)
@@ -233,6 +236,10 @@ def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
     assert main(["plan", "czech", "--target-l1", "20", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["epsilon_needed_for_all"] == pytest.approx(max(needed.values()))
+    assert (printed["question"], printed["error_model"], printed["target_l1"]) == ("epsilon_for_target", "unbiased",
+                                                                                   20.0)
+    assert {r["letters"]: r["epsilon_needed"] for r in printed["margins"]} == pytest.approx(
+        {tr.models.margin_label(g, tr.builtin_table("czech").letters): e for g, e in needed.items()})
     # In words, the unbiased figure is called an upper one, and the way to the fitted release's epsilon is named.
     assert main(["plan", "czech", "--target-l1", "20"]) == 0
     words = capsys.readouterr().out
@@ -287,8 +294,10 @@ def test_plan_of_a_wide_table_skips_the_paper_column_with_a_note(tmp_path, capsy
     assert "note: the paper's mechanism is not compared: the linf-lp estimator solves over every cell" in out
     assert "nothing was charged" not in out
     assert main(common + ["--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    printed = json.loads(capsys.readouterr().out)
+    rows = printed["margins"]
     assert len(rows) == 2 and all(r["paper_expected_l1"] is None and "8.39e+06 cells" in r["paper_note"] for r in rows)
+    assert any("8.39e+06 cells" in note for note in printed["notes"])
     assert all(r["expected_l1"] > 0 for r in rows)
 
 

@@ -9,14 +9,14 @@ import pytest
 import tabrelease.reports as reports
 from tabrelease import TabreleaseError, builtin_table, make_grid, run_sweep
 from tabrelease.cli import main
-from tabrelease.schemas import AUDIT, RELEASE, SWEEP_MARGIN_ROW, SWEEP_ROW, load_schema, validate
+from tabrelease.schemas import AUDIT, PLAN, RELEASE, SWEEP_MARGIN_ROW, SWEEP_ROW, load_schema, validate
 
 
 @pytest.mark.unit
 def test_every_schema_is_a_valid_draft_2020_12_schema():
     from jsonschema import Draft202012Validator
 
-    for name in (RELEASE, AUDIT, SWEEP_ROW, SWEEP_MARGIN_ROW):
+    for name in (RELEASE, AUDIT, SWEEP_ROW, SWEEP_MARGIN_ROW, PLAN):
         Draft202012Validator.check_schema(load_schema(name))
 
 
@@ -139,6 +139,26 @@ def test_sweep_rows_match_their_schemas():
         validate(row, SWEEP_ROW)
     for row in records(result.margin_errors):
         validate(row, SWEEP_MARGIN_ROW)
+
+
+def test_plan_json_is_one_object_of_its_schema_whichever_question_is_asked(capsys):
+    """`plan --json` printed a list for --epsilon and an object for --target-l1: a reader had to know the flag. Both
+    are now one `plan-1` object, checked by jsonschema as well as the own check, alone on stdout."""
+    from jsonschema import Draft202012Validator
+
+    checker = Draft202012Validator(load_schema(PLAN))
+    asked = {"expected_errors": ["--epsilon", "0.1,1"], "epsilon_for_target": ["--target-l1", "30"]}
+    for question, flags in asked.items():
+        for extra in ([], ["--delta", "1e-6", "--neighbours", "replace"], ["--public-total"]):
+            assert main(["plan", "czech", *flags, *extra, "--json"]) == 0
+            document = json.loads(capsys.readouterr().out)  # json.loads refuses anything beside the object
+            assert list(checker.iter_errors(document)) == []
+            validate(document, PLAN)
+            assert document["question"] == question and document["margins"]
+            assert document["noise"] == ("gaussian" if "--delta" in extra else "laplace")
+            assert document["public_total"] is ("--public-total" in extra)
+    broken = dict(document, question="something else")
+    assert list(checker.iter_errors(broken)) and pytest.raises(TabreleaseError, validate, broken, PLAN)
 
 
 @pytest.mark.unit

@@ -12,6 +12,9 @@ from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, loa
 
 # The settings a plan reads (no counts are drawn, so nothing about noise, post-processing or outputs).
 PLAN_SETTINGS = ("delta", "neighbours", "margins", "public_total", "plan_objective", "plan_candidates")
+UPPER_FIGURE = ("an upper figure: --reference TABLE (a public table like this one: an old census, a synthetic one) "
+                "gives the epsilon of the fitted, rounded release, which non-negativity lowers on sparse or small "
+                "tables")
 
 
 def register(subparsers) -> None:
@@ -66,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
         reachable = [e for e in needed.values() if e is not None]
         overall = max(reachable) if len(reachable) == len(needed) else None
         if args.json:
-            print(json.dumps({"margins": rows, "epsilon_needed_for_all": overall,
-                              "error_model": "unbiased" if reference is None else "simulated on the reference"},
-                             indent=1))
+            notes = [] if reference is not None else [UPPER_FIGURE]
+            _print_json(table, spec, "epsilon_for_target", rows, reference is not None, notes=notes,
+                        target_l1=args.target_l1, epsilon_needed_for_all=overall)
             return 0
         how = ("computed from the shape and margins only: the unbiased figure, an upper one" if reference is None else
                f"the fitted release's mean error, simulated on the reference {args.reference}")
@@ -81,9 +84,7 @@ def run(args: argparse.Namespace) -> int:
         needed = f"beyond {EPSILON_RANGE[1]:g}" if overall is None else f"{overall:.4g}"
         print(f"all margins at once: epsilon {needed} (the plan is made for all of them together)")
         if reference is None:  # where the fit's non-negativity helps (sparse tables), the figure overspends
-            print("an upper figure: --reference TABLE (a public table like this one: an old census, a synthetic "
-                  "one) gives the epsilon of the fitted, rounded release, which non-negativity lowers on sparse or "
-                  "small tables")
+            print(UPPER_FIGURE)
         return 0
     low, high = PLANNING_EPSILON_RANGE
     for epsilon in args.epsilon:  # past this range the planning arithmetic overflows
@@ -91,11 +92,15 @@ def run(args: argparse.Namespace) -> int:
             raise TabreleaseError(f"plan takes an epsilon between {low:g} and {high:g} (past them its arithmetic "
                                   f"fails), not {epsilon!r}")
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, spec)
-    for row in rows:
-        axes = row.pop("axes")
-        row["margin"], row["letters"] = margin_title(names, axes), margin_label(axes, table.letters)
+    rows = [{"margin": margin_title(names, row["axes"]), "letters": margin_label(row["axes"], table.letters),
+             **{k: v for k, v in row.items() if k != "axes"}} for row in rows]
+    from ..forecast import _plan
+
+    notes = [note for note in _plan(table.shape, model.generators, spec, args.epsilon[0]).notes
+             if "candidate" in note or "measured only" in note]  # what the plan did not consider, in its own words
     if args.json:
-        print(json.dumps(rows, indent=1))
+        _print_json(table, spec, "expected_errors", rows, False,
+                    notes=notes + ([rows[0]["paper_note"]] if rows[0]["paper_note"] else []))
         return 0
     noise = "Gaussian" if spec.delta else "Laplace"
     print(f"{table.name}: expected error of each released margin ({spec.mechanism}, {noise}, {spec.neighbours} "
@@ -114,17 +119,27 @@ def run(args: argparse.Namespace) -> int:
           " non-negativity and rounding reduce it, the more the sparser the table is against the noise (the audit "
           "states the error simulated on a table with the released margins). Every cell: Laplace noise on each cell of "
           "the full table (Laplace only).")
-    from ..forecast import _plan
-
-    for note in _plan(table.shape, model.generators, spec, args.epsilon[0]).notes:
-        if "candidate" in note or "measured only" in note:  # what the plan did not consider, in its own words
-            print(f"note: {note}")
+    for note in notes:
+        print(f"note: {note}")
     print("*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
           "(see `tabrelease frontier` for measured errors). ratio: this plan's E L1 over the paper's (below 1: this "
           "plan expects less error)")
     if rows[0]["paper_note"]:
         print(f"note: {rows[0]['paper_note']}")
     return 0
+
+
+def _print_json(table, spec, question: str, rows: list, simulated: bool, *, notes: list, **extra) -> None:
+    """One JSON object on stdout, whichever question was asked (schema `plan-1`), checked before it is printed."""
+    from ..schemas import PLAN, validate
+
+    document = {"schema": "tabrelease/plan/1", "table": table.name, "question": question, "mechanism": spec.mechanism_name,
+                "noise": "gaussian" if spec.delta else "laplace", "neighbours": spec.neighbours,
+                "delta": spec.delta, "public_total": bool(spec.option("public_total")),
+                "error_model": "simulated on the reference" if simulated else "unbiased", **extra,
+                "margins": rows, "notes": notes}
+    validate(document, PLAN)
+    print(json.dumps(document, indent=1))
 
 
 def _reference_counts(args, table):

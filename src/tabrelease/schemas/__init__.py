@@ -2,7 +2,8 @@
 
 * `release-1`: public/release.json, and the allow-list of what may be published;
 * `audit-1`: internal/audit.json;
-* `sweep-row-1`, `sweep-margin-row-1`: a sweep's rows.
+* `sweep-row-1`, `sweep-margin-row-1`: a sweep's rows;
+* `plan-1`: what `tabrelease plan --json` prints.
 
 `validate` raises a one-line `TabreleaseError` that names where a document breaks its schema,
 never the offending value (an audit holds confidential numbers).
@@ -21,7 +22,8 @@ RELEASE = "release-1"
 AUDIT = "audit-1"
 SWEEP_ROW = "sweep-row-1"
 SWEEP_MARGIN_ROW = "sweep-margin-row-1"
-ALL = (RELEASE, AUDIT, SWEEP_ROW, SWEEP_MARGIN_ROW)
+PLAN = "plan-1"
+ALL = (RELEASE, AUDIT, SWEEP_ROW, SWEEP_MARGIN_ROW, PLAN)
 
 
 @cache
