@@ -258,6 +258,30 @@ def test_rho_budget_is_the_largest_the_conversion_allows(epsilon, delta):
     assert rho > (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
 
 
+def test_a_tiny_epsilon_target_converts_and_ends(monkeypatch):
+    """At epsilon 1e-17 (delta 1e-6) the bracket's lower end, a difference of square roots, cancelled to 0 and the
+    doubling search never ended: `ledger --set-budget --accounting zcdp --epsilon 1e-17` hung (a reviewer's trial).
+    The rho found is the largest whose conversion gives at most that epsilon; there the conversion is 0: a Gaussian
+    with mu = sqrt(2 rho) is (0, delta)-DP once its total variation 2 Phi(mu / 2) - 1 is at most delta."""
+    import signal
+    from statistics import NormalDist
+
+    def too_long(*_):
+        raise AssertionError("approx_dp_to_rho did not end")
+
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(20)
+    try:
+        rho = approx_dp_to_rho(1e-17, 1e-6)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert rho > 0 and zcdp_to_approx_dp(rho, 1e-6) <= 1e-17
+    assert zcdp_to_approx_dp(rho * 1.01, 1e-6) > 1e-17
+    mu = math.sqrt(2 * rho)
+    assert 2 * NormalDist().cdf(mu / 2) - 1 <= 1e-6
+
+
 def test_rho_at_epsilon_1_delta_1e_6():
     assert approx_dp_to_rho(1.0, 1e-6) == pytest.approx(0.024356, rel=1e-4)
 

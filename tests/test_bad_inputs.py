@@ -292,6 +292,13 @@ CLI_CASES = [
     ("budget without epsilon", None, ["ledger", "l.json", "--set-budget", "czech"], "--set-budget needs --epsilon"),
     ("negative budget", None, ["ledger", "l.json", "--set-budget", "czech", "--epsilon", "-1"],
      "argument --epsilon: '-1' must be a positive finite number"),
+    # a delta lost in subnormal floats gave rho NaN and an internal error (a reviewer's trial), as a release refuses it
+    ("subnormal budget delta", _real_ledger, ["ledger", "L.json", "--set-budget", "czech", "--accounting", "zcdp",
+                                               "--epsilon", "1", "--delta", "1e-320"],
+     "a budget delta must be 0 or at least 1e-300, not 1e-320"),
+    ("subnormal basic budget delta", _real_ledger, ["ledger", "L.json", "--set-budget", "czech", "--epsilon", "1",
+                                                     "--delta", "1e-310"],
+     "a budget delta must be 0 or at least 1e-300, not 1e-310"),
     # sweeps and the reproduction
     ("bad epsilon grid", None, ["sweep", "czech", "--epsilons", "0.1:0.05:0.01", "--repetitions", "2", "--out", "s"],
      "argument --epsilons: '0.1:0.05:0.01' is not a comma list of numbers or START:STOP:STEP"),

@@ -299,12 +299,18 @@ def approx_dp_to_rho(epsilon: float, delta: float) -> float:
     # Bun & Steinke's Proposition 1.3 (epsilon = rho + 2 sqrt(rho log 1/delta)) is looser than the conversion used:
     # its rho is a lower end of the bracket.
     log_term = math.log(1.0 / delta)
-    low = (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
+    # (sqrt(L + e) - sqrt(L))^2 written as e^2 / (sqrt(L + e) + sqrt(L))^2: the difference of square roots cancels to 0
+    # at a tiny epsilon (1e-17 with delta 1e-6), and the doubling below then never ended (a reviewer's budget hung).
+    low = (epsilon / (math.sqrt(log_term + epsilon) + math.sqrt(log_term))) ** 2
+    if not (math.isfinite(low) and low > 0):
+        raise ValueError(f"no rho converts to epsilon {epsilon!r} at delta {delta!r} in floating point")
     while zcdp_to_approx_dp(low, delta) > epsilon:  # pragma: no cover - the bound above always holds
         low /= 2.0
     high = 2.0 * low
     while zcdp_to_approx_dp(high, delta) <= epsilon:
         low, high = high, 2.0 * high
+        if not math.isfinite(high):
+            raise ValueError(f"no finite rho bounds the conversion of epsilon {epsilon!r} at delta {delta!r}")
     for _ in range(200):
         middle = math.sqrt(low * high)
         if middle <= low or middle >= high:

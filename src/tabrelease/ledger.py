@@ -1227,6 +1227,10 @@ def budget_record(epsilon: float | None = None, delta: float | None = None, neig
         raise TabreleaseError(f"a budget's accounting is basic or zcdp, not {accounting!r}")
     if delta is not None and not (_finite_non_negative(delta) and delta < 1):
         raise TabreleaseError(f"a budget delta must lie in [0, 1), not {delta!r}")
+    from .spec import SMALLEST_DELTA
+
+    if delta and delta < SMALLEST_DELTA:  # as a release's: below it, a delta is lost in subnormal floats (rho NaN)
+        raise TabreleaseError(f"a budget delta must be 0 or at least {SMALLEST_DELTA:g}, not {delta!r}")
     if epsilon is not None and not (_finite_non_negative(epsilon) and epsilon > 0):
         raise TabreleaseError(f"a budget epsilon must be a positive finite number, not {epsilon!r}")
     record = {"unit": unit.as_dict(), "neighbours": unit.kind, "accounting": accounting,
@@ -1242,7 +1246,11 @@ def budget_record(epsilon: float | None = None, delta: float | None = None, neig
             raise TabreleaseError("a zCDP budget is rho, or an (epsilon, delta > 0) target to convert")
         from .accounting import approx_dp_to_rho
 
-        return {**record, "epsilon": float(epsilon), "rho": float(approx_dp_to_rho(float(epsilon), float(delta)))}
+        try:
+            rho = float(approx_dp_to_rho(float(epsilon), float(delta)))
+        except (ValueError, OverflowError) as exc:
+            raise TabreleaseError(f"the budget's (epsilon, delta) target has no zCDP rho: {exc}") from None
+        return {**record, "epsilon": float(epsilon), "rho": rho}
     if not (_finite_non_negative(rho) and rho > 0):
         raise TabreleaseError(f"a budget rho must be a positive finite number, not {rho!r}")
     if epsilon is not None:
