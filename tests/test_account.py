@@ -429,7 +429,7 @@ def test_json_output_is_one_json_document_on_stdout(tmp_path, command):
     if command == "release":
         assert document["release"]["guarantee"]["loss"]["epsilon"] == 1.0
     elif command == "plan":
-        assert {row["epsilon"] for row in document} == {1.0}
+        assert {row["epsilon"] for row in document["margins"]} == {1.0}
     else:
         assert document["table"] == "journey_to_work"
 

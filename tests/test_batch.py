@@ -300,3 +300,46 @@ seed = 2
     line = next(x for x in out.splitlines() if x.lstrip().startswith("1. made"))
     assert "with epsilon=0.5 (pure) for one record changed (n public) (planned" in line, line
     assert "czech spent 0.5 of 2" in line
+
+
+def test_a_throw_away_copy_a_killed_dry_run_left_is_never_charged_and_the_next_batch_removes_it(
+        folder, capsys, monkeypatch, tmp_path_factory):
+    """A dry run charges a copy of the ledger in a temporary folder. Killed with SIGKILL (no clean-up runs), it left
+    the copy, the ledger's key beside it, and an anchor whose lines named the copy, so that the copy passed for the
+    ledger: a reviewer charged it with $TABRELEASE_LEDGER_ANCHOR pointing there, a second budget for every dataset.
+    Now the key is not copied, the anchor's lines are marked a copy's under their MAC (so a key holder, the key given
+    in $TABRELEASE_LEDGER_KEY, is refused too), and the next batch removes the folders of processes that are gone."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from tabrelease.ledger import copy_ledger
+
+    temporary = tmp_path_factory.mktemp("tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process id no process has now
+    left = temporary / f"tabrelease-batch-{gone.pid}-killed"
+    left.mkdir(mode=0o700)
+    copy = copy_ledger(folder / "ledger.json", left)
+    assert sorted(p.name for p in left.iterdir()) == ["anchor", "ledger.json"]  # no key beside it
+    before = tree(left)
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(left / "anchor"))
+    release = ["release", "czech", "--epsilon", "0.1", "--ledger", copy, "--dataset", "czech", "--allow-unbudgeted",
+               "--simulate", "--seed", "1"]
+    code, out, err = run(capsys, *release, "--out", folder / "out" / "fork-1")
+    assert code == 2 and "no key for the ledger" in err, err
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", (folder / "ledger.json.key").read_text().strip())
+    code, out, err = run(capsys, *release, "--out", folder / "out" / "fork-2")
+    assert code == 6 and "is a throw-away copy that a batch's prediction made" in err, err
+    assert {k: v for k, v in tree(left).items() if not k.endswith(".lock")} == before  # the copy is unchanged
+    assert not (folder / "out" / "fork-1").exists() and not (folder / "out" / "fork-2").exists()
+    # The next batch's dry run removes the dead process's folder, and leaves one a live process named (pid 1).
+    monkeypatch.delenv("TABRELEASE_LEDGER_ANCHOR")
+    monkeypatch.delenv("TABRELEASE_LEDGER_KEY")
+    alive = temporary / "tabrelease-batch-1-running"
+    alive.mkdir(mode=0o700)
+    code, out, err = run(capsys, "batch", folder / "season.toml", "--dry-run")
+    assert code == 5 and "would be refused" in out, err  # this spec's fourth release exceeds its budget
+    assert not left.exists() and alive.exists()
+    assert [p.name for p in temporary.iterdir()] == [alive.name]  # the dry run's own folder is gone too

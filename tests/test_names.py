@@ -225,7 +225,7 @@ def test_plan_shows_margins_by_names_with_letters_beside_them_in_json(tmp_path, 
     assert rows == ["[Région de résidence, Sexe]", "[Âge]"] and "[BC]" not in out
     assert main(["plan", str(source), "--epsilon", "1", "--margins", "[Région de résidence,Sexe][Âge]",
                  "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["margins"]
     assert [(r["margin"], r["letters"]) for r in rows] == [("[Région de résidence, Sexe]", "[BC]"), ("[Âge]", "[A]")]
     assert main(["plan", str(source), "--target-l1", "40", "--margins", "[Région de résidence,Sexe]"]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("[Région de résidence, Sexe] ")

@@ -505,18 +505,52 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     return BatchResult(spec.path, True, tuple(steps), tuple(said))
 
 
+SCRATCH_PREFIX = "tabrelease-batch-"
+# A throw-away folder not named by a process (made before they were) is removed once this old.
+UNNAMED_SCRATCH_AGE = 24 * 3600
+
+
+def _remove_dead_scratch() -> list[Path]:
+    """Remove the throw-away folders of batches whose process is gone (killed with SIGKILL, which runs no clean-up):
+    each held a copy of a ledger. Only this user's; a folder named by a live process is left."""
+    import time
+
+    from ._files import process_alive
+
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            info = folder.lstat()
+            if not folder.is_dir() or folder.is_symlink() or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
+                continue
+            head = folder.name[len(SCRATCH_PREFIX):].split("-", 1)
+            if len(head) == 2 and head[0].isdigit():
+                gone = int(head[0]) != os.getpid() and not process_alive(int(head[0]))
+            else:
+                gone = time.time() - info.st_mtime > UNNAMED_SCRATCH_AGE
+        except OSError:
+            continue
+        if gone:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 def _charged_on_a_copy(spec: BatchSpec, prepared: list, set_budgets: bool):
     """The batch's budgets set and its releases charged, in order, on a throw-away copy of the ledger and its anchor
     (an owner-only temporary folder, removed however this ends): the steps ("would be made", "would be refused",
     "not attempted"), the budget changes said, and the refusal's exception (None where none is refused)."""
-    from .ledger import anchored_at, budget_status, copy_ledger
+    from .ledger import budget_status, scratch_copy
     from .workflow import charge_release
 
-    scratch = Path(tempfile.mkdtemp(prefix="tabrelease-batch-"))
+    _remove_dead_scratch()
+    # Named by this process, so that a later batch removes it if this one is killed (SIGKILL runs no clean-up).
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
     refusal = None
     try:
-        copy = copy_ledger(spec.ledger, scratch)  # with the real anchor's lines for it, into scratch/anchor
-        with anchored_at(scratch / "anchor"):
+        # A copy of the ledger and its anchor, with the real anchor's lines for it (marked a copy's), the key in
+        # memory only: outside this block the copy is refused for writing.
+        with scratch_copy(spec.ledger, scratch) as copy:
             said = _apply_budgets(copy, spec, set_budgets)
             steps = []
             for r, table, plan, labels, expected in prepared:

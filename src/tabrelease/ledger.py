@@ -168,6 +168,9 @@ def ledger_key(path: str | os.PathLike) -> bytes:
     LedgerIntegrityError
         The key file has more than one hard link.
     """
+    scratch = _SCRATCH.get()
+    if scratch is not None and os.path.realpath(path) == scratch[0]:
+        return scratch[1]  # a batch's throw-away copy: its key is held in memory, never written beside it
     env = os.environ.get(KEY_ENVIRONMENT)
     if env is not None:
         if len(env) < MIN_KEY_LENGTH:
@@ -443,7 +446,18 @@ def _read_verified(path: Path, key: bytes, *, writing: bool = False) -> dict:
 
 
 def _refuse_a_copy(path: Path, data: dict, lines: list[dict]) -> None:
-    """Raise LedgerIntegrityError where the ledger at `path` is a copy of one still standing (`_copied_from`)."""
+    """Raise LedgerIntegrityError where the ledger at `path` is a copy of one still standing (`_copied_from`), or a
+    batch's throw-away copy (`copy_ledger`) outside the block that made it (`scratch_copy`)."""
+    ledger_id = _ledger_id(data)
+    scratch = _SCRATCH.get()
+    if (ledger_id is not None and any(line.get("scratch") for line in lines if line.get("ledger_id") == ledger_id)
+            and (scratch is None or os.path.realpath(path) != scratch[0])):
+        # The copy's anchor lines name the copy, so it would pass for the ledger (a reviewer charged one a killed
+        # dry run had left behind, with $TABRELEASE_LEDGER_ANCHOR pointing at its anchor). The mark is under the
+        # lines' MAC: removing it takes the key.
+        raise LedgerIntegrityError(
+            f"the ledger {path} is a throw-away copy that a batch's prediction made (its anchor's lines say so): "
+            "charging it would give each dataset a second budget; nothing is spent or set")
     original = _copied_from(path, data, lines)
     if original is not None:
         raise LedgerIntegrityError(
@@ -505,6 +519,8 @@ def _append(data: dict, key: bytes, record: dict) -> dict:
 
 # --- the anchor -----------------------------------------------------------------------------------
 _ANCHOR_OVERRIDE: ContextVar[Path | None] = ContextVar("tabrelease_ledger_anchor", default=None)
+# Inside `scratch_copy`: (the copy's real path, the ledger's key). The copy may be charged only there.
+_SCRATCH: ContextVar[tuple[str, bytes] | None] = ContextVar("tabrelease_ledger_scratch", default=None)
 
 
 def anchor_path(path: str | os.PathLike) -> Path:
@@ -558,17 +574,46 @@ def anchored_at(anchor: Path):
         _ANCHOR_OVERRIDE.reset(token)
 
 
+@contextmanager
+def scratch_copy(path, folder: Path):
+    """Within this block, a throw-away copy of the ledger (`copy_ledger`) in `folder` can be charged, with its anchor
+    `folder / "anchor"` and the ledger's key held in memory: spending on it predicts spending on the ledger and
+    changes nothing. Outside the block the copy is refused for writing, and no key is on disk beside it.
+
+    A context manager (per thread and task: context variables).
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+    folder : Path
+        An existing, owner-only folder for the copy.
+
+    Yields
+    ------
+    Path
+        The copy of the ledger.
+    """
+    copy = copy_ledger(path, folder)
+    token = _SCRATCH.set((os.path.realpath(copy), ledger_key(path)))
+    try:
+        with anchored_at(Path(folder) / "anchor"):
+            yield copy
+    finally:
+        _SCRATCH.reset(token)
+
+
 def copy_ledger(path, folder: Path) -> Path:
-    """A throw-away copy of the ledger, its key file and its anchor in `folder`, for use inside
-    `anchored_at(folder / "anchor")`: spending on it predicts spending on the ledger and changes nothing.
+    """A throw-away copy of the ledger and its anchor in `folder`, charged inside `scratch_copy` only: its anchor's
+    lines are marked as a copy's (under their MAC), so that it is refused for writing elsewhere, and its key is not
+    copied.
 
     Parameters
     ----------
     path : path-like
         The ledger copied (read, not locked or verified here).
     folder : Path
-        An existing folder; the copy is FOLDER/ledger.json, with FOLDER/ledger.json.key (when the key is a file)
-        and FOLDER/anchor.
+        An existing folder; the copy is FOLDER/ledger.json, with FOLDER/anchor.
 
     Returns
     -------
@@ -587,21 +632,29 @@ def copy_ledger(path, folder: Path) -> Path:
     path = _resolve(path)
     lines = _anchor_lines(path)  # before the ledger, as every reader
     _refuse_a_copy(path, _load(path), lines)  # the copy's lines below name the copy: it would pass for the ledger
+    key = ledger_key(path)
     copy = Path(folder) / "ledger.json"
     shutil.copyfile(path, copy)
     os.chmod(copy, 0o600)
-    if _key_path(path).exists():
-        shutil.copyfile(_key_path(path), _key_path(copy))
-        os.chmod(_key_path(copy), 0o600)
     anchor = Path(folder) / "anchor"
     # The copy's lines name the copy's path (a line's MAC does not cover its path: the path only tells which
-    # ledger last stood there, which the key of another ledger could not check anyway).
+    # ledger last stood there, which the key of another ledger could not check anyway), and each of this ledger's
+    # is marked "scratch", its MAC made again over the mark (`_refuse_a_copy`).
     ledger_id = _ledger_id(_load(copy))
     with open(anchor, "w", encoding="utf-8") as handle:
         for line in lines:  # this ledger's lines wherever it stood, and what else stood at its path
-            if line.get("path") == os.fspath(path) or (ledger_id is not None and line.get("ledger_id") == ledger_id):
+            if ledger_id is not None and line.get("ledger_id") == ledger_id:
+                marked = {**line, "path": os.fspath(copy), "scratch": True}
+                marked["mac"] = _anchor_mac(key, marked) if _mac_holds(key, line) else line.get("mac")
+                handle.write(json.dumps(marked, sort_keys=True) + "\n")
+            elif line.get("path") == os.fspath(path):
                 handle.write(json.dumps({**line, "path": os.fspath(copy)}, sort_keys=True) + "\n")
     return copy
+
+
+def _mac_holds(key: bytes, line: dict) -> bool:
+    """Whether an anchor line's MAC is right (a line that fails keeps failing in the copy: its MAC is not remade)."""
+    return isinstance(line.get("mac"), str) and hmac.compare_digest(line["mac"], _anchor_mac(key, line))
 
 
 _MAX_ANCHOR_BYTES = 256 * 2**20
