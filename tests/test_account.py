@@ -901,3 +901,70 @@ def test_a_copied_ledger_is_refused_while_its_original_stands_and_a_moved_one_is
         init_ledger(tmp_path / "ledger.json")
     charge_guarantee(moved / "ledger.json", guarantee(epsilon=0.1))
     assert [r["kind"] for r in records(moved / "ledger.json")] == ["budget", "release", "release"]
+
+
+@pytest.mark.e2e
+def test_disjoint_columns_of_one_file_under_two_dataset_ids_are_refused_unless_said(tmp_path, capsys):
+    """Columns of one microdata file that share no variable, released under two dataset ids: each had a full budget
+    for the same people (a reviewer released three such sets of Rochdale's records at epsilon 1 each, and a batch
+    spec naming the file under two datasets ran both). The ledger now prints the file a table was read from, whole,
+    and refuses a second dataset id for it, whatever columns it takes; a copy of the file is the same bytes. A file
+    with one record less is other data (not recognised: said in the README). The batch's prediction refuses the
+    spec whole, before anything is made."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    header = "sex,region,tenure,work"
+    rows = [f"{rng.choice(['f', 'm'])},{rng.choice(['n', 's', 'e', 'w'])},{rng.choice(['own', 'rent'])},"
+            f"{rng.choice(['yes', 'no'])}" for _ in range(400)]
+    people = tmp_path / "people.csv"
+    people.write_text("\n".join([header, *rows]) + "\n")
+    ledger = init_ledger(tmp_path / "ledger.json")
+    for dataset in ("health", "work", "copy", "fewer"):
+        set_budget(ledger, dataset, 1.0)
+
+    def release_of(source, variables, dataset, out, *extra):
+        return run(capsys, "release", source, "--microdata", "--variables", variables, "--margins", "all-2-way",
+                   "--epsilon", "1", "--simulate", "--seed", "1", "--ledger", ledger, "--dataset", dataset,
+                   "--out", tmp_path / out, *extra)
+
+    assert release_of(people, "sex,region", "health", "a")[0] == 0
+    before = ledger.read_bytes()
+    code, out, err = release_of(people, "tenure,work", "work", "b")
+    assert code == BudgetRefused.exit_status and out == "" and len(err.strip().splitlines()) == 1, err
+    assert ("under the dataset 'health' (record 5 of the ledger): this table and one released before were read from "
+            "the same file (whatever columns each took)") in err
+    assert ledger.read_bytes() == before and not (tmp_path / "b").exists()
+    shutil.copy(people, tmp_path / "people-copy.csv")
+    code, _, err = release_of(tmp_path / "people-copy.csv", "work,tenure", "copy", "c")
+    assert code == BudgetRefused.exit_status and "read from the same file" in err, err
+    (tmp_path / "fewer.csv").write_text("\n".join([header, *rows[1:]]) + "\n")
+    assert release_of(tmp_path / "fewer.csv", "tenure,work", "fewer", "d")[0] == 0  # not recognised
+    assert release_of(people, "tenure,work", "work", "b", "--allow-alias")[0] == 0
+    assert budget_status(ledger, "health").aliases == ("work",)
+    assert budget_status(ledger, "work").aliases == ("health",)
+    # A batch naming the file under two datasets: refused whole by its prediction, nothing made or charged.
+    ledger2 = init_ledger(tmp_path / "ledger2.json")
+    (tmp_path / "season.toml").write_text(
+        'ledger = "ledger2.json"\n'
+        '[datasets.health]\nfile = "people.csv"\nmicrodata = true\nvariables = ["sex", "region"]\nbudget = 1.0\n'
+        '[datasets.work]\nfile = "people.csv"\nmicrodata = true\nvariables = ["tenure", "work"]\nbudget = 1.0\n'
+        '[[releases]]\ndataset = "health"\nmargins = "all-2-way"\nepsilon = 1.0\nout = "bh"\nsimulate = true\n'
+        'seed = 1\n[[releases]]\ndataset = "work"\nmargins = "all-2-way"\nepsilon = 1.0\nout = "bw"\n'
+        'simulate = true\nseed = 2\n')
+    before = ledger2.read_bytes()
+    code, out, err = run(capsys, "batch", tmp_path / "season.toml")
+    assert code == BudgetRefused.exit_status and "read from the same file" in err, (out, err)
+    assert ledger2.read_bytes() == before and not (tmp_path / "bh").exists() and not (tmp_path / "bw").exists()
+
+
+@pytest.mark.unit
+def test_a_release_record_with_malformed_source_prints_is_a_problem():
+    from tabrelease.ledger import _check_record
+
+    record = {"kind": "release", "dataset": "d", "fingerprint": "f", "epsilon": 1.0, "delta": 0.0,
+              "neighbours": "add-remove"}
+    assert _check_record(record) == ""
+    assert _check_record({**record, "source_prints": ["a" * 64]}) == ""
+    for bad in ("a" * 64, ["A" * 64], ["a" * 63], [1]):
+        assert "source files' fingerprints" in _check_record({**record, "source_prints": bad})

@@ -427,6 +427,10 @@ def _check_record(record: dict) -> str:
                     isinstance(m, list) and len(m) == 2 and type(m[0]) is int and m[0] >= 1 and isinstance(m[1], str)
                     and len(m[1]) == 64 and all(c in "0123456789abcdef" for c in m[1]) for m in margins):
                 return "a release's margins' fingerprints must be a list of [variables, fingerprint] pairs"
+            sources = record.get("source_prints", [])
+            if not isinstance(sources, list) or not all(
+                    isinstance(f, str) and len(f) == 64 and all(c in "0123456789abcdef" for c in f) for f in sources):
+                return "a release's source files' fingerprints must be a list of 64 hexadecimal characters each"
     except TabreleaseError as exc:
         return str(exc)
     return ""
@@ -1118,6 +1122,43 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
     return found
 
 
+SOURCE_PRINT_CHUNK = 2**22
+
+
+def source_prints(table, key: bytes) -> list[str]:
+    """HMAC-SHA256, under the ledger's key, of the whole file the table was read from (its bytes, every column and
+    row, whatever `--variables` took of it), or nothing for a table not read from a file (a built-in table, one made
+    in Python) or whose file is gone. Two releases of one file under two dataset ids are the same people's data even
+    where they share no variable (a reviewer released disjoint columns of one microdata file under three ids, each
+    with a full budget): the ledger matches them by this print (`_overlap`). A copy of the file is the same bytes;
+    a file cut into its columns, or rewritten, is not recognised.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+        Its metadata names the file it was read from (`tables.SOURCE_FILE`, set by `tables.load_input`).
+    key : bytes
+
+    Returns
+    -------
+    list of str
+        One print (64 hex characters), or none.
+    """
+    from .tables._text import SOURCE_FILE
+
+    path = (getattr(table, "metadata", None) or {}).get(SOURCE_FILE)
+    if not isinstance(path, str):
+        return []
+    digest = hmac.new(key, b"source-file-v1:", hashlib.sha256)
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(SOURCE_PRINT_CHUNK):
+                digest.update(chunk)
+    except OSError:  # the file moved or went since it was read: nothing to match, and nothing refused for it
+        return []
+    return [digest.hexdigest()]
+
+
 def canonical_fingerprint(table, key: bytes) -> str | None:
     """HMAC-SHA256, under the ledger's key, of the table in a canonical form: its variables in the order of their
     names, each one's levels that anyone is in, in the order of their labels, and its non-zero cells. The same for
@@ -1213,11 +1254,13 @@ def _margin_records(printed: list) -> list[list]:
     return [[len(variables), fingerprint] for variables, fingerprint in printed]
 
 
-def _overlap(record: dict, prints: set[str], margins: list, names: dict | None = None) -> str | None:
+def _overlap(record: dict, prints: set[str], margins: list, names: dict | None = None,
+             sources: list | None = None) -> str | None:
     """How a release record's table and a table with fingerprints `prints` and margins `margins` (as
-    `_margin_records` keeps them) hold the same data in part, in words, or None: one is a margin of the other, or
-    they share a margin of at least `SHARED_MARGIN_MIN_VARIABLES` variables. `names` (fingerprint to the margin's
-    variables, for this table's own margins) names the margin in the words."""
+    `_margin_records` keeps them) hold the same data in part, in words, or None: one is a margin of the other,
+    they share a margin of at least `SHARED_MARGIN_MIN_VARIABLES` variables, or both were read from one file
+    (`sources`, `source_prints`). `names` (fingerprint to the margin's variables, for this table's own
+    margins) names the margin in the words."""
     names = names or {}
 
     def named(f) -> str:
@@ -1233,6 +1276,8 @@ def _overlap(record: dict, prints: set[str], margins: list, names: dict | None =
                     key=lambda f: (-ours[f], f))
     if shared:
         return "this table and one released before share the margin" + named(shared[0])
+    if set(sources or ()) & set(record.get("source_prints", ())):  # last: the words above say more where they hold
+        return "this table and one released before were read from the same file (whatever columns each took)"
     return None
 
 
@@ -1454,6 +1499,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     prints = {fingerprint, *also}
     printed = margin_prints(table, key)
     margins_printed = _margin_records(printed)
+    sources = source_prints(table, key)
     with _lock(path):
         data = _read_verified(path, key, writing=True)
         others = [r for r in data["records"] if r["kind"] == "release" and r["dataset"] != dataset]
@@ -1467,7 +1513,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
         overlaps = {}  # dataset -> (its first overlapping record's number in the ledger, how it overlaps)
         for number, r in enumerate(data["records"], 1):
             if (r["kind"] == "release" and r["dataset"] not in (dataset, *same, *overlaps)
-                    and (how := _overlap(r, prints, margins_printed, names))):
+                    and (how := _overlap(r, prints, margins_printed, names, sources))):
                 overlaps[r["dataset"]] = (number, how)
         in_part = sorted(overlaps)
         if in_part and not allow_alias:
@@ -1506,6 +1552,7 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
             "mechanism": mechanism, "margins": list(margins), "output": output, "noise_mode": noise_mode,
             "release_id": secrets.token_hex(16), "aliases": aliases, "prints": PRINTS_VERSION,
             **({"margin_prints": margins_printed} if margins_printed else {}),
+            **({"source_prints": sources} if sources else {}),
             **({} if margin_names is None else {"margin_names": [[str(v) for v in g] for g in margin_names]}),
         })
         sequence = len(data["records"])
@@ -1625,7 +1672,8 @@ def _aliases(data: dict, dataset: str) -> tuple[str, ...]:
     """The other datasets whose releases hold this dataset's data, whole or in part (`_overlap`)."""
     releases = _releases(data, dataset)
     return tuple(sorted({r["dataset"] for r in data["records"] if r["kind"] == "release" and r["dataset"] != dataset
-                         and any(_prints(r) & _prints(o) or _overlap(r, _prints(o), o.get("margin_prints", []))
+                         and any(_prints(r) & _prints(o) or _overlap(r, _prints(o), o.get("margin_prints", []),
+                                                                     sources=o.get("source_prints", []))
                                  for o in releases)}))
 
 

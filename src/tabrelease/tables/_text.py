@@ -12,6 +12,9 @@ from .metadata import _repeated
 
 # A table's metadata flag: its levels were read from the data (simulation only; a release refuses it).
 LEVELS_FROM_DATA = "levels_from_data"
+# The metadata key of the file a table was read from (its real path): the ledger fingerprints the file whole, so that
+# two releases of one file under two dataset ids are recognised whatever columns each took (`ledger.source_prints`).
+SOURCE_FILE = "source_file"
 
 
 def level_order(labels: Iterable[str]) -> list[str]:

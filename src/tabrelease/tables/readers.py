@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from ..errors import TabreleaseError
 from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
-from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
+from ._text import LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, level_order
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -834,4 +835,15 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
         if variables:
             raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
         table = load_table(source, count_column, complete=not sparse, levels=levels, csv_options=csv_options)
-    return table if declared is None else with_declared_metadata(table, declared)
+    table = table if declared is None else with_declared_metadata(table, declared)
+    return _with_source_file(table, source)
+
+
+def _with_source_file(table, source):
+    """The table, its metadata naming the file it was read from (`SOURCE_FILE`: its real path) where `source` is a
+    file (not a built-in table's name, nor a table)."""
+    from dataclasses import replace
+
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
+        return table
+    return replace(table, metadata={**dict(table.metadata or {}), SOURCE_FILE: os.path.realpath(source)})
