@@ -968,3 +968,53 @@ def test_a_release_record_with_malformed_source_prints_is_a_problem():
     assert _check_record({**record, "source_prints": ["a" * 64]}) == ""
     for bad in ("a" * 64, ["A" * 64], ["a" * 63], [1]):
         assert "source files' fingerprints" in _check_record({**record, "source_prints": bad})
+
+
+@pytest.mark.e2e
+def test_the_source_print_is_of_the_bytes_read_the_sheet_read_and_never_of_a_file_shadowed_by_a_built_in(
+        tmp_path, monkeypatch):
+    """A second review of the source print: it was taken of the file as it stood at the charge (a file rewritten
+    after it was read gave the print of other bytes, and one gone was silently not printed); two sheets of one
+    workbook, different people, were refused as one dataset; and a file in the working folder named like a built-in
+    table gave the built-in table its print. Now a file changed or gone since it was read refuses the release before
+    its charge, the sheet is part of the print, and a built-in table has none."""
+    import pandas as pd
+
+    from tabrelease.ledger import source_prints
+    from tabrelease.tables import load_input
+    from tabrelease.tables._text import SOURCE_FILE
+
+    key = b"k" * 64
+    people = tmp_path / "people.csv"
+    people.write_text("sex,tenure\nf,own\nm,rent\nf,rent\n")
+    table = load_input(people, microdata=True)
+    assert len(source_prints(table, key)) == 1
+    people.write_text("sex,tenure\nf,own\nm,rent\nf,rent\nm,own\n")  # a record more since it was read
+    with pytest.raises(TabreleaseError, match="changed after it was read"):
+        source_prints(table, key)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    with pytest.raises(TabreleaseError, match="changed after it was read"):
+        charge(LedgerAccount(ledger=ledger, dataset="people", allow_unbudgeted=True), table, guarantee(),
+               mechanism="test", margins=[], output=None, noise_mode="simulation")
+    assert [r for r in records(ledger) if r["kind"] == "release"] == []
+    people.unlink()
+    with pytest.raises(TabreleaseError, match="could not be read again"):
+        source_prints(table, key)
+    # Two sheets of one workbook: two prints; one sheet read twice: one.
+    book = tmp_path / "book.xlsx"
+    with pd.ExcelWriter(book) as writer:
+        pd.DataFrame({"sex": ["f", "m", "f"], "tenure": ["own", "rent", "rent"]}).to_excel(writer, sheet_name="2019",
+                                                                                           index=False)
+        pd.DataFrame({"sex": ["m", "m", "f"], "tenure": ["own", "own", "rent"]}).to_excel(writer, sheet_name="2020",
+                                                                                          index=False)
+
+    def sheet(name):
+        from tabrelease.tables import CsvOptions
+
+        return source_prints(load_input(book, microdata=True, csv_options=CsvOptions(sheet=name)), key)
+
+    assert sheet("2019") != sheet("2020") and sheet("2019") == sheet("2019")
+    # A file named like a built-in table: the built-in table is read, and has no print.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "czech").write_text("a,count\nx,1\ny,2\n")
+    assert SOURCE_FILE not in load_input("czech").metadata and source_prints(load_input("czech"), key) == []

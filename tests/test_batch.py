@@ -319,7 +319,9 @@ def test_a_throw_away_copy_a_killed_dry_run_left_is_never_charged_and_the_next_b
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a process id no process has now
-    left = temporary / f"tabrelease-batch-{gone.pid}-killed"
+    from tabrelease.batch import _host
+
+    left = temporary / f"tabrelease-batch-{gone.pid}@{_host()}~killed"
     left.mkdir(mode=0o700)
     copy = copy_ledger(folder / "ledger.json", left)
     assert sorted(p.name for p in left.iterdir()) == ["anchor", "ledger.json"]  # no key beside it
@@ -337,9 +339,75 @@ def test_a_throw_away_copy_a_killed_dry_run_left_is_never_charged_and_the_next_b
     # The next batch's dry run removes the dead process's folder, and leaves one a live process named (pid 1).
     monkeypatch.delenv("TABRELEASE_LEDGER_ANCHOR")
     monkeypatch.delenv("TABRELEASE_LEDGER_KEY")
-    alive = temporary / "tabrelease-batch-1-running"
-    alive.mkdir(mode=0o700)
+    alive = temporary / f"tabrelease-batch-1@{_host()}~running"
+    elsewhere = temporary / f"tabrelease-batch-{gone.pid}@another-machine~running"  # its own process ids
+    for kept in (alive, elsewhere):
+        kept.mkdir(mode=0o700)
     code, out, err = run(capsys, "batch", folder / "season.toml", "--dry-run")
     assert code == 5 and "would be refused" in out, err  # this spec's fourth release exceeds its budget
-    assert not left.exists() and alive.exists()
-    assert [p.name for p in temporary.iterdir()] == [alive.name]  # the dry run's own folder is gone too
+    assert not left.exists() and alive.exists() and elsewhere.exists()
+    assert sorted(p.name for p in temporary.iterdir()) == sorted([alive.name, elsewhere.name])  # its own: gone
+
+
+@pytest.mark.parametrize("version", [3, 2])
+def test_a_left_over_copy_is_refused_whatever_is_done_to_its_anchor_and_says_so_when_verified(
+        version, tmp_path, monkeypatch, capsys):
+    """A second review: the mark on the copy's anchor lines was taken off by deleting those lines (the lines the
+    prediction's own charges had appended carried none), and a version-2 ledger's copy had no lines to mark at all.
+    The mark is now in the copy's head, under the head's MAC: the copy charged inside the prediction, then left, is
+    refused outside it with its anchor whole, emptied, or its lines deleted; a head with the mark taken off fails
+    verification; `ledger verify` says what the copy is."""
+    import json as json_module
+
+    from tabrelease import builtin_table
+    from tabrelease.errors import LedgerIntegrityError
+    from tabrelease.ledger import (_append, _head_mac, _key_id, charge, guarantee_from_parameters, scratch_copy,
+                                   verify_ledger)
+    from tabrelease.spec import LedgerAccount
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)  # a key holder
+    key = ("k" * 64).encode()
+    ledger = tmp_path / "ledger.json"
+    if version == 3:
+        init_ledger(ledger)
+    else:  # as version 2 wrote it: no id, no anchor
+        data = {"version": 2, "key_id": _key_id(key), "records": []}
+        _append(data, key, {"kind": "budget", "dataset": "czech", "neighbours": "add-remove", "accounting": "basic",
+                            "epsilon": 1.0, "delta": 0.0, "rho": None,
+                            "unit": {"kind": "add-remove", "attributes": [], "n_public": False}})
+        data["head"] = {"count": 1, "mac": _head_mac(key, 1, data["records"][-1]["mac"])}
+        ledger.write_text(json_module.dumps(data))
+        ledger.chmod(0o600)
+    table = builtin_table("czech")
+
+    def charged(path):
+        return charge(LedgerAccount(ledger=path, dataset="czech", allow_unbudgeted=True), table,
+                      guarantee_from_parameters(0.3), mechanism="test", margins=[], output=None,
+                      noise_mode="simulation")
+
+    left = tmp_path / "tabrelease-batch-left"
+    left.mkdir(mode=0o700)
+    with scratch_copy(ledger, left) as copy:
+        charged(copy)  # the prediction's own charge, allowed inside
+        charged(copy)
+    anchor = left / "anchor"
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(anchor))
+    assert verify_ledger(copy) == []
+    assert main(["ledger", "verify", str(copy)]) == 0
+    assert "a throw-away copy that a batch's prediction made" in capsys.readouterr().out
+    spent = copy.read_bytes()
+    with pytest.raises(LedgerIntegrityError, match="is a throw-away copy that a batch's prediction made"):
+        charged(copy)
+    for kept in (lambda lines: lines[:1], lambda lines: []):  # lines deleted, or all of them
+        anchor.write_text("".join(kept(anchor.read_text().splitlines(keepends=True))))
+        with pytest.raises(LedgerIntegrityError):
+            charged(copy)
+    assert copy.read_bytes() == spent
+    data = json_module.loads(spent)
+    del data["head"]["scratch"]
+    copy.write_text(json_module.dumps(data))
+    monkeypatch.delenv("TABRELEASE_LEDGER_ANCHOR")
+    with pytest.raises(LedgerIntegrityError, match="does not match its head"):
+        charged(copy)
+    assert [r["kind"] for r in json_module.loads(ledger.read_text())["records"]] == (
+        ["budget"] if version == 2 else [])  # the ledger itself was never charged

@@ -506,13 +506,24 @@ def dry_run(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
 
 
 SCRATCH_PREFIX = "tabrelease-batch-"
-# A throw-away folder not named by a process (made before they were) is removed once this old.
-UNNAMED_SCRATCH_AGE = 24 * 3600
+# A throw-away folder named by no process (made by an earlier version, with a copy of the ledger's key in it) is
+# removed once this old: a prediction takes seconds to minutes.
+UNNAMED_SCRATCH_AGE = 3600
+
+
+def _host() -> str:
+    """This machine's name as a folder name may hold it (a shared temporary folder, on NFS or between containers,
+    holds other machines' process ids)."""
+    import re
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
 
 
 def _remove_dead_scratch() -> list[Path]:
     """Remove the throw-away folders of batches whose process is gone (killed with SIGKILL, which runs no clean-up):
-    each held a copy of a ledger. Only this user's; a folder named by a live process is left."""
+    each held a copy of a ledger. Only this user's, and of processes of this machine; a folder named by a live
+    process is left."""
     import time
 
     from ._files import process_alive
@@ -523,11 +534,14 @@ def _remove_dead_scratch() -> list[Path]:
             info = folder.lstat()
             if not folder.is_dir() or folder.is_symlink() or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
                 continue
-            head = folder.name[len(SCRATCH_PREFIX):].split("-", 1)
-            if len(head) == 2 and head[0].isdigit():
-                gone = int(head[0]) != os.getpid() and not process_alive(int(head[0]))
-            else:
+            pid, at, rest = folder.name[len(SCRATCH_PREFIX):].partition("@")
+            if at and pid.isdigit() and "~" in rest:
+                gone = (rest.rsplit("~", 1)[0] == _host() and int(pid) != os.getpid()
+                        and not process_alive(int(pid)))
+            elif not at:  # an earlier version's folder: no process named
                 gone = time.time() - info.st_mtime > UNNAMED_SCRATCH_AGE
+            else:
+                gone = False
         except OSError:
             continue
         if gone:
@@ -544,8 +558,9 @@ def _charged_on_a_copy(spec: BatchSpec, prepared: list, set_budgets: bool):
     from .workflow import charge_release
 
     _remove_dead_scratch()
-    # Named by this process, so that a later batch removes it if this one is killed (SIGKILL runs no clean-up).
-    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+    # Named by this process and host, so that a later batch removes it if this one is killed (SIGKILL runs no
+    # clean-up).
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}@{_host()}~"))
     refusal = None
     try:
         # A copy of the ledger and its anchor, with the real anchor's lines for it (marked a copy's), the key in

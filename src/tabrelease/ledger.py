@@ -335,9 +335,15 @@ def _mac(key: bytes, previous: str, record: dict) -> str:
     return hmac.new(key, previous.encode() + b"|" + _canonical(body), hashlib.sha256).hexdigest()
 
 
-def _head_mac(key: bytes, count: int, last: str, ledger_id: str | None = None) -> str:
+def _head_mac(key: bytes, count: int, last: str, ledger_id: str | None = None, scratch: bool = False) -> str:
     text = f"head|{count}|{last}" if ledger_id is None else f"head|{count}|{last}|{ledger_id}|anchored"
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    # A batch's throw-away copy says so in its head (`copy_ledger`), under the MAC: taking the mark off takes the key.
+    return hmac.new(key, (text + ("|scratch" if scratch else "")).encode(), hashlib.sha256).hexdigest()
+
+
+def _scratch(data: dict) -> bool:
+    """Whether the ledger is a batch's throw-away copy (`copy_ledger`): its head says so."""
+    return bool(data["head"].get("scratch")) if isinstance(data.get("head"), dict) else False
 
 
 def _load(path: Path) -> dict:
@@ -397,7 +403,7 @@ def _problems(data: dict, key: bytes, path: Path | None = None, anchor_lines: li
     head = data["head"]
     count = len(data["records"])
     if head.get("count") != count or not isinstance(head.get("mac"), str) or not hmac.compare_digest(
-            head["mac"], _head_mac(key, count, previous, _ledger_id(data))):
+            head["mac"], _head_mac(key, count, previous, _ledger_id(data), _scratch(data))):
         out.append("the end of the ledger does not match its head: records were removed from or added to its end")
     if path is not None and not out:
         out.extend(_anchor_problems(path, data, key, anchor_lines))
@@ -452,16 +458,15 @@ def _read_verified(path: Path, key: bytes, *, writing: bool = False) -> dict:
 def _refuse_a_copy(path: Path, data: dict, lines: list[dict]) -> None:
     """Raise LedgerIntegrityError where the ledger at `path` is a copy of one still standing (`_copied_from`), or a
     batch's throw-away copy (`copy_ledger`) outside the block that made it (`scratch_copy`)."""
-    ledger_id = _ledger_id(data)
     scratch = _SCRATCH.get()
-    if (ledger_id is not None and any(line.get("scratch") for line in lines if line.get("ledger_id") == ledger_id)
-            and (scratch is None or os.path.realpath(path) != scratch[0])):
+    if _scratch(data) and (scratch is None or os.path.realpath(path) != scratch[0]):
         # The copy's anchor lines name the copy, so it would pass for the ledger (a reviewer charged one a killed
-        # dry run had left behind, with $TABRELEASE_LEDGER_ANCHOR pointing at its anchor). The mark is under the
-        # lines' MAC: removing it takes the key.
+        # dry run had left behind, with $TABRELEASE_LEDGER_ANCHOR pointing at its anchor). The mark is in its head,
+        # under the head's MAC: taking it off takes the key (a mark on the anchor's lines alone was taken off by
+        # deleting them, and a version-2 ledger's copy had none: a second review).
         raise LedgerIntegrityError(
-            f"the ledger {path} is a throw-away copy that a batch's prediction made (its anchor's lines say so): "
-            "charging it would give each dataset a second budget; nothing is spent or set")
+            f"the ledger {path} is a throw-away copy that a batch's prediction made (its head says so): charging it "
+            "would give each dataset a second budget; nothing is spent or set")
     original = _copied_from(path, data, lines)
     if original is not None:
         raise LedgerIntegrityError(
@@ -498,7 +503,9 @@ def _write(path: Path, data: dict, key: bytes) -> None:
         data["ledger_id"] = secrets.token_hex(8)
     last = data["records"][-1]["mac"] if data["records"] else ""
     count = len(data["records"])
-    data["head"] = {"count": count, "mac": _head_mac(key, count, last, data["ledger_id"])}
+    scratch = _scratch(data)
+    data["head"] = {"count": count, "mac": _head_mac(key, count, last, data["ledger_id"], scratch),
+                    **({"scratch": True} if scratch else {})}
     # The anchor is opened before the ledger is written (an anchor that cannot be opened refuses the write whole),
     # and its line appended after: a crash between the two leaves the ledger ahead of its anchor, which is allowed
     # (the next write anchors it); an anchor ahead of its ledger is a rollback.
@@ -608,9 +615,8 @@ def scratch_copy(path, folder: Path):
 
 
 def copy_ledger(path, folder: Path) -> Path:
-    """A throw-away copy of the ledger and its anchor in `folder`, charged inside `scratch_copy` only: its anchor's
-    lines are marked as a copy's (under their MAC), so that it is refused for writing elsewhere, and its key is not
-    copied.
+    """A throw-away copy of the ledger and its anchor in `folder`, charged inside `scratch_copy` only: its head is
+    marked a copy's (under its MAC), so that it is refused for writing elsewhere, and its key is not copied.
 
     Parameters
     ----------
@@ -631,34 +637,46 @@ def copy_ledger(path, folder: Path) -> Path:
     LedgerIntegrityError
         The ledger has other hard links, is damaged, or its anchor is not a regular file.
     """
-    import shutil
-
     path = _resolve(path)
     lines = _anchor_lines(path)  # before the ledger, as every reader
     _refuse_a_copy(path, _load(path), lines)  # the copy's lines below name the copy: it would pass for the ledger
     key = ledger_key(path)
+    data = _load(path)
+    # The copy's head is marked a throw-away copy's, under its MAC (`_refuse_a_copy`); a head that did not verify is
+    # marked with its MAC as it was, so that the copy fails as the ledger does (a prediction must not pass a ledger
+    # that the run would refuse).
+    count, last = len(data["records"]), (data["records"][-1].get("mac", "") if data["records"] else "")
+    held = isinstance(data["head"].get("mac"), str) and hmac.compare_digest(
+        data["head"]["mac"], _head_mac(key, count, str(last), _ledger_id(data), _scratch(data)))
+    data["head"] = {**data["head"], "scratch": True,
+                    **({"mac": _head_mac(key, count, str(last), _ledger_id(data), True)} if held else {})}
     copy = Path(folder) / "ledger.json"
-    shutil.copyfile(path, copy)
-    os.chmod(copy, 0o600)
+    _write_private(copy, json.dumps(data, indent=2, allow_nan=False) + "\n")
     anchor = Path(folder) / "anchor"
     # The copy's lines name the copy's path (a line's MAC does not cover its path: the path only tells which
-    # ledger last stood there, which the key of another ledger could not check anyway), and each of this ledger's
-    # is marked "scratch", its MAC made again over the mark (`_refuse_a_copy`).
-    ledger_id = _ledger_id(_load(copy))
+    # ledger last stood there, which the key of another ledger could not check anyway).
+    ledger_id = _ledger_id(data)
     with open(anchor, "w", encoding="utf-8") as handle:
         for line in lines:  # this ledger's lines wherever it stood, and what else stood at its path
-            if ledger_id is not None and line.get("ledger_id") == ledger_id:
-                marked = {**line, "path": os.fspath(copy), "scratch": True}
-                marked["mac"] = _anchor_mac(key, marked) if _mac_holds(key, line) else line.get("mac")
-                handle.write(json.dumps(marked, sort_keys=True) + "\n")
-            elif line.get("path") == os.fspath(path):
+            if line.get("path") == os.fspath(path) or (ledger_id is not None and line.get("ledger_id") == ledger_id):
                 handle.write(json.dumps({**line, "path": os.fspath(copy)}, sort_keys=True) + "\n")
     return copy
 
 
-def _mac_holds(key: bytes, line: dict) -> bool:
-    """Whether an anchor line's MAC is right (a line that fails keeps failing in the copy: its MAC is not remade)."""
-    return isinstance(line.get("mac"), str) and hmac.compare_digest(line["mac"], _anchor_mac(key, line))
+def scratch_copy_of(path) -> bool:
+    """Whether the ledger at `path` is a batch's throw-away copy (`copy_ledger`), which is never written outside the
+    prediction that made it: `ledger verify` says so.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    bool
+    """
+    return _scratch(_load(_resolve(path)))
 
 
 _MAX_ANCHOR_BYTES = 256 * 2**20
@@ -1126,12 +1144,13 @@ SOURCE_PRINT_CHUNK = 2**22
 
 
 def source_prints(table, key: bytes) -> list[str]:
-    """HMAC-SHA256, under the ledger's key, of the whole file the table was read from (its bytes, every column and
-    row, whatever `--variables` took of it), or nothing for a table not read from a file (a built-in table, one made
-    in Python) or whose file is gone. Two releases of one file under two dataset ids are the same people's data even
-    where they share no variable (a reviewer released disjoint columns of one microdata file under three ids, each
-    with a full budget): the ledger matches them by this print (`_overlap`). A copy of the file is the same bytes;
-    a file cut into its columns, or rewritten, is not recognised.
+    """HMAC-SHA256, under the ledger's key, of the whole file the table was read from (its bytes, every column and row,
+    whatever `--variables` took of it, and the sheet read of a workbook), or nothing for a table not read from a
+    file by `tables.load_input` (the command line's and a batch's reader; a built-in table; one made in Python). Two
+    releases of one file under two dataset ids are the same people's data even where they share no variable (a
+    reviewer released disjoint columns of one microdata file under three ids, each with a full budget): the ledger
+    matches them by this print (`_overlap`). A copy of the file is the same bytes; a file cut into its columns, or
+    rewritten, is not recognised.
 
     Parameters
     ----------
@@ -1143,19 +1162,36 @@ def source_prints(table, key: bytes) -> list[str]:
     -------
     list of str
         One print (64 hex characters), or none.
+
+    Raises
+    ------
+    TabreleaseError
+        The file changed or went after it was read.
     """
     from .tables._text import SOURCE_FILE
 
-    path = (getattr(table, "metadata", None) or {}).get(SOURCE_FILE)
-    if not isinstance(path, str):
+    read = (getattr(table, "metadata", None) or {}).get(SOURCE_FILE)
+    if not isinstance(read, dict) or not isinstance(read.get("path"), str):
         return []
-    digest = hmac.new(key, b"source-file-v1:", hashlib.sha256)
+    path = read["path"]
+    # The print is of the file as it is now: one changed or gone since it was read would give the print of other
+    # bytes than those released (and match the wrong releases), so the release is refused before its charge.
+    changed = (f"the file {path} changed after it was read (its size or modification time differs): the ledger "
+               "could not fingerprint the data released; read it again (run the release again); nothing was released")
     try:
         with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if (info.st_size, info.st_mtime_ns) != (read.get("size"), read.get("mtime_ns")):
+                raise TabreleaseError(changed)
+            # A workbook's sheets are different tables: the sheet read is part of the print.
+            digest = hmac.new(key, b"source-file-v1:" + json.dumps(read.get("sheet")).encode() + b":", hashlib.sha256)
             while chunk := handle.read(SOURCE_PRINT_CHUNK):
                 digest.update(chunk)
-    except OSError:  # the file moved or went since it was read: nothing to match, and nothing refused for it
-        return []
+            if os.fstat(handle.fileno()).st_size != info.st_size:
+                raise TabreleaseError(changed)
+    except OSError:
+        raise TabreleaseError(f"the file {path} could not be read again after it was read: the ledger could not "
+                              "fingerprint the data released; nothing was released") from None
     return [digest.hexdigest()]
 
 

@@ -85,7 +85,7 @@ def run(args) -> int:
         return 0
     if action == "verify":
         from ..errors import LedgerIntegrityError
-        from ..ledger import copied_from, ledger_aliases, verify_bundles
+        from ..ledger import copied_from, ledger_aliases, scratch_copy_of, verify_bundles
 
         problems = verify_ledger(path)
         chain_intact = not problems
@@ -98,6 +98,9 @@ def run(args) -> int:
         if original is not None:  # a backup verifies; it is never charged
             notes.append(f"this is a copy of the ledger at {original}, which is still there: it verifies, but "
                          "nothing can be spent or set in it")
+        if not problems and scratch_copy_of(path):  # left by a batch's prediction that was killed
+            notes.append("this is a throw-away copy that a batch's prediction made: it verifies, but nothing can be "
+                         "spent or set in it (remove it)")
         checked = "every record's MAC, the head and the anchor check out" + (
             f", and each of the {len(args.bundles)} bundles has its charge" if args.bundles else "")
         if args.json:

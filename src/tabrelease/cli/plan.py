@@ -139,7 +139,7 @@ def _print_json(table, spec, question: str, rows: list, simulated: bool, *, note
                 "error_model": "simulated on the reference" if simulated else "unbiased", **extra,
                 "margins": rows, "notes": notes}
     validate(document, PLAN)
-    print(json.dumps(document, indent=1))
+    print(json.dumps(document, indent=1, allow_nan=False))
 
 
 def _reference_counts(args, table):

@@ -836,14 +836,23 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
             raise TabreleaseError("--variables chooses the columns of a microdata file: add --microdata")
         table = load_table(source, count_column, complete=not sparse, levels=levels, csv_options=csv_options)
     table = table if declared is None else with_declared_metadata(table, declared)
-    return _with_source_file(table, source)
+    return _with_source_file(table, source, None if csv_options is None else csv_options.sheet)
 
 
-def _with_source_file(table, source):
-    """The table, its metadata naming the file it was read from (`SOURCE_FILE`: its real path) where `source` is a
-    file (not a built-in table's name, nor a table)."""
+def _with_source_file(table, source, sheet: str | None):
+    """The table, its metadata naming the file it was read from (`SOURCE_FILE`: its real path, the sheet read of a
+    workbook, and the file's size and modification time when read, which the ledger's print checks) where `source`
+    is a file read (not a built-in table's name, which is read before a file of that name, nor a table)."""
     from dataclasses import replace
 
-    if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
+    if not isinstance(source, (str, os.PathLike)) or (isinstance(source, str) and source in BUILTIN_TABLES):
         return table
-    return replace(table, metadata={**dict(table.metadata or {}), SOURCE_FILE: os.path.realpath(source)})
+    try:
+        info = os.stat(source)
+    except OSError:
+        return table
+    if not os.path.isfile(source):
+        return table
+    read = {"path": os.path.realpath(source), "sheet": None if sheet is None else str(sheet),
+            "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+    return replace(table, metadata={**dict(table.metadata or {}), SOURCE_FILE: read})
