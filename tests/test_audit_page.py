@@ -466,3 +466,35 @@ def test_the_released_totals_change_never_reads_as_zero_when_it_is_not():
     assert _percent_change(-2, 4526) == "-0.044%"  # 100 * 2 / 4526 = 0.0442 (a user saw "-0.0%")
     assert _percent_change(30, 70) == "+42.9%" and _percent_change(-7, 70) == "-10.0%"
     assert _percent_change(0, 70) == "+0%"
+
+
+@pytest.mark.parametrize("mechanism, extra", [("margins", []), ("cells", ["--estimator", "as-measured"])])
+def test_negative_published_counts_are_never_called_the_margins_of_one_non_negative_table(mechanism, extra, tmp_path):
+    """A new user's trial: `--rounding none` on an estimator without non-negativity published x,u = -1.76, and the
+    audit's consistency row said "global: the released margins are those of one non-negative table". Where any
+    published cell is negative the claim is now "local" (they agree, but are no non-negative table's), in
+    release.json and the audit alike; where none is, it stays global ([AB][BC] is decomposable: non-negative margins
+    that agree are one non-negative table's). Each case's negativity is read off the published files."""
+    import csv
+
+    (tmp_path / "t.csv").write_text("A,B,C,count\nx,u,p,0\nx,u,q,0\nx,v,p,1\nx,v,q,0\ny,u,p,0\ny,u,q,2\n"
+                                    "y,v,p,30\ny,v,q,12\n")
+    claims = set()
+    for seed in range(1, 7):
+        out = tmp_path / f"{mechanism}-{seed}"
+        assert main(["release", str(tmp_path / "t.csv"), "--margins", "[A,B][B,C]", "--epsilon", "1", "--mechanism",
+                     mechanism, *extra, "--rounding", "none", "--simulate", "--seed", str(seed), "--out",
+                     str(out)]) == 0
+        public = json.loads((out / "public" / "release.json").read_text())
+        cells = [float(row["count"]) for m in public["margins"]
+                 for row in csv.DictReader(open(out / "public" / m["file"], encoding="utf-8"))]
+        audit = json.loads((out / "internal" / "audit.json").read_text())
+        glance = {r["item"]: r for r in audit["at_a_glance"]}
+        negative = min(cells) < 0
+        claims.add(negative)
+        if public["consistent"]:
+            assert public["consistency"] == ("local" if negative else "global"), (seed, min(cells))
+            assert glance["consistency"]["value"].startswith("local only" if negative else "global")
+        else:
+            assert public["consistency"] == "none"
+    assert True in claims  # at least one of the six published a negative count

@@ -429,7 +429,7 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
                    "population's size (see n and n_released in the audit)")
     if evaluation.zeroed_categories:
         out.append(f"{len(evaluation.zeroed_categories)} categories that exist in the data were released as zero "
-                   "(zeroed_categories in the audit): the release says nobody has them")
+                   "or less (zeroed_categories in the audit): the release says nobody has them")
     if evaluation.released_fit_converged is False:
         out.append(
             "the refit of the model to the released margins did NOT converge: G2 of the release and the MLE "

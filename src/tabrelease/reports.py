@@ -197,7 +197,8 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None,
         rows.append(("calibration", f"{cal.calibration}: the epsilon asked for, {cal.epsilon:g}, does NOT hold (the "
                      f"noise gives {cal.epsilon_actual:.4g})", "bad"))
     guarantee = {"global": "global: the released margins are those of one non-negative table",
-                 "local": "local only: the released margins agree where they overlap, but no single table is proved",
+                 "local": "local only: the released margins agree where they overlap, but are not proved those of one "
+                 "non-negative table",
                  "none": "none: the released margins may disagree with each other"}
     rows.append(("consistency", guarantee.get(release.guarantee, str(release.guarantee)),
                  "ok" if release.guarantee == "global" else "bad" if release.guarantee == "none" else ""))

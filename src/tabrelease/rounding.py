@@ -671,7 +671,12 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
         else:
             table = np.asarray(estimate.table)
         released = tuple(margin_counts(table, g) for g in margins)
-        return Rounded(table, released, True, time.perf_counter() - start, gap)
+        # Margins of one table, but of a non-negative one only where no cell is negative: an estimator without
+        # non-negativity left unrounded (`--estimator as-measured`, the margins mechanism, `--rounding none`)
+        # publishes negative counts, and the audit had called them the margins of one non-negative table. (A table
+        # with a negative cell may still have non-negative margins, decomposable ones another table's: `_guarantee`.)
+        return Rounded(table, released, True, time.perf_counter() - start, gap,
+                       "global" if _non_negative(table) else _guarantee(True, margins, released))
     pieces = estimate.margins
     cliques = getattr(estimate, "cliques", None)
     if cliques is not None:
@@ -698,7 +703,7 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
                            consistency=_guarantee(consistent, margins))
         consistent = rounding == CONTROLLED or mutually_consistent(rounded, cliques, 1e-9 * max(1.0, scale))
         return Rounded(None, released, consistent, time.perf_counter() - start, gap,
-                       "global" if consistent else "none")
+                       ("global" if all(map(_non_negative, rounded)) else "local") if consistent else "none")
     if rounding == CONTROLLED:
         total = given_total if given_total is not None else int(np.floor(float(np.sum(pieces[0])) + 0.5))
         released, gap = controlled_round_margins(pieces, margins, total)
@@ -708,7 +713,8 @@ def round_estimate(estimate, margins: Sequence[Margin], rounding: str, scale: fl
     # Real-valued margins agree up to floating-point error at best.
     atol = 0.0 if rounding == NEAREST else 1e-9 * max(1.0, scale)
     consistent = mutually_consistent(released, margins, atol)
-    return Rounded(None, released, consistent, time.perf_counter() - start, consistency=_guarantee(consistent, margins))
+    return Rounded(None, released, consistent, time.perf_counter() - start,
+                   consistency=_guarantee(consistent, margins, released))
 
 
 def round_nearest(margin: np.ndarray, exact_total: int | None = None) -> np.ndarray:
@@ -733,13 +739,20 @@ def round_nearest(margin: np.ndarray, exact_total: int | None = None) -> np.ndar
     return round_to_total(margin, exact_total)
 
 
-def _guarantee(consistent: bool, margins: Sequence[Margin]) -> str:
+def _guarantee(consistent: bool, margins: Sequence[Margin], released: Sequence[np.ndarray] = ()) -> str:
     """Non-negative margins that agree pairwise are the margins of one non-negative table exactly when they are
     decomposable (an acyclic hypergraph: Beeri, Fagin, Maier & Yannakakis 1983); integers then glue into an
-    integer table along the junction tree."""
+    integer table along the junction tree. Margins with a negative cell (`released`) are no non-negative table's."""
     if not consistent:
         return "none"
+    if not all(map(_non_negative, released)):
+        return "local"
     return "global" if _decomposable(tuple(tuple(g) for g in margins)) else "local"
+
+
+def _non_negative(values) -> bool:
+    values = np.asarray(values)
+    return bool(values.size == 0 or values.min() >= 0)
 
 
 @lru_cache(maxsize=256)
