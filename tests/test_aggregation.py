@@ -115,7 +115,7 @@ def test_levels_read_from_the_data_match_the_in_memory_reader(tmp_path):
 
 
 @pytest.mark.parametrize("bad,message", [
-    ({"value": "unknown"}, "variable 'sex' has values \\['unknown'\\] that are not among its levels"),
+    ({"value": "unknown"}, "variable 'sex' has values that are not among its declared levels"),
     ({"value": None}, "column 'sex' has missing values"),
     ({"value": "  "}, "column 'sex' has missing values"),
 ])
@@ -211,8 +211,9 @@ def test_the_spark_engine_gives_identical_margins_where_pyspark_is_installed(tmp
     # A value outside the levels, found on an executor, is the same one line.
     frame.loc[len(frame) - 1, table.variables[0]] = "nowhere"
     frame.to_parquet(tmp_path / "bad.parquet")
-    with pytest.raises(TabreleaseError, match="has values \\['nowhere'\\] that are not among its levels"):
+    with pytest.raises(TabreleaseError, match="has values that are not among its declared levels") as found:
         read_microdata(tmp_path / "bad.parquet", levels=levels, engine="spark")
+    assert "nowhere" not in str(found.value)
     # From the command line: the JSON document alone on stdout, and nothing of the JVM's on stderr.
     import subprocess
     import sys
@@ -454,7 +455,8 @@ def test_the_command_line_releases_a_file_counted_out_of_memory_and_refuses_bad_
                                     "[q0,q1]", "--epsilon", "1", "--ledger", str(ledger), "--out",
                                     str(tmp_path / "r2"), "--dataset", "other"], capture_output=True, text=True)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
-    assert refused.stderr.strip().count("\n") == 0 and "'q5' has values ['zz']" in refused.stderr
+    assert refused.stderr.strip().count("\n") == 0 and "'q5' has values that are not among" in refused.stderr
+    assert "zz" not in refused.stderr  # the value the data hold is not named
     assert not (tmp_path / "r2").exists()
     assert len([r for r in json.loads(ledger.read_text())["records"] if r["kind"] == "release"]) == 1
 

@@ -72,3 +72,25 @@ def detect_separator(header_line: str) -> str:
     counts = {sep: unquoted.count(sep) for sep in CSV_SEPARATORS}
     best = max(CSV_SEPARATORS, key=lambda sep: counts[sep])
     return best if counts[best] > 0 else ","
+
+
+def undeclared_values(variable, declared) -> TabreleaseError:
+    """The refusal of a variable whose data hold values its declared levels lack. The values are not named: which
+    values the confidential data hold (a rare category among them) is not for an error message or a log (a new
+    user's trial found a category of seven records named so).
+
+    Parameters
+    ----------
+    variable : str
+        The variable.
+    declared : sequence of str
+        Its declared levels (named: they are the user's, not the data's).
+
+    Returns
+    -------
+    TabreleaseError
+        To raise.
+    """
+    return TabreleaseError(f"variable {variable!r} has values that are not among its declared levels {list(declared)} "
+                           "(the values are not shown: which ones the data hold is confidential); declare every value "
+                           "the column can take")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TabreleaseError
-from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order
+from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order, undeclared_values
 from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, too_few_levels
 
 ENGINES = ("arrow", "pandas", "dask", "spark")
@@ -352,8 +352,7 @@ def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]]
         where = {label: i for i, label in enumerate(declared)}
         unknown = sorted({label for label in labels if label not in where})
         if unknown:
-            raise TabreleaseError(f"variable {variable!r} has values {unknown[:5]} that are not among its levels "
-                                  f"{list(declared)}")
+            raise undeclared_values(variable, declared)
         lookup = np.array([where[label] for label in labels], dtype=dtype)
         codes[:, j] = lookup[indices] if lookup.size else 0
     return codes

@@ -21,7 +21,8 @@ from ..errors import TabreleaseError
 from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
-from ._text import LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, level_order
+from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, level_order,
+                    undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -42,7 +43,7 @@ def _resolve_levels(frame: pd.DataFrame, variables: Sequence[str], levels: Mappi
             given = _declared_levels(var, levels[var])
             unknown = sorted(set(observed.unique().tolist()) - set(given))
             if unknown:
-                raise TabreleaseError(f"variable {var!r} has values {unknown[:5]} that are not among its levels {given}")
+                raise undeclared_values(var, given)
             resolved.append(given)
         else:
             resolved.append(_level_order(observed))
@@ -297,7 +298,7 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
         given = _declared_levels(variable, declared)
         unknown = sorted(set(labels) - set(given))
         if unknown:
-            raise TabreleaseError(f"variable {variable!r} has values {unknown[:5]} that are not among its levels {given}")
+            raise undeclared_values(variable, given)
         order = given
     else:
         order = _level_order(pd.Series(labels))
