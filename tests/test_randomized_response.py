@@ -136,3 +136,29 @@ def test_release_mode_hands_opendp_the_keep_probability_for_epsilon(monkeypatch)
     assert categories == list(range(12))
     assert prob == pytest.approx(math.exp(0.8) / (math.exp(0.8) + 11), rel=1e-12)  # by hand: e^eps / (e^eps + k - 1)
     assert m.noise_mode == "release" and m.seed is None and m.blocks[0].values.sum() == counts.sum()
+
+
+@pytest.mark.e2e
+def test_asked_for_add_remove_it_warns_that_no_add_remove_guarantee_holds(tmp_path, capsys):
+    """A new user's trial: randomized response under the default add-remove neighbours ran with no warning line,
+    and release.json's `neighbours` read add-remove, while the count of reports is n, published exactly (its
+    guarantee is local, which a ledger's add-remove budget refuses). A WARNING line and release.json's warnings now
+    say so; asked for replace neighbours, which the local guarantee implies, there is no such warning."""
+    import json
+
+    from tabrelease.cli import main
+
+    said = {}
+    for neighbours in ("add-remove", "replace"):
+        out = tmp_path / neighbours
+        assert main(["release", "czech", "--margins", "[AB][BC]", "--epsilon", "1", "--mechanism",
+                     "randomized-response", "--neighbours", neighbours, "--simulate", "--seed", "1", "--out",
+                     str(out)]) == 0
+        printed = capsys.readouterr().out
+        public = json.loads((out / "public" / "release.json").read_text())
+        assert public["guarantee"]["unit"]["kind"] == "local" and public["guarantee"]["unit"]["n_public"]
+        said[neighbours] = ([line for line in printed.splitlines() if "no add-remove guarantee holds" in line],
+                            [w for w in public["warnings"] if "no add-remove guarantee holds" in w])
+    assert all(len(found) == 1 and found[0] for found in said["add-remove"])
+    assert said["add-remove"][0][0].startswith("WARNING: ")
+    assert said["replace"] == ([], [])

@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import TabreleaseError
 from ..measurements import RANDOMIZED_REPORTS, Measurement, measured
 from ..noise import NoiseCalibration, check_epsilon, rr_probabilities
-from ..privacy import LOCAL, PURE, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
+from ..privacy import ADD_REMOVE, LOCAL, PURE, PrivacyGuarantee, PrivacyLoss, PrivacyUnit
 from ..postprocessing import CONTROLLED, RANDOMIZED_RESPONSE_LEAST_SQUARES
 from ._base import calibration_loss, Mechanism, MechanismPlan, no_paper_calibration
 
@@ -76,8 +76,15 @@ class RandomizedResponse(Mechanism):
                                   f"number of cells): this one has {k} cells, more than {MAX_CELLS}")
         note = (f"local DP: each record's cell is randomised (k={k}); the error of every cell grows with k "
                 "(about sqrt(n k) / e^epsilon for k >> e^epsilon): for small tables")
+        notes = (note,)
+        if neighbours == ADD_REMOVE:
+            # The count of reports is n, published exactly: what was asked for does not hold, and the release must
+            # say so where a reader looks first, not only in its privacy sentence (a new user's trial).
+            notes += (f"no add-remove guarantee holds: the number of reports, n, is published exactly; the guarantee "
+                      f"is epsilon={epsilon:g}-local DP (each record randomised), which implies epsilon-DP for "
+                      "replace neighbours; a ledger budget for add-remove refuses this release",)
         return MechanismPlan(self.name, tuple(shape), tuple(margins), _calibration(k, epsilon, neighbours),
-                             RANDOMIZED_RESPONSE_LEAST_SQUARES, parameters={"cells": k}, notes=(note,),
+                             RANDOMIZED_RESPONSE_LEAST_SQUARES, parameters={"cells": k}, notes=notes,
                              rounding=CONTROLLED)
 
     def rescale(self, plan, epsilon):
