@@ -1294,3 +1294,36 @@ def test_the_audit_s_runs_keep_an_exact_total_where_nearest_rounding_does(monkey
     worlds = [np.asarray(table.counts), np.asarray(table.counts)[::-1].copy()]
     em._simulated_runs(plan, worlds, seed=5, rounded=False)
     assert sorted(seen) == ([(table.n,), (table.n,)] if public_total else [(None,), (None,)])
+
+
+@pytest.mark.unit
+def test_dense_coefficient_blocks_count_as_the_work_they_are_and_a_release_too_costly_to_simulate_says_so(
+        monkeypatch):
+    """A new user's Gaussian release of a 42 x 22 table ran its audit for over 40 minutes after its charge: the
+    plan's residual blocks are 861 dense rows over 924 cells (a fit of 48-59 s), and the audit counted each run as
+    a fit of 924 cells. The work now counts R dense rows over c cells as min(R, c)^2 max(R, c) / 1000 cells (by hand
+    below), so that release is refused a simulation, with the reason, before any run; margin cells stay sparse."""
+    import types
+
+    from tabrelease.consistency import LeastSquaresProblem
+    from tabrelease.error_model import MAX_SIMULATED_WORK, released_table_errors
+
+    def work(shape, delta):
+        plan = plan_at(shape, [(0, 1)], 1.0, delta=delta) if delta else plan_at(shape, [(0, 1)], 1.0)
+        return plan, plan.estimator.simulation_work(plan, np.zeros(shape))
+
+    # Residual blocks of a two-way table: the total (1 row), each variable's (d - 1), the interaction's
+    # (d1 - 1)(d2 - 1): 1 + 19 + 19 + 361 = 400 rows over 400 cells.
+    assert work((20, 20), 1e-6)[1] == 400 ** 3 // 1000
+    rows = 1 + 41 + 21 + 41 * 21
+    assert work((42, 22), 1e-6)[1] == min(rows, 924) ** 2 * max(rows, 924) // 1000
+    assert work((42, 22), None)[1] == 924  # Laplace noise on the margin's cells: one sparse block
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a run was fitted")
+
+    monkeypatch.setattr(LeastSquaresProblem, "fit", no_fit)
+    plan, per_run = work((42, 22), 1e-6)
+    assert per_run * 60 > MAX_SIMULATED_WORK
+    found, note = released_table_errors(types.SimpleNamespace(plan=plan, table=np.ones((42, 22))))
+    assert found is None and note.startswith("no simulated error: a run of the least-squares estimator costs about")
