@@ -449,3 +449,21 @@ def test_an_unrounded_release_s_margins_agree_within_their_written_decimals(tmp_
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TabreleaseError, match="disagree where they share variables"):
         model_test(edited, "[A][B]", bootstrap=19, seed=1, intervals=False)
+
+
+def test_a_p_value_at_its_floor_is_printed_as_a_bound(tmp_path, capsys):
+    """A new user read "p-value 0.0500 ..., Monte Carlo error 0.0500" at 19 replicates as an estimate: where no
+    replicate reaches the observed G2, the p-value is the smallest B replicates can give, 1 / (B + 1), and the
+    terminal now says "<=" and why; a p-value above it is printed as an estimate with its error."""
+    from tabrelease.cli import main
+
+    rng = np.random.default_rng(5)
+    p = np.array([[0.35, 0.05], [0.05, 0.55]])[:, :, None] * np.array([0.3, 0.7])[None, None, :]
+    counts = rng.multinomial(2000, p.ravel()).reshape(p.shape)
+    out = _release(tmp_path, counts, [(0, 1), (0, 2), (1, 2)], epsilon=1.0)
+    assert main(["test", str(out), "--model", "[v0][v1][v2]", "--bootstrap", "19", "--seed", "3", "--quiet"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("p-value"))
+    assert line.startswith("p-value      <= 0.0500 noise-aware (no replicate reached the observed G2"), line
+    assert main(["test", str(out), "--model", "[v0,v1][v2]", "--bootstrap", "19", "--seed", "3", "--quiet"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("p-value"))
+    assert "<=" not in line and "Monte Carlo error" in line, line

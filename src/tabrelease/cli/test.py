@@ -46,9 +46,14 @@ def run(args) -> int:
         return 0
     print(f"model        {result.model}, against the model of the released margins")
     print(f"G2           {result.g2:.3f} on {result.df} df")
-    print(f"p-value      {result.p_value:.4f} noise-aware, Monte Carlo error {result.p_value_error:.4f} "
-          f"({result.bootstrap} releases of tables drawn from the fitted model, n = {result.n:.0f}, by the published "
-          f"plan; seed {result.seed})")
+    # No replicate reached the observed G2: the p-value is the smallest B replicates can give, 1 / (B + 1), and is
+    # said as a bound (a new user read "0.0500, Monte Carlo error 0.0500" at B = 19 as an estimate).
+    floor = result.p_value <= 1.0 / (result.bootstrap + 1) * (1 + 1e-12)
+    shown = (f"<= {result.p_value:.4f} noise-aware (no replicate reached the observed G2: the smallest p-value "
+             f"{result.bootstrap} replicates can give; more with --bootstrap)" if floor else
+             f"{result.p_value:.4f} noise-aware, Monte Carlo error {result.p_value_error:.4f}")
+    print(f"p-value      {shown} ({result.bootstrap} releases of tables drawn from the fitted model, n = "
+          f"{result.n:.0f}, by the published plan; seed {result.seed})")
     print(f"             {result.p_value_naive:.4g} nominal (chi-squared, as if the released margins were counts)")
     if args.intervals:
         print(f"the model's cell probabilities, each with its own {100 * result.level:g}% noise-aware interval (not "
