@@ -569,3 +569,16 @@ def test_an_account_at_the_top_of_epsilons_range_reads_and_past_it_nothing_is_ch
     assert main(["ledger", str(ledger)]) == 0
     shown = capsys.readouterr().out
     assert "edwards" in shown and "no unit covers all its releases" in shown
+
+
+def test_a_budget_changed_is_said_with_the_one_it_replaces(tmp_path, capsys):
+    """A reviewer raised a spent budget from 1 to 100 and the output read as if the budget were new (the ledger's
+    chain keeps both; the terminal now names the one replaced)."""
+    ledger = init_ledger(tmp_path / "ledger.json")
+    assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(f"(recorded in the ledger {ledger}):")
+    assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "100", "--delta", "1e-6"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("; it replaces epsilon 1 (add-remove):")
+    assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("; it replaces epsilon 100, delta 1e-06 (add-remove):")

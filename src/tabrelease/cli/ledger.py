@@ -129,10 +129,17 @@ def run(args) -> int:
             raise TabreleaseError("--set-budget needs --epsilon (the dataset's total budget) or --rho (a zCDP budget)")
         attributes = () if args.budget_attributes is None else tuple(
             a.strip() for a in args.budget_attributes.split(",") if a.strip())
+        from ..ledger import budget_status
+
+        before = budget_status(path, args.set_budget)
         set_budget(path, args.set_budget, args.epsilon, args.delta, neighbours=args.budget_neighbours,
                    attributes=attributes, rho=args.rho, accounting=args.accounting)
         if not args.json:
-            print(f"set the budget of the dataset {args.set_budget} (recorded in the ledger {path}):")
+            # A budget changed is said with the one it replaces (a reviewer raised a spent budget, and the output
+            # read as if it were new; the ledger's chain keeps both).
+            was = _budget_words(before)
+            print(f"set the budget of the dataset {args.set_budget} (recorded in the ledger {path})"
+                  f"{'' if was is None else f'; it replaces {was}'}:")
     elif any(v is not None for v in (args.epsilon, args.delta, args.rho, args.accounting, args.budget_attributes)):
         raise TabreleaseError("--epsilon, --delta, --rho, --accounting and --budget-attributes set a budget: give "
                               "--set-budget DATASET too")
@@ -175,3 +182,13 @@ def run(args) -> int:
         if r.aliases:
             print(f"NOTE: {r.dataset} released data also released, whole or in part, under {', '.join(r.aliases)}")
     return 0
+
+
+def _budget_words(status) -> str | None:
+    """A dataset's budget in words ("epsilon 1 (add-remove)", "rho 0.5 (zCDP, replace)"), or None where it has none."""
+    if status.accounting == "zcdp" and status.rho_budget is not None:
+        return f"rho {status.rho_budget:g} (zCDP, {status.neighbours})"
+    if status.epsilon_budget is None:
+        return None
+    delta = f", delta {status.delta_budget:g}" if status.delta_budget else ""
+    return f"epsilon {status.epsilon_budget:g}{delta} ({status.neighbours})"
