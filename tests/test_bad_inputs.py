@@ -292,6 +292,11 @@ CLI_CASES = [
     ("budget without epsilon", None, ["ledger", "l.json", "--set-budget", "czech"], "--set-budget needs --epsilon"),
     ("negative budget", None, ["ledger", "l.json", "--set-budget", "czech", "--epsilon", "-1"],
      "argument --epsilon: '-1' must be a positive finite number"),
+    # a levels file naming other variables (a typo) left a sparse table's release refused with no word of which (a
+    # new user's trial): the refusal names the undeclared variables and the file's names the table lacks
+    ("levels file of other variables", _with_table("lv.json", _text('{"a": ["0", "1"], "bb": ["0", "1"]}')),
+     ["release", "t.csv", "--sparse", "--levels", "lv.json", "--margins", "[A,B]", "--epsilon", "1", "--out", "o"],
+     "(undeclared: A, B); the levels file declares a, bb, which the table does not have"),
     # a delta lost in subnormal floats gave rho NaN and an internal error (a reviewer's trial), as a release refuses it
     ("subnormal budget delta", _real_ledger, ["ledger", "L.json", "--set-budget", "czech", "--accounting", "zcdp",
                                                "--epsilon", "1", "--delta", "1e-320"],

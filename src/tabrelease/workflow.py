@@ -80,8 +80,10 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         check_writable(out)
         check_report_support(spec.workbook)
     if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
-        missing = table.metadata.get("undeclared_levels")
+        missing, others = table.metadata.get("undeclared_levels"), table.metadata.get("levels_not_in_table")
         which = f" (undeclared: {', '.join(missing)})" if missing else ""
+        if missing and others:  # the user's own names, from the levels file: not the data's
+            which += f"; the levels file declares {', '.join(others)}, which the table does not have"
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
                               "a --sparse table): the published schema would reveal which values occur; declare "
                               f"every variable's levels (--levels FILE, or levels= in the API){which}")

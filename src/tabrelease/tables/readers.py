@@ -175,7 +175,7 @@ def table_from_frame(
         codes = np.column_stack([pd.Categorical(keys[var], categories=lv).codes for var, lv in zip(variables, level_lists)])
         metadata = dict(metadata or {})
         if not _all_declared(variables, levels):
-            metadata[LEVELS_FROM_DATA] = True
+            metadata.update(_undeclared(variables, levels))
         return MicrodataTable(tuple(variables), tuple(map(tuple, level_lists)), codes, name, metadata,
                               weights=counts.astype(np.int64))
     if cells > MAX_TABLE_CELLS:
@@ -197,8 +197,17 @@ def table_from_frame(
     array[index] = counts
     metadata = dict(metadata or {})
     if not complete and not _all_declared(variables, levels):
-        metadata[LEVELS_FROM_DATA] = True  # a level nobody has would be missing from the schema
+        metadata.update(_undeclared(variables, levels))  # a level nobody has would be missing from the schema
     return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
+
+
+def _undeclared(variables, levels) -> dict:
+    """The metadata of a table whose levels were read from its data: which variables the levels file left out (a
+    levels file naming other variables, a typo among them, had left a release refused with "declare every
+    variable's levels" and no word of which: a new user's trial), as microdata's refusal names them."""
+    missing = [v for v in variables if levels is None or v not in levels]
+    others = sorted(set(levels or ()) - set(variables))  # names the file declares that the table lacks: a typo?
+    return {LEVELS_FROM_DATA: True, "undeclared_levels": missing, **({"levels_not_in_table": others} if others else {})}
 
 
 def _named_by_text(frame: pd.DataFrame, what: str) -> pd.DataFrame:
