@@ -188,6 +188,11 @@ CLI_CASES = [
     ("model names an unknown variable", None, ["fit", "czech", "--model", "[AZ]"], "model names unknown variable 'Z' in [AZ]"),
     ("margins name an unknown variable", None, ["release", "edwards", "--epsilon", "1", "--margins", "[AX]", "--out", "o"],
      "model names unknown variable 'X' in [AX]"),
+    # by name among others: the table's variables by the names people read (czech's are letters, labelled), as the
+    # answer to an unknown word alone is (a new user's trial read "variables A, B, ..." here)
+    ("a named margin with an unknown variable", None, ["release", "czech", "--epsilon", "1", "--margins", "[A,Foo]",
+                                                       "--out", "o"],
+     "unknown variable 'Foo'; the table has variables smoking (A), mental (B), physical (C), pressure (D)"),
     ("malformed margins", None, [*RELEASE_CZECH, "--margins", "AB]", "--out", "o"], "cannot read model 'AB]'"),
     ("empty margin", None, ["fit", "czech", "--model", "[]"], "the model has an empty margin []"),
     ("empty model", None, ["fit", "edwards", "--model", ""], "the model is empty"),

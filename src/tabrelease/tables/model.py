@@ -731,8 +731,11 @@ def describe_variables(table: ContingencyTable) -> str:
     Returns
     -------
     str
-        Such as ``"variables sex (A), age (B)"``.
+        Such as ``"variables sex (A), age (B)"``; by the names people read where labels give them (a built-in
+        table's variables are letters: ``"variables smoking (A), mental (B)"``, as a margin's unknown word is
+        answered).
     """
-    if table.variables == table.letters:
-        return "variables " + ", ".join(table.variables)
-    return "variables " + ", ".join(f"{v} ({letter})" for v, letter in zip(table.variables, table.letters))
+    shown = people_names(table)[0]
+    if tuple(shown) == tuple(table.letters):
+        return "variables " + ", ".join(shown)
+    return "variables " + ", ".join(f"{v} ({letter})" for v, letter in zip(shown, table.letters))
