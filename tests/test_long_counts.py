@@ -101,7 +101,7 @@ def test_a_table_released_before_fingerprints_changed_is_still_recognised(tmp_pa
     key = ledger_key(ledger)
     legacy = legacy_cells_fingerprint(table, key)
     with monkeypatch.context() as old_version:
-        old_version.setattr(ledger_module, "table_prints", lambda t, k: (legacy_cells_fingerprint(t, k), []))
+        old_version.setattr(ledger_module, "table_prints", lambda t, k, *_: (legacy_cells_fingerprint(t, k), []))
         first = charge(ledger, table, guarantee, mechanism="planned", margins=["[AB]"], output=None,
                        noise_mode="simulation")
     assert first["fingerprint"] == legacy and "fingerprints_also" not in first
@@ -135,7 +135,7 @@ def test_a_table_released_as_cells_before_is_recognised_when_it_comes_back_as_re
     ledger = init_ledger(tmp_path / "ledger.json")
     guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
     with monkeypatch.context() as old_version:
-        old_version.setattr(ledger_module, "table_prints", lambda t, k: (legacy_cells_fingerprint(t, k), []))
+        old_version.setattr(ledger_module, "table_prints", lambda t, k, *_: (legacy_cells_fingerprint(t, k), []))
         charge(ledger, table, guarantee, mechanism="planned", margins=["[AB]"], output=None, noise_mode="simulation")
     people = table_from_microdata(_people(table), levels=dict(zip(table.variables, map(list, table.levels))),
                                   name="rochdale", as_records=True)

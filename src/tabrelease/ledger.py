@@ -1015,7 +1015,7 @@ def order_free_fingerprint(table, key: bytes) -> str | None:
     return _cells_digest(table, key, order, b"order-free-v1:")
 
 
-def table_prints(table, key: bytes) -> tuple[str, list[str]]:
+def table_prints(table, key: bytes, listed: tuple | None = None) -> tuple[str, list[str]]:
     """(the fingerprint a release records, the others it records beside it): the non-zero cells' fingerprint where
     the table lists them, else the multiset one; the multiset one, the legacy cells one, the order-free one
     (`order_free_fingerprint`) and the canonical one (`canonical_fingerprint`) where computable.
@@ -1024,6 +1024,8 @@ def table_prints(table, key: bytes) -> tuple[str, list[str]]:
     ----------
     table : ContingencyTable or MicrodataTable or FileTable
     key : bytes
+    listed : tuple, optional
+        The table's non-zero cells and counts (`_listed_cells`), where the caller listed them already.
 
     Returns
     -------
@@ -1033,7 +1035,7 @@ def table_prints(table, key: bytes) -> tuple[str, list[str]]:
     main = multiset if getattr(table, "held_as_file", False) else table_fingerprint(table, key)
     legacy = legacy_cells_fingerprint(table, key)
     order_free = order_free_fingerprint(table, key)
-    canonical = canonical_fingerprint(table, key)
+    canonical = canonical_fingerprint(table, key, listed)
     return main, [f for f in dict.fromkeys((legacy, multiset, order_free, canonical)) if f and f != main]
 
 
@@ -1086,7 +1088,7 @@ DENSE_MARGIN_MAX_CELLS = 2**22
 SHARED_MARGIN_MIN_VARIABLES = 2
 
 
-def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
+def margin_prints(table, key: bytes, listed: tuple | None = None) -> list[tuple[tuple[str, ...], str]]:
     """The canonical fingerprints (`canonical_fingerprint`) of the table's margins over proper subsets of its
     variables: each the fingerprint that margin has when given as a table of its own, whatever the order of its
     variables or of their levels, and whatever levels it declares without anyone in them. With them the ledger
@@ -1104,6 +1106,8 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
     ----------
     table : ContingencyTable or MicrodataTable or FileTable
     key : bytes
+    listed : tuple, optional
+        The table's non-zero cells and counts (`_listed_cells`), where the caller listed them already.
 
     Returns
     -------
@@ -1125,7 +1129,7 @@ def margin_prints(table, key: bytes) -> list[tuple[tuple[str, ...], str]]:
             summed = margin_counts(cells, axes)
             return np.argwhere(summed > 0), summed[summed > 0].astype(np.int64)
     else:
-        rows, weights = _listed_cells(table)
+        rows, weights = _listed_cells(table) if listed is None else listed
         columns = np.ascontiguousarray(rows.T)  # one contiguous row of codes per variable
 
         def margin_of(axes):
@@ -1195,7 +1199,7 @@ def source_prints(table, key: bytes) -> list[str]:
     return [digest.hexdigest()]
 
 
-def canonical_fingerprint(table, key: bytes) -> str | None:
+def canonical_fingerprint(table, key: bytes, listed: tuple | None = None) -> str | None:
     """HMAC-SHA256, under the ledger's key, of the table in a canonical form: its variables in the order of their
     names, each one's levels that anyone is in, in the order of their labels, and its non-zero cells. The same for
     one table whatever the order of its columns or of its levels (`--levels`, `--metadata`), and whatever levels it
@@ -1205,6 +1209,8 @@ def canonical_fingerprint(table, key: bytes) -> str | None:
     ----------
     table : ContingencyTable or MicrodataTable or FileTable
     key : bytes
+    listed : tuple, optional
+        The table's non-zero cells and counts (`_listed_cells`), where the caller listed them already.
 
     Returns
     -------
@@ -1213,7 +1219,7 @@ def canonical_fingerprint(table, key: bytes) -> str | None:
     """
     if getattr(table, "held_as_file", False):
         return None
-    rows, weights = _listed_cells(table)
+    rows, weights = _listed_cells(table) if listed is None else listed
     return _canonical_digest(list(table.variables), list(table.levels), rows, weights, key)
 
 
@@ -1531,9 +1537,11 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
     path = _resolve(account.ledger)
     _load(path)  # a damaged ledger is refused before anything (even a lock file) is made beside it
     key = ledger_key(path)
-    fingerprint, also = table_prints(table, key)
+    # The non-zero cells listed once, for the canonical print and a sparse table's margins (listed twice before).
+    listed = None if getattr(table, "held_as_file", False) else _listed_cells(table)
+    fingerprint, also = table_prints(table, key, listed)
     prints = {fingerprint, *also}
-    printed = margin_prints(table, key)
+    printed = margin_prints(table, key, listed)
     margins_printed = _margin_records(printed)
     sources = source_prints(table, key)
     with _lock(path):
