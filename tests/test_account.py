@@ -933,7 +933,7 @@ def test_disjoint_columns_of_one_file_under_two_dataset_ids_are_refused_unless_s
     code, out, err = release_of(people, "tenure,work", "work", "b")
     assert code == BudgetRefused.exit_status and out == "" and len(err.strip().splitlines()) == 1, err
     assert ("under the dataset 'health' (record 5 of the ledger): this table and one released before were read from "
-            "the same file (whatever columns each took)") in err
+            "the same file, or copies of it (whatever columns each took)") in err
     assert ledger.read_bytes() == before and not (tmp_path / "b").exists()
     shutil.copy(people, tmp_path / "people-copy.csv")
     code, _, err = release_of(tmp_path / "people-copy.csv", "work,tenure", "copy", "c")

@@ -465,3 +465,24 @@ def test_the_command_line_offers_every_engine_there_is():
     from tabrelease.spec import ENGINE_NAMES
 
     assert ENGINE_NAMES == aggregation.ENGINES
+
+
+def test_the_dask_engine_without_dask_is_refused_in_one_line_naming_the_extra(tmp_path, monkeypatch, capsys):
+    """A user's trial: --engine dask without Dask installed gave "internal error (ModuleNotFoundError)"; the count
+    and the labels imported dask before the guarded reader did. Each import is guarded now."""
+    import sys
+
+    from tabrelease.cli import main
+
+    (tmp_path / "people.csv").write_text("sex,region\nf,n\nm,s\nf,s\n")
+    (tmp_path / "levels.json").write_text('{"sex": ["f", "m"], "region": ["n", "s"]}')
+    for name in ("dask", "dask.dataframe", "distributed"):
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    for levels in (["--levels", str(tmp_path / "levels.json")], []):
+        code = main(["release", str(tmp_path / "people.csv"), "--microdata", "--engine", "dask", *levels,
+                     "--margins", "[sex,region]", "--epsilon", "1", "--simulate", "--seed", "1", "--out",
+                     str(tmp_path / "o")])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert "--engine dask needs Dask: pip install 'tabrelease[dask]'" in err
+        assert not (tmp_path / "o").exists()

@@ -388,6 +388,7 @@ def test_a_left_over_copy_is_refused_whatever_is_done_to_its_anchor_and_says_so_
     left = tmp_path / "tabrelease-batch-left"
     left.mkdir(mode=0o700)
     with scratch_copy(ledger, left) as copy:
+        assert all(oct(p.stat().st_mode & 0o777) == oct(0o600) for p in left.iterdir())  # owner-only
         charged(copy)  # the prediction's own charge, allowed inside
         charged(copy)
     anchor = left / "anchor"

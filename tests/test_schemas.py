@@ -157,6 +157,12 @@ def test_plan_json_is_one_object_of_its_schema_whichever_question_is_asked(capsy
             assert document["question"] == question and document["margins"]
             assert document["noise"] == ("gaussian" if "--delta" in extra else "laplace")
             assert document["public_total"] is ("--public-total" in extra)
+    # A target beyond reach: null, and a note says why (the terminal says "beyond").
+    assert main(["plan", "czech", "--target-l1", "0.001", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["epsilon_needed_for_all"] is None and all(r["epsilon_needed"] is None for r in document["margins"])
+    assert any("null where the target is beyond reach" in note for note in document["notes"])
+    validate(document, PLAN)
     broken = dict(document, question="something else")
     assert list(checker.iter_errors(broken)) and pytest.raises(TabreleaseError, validate, broken, PLAN)
 

@@ -656,8 +656,8 @@ def copy_ledger(path, folder: Path) -> Path:
     # The copy's lines name the copy's path (a line's MAC does not cover its path: the path only tells which
     # ledger last stood there, which the key of another ledger could not check anyway).
     ledger_id = _ledger_id(data)
-    with open(anchor, "w", encoding="utf-8") as handle:
-        for line in lines:  # this ledger's lines wherever it stood, and what else stood at its path
+    with os.fdopen(os.open(anchor, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
+        for line in lines:  # this ledger's lines wherever it stood, and what else stood at its path (owner-only)
             if line.get("path") == os.fspath(path) or (ledger_id is not None and line.get("ledger_id") == ledger_id):
                 handle.write(json.dumps({**line, "path": os.fspath(copy)}, sort_keys=True) + "\n")
     return copy
@@ -1319,7 +1319,8 @@ def _overlap(record: dict, prints: set[str], margins: list, names: dict | None =
     if shared:
         return "this table and one released before share the margin" + named(shared[0])
     if set(sources or ()) & set(record.get("source_prints", ())):  # last: the words above say more where they hold
-        return "this table and one released before were read from the same file (whatever columns each took)"
+        return ("this table and one released before were read from the same file, or copies of it (whatever columns "
+                "each took)")
     return None
 
 

@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         overall = max(reachable) if len(reachable) == len(needed) else None
         if args.json:
             notes = [] if reference is not None else [UPPER_FIGURE]
+            if overall is None:  # null in `epsilon_needed`: said, as the terminal says "beyond"
+                notes.append(f"a margin's epsilon_needed is null where the target is beyond reach at epsilon "
+                             f"{EPSILON_RANGE[1]:g}, the largest a release takes")
             _print_json(table, spec, "epsilon_for_target", rows, reference is not None, notes=notes,
                         target_l1=args.target_l1, epsilon_needed_for_all=overall)
             return 0

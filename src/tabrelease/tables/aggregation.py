@@ -561,6 +561,16 @@ def read_labels(record_file: RecordFile, *, engine: str = DEFAULT_ENGINE, schedu
 
 
 # --- Dask ------------------------------------------------------------------------------------------------
+def _require_dask():
+    """The dask module, or the one-line refusal that names the extra (an unguarded import had given "internal
+    error (ModuleNotFoundError)": a user's trial of --engine dask without it)."""
+    try:
+        import dask
+    except ImportError:
+        raise TabreleaseError("--engine dask needs Dask: pip install 'tabrelease[dask]'") from None
+    return dask
+
+
 def _dask_frame(record_file: RecordFile):
     try:
         import dask.dataframe as dd
@@ -622,7 +632,7 @@ def _merge_all(parts: list[Counts]) -> Counts:
 
 
 def _dask_count(record_file: RecordFile, levels, margins, scheduler) -> Counts:
-    import dask
+    dask = _require_dask()
 
     try:
         frame = _dask_frame(record_file)
@@ -657,7 +667,7 @@ def _union_labels(parts):
 
 
 def _dask_labels(record_file: RecordFile, scheduler) -> list[set[str]]:
-    import dask
+    dask = _require_dask()
 
     try:
         frame = _dask_frame(record_file)
