@@ -325,7 +325,7 @@ def test_a_file_table_is_refused_beside_releases_an_earlier_version_made(tmp_pat
     ledger = init_ledger(tmp_path / "ledger.json")
     guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
     with monkeypatch.context() as old_version:  # as the earlier version charged: its fingerprint alone, no mark
-        old_version.setattr(ledger_module, "table_prints", lambda t, k: (ledger_module.table_fingerprint(t, k), []))
+        old_version.setattr(ledger_module, "table_prints", lambda t, k, *_: (ledger_module.table_fingerprint(t, k), []))
         old_version.setattr(ledger_module, "PRINTS_VERSION", None)
         charge(tr.LedgerAccount(ledger=ledger, dataset="census-a"), records, guarantee, mechanism="planned",
                margins=["[AB]"], output=None, noise_mode="simulation")
