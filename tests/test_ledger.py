@@ -582,3 +582,16 @@ def test_a_budget_changed_is_said_with_the_one_it_replaces(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[0].endswith("; it replaces epsilon 1 (add-remove):")
     assert main(["ledger", str(ledger), "--set-budget", "czech", "--epsilon", "2"]) == 0
     assert capsys.readouterr().out.splitlines()[0].endswith("; it replaces epsilon 100, delta 1e-06 (add-remove):")
+
+
+def test_a_dataset_of_several_tables_is_noted_with_the_everyday_reason_first(tmp_path, capsys):
+    """Two column sets of one file under one dataset id are two tables: the note named only a changed file or a
+    misnamed one (a user's check read it as a mistake); it names other columns first."""
+    ledger = init_ledger(tmp_path / "ledger.json")
+    czech = builtin_table("czech")
+    for letters in ("AB", "CD"):
+        charge(LedgerAccount(ledger=ledger, dataset="czech", allow_unbudgeted=True), czech.margin(letters),
+               guarantee_from_parameters(0.5), mechanism="test", margins=[], output=None, noise_mode="simulation")
+    assert main(["ledger", str(ledger)]) == 0
+    note = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("NOTE: czech"))
+    assert note.startswith("NOTE: czech was released from 2 different tables (other columns or levels of its data,")

@@ -177,8 +177,11 @@ def run(args) -> int:
     print("tables: how many distinct tables (by keyed fingerprint) were released under the dataset")
     for r in rows:
         if len(r.fingerprints) > 1:
-            print(f"NOTE: {r.dataset} was released from {len(r.fingerprints)} different tables (the data changed "
-                  "between releases, or another file was given the same dataset name): one budget covers them")
+            # Other columns of one file are other tables too: said first, as the everyday case (a user's check
+            # read the note as a mistake where none was made).
+            print(f"NOTE: {r.dataset} was released from {len(r.fingerprints)} different tables (other columns or "
+                  "levels of its data, the data changed between releases, or another file given the same dataset "
+                  "name): one budget covers them")
         if r.aliases:
             print(f"NOTE: {r.dataset} released data also released, whole or in part, under {', '.join(r.aliases)}")
     return 0
