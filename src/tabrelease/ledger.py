@@ -430,16 +430,20 @@ def _check_record(record: dict) -> str:
                 return "a release's other fingerprints must be a list of texts"
             margins = record.get("margin_prints", [])
             if not isinstance(margins, list) or not all(
-                    isinstance(m, list) and len(m) == 2 and type(m[0]) is int and m[0] >= 1 and isinstance(m[1], str)
-                    and len(m[1]) == 64 and all(c in "0123456789abcdef" for c in m[1]) for m in margins):
+                    isinstance(m, list) and len(m) == 2 and type(m[0]) is int and m[0] >= 1 and _is_print(m[1])
+                    for m in margins):
                 return "a release's margins' fingerprints must be a list of [variables, fingerprint] pairs"
             sources = record.get("source_prints", [])
-            if not isinstance(sources, list) or not all(
-                    isinstance(f, str) and len(f) == 64 and all(c in "0123456789abcdef" for c in f) for f in sources):
+            if not isinstance(sources, list) or not all(map(_is_print, sources)):
                 return "a release's source files' fingerprints must be a list of 64 hexadecimal characters each"
     except TabreleaseError as exc:
         return str(exc)
     return ""
+
+
+def _is_print(value) -> bool:
+    """Whether `value` is a fingerprint as records keep them: 64 lower-case hexadecimal characters."""
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def _read_verified(path: Path, key: bytes, *, writing: bool = False) -> dict:
@@ -639,23 +643,23 @@ def copy_ledger(path, folder: Path) -> Path:
     """
     path = _resolve(path)
     lines = _anchor_lines(path)  # before the ledger, as every reader
-    _refuse_a_copy(path, _load(path), lines)  # the copy's lines below name the copy: it would pass for the ledger
-    key = ledger_key(path)
     data = _load(path)
+    _refuse_a_copy(path, data, lines)  # the copy's lines below name the copy: it would pass for the ledger
+    key = ledger_key(path)
     # The copy's head is marked a throw-away copy's, under its MAC (`_refuse_a_copy`); a head that did not verify is
     # marked with its MAC as it was, so that the copy fails as the ledger does (a prediction must not pass a ledger
     # that the run would refuse).
-    count, last = len(data["records"]), (data["records"][-1].get("mac", "") if data["records"] else "")
+    ledger_id = _ledger_id(data)
+    count, last = len(data["records"]), str(data["records"][-1].get("mac", "") if data["records"] else "")
     held = isinstance(data["head"].get("mac"), str) and hmac.compare_digest(
-        data["head"]["mac"], _head_mac(key, count, str(last), _ledger_id(data), _scratch(data)))
+        data["head"]["mac"], _head_mac(key, count, last, ledger_id, _scratch(data)))
     data["head"] = {**data["head"], "scratch": True,
-                    **({"mac": _head_mac(key, count, str(last), _ledger_id(data), True)} if held else {})}
+                    **({"mac": _head_mac(key, count, last, ledger_id, True)} if held else {})}
     copy = Path(folder) / "ledger.json"
     _write_private(copy, json.dumps(data, indent=2, allow_nan=False) + "\n")
     anchor = Path(folder) / "anchor"
     # The copy's lines name the copy's path (a line's MAC does not cover its path: the path only tells which
     # ledger last stood there, which the key of another ledger could not check anyway).
-    ledger_id = _ledger_id(data)
     with os.fdopen(os.open(anchor, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
         for line in lines:  # this ledger's lines wherever it stood, and what else stood at its path (owner-only)
             if line.get("path") == os.fspath(path) or (ledger_id is not None and line.get("ledger_id") == ledger_id):

@@ -7,6 +7,7 @@ import csv
 import io
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,8 +283,7 @@ def table_from_microdata(
         codes.append(column_codes)
         level_lists.append(column_levels)
     shape = tuple(len(lv) for lv in level_lists)
-    metadata = {} if _all_declared(variables, levels) else {
-        LEVELS_FROM_DATA: True, "undeclared_levels": [v for v in variables if levels is None or v not in levels]}
+    metadata = {} if _all_declared(variables, levels) else _undeclared(variables, levels)
     cells = int(np.prod(shape, dtype=object))
     if cells > MAX_TABLE_CELLS if as_records is None else as_records:
         # Too many cells to hold: the table stays as its records, and the release path asks it for margins.
@@ -861,7 +861,7 @@ def _with_source_file(table, source, sheet: str | None):
         info = os.stat(source)
     except OSError:
         return table
-    if not os.path.isfile(source):
+    if not stat.S_ISREG(info.st_mode):
         return table
     read = {"path": os.path.realpath(source), "sheet": None if sheet is None else str(sheet),
             "size": info.st_size, "mtime_ns": info.st_mtime_ns}
