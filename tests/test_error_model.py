@@ -1300,11 +1300,14 @@ def test_the_audit_s_runs_keep_an_exact_total_where_nearest_rounding_does(monkey
 def test_dense_coefficient_blocks_count_as_the_work_they_are_and_a_release_too_costly_to_simulate_says_so(
         monkeypatch):
     """A new user's Gaussian release of a 42 x 22 table ran its audit for over 40 minutes after its charge: the
-    plan's residual blocks are 861 dense rows over 924 cells (a fit of 48-59 s), and the audit counted each run as
-    a fit of 924 cells. The work now counts R dense rows over c cells as min(R, c)^2 max(R, c) / 1000 cells (by hand
-    below), so that release is refused a simulation, with the reason, before any run; margin cells stay sparse."""
+    plan's residual blocks were 861 dense rows over 924 cells (a fit of 48-59 s), and the audit counted each run as
+    a fit of 924 cells. The work counts R dense rows over c cells as min(R, c)^2 max(R, c) / 1000 cells (by hand
+    below), so that such a release is refused a simulation, with the reason, before any run; margin cells stay
+    sparse, and so do coefficient blocks the fit writes over margins of the table (`fits_over_margins`: the 42 x 22
+    table's now, whose fit is a fit of its cells)."""
     import types
 
+    from tabrelease import consistency
     from tabrelease.consistency import LeastSquaresProblem
     from tabrelease.error_model import MAX_SIMULATED_WORK, released_table_errors
 
@@ -1315,15 +1318,19 @@ def test_dense_coefficient_blocks_count_as_the_work_they_are_and_a_release_too_c
     # Residual blocks of a two-way table: the total (1 row), each variable's (d - 1), the interaction's
     # (d1 - 1)(d2 - 1): 1 + 19 + 19 + 361 = 400 rows over 400 cells.
     assert work((20, 20), 1e-6)[1] == 400 ** 3 // 1000
-    rows = 1 + 41 + 21 + 41 * 21
-    assert work((42, 22), 1e-6)[1] == min(rows, 924) ** 2 * max(rows, 924) // 1000
+    assert work((42, 22), 1e-6)[1] == 924  # over the table's margins: sparse rows
     assert work((42, 22), None)[1] == 924  # Laplace noise on the margin's cells: one sparse block
 
     def no_fit(*args, **kwargs):
         raise AssertionError("a run was fitted")
 
     monkeypatch.setattr(LeastSquaresProblem, "fit", no_fit)
+    # With the margins' form out of reach (its threshold above every problem), the 42 x 22 table's fit is over cells
+    # again, counted as such, and too costly to simulate.
+    monkeypatch.setattr(consistency, "DENSE_QUERY_ENTRIES", 10**15)
+    rows = 1 + 41 + 21 + 41 * 21
     plan, per_run = work((42, 22), 1e-6)
+    assert per_run == min(rows, 924) ** 2 * max(rows, 924) // 1000
     assert per_run * 60 > MAX_SIMULATED_WORK
     found, note = released_table_errors(types.SimpleNamespace(plan=plan, table=np.ones((42, 22))))
     assert found is None and note.startswith("no simulated error: a run of the least-squares estimator costs about")

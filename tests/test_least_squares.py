@@ -247,3 +247,107 @@ def test_a_refinement_that_drifts_to_its_capped_bound_is_solved_again_with_a_rid
             expected = margin_counts(counts, g) + margin_counts(d.reshape(table.shape), g)
             assert np.abs(np.asarray(margin, float) - expected).max() < 1e-3
     assert consistency.CHANGE_RIDGE in ridges  # the case the ridge is for was met
+
+
+def _signature_and_operators(shape, blocks):
+    from tabrelease.consistency import block_operator
+
+    return blocks, [block_operator(shape, q, v, kind) for q, v, kind in blocks]
+
+
+@pytest.mark.parametrize("shape, blocks", [
+    ((12, 10), [(COEFFICIENTS, (), EFRON_STEIN), (COEFFICIENTS, (0,), EFRON_STEIN), (COEFFICIENTS, (1,), EFRON_STEIN),
+                (COEFFICIENTS, (0, 1), EFRON_STEIN)]),
+    ((5, 4, 3), [(COEFFICIENTS, (0, 1), EFRON_STEIN), (MARGIN_CELLS, (1, 2), None), (COEFFICIENTS, (0, 2), EFRON_STEIN),
+                 (MARGIN_CELLS, (), None), (COEFFICIENTS, (2,), EFRON_STEIN)]),
+    ((2, 2, 2, 2), [(COEFFICIENTS, s, "fourier") for r in range(3) for s in itertools.combinations(range(4), r)]),
+    ((3, 1, 4), [(COEFFICIENTS, (0, 1, 2), EFRON_STEIN), (COEFFICIENTS, (1,), EFRON_STEIN)]),
+])
+def test_queries_over_margins_are_the_queries_over_cells(monkeypatch, shape, blocks):
+    """The fit's queries written over margins of the table (`consistency._over_margins`, for coefficient blocks
+    whose rows are dense over the cells) give, at the table's own margins, the values of the operators over its
+    cells (`block_operator`), for Efron-Stein and Fourier blocks among margin cells and the total; the definitions
+    of the margins hold exactly there, and nowhere else."""
+    from tabrelease import consistency
+
+    monkeypatch.setattr(consistency, "fits_over_margins", lambda *args: True)
+    blocks, operators = _signature_and_operators(shape, blocks)
+    queries, definitions = consistency._over_margins(shape, blocks, operators)
+    cells = int(np.prod(shape))
+    dense = definitions.toarray()
+    assert np.array_equal(dense[:, cells:], -np.eye(dense.shape[0]))  # z_T appears once, in its own definition
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        w = rng.poisson(4, cells).astype(float)
+        z = dense[:, :cells] @ w  # the margins, as the definitions make them
+        both = np.concatenate([w, z])
+        expected = np.concatenate([op.toarray() @ w for op in operators])
+        np.testing.assert_allclose(queries.toarray() @ both, expected, rtol=1e-12, atol=1e-9)
+        # The margins are the table's (counted here by numpy), in the order sets smallest first.
+        sets = sorted({t for q, v, _ in blocks if q != MARGIN_CELLS for r in range(len(v) + 1)
+                       for t in itertools.combinations(v, r)} - {tuple(range(len(shape)))}, key=lambda t: (len(t), t))
+        np.testing.assert_array_equal(z, np.concatenate([margin_counts(w.reshape(shape), t).ravel() for t in sets]))
+        assert not np.allclose(definitions.toarray() @ np.concatenate([w, z + 1.0]), 0.0)
+
+
+def test_fits_over_margins_only_where_the_rows_over_cells_are_dense_and_never_on_a_frontier_table():
+    """The margins' form is for coefficient blocks whose rows over the cells hold many entries (a Gaussian plan's
+    residual blocks on a 42 x 22 table); margin cells (a Laplace plan's) and small problems keep the cells' form,
+    which every frontier table's plans use, so that the committed reports' fits are this code's."""
+    from tabrelease import consistency, frontier
+    from tabrelease.consistency import fits_over_margins
+
+    def signature(plan):
+        return [(b.query, tuple(b.variables), plan.design.basis_kind) for b in plan.design.blocks]
+
+    gaussian = plan_at((42, 22), [(0, 1)], 1.0, delta=1e-6)
+    assert fits_over_margins((42, 22), signature(gaussian))
+    assert not fits_over_margins((42, 22), signature(plan_at((42, 22), [(0, 1)], 1.0)))
+    assert not fits_over_margins((20, 20), signature(plan_at((20, 20), [(0, 1)], 1.0, delta=1e-6)))
+    # Fourier coefficients of every two-way set of 2^12 cells: 79 rows over 4,096 cells, above the threshold, but
+    # the margins' definitions would hold about as many entries (4,096 for each of 78 sets): the cells' form stays.
+    fourier = [(COEFFICIENTS, s, "fourier") for r in range(3) for s in itertools.combinations(range(12), r)]
+    assert 79 * 4096 > consistency.DENSE_QUERY_ENTRIES and not fits_over_margins((2,) * 12, fourier)
+    for name in frontier.FRONTIER_TABLES:
+        table = tr.builtin_table(name)
+        for workload in frontier.WORKLOADS:
+            margins = frontier.workload_margins(table, workload)
+            for settings in ({}, {"delta": 1e-6}, {"delta": 1e-6, "neighbours": "replace"}):
+                plan = plan_at(table.shape, margins, 0.1, **settings)
+                if getattr(plan, "design", None) is not None:
+                    assert not fits_over_margins(table.shape, signature(plan)), (name, workload, settings)
+
+
+@pytest.mark.parametrize("zeros", [False, True])
+def test_a_fit_over_margins_is_the_fit_over_cells(monkeypatch, zeros):
+    """The same problem fitted both ways (the margins' form forced by a threshold of 0, the cells' form by one
+    above every problem): the same non-negative table of the same total, to a millionth of a count, refined and
+    not, with structural zeros too; and the same released table."""
+    from tabrelease import consistency, estimate
+    from tabrelease.pipeline import measure, run_plan
+
+    shape = (12, 10)
+    rng = np.random.default_rng(7)
+    counts = rng.poisson(3, shape) * (rng.random(shape) < 0.7)
+    structural = (np.arange(120).reshape(shape) % 17 == 0) if zeros else None
+    if zeros:
+        counts[structural] = 0
+    plan = plan_at(shape, [(0, 1)], 0.5, delta=1e-6)
+    measurements = measure(plan, counts, SimulationNoise(seed=11))
+    signature, values, weights, total = plan.estimator.prepared(measurements)
+    fits, released = {}, {}
+    for threshold in (0, 10**15):
+        monkeypatch.setattr(consistency, "DENSE_QUERY_ENTRIES", threshold)
+        problem = LeastSquaresProblem(shape, signature, structural)
+        assert (problem._qp.unknowns > 120) == (threshold == 0)
+        fits[threshold] = [problem.solve(values, weights, total)[0],
+                           np.add(*problem.fit(values, weights, total, refine=False))]
+        estimate._least_squares_problem.cache_clear()
+        released[threshold] = np.asarray(run_plan(plan, counts, SimulationNoise(seed=11)).table)
+    estimate._least_squares_problem.cache_clear()
+    for over_margins, over_cells in zip(fits[0], fits[10**15]):
+        assert over_margins.min() >= 0 and over_margins.sum() == pytest.approx(over_cells.sum(), abs=1e-6)
+        np.testing.assert_allclose(over_margins.ravel(), over_cells.ravel(), atol=1e-6)
+    if zeros:
+        assert np.all(fits[0][0][structural] == 0)
+    np.testing.assert_array_equal(released[0], released[10**15])

@@ -289,8 +289,10 @@ class _ResidualQP:
     per thread: a solver object is not thread-safe.
     """
 
-    def __init__(self, unknowns: int, A, equalities: int, inequalities: int):
+    def __init__(self, unknowns: int, A, equalities: int, inequalities: int, *, ridged: int | None = None):
         self.unknowns, self.A, self.equalities, self.inequalities = unknowns, A, equalities, inequalities
+        # The ridge's unknowns: the first `ridged` (the table's cells, not the margins `_over_margins` adds).
+        self.ridged = unknowns if ridged is None else ridged
         self._local = threading.local()
 
     def __getstate__(self):  # a plan travels to worker processes: the solvers stay behind
@@ -298,6 +300,7 @@ class _ResidualQP:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self.__dict__.setdefault("ridged", self.unknowns)
         self._local = threading.local()
 
     def _solver(self, weights: np.ndarray, b: np.ndarray, attempt: int = 0, ridge: float = 0.0):
@@ -306,8 +309,8 @@ class _ResidualQP:
         # diag(0, or the ridge, for the unknowns; weights for r), built as CSC directly.
         n = self.unknowns + len(weights)
         if ridge:
-            diagonal = np.arange(n)
-            values = np.concatenate([np.full(self.unknowns, float(ridge)), np.asarray(weights, float)])
+            diagonal = np.concatenate([np.arange(self.ridged), np.arange(self.unknowns, n)])
+            values = np.concatenate([np.full(self.ridged, float(ridge)), np.asarray(weights, float)])
         else:
             diagonal = np.arange(self.unknowns, n)
             values = np.asarray(weights, float)
@@ -373,6 +376,131 @@ class _ResidualQP:
         return self._solver(weights, b, attempt, ridge)  # a Clarabel without data updates: set up with b itself
 
 
+# Where a least-squares problem's coefficient blocks hold more entries than this over the table's cells (each
+# Efron-Stein coefficient is a dense row over every cell of its margin: a Gaussian plan's residual blocks of a 42 x 22
+# table, 861 rows over 924 cells, took 38-59 s a fit in scratch timings), the fit writes them over margins of the
+# table (`_over_margins`), where that holds a quarter of the entries or fewer (0.04 s a fit of that table, scratch).
+# Below it the cells' form stands: the fits of small problems, every frontier table's among them (a test checks),
+# are those the committed reports were computed with.
+DENSE_QUERY_ENTRIES = 2**18
+
+
+def _over_margins(domain: tuple[int, ...], blocks, operators) -> tuple[sp.SparseMatrix, sp.SparseMatrix] | None:
+    """The measured queries written over the table's cells w and its margins z (columns: w, then z_T for each proper
+    set T in the downward closure of the coefficient blocks' sets, smallest first), and the definitions of z as rows
+    M_T w - z_T (each to equal 0); None where `fits_over_margins` keeps the cells' form.
+
+    An Efron-Stein coefficient of the set S at x_S is sum over T in S of (-1)^|S - T| / prod_(j not in T) k_j times
+    the margin over T at x_T (`bases`: the same expansion the LP's constraints use, `_sparse_constraints`): 2^|S|
+    entries over margins, where over cells it has one per cell. A Fourier coefficient is a signed sum of its margin's
+    cells. Margin cells and the constant coefficient keep their rows over w. The fit is the same problem: z is
+    determined by w, and the objective reads only the queries' values.
+
+    Parameters
+    ----------
+    domain : tuple of int
+        The table's shape.
+    blocks : sequence of (str, tuple of int, str or None)
+        Each measured block's query kind, axes and basis kind.
+    operators : sequence of tabrelease._sparse.SparseMatrix
+        Each block's operator over the cells (`block_operator`), in the same order.
+
+    Returns
+    -------
+    tuple of (tabrelease._sparse.SparseMatrix, tabrelease._sparse.SparseMatrix) or None
+        The queries (rows as the operators', stacked) and the definitions, both over the columns (w, z).
+    """
+    from math import prod
+
+    if not fits_over_margins(domain, blocks):
+        return None
+    coefficient = [tuple(v) for q, v, _ in blocks if q != MARGIN_CELLS and v]
+    k = len(domain)
+    cells = prod(domain)
+    every = tuple(range(k))
+    sets = sorted({t for v in coefficient for r in range(len(v) + 1) for t in combinations(v, r)} - {every},
+                  key=lambda t: (len(t), t))
+    start, column = {every: 0}, cells  # the margin over every variable is w itself
+    for t in sets:
+        start[t] = column
+        column += prod(domain[j] for j in t)
+    values, rows, cols = [], [], []
+    row = 0
+    for (query, variables, kind), op in zip(blocks, operators):
+        if query == MARGIN_CELLS or not variables:
+            values.append(op.values), rows.append(op.row + row), cols.append(op.col)
+            row += op.shape[0]
+            continue
+        s = tuple(variables)
+        shape = tuple(domain[j] for j in s)
+        size = prod(shape)
+        coords = np.unravel_index(np.arange(size), shape)
+        if kind == FOURIER:
+            values.append((-1.0) ** np.sum(coords, axis=0) * 2.0 ** (-k / 2))
+            rows.append(np.full(size, row)), cols.append(start[s] + np.arange(size))
+            row += 1
+            continue
+        for r in range(len(s) + 1):
+            for t in combinations(s, r):
+                coefficient_of_t = (-1.0) ** (len(s) - len(t)) / prod(domain[j] for j in every if j not in t)
+                values.append(np.full(size, coefficient_of_t)), rows.append(row + np.arange(size))
+                cols.append(start[t] + _cells_of_sub_margin(coords, s, t, domain))
+        row += size
+    queries = sp.from_entries(np.concatenate(values), np.concatenate(rows), np.concatenate(cols), (row, column))
+    values, rows, cols = [], [], []
+    row = 0
+    cell_coords = np.unravel_index(np.arange(cells), domain)
+    for t in sets:
+        size = prod(domain[j] for j in t)
+        values += [np.ones(cells), np.full(size, -1.0)]
+        rows += [row + _cells_of_sub_margin(cell_coords, every, t, domain), row + np.arange(size)]
+        cols += [np.arange(cells), start[t] + np.arange(size)]
+        row += size
+    definitions = sp.from_entries(np.concatenate(values), np.concatenate(rows), np.concatenate(cols), (row, column))
+    return queries, definitions
+
+
+def fits_over_margins(domain, blocks) -> bool:
+    """Whether the least-squares fit of these measured blocks writes its queries over margins of the table
+    (`_over_margins`): where, counted from the blocks' sizes, the queries over the cells hold more than
+    `DENSE_QUERY_ENTRIES` entries and the margins' form a quarter of them or fewer.
+
+    Parameters
+    ----------
+    domain : sequence of int
+        The table's shape.
+    blocks : sequence of (str, tuple of int, str or None)
+        Each measured block's query kind, axes and basis kind.
+
+    Returns
+    -------
+    bool
+    """
+    from math import prod
+
+    domain = tuple(int(k) for k in domain)
+    cells = prod(domain)
+    coefficient = [tuple(v) for q, v, _ in blocks if q != MARGIN_CELLS and v]
+    if not coefficient or any(v != tuple(sorted(v)) for v in coefficient):
+        return False
+    direct = over_margins = 0
+    for query, variables, kind in blocks:
+        size = prod(domain[j] for j in variables)
+        if query == MARGIN_CELLS or not variables:
+            direct += cells
+            over_margins += cells
+        elif kind == FOURIER:
+            direct += cells
+            over_margins += size
+        else:  # an Efron-Stein block: a row over every cell per coefficient, or 2^|S| margin cells
+            direct += size * cells
+            over_margins += size * 2 ** len(variables)
+    every = tuple(range(len(domain)))
+    sets = {t for v in coefficient for r in range(len(v) + 1) for t in combinations(v, r)} - {every}
+    over_margins += sum(cells + prod(domain[j] for j in t) for t in sets)
+    return direct > DENSE_QUERY_ENTRIES and 4 * over_margins <= direct
+
+
 def _updatable(solver) -> bool:
     """Whether Clarabel can take a new b into this solver (a version with data updates, nothing presolved away)."""
     return getattr(solver, "update", None) is not None and solver.is_data_update_allowed()
@@ -402,18 +530,29 @@ class LeastSquaresProblem:
         if structural_zeros is not None:
             free = ~np.asarray(structural_zeros, bool).ravel()
         m = self._Q.shape[0]
-        # Variables x = (w, r) with r = Q w - y: the objective 1/2 r' diag(weights) r keeps the KKT system as
-        # sparse as Q (the dense Q'WQ made every interior-point step a dense factorisation).
+        # Variables x = (w, z, r) with r = Q w - y: the objective 1/2 r' diag(weights) r keeps the KKT system as
+        # sparse as Q (the dense Q'WQ made every interior-point step a dense factorisation). Where coefficient
+        # blocks make Q's rows dense, they are written over margins z of the table instead (`_over_margins`), with
+        # z = its margins of w as equalities; else z is empty and x = (w, r).
         # Clarabel's form: A x + s = b with s in cones: equalities (zero cone) first, then -w <= 0.
-        residual = sp.stack(1, [self._Q, -sp.identity(m)])
-        pad = lambda block: sp.stack(1, [block, sp.zeros((block.shape[0], m))])  # noqa: E731
+        over_margins = _over_margins(self.domain, self.blocks, operators)
+        if over_margins is None:
+            queries, definitions, aux = self._Q, sp.zeros((0, cells)), 0
+        else:
+            queries, definitions = over_margins
+            aux = queries.shape[1] - cells
+        residual = sp.stack(1, [queries, -sp.identity(m)])
+
+        def pad(block):  # to the columns (w, z, r)
+            return sp.stack(1, [block, sp.zeros((block.shape[0], cells + aux + m - block.shape[1]))])
+
         total = pad(sp.from_dense(np.ones((1, cells))))
         fixed = pad(sp.identity(cells)[~free])  # structural zeros: w = 0
         nonneg = pad(-sp.identity(cells)[free])
-        self._A = sp.stack(0, [residual, total, fixed, nonneg]).tocsc()
-        self._equalities = m + 1 + int((~free).sum())
+        self._A = sp.stack(0, [residual, total, fixed, pad(definitions), nonneg]).tocsc()
+        self._equalities = m + 1 + int((~free).sum()) + definitions.shape[0]
         self._inequalities = int(free.sum())
-        self._qp = _ResidualQP(cells, self._A, self._equalities, self._inequalities)
+        self._qp = _ResidualQP(cells + aux, self._A, self._equalities, self._inequalities, ridged=cells)
         self._cells, self._m = cells, m
         self._free = free
         # For the refinement: each block's operator times its integer scale (1 for margin cells, 2^(k/2) or

@@ -317,12 +317,14 @@ class LeastSquares(Estimator):
         return LeastSquares(None if plan.encoding is None else plan.encoding.structural_zeros(), refine=self.refine)
 
     def simulation_work(self, plan: MechanismPlan, table: np.ndarray) -> int:
-        """The table's cells, or more where the plan measures coefficient blocks: each coefficient is a dense row
-        over every cell, and R such rows over c cells cost the solver's factorisation about min(R, c)^2 max(R, c)
-        operations, counted here as that over `DENSE_WORK_PER_CELL` cells. A Gaussian plan's residual blocks of a
-        42 x 22 table (861 dense rows over 924 cells) took 48-59 s a fit, where the cells alone had counted it as a
-        fit of 924 cells, and the audit ran on after its charge for over 40 minutes (a new user's trial; 20 x 20
-        took 1.3 s and 30 x 22 3.9 s a fit in a scratch timing, 64,000 and 287,000 by this count).
+        """The table's cells, or more where the plan measures coefficient blocks that the fit keeps over the cells
+        (`consistency.fits_over_margins` says where it writes them over the table's margins instead, sparse rows:
+        then the cells): each coefficient is a dense row over every cell, and R such rows over c cells cost the
+        solver's factorisation about min(R, c)^2 max(R, c) operations, counted here as that over
+        `DENSE_WORK_PER_CELL` cells. Over its cells, a Gaussian plan's residual blocks of a 42 x 22 table (861 dense
+        rows over 924 cells) took 48-59 s a fit, where the cells alone had counted it as a fit of 924 cells, and the
+        audit ran on after its charge for over 40 minutes (a new user's trial; 20 x 20 took 1.3 s and 30 x 22 3.9 s
+        a fit in a scratch timing, 64,000 and 287,000 by this count).
 
         Parameters
         ----------
@@ -335,12 +337,16 @@ class LeastSquares(Estimator):
         """
         from math import prod
 
+        from .consistency import fits_over_margins
         from .measurements import MARGIN_CELLS
 
         cells = int(np.asarray(table).size)
         design = getattr(plan, "design", None)
         shape = tuple(np.asarray(table).shape)
         if design is None or len(shape) != len(plan.shape):  # an encoded plan's domain is not the table's
+            return cells
+        signature = [(b.query, tuple(b.variables), design.basis_kind) for b in design.blocks]
+        if fits_over_margins(shape, signature):  # its rows are sparse over the table's margins: a fit of its cells
             return cells
         rows = sum(prod(shape[a] - 1 for a in b.variables) for b in design.blocks if b.query != MARGIN_CELLS)
         return max(cells, min(rows, cells) ** 2 * max(rows, cells) // DENSE_WORK_PER_CELL)
