@@ -1315,19 +1315,20 @@ def test_dense_coefficient_blocks_count_as_the_work_they_are_and_a_release_too_c
         plan = plan_at(shape, [(0, 1)], 1.0, delta=delta) if delta else plan_at(shape, [(0, 1)], 1.0)
         return plan, plan.estimator.simulation_work(plan, np.zeros(shape))
 
-    # Residual blocks of a two-way table: the total (1 row), each variable's (d - 1), the interaction's
-    # (d1 - 1)(d2 - 1): 1 + 19 + 19 + 361 = 400 rows over 400 cells.
-    assert work((20, 20), 1e-6)[1] == 400 ** 3 // 1000
-    assert work((42, 22), 1e-6)[1] == 924  # over the table's margins: sparse rows
+    assert work((20, 20), 1e-6)[1] == 400  # over the table's margins: sparse rows
+    assert work((42, 22), 1e-6)[1] == 924
     assert work((42, 22), None)[1] == 924  # Laplace noise on the margin's cells: one sparse block
 
     def no_fit(*args, **kwargs):
         raise AssertionError("a run was fitted")
 
     monkeypatch.setattr(LeastSquaresProblem, "fit", no_fit)
-    # With the margins' form out of reach (its threshold above every problem), the 42 x 22 table's fit is over cells
-    # again, counted as such, and too costly to simulate.
+    # With the margins' form out of reach (its threshold above every problem), the fits are over cells again,
+    # counted as such. Residual blocks of a two-way table: the total (1 row), each variable's (d - 1), the
+    # interaction's (d1 - 1)(d2 - 1): 1 + 19 + 19 + 361 = 400 rows over 400 cells. The 42 x 22 table's is too costly
+    # to simulate.
     monkeypatch.setattr(consistency, "DENSE_QUERY_ENTRIES", 10**15)
+    assert work((20, 20), 1e-6)[1] == 400 ** 3 // 1000
     rows = 1 + 41 + 21 + 41 * 21
     plan, per_run = work((42, 22), 1e-6)
     assert per_run == min(rows, 924) ** 2 * max(rows, 924) // 1000

@@ -379,10 +379,11 @@ class _ResidualQP:
 # Where a least-squares problem's coefficient blocks hold more entries than this over the table's cells (each
 # Efron-Stein coefficient is a dense row over every cell of its margin: a Gaussian plan's residual blocks of a 42 x 22
 # table, 861 rows over 924 cells, took 38-59 s a fit in scratch timings), the fit writes them over margins of the
-# table (`_over_margins`), where that holds a quarter of the entries or fewer (0.04 s a fit of that table, scratch).
-# Below it the cells' form stands: the fits of small problems, every frontier table's among them (a test checks),
-# are those the committed reports were computed with.
-DENSE_QUERY_ENTRIES = 2**18
+# table (`_over_margins`), where that holds a quarter of the entries or fewer (0.04 s a fit of that table, scratch;
+# `benchmarks/bench_dense_residual_fit.py` times both forms). Below it the cells' form stands: the fits of small
+# problems, every frontier table's among them (at most 43,264 entries; a test checks), are those the committed
+# reports were computed with.
+DENSE_QUERY_ENTRIES = 2**16
 
 
 def _over_margins(domain: tuple[int, ...], blocks, operators) -> tuple[sp.SparseMatrix, sp.SparseMatrix] | None:
@@ -849,13 +850,7 @@ class LocalLeastSquaresProblem:
         rows = []
         for query, variables, kind in blocks:
             lift = self._lift[tuple(variables)]
-            if query == "margin_cells":
-                rows.append(lift)
-            else:
-                from .bases import coefficient_basis
-
-                basis = coefficient_basis(kind, self.shape, [tuple(variables)])
-                rows.append(sp.from_dense(basis.analysis[basis.closure.index(tuple(variables))]) @ lift)
+            rows.append(lift if query == "margin_cells" else self.coefficient_rows(tuple(variables), kind))
         self._Q = sp.stack(0, rows)
         m = self._Q.shape[0]
         nonneg = sp.stack(0, [-self._lift[g] for g in self.generators])
@@ -864,6 +859,42 @@ class LocalLeastSquaresProblem:
         self._A = sp.stack(0, [sp.stack(1, [self._Q, -sp.identity(m)]), pad(pin), pad(nonneg)]).tocsc()
         self._m, self._inequalities = m, nonneg.shape[0]
         self._qp = _ResidualQP(self._p, self._A, m + 1, self._inequalities)
+
+    def coefficient_rows(self, s: Margin, kind: str) -> sp.SparseMatrix:
+        """The sparse map from the residuals theta to the coefficients of the set `s` (`bases`: the analysis of the
+        margin over `s`, applied to its lift). Only theta_s enters: each lower set's term in the margin is constant
+        along some axis of `s`, which the analysis's factor for that axis annihilates (I - J/k_j, or [1, -1]); so the
+        map is the Kronecker product over `s`'s axes of the analysis factor times C_j, times the basis's scale
+        (1 / prod of the other axes' levels, or 2^(-k/2)), at theta_s's columns. The product of the dense analysis
+        with the lift, the same map in exact arithmetic, left rounding residue in every column of the lower sets'
+        (a Gaussian plan's fit of a 100 x 50 table took 146 s, a scratch profile).
+
+        Parameters
+        ----------
+        s : tuple of int
+            A set of the closure (sorted axes).
+        kind : str
+            The coefficient basis (``FOURIER`` or Efron-Stein).
+
+        Returns
+        -------
+        tabrelease._sparse.SparseMatrix
+            Shape (the block's coefficients, the number of residuals).
+        """
+        k = len(self.shape)
+        if kind == FOURIER:
+            scale = 2.0 ** (-k / 2)
+        else:
+            scale = 1.0 / float(np.prod([self.shape[j] for j in range(k) if j not in s]))
+        block = sp.from_dense(np.full((1, 1), scale))
+        for j in s:
+            k_j = self.shape[j]
+            contrast = np.vstack([np.eye(k_j - 1), -np.ones((1, k_j - 1))])
+            analysis = np.array([[1.0, -1.0]]) if kind == FOURIER else np.eye(k_j) - 1.0 / k_j
+            factor = analysis @ contrast
+            factor[np.abs(factor) < 1e-12] = 0.0  # in exact arithmetic: C_j itself (Efron-Stein), or [2] (Fourier)
+            block = sp.kron(block, sp.from_dense(factor))
+        return sp.from_entries(block.values, block.row, block.col + self._offsets[s], (block.shape[0], self._p))
 
     def lift(self, a: Margin) -> sp.SparseMatrix:
         """The sparse map from the residuals theta to the margin over `a` (its cells in C order).
