@@ -140,6 +140,16 @@ CLI_CASES = [
     ("microdata with a header and no rows", _csv("cyl,gear\n"),
      ["release", "t.csv", "--microdata", "--margins", "[cyl,gear]", "--epsilon", "1", "--simulate", "--out", "o"],
      "variable 'cyl' has no values: the data have no rows"),
+    # A long table read with --microdata was released as row counts (vcd's Suicide: n = 90 for 53,182 people).
+    ("a long table read as microdata", _csv("sex,method,count\nf,a,10\nf,b,3\nm,a,7\nm,b,0\n"),
+     ["release", "t.csv", "--microdata", "--variables", "sex,method", "--margins", "[sex,method]", "--epsilon", "1",
+      "--out", "o"],
+     "t.csv has a column 'count': with --microdata each row is one person and 'count' would be ignored. A long "
+     "table (one row per cell, with its count)? Drop --microdata"),
+    ("a long table read as microdata, every column", _csv("sex,method,n\nf,a,10\nf,b,3\nm,a,7\nm,b,0\n"),
+     ["release", "t.csv", "--microdata", "--count-column", "n", "--margins", "[sex,method]", "--epsilon", "1",
+      "--simulate", "--out", "o"],
+     "t.csv has a column 'n': with --microdata each row is one person and 'n' would be counted as a variable"),
     ("a long table with a quote not closed", _csv('A,B,count\n0,0,3\n0,1,1\n"1,0,2\n1,1,4\n'),
      ["release", "t.csv", "--margins", "[A][B]", "--epsilon", "1", "--simulate", "--out", "o"],
      "t.csv: data row 3 has 1 fields where the header has 3 (is the separator ',' right, and every quote closed?)"),

@@ -837,8 +837,11 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
         if sparse:
             raise TabreleaseError("--sparse is for long tables with a count column; microdata have no cells to list")
         variables = variables or (declared.variables if declared else None)
+        _refuse_a_count_column(source, variables, count_column, csv_options)
         table = read_microdata(source, variables, levels=levels, csv_options=csv_options, engine=engine,
                                scheduler=scheduler)
+        if variables is None and count_column in getattr(table, "variables", ()):  # a workbook, read whole
+            raise _count_column_in_microdata(source, count_column, counted=True)
     else:
         if engine is not None or scheduler is not None:
             raise TabreleaseError("--engine and --scheduler choose how microdata are counted: add --microdata")
@@ -847,6 +850,31 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
         table = load_table(source, count_column, complete=not sparse, levels=levels, csv_options=csv_options)
     table = table if declared is None else with_declared_metadata(table, declared)
     return _with_source_file(table, source, None if csv_options is None else csv_options.sheet)
+
+
+def _count_column_in_microdata(source, count_column: str, *, counted: bool) -> TabreleaseError:
+    fate = "counted as a variable" if counted else "ignored"
+    return TabreleaseError(f"{Path(source).name} has a column {count_column!r}: with --microdata each row is one "
+                           f"person and {count_column!r} would be {fate}. A long table (one row per cell, with its "
+                           "count)? Drop --microdata. Microdata with a variable of that name? Rename the column")
+
+
+def _refuse_a_count_column(source, variables, count_column: str, csv_options) -> None:
+    """Refuse microdata whose CSV or Parquet file has a column named as a long table's count column, unless the
+    variables named include it: a long table read with --microdata is released as row counts (one per cell), and
+    no later check can tell (a new user's release of vcd's Suicide table gave n = 90 for 53,182 people). Only the
+    header is read; a workbook is checked once it is read (`load_input`), where every column is counted."""
+    from .aggregation import RecordFile, _file_columns
+
+    if not isinstance(source, (str, os.PathLike)) or (isinstance(source, str) and source in BUILTIN_TABLES):
+        return
+    path = _regular_file(source)
+    if path.suffix.lower() not in (".parquet", ".csv", ".txt", ".tsv"):
+        return
+    if variables is not None and count_column in [str(v) for v in variables]:
+        return
+    if count_column in _file_columns(RecordFile(path=path, variables=(), csv=csv_options)):
+        raise _count_column_in_microdata(source, count_column, counted=variables is None)
 
 
 def _with_source_file(table, source, sheet: str | None):
