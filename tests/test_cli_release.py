@@ -83,6 +83,23 @@ def test_simulation_is_reproducible_and_labelled(capsys, tmp_path):
     assert rel["noise"]["mode"] == "simulation" and any("do not publish" in w for w in rel["warnings"])
 
 
+def test_a_release_at_a_large_epsilon_says_its_guarantee_is_weak(capsys, tmp_path):
+    """A new user's release at epsilon 300 was every margin exact and said "warnings: none". Past epsilon 10 the
+    terminal and release.json say the guarantee is weak, with e^epsilon (e^300 computed here by Python's own
+    exponent); at 10 they do not."""
+    import math
+
+    for epsilon, weak in ((10, False), (10.5, True), (300, True)):
+        out = tmp_path / f"e{epsilon}"
+        code, stdout, _ = run_cli(capsys, "release", "czech", "--epsilon", epsilon, "--simulate", "--seed", "1",
+                                  "--out", out)
+        warnings = json.loads((out / "public" / "release.json").read_text())["warnings"]
+        assert code == 0
+        assert any(w.startswith(f"epsilon {epsilon:g} is a weak guarantee") for w in warnings) is weak
+        assert ("is a weak guarantee" in stdout) is weak
+    assert f"({math.exp(300):.3g})" in stdout
+
+
 def test_paper_calibration_says_epsilon_does_not_hold(capsys, tmp_path):
     code, stdout, _ = run_cli(capsys, "release", "journey_to_work", "--epsilon", "1", "--calibration", "paper",
                               "--mechanism", "auto", "--out", tmp_path / "p")

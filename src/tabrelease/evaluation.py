@@ -6,6 +6,7 @@ public bundle.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -373,6 +374,29 @@ def _margin_for(generator: Margin, release: Release) -> np.ndarray:
 
 
 # What a release and its audit must say to the publisher (reports.py re-exports these; the workflow reads them).
+# Past this epsilon a release is flagged: the guarantee lets one record multiply the probability of an output by up
+# to e^epsilon (e^10 is about 22,000), which bounds little that a reader can use. A new user's release at epsilon 300
+# was every margin exact, and said "warnings: none".
+WEAK_EPSILON = 10.0
+
+
+def weak_epsilon_warning(epsilon: float) -> str:
+    """The warning of a release or plan at an epsilon above `WEAK_EPSILON`.
+
+    Parameters
+    ----------
+    epsilon : float
+        The epsilon asked for.
+
+    Returns
+    -------
+    str
+    """
+    factor = f"{math.exp(epsilon):.3g}" if epsilon < 709 else "beyond floating point"
+    return (f"epsilon {epsilon:g} is a weak guarantee: one record may change the probability of an output by a "
+            f"factor of up to e^{epsilon:g} ({factor}); the released values may be close to exact")
+
+
 def release_warnings(release: Release) -> list[str]:
     """What a reader of the release must know before using it. Parameters and DP output only: public.
 
@@ -398,6 +422,8 @@ def release_warnings(release: Release) -> list[str]:
             f"the stated epsilon {release.noise.epsilon:g} does not hold: the noise gives epsilon "
             f"{release.noise.epsilon_actual:.6g} for the exact sensitivity"
         )
+    if release.noise.epsilon is not None and release.noise.epsilon > WEAK_EPSILON:
+        out.append(weak_epsilon_warning(release.noise.epsilon))
     # Every other note is a function of the plan and the DP output: public. The paper-calibration note
     # repeats what the lines above say.
     out += [n for n in release.notes if not n.startswith("paper calibration")]
