@@ -412,3 +412,23 @@ def test_a_left_over_copy_is_refused_whatever_is_done_to_its_anchor_and_says_so_
         charged(copy)
     assert [r["kind"] for r in json_module.loads(ledger.read_text())["records"]] == (
         ["budget"] if version == 2 else [])  # the ledger itself was never charged
+
+
+def test_each_made_release_carries_its_warnings_as_release_does(folder, capsys):
+    """A new user's batch summary said "made" where `release` would have printed the release's warnings ("unfit to
+    publish as it stands", simulation mode). Each made step now carries them, in the text and the JSON, exactly as
+    its own release.json holds them."""
+    first_three = SPEC.split("[[releases]]\ndataset = \"households\"\nmargins = \"[asian")[0]
+    (folder / "three.toml").write_text(first_three)
+    code, out, _ = run(capsys, "batch", folder / "three.toml", "--json")
+    steps = json.loads(out)["releases"]
+    assert code == 0 and [s["status"] for s in steps] == ["made"] * 3
+    for step in steps:
+        published = json.loads((folder / step["out"] / "public" / "release.json").read_text())["warnings"]
+        assert step["warnings"] == published and any("do not publish" in w for w in published)
+    for name in ("out/households-1", "out/czech-1", "out/housing-1"):
+        shutil.rmtree(folder / name)
+    init_ledger(folder / "ledger2.json")
+    (folder / "three.toml").write_text(first_three.replace('"ledger.json"', '"ledger2.json"'))
+    code, out, _ = run(capsys, "batch", folder / "three.toml")
+    assert code == 0 and out.count("     WARNING: made in simulation mode") == 3

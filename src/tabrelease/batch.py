@@ -158,6 +158,8 @@ class Step:
     # The guarantee the release has (or would have), in words: `epsilon` is the setting asked for, which a public
     # total turns into twice it for replace neighbours.
     guarantee: str = ""
+    # A made release's warnings, as `release` prints them and release.json holds them (none before it is made).
+    warnings: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
         """The step as plain data (for JSON): every field, the release's number as `release`.
@@ -171,7 +173,7 @@ class Step:
                 "expected_l1": dict(self.expected_l1),
                 "epsilon_spent_after": self.epsilon_spent_after, "epsilon_budget": self.epsilon_budget,
                 "status": self.status, "reason": self.reason, "exit_status": self.exit_status,
-                "guarantee": self.guarantee}
+                "guarantee": self.guarantee, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -648,7 +650,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             steps.append(Step(**step, status="not attempted"))
             continue
         try:
-            publish_release(table, r.spec, r.out, account=r.account(spec.ledger))
+            published = publish_release(table, r.spec, r.out, account=r.account(spec.ledger))
         except ChargedReleaseFailed as exc:  # not a refusal: its budget is spent (an interrupt ends up here too)
             stopped = True
             steps.append(Step(**step, status=FAILED_AFTER_CHARGE, reason=str(exc)))
@@ -659,5 +661,5 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             continue
         status = budget_status(spec.ledger, r.dataset)
         steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,
-                          status="made"))
+                          status="made", warnings=tuple(published.warnings)))
     return BatchResult(spec.path, False, tuple(steps), tuple(said))

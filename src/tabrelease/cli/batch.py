@@ -72,6 +72,8 @@ def run(args) -> int:
                 print(f"     expected L1: {errors}")
             if step.reason:
                 print(f"     why: {step.reason}")
+            for warning in step.warnings:
+                print(f"     WARNING: {warning}")
     failed = result.charged_failure
     if failed is not None:  # charged, not published: as `release` says it (exit 4), after the summary
         import sys
