@@ -249,6 +249,18 @@ def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
     assert "an upper figure" not in capsys.readouterr().out
     assert main(["plan", "czech"]) == 2
     assert "give --epsilon (the errors it gives) or --target-l1" in capsys.readouterr().err
+    # A target met at the smallest epsilon a release takes: the search stops there, and says so (a new user read the
+    # figure as the epsilon the target needs), as it says "beyond" the largest.
+    assert "at most 1e-06" not in words
+    assert main(["plan", "czech", "--target-l1", "1e12"]) == 0
+    words = capsys.readouterr().out
+    assert "all margins at once: epsilon at most 1e-06" in words
+    assert "at most 1e-06: the smallest epsilon a release takes meets the target" in words
+    assert main(["plan", "czech", "--target-l1", "1e12", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["epsilon_needed_for_all"] == pytest.approx(1e-6)
+    assert any(n.startswith("a margin's epsilon_needed of 1e-06 is the smallest a release takes") for n in
+               printed["notes"])
 
 
 @pytest.mark.unit

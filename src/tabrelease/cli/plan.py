@@ -14,7 +14,20 @@ from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, loa
 PLAN_SETTINGS = ("delta", "neighbours", "margins", "public_total", "plan_objective", "plan_candidates")
 UPPER_FIGURE = ("an upper figure: --reference TABLE (a public table like this one: an old census, a synthetic one) "
                 "gives the epsilon of the fitted, rounded release, which non-negativity lowers on sparse or small "
-                "tables")
+                "tables, and rounding to counts where the noise is small")
+
+
+def _at_the_floor(epsilon: float | None) -> bool:
+    """Whether the search for the epsilon a target needs stopped at the smallest a release takes."""
+    return epsilon is not None and epsilon <= EPSILON_RANGE[0] * (1 + 1e-9)
+
+
+def _shown(epsilon: float | None) -> str:
+    """An epsilon a target needs, as the terminal shows it: "beyond" the largest a release takes, "at most" the
+    smallest (the search stops at both), else the value."""
+    if epsilon is None:
+        return f"beyond {EPSILON_RANGE[1]:g}"
+    return f"at most {EPSILON_RANGE[0]:g}" if _at_the_floor(epsilon) else f"{epsilon:.4g}"
 
 
 def register(subparsers) -> None:
@@ -73,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
             if overall is None:  # null in `epsilon_needed`: said, as the terminal says "beyond"
                 notes.append(f"a margin's epsilon_needed is null where the target is beyond reach at epsilon "
                              f"{EPSILON_RANGE[1]:g}, the largest a release takes")
+            if any(_at_the_floor(e) for e in needed.values()):  # as the terminal says "at most"
+                notes.append(f"a margin's epsilon_needed of {EPSILON_RANGE[0]:g} is the smallest a release takes: "
+                             "the target is met there, and perhaps at less")
             _print_json(table, spec, "epsilon_for_target", rows, reference is not None, notes=notes,
                         target_l1=args.target_l1, epsilon_needed_for_all=overall)
             return 0
@@ -82,10 +98,11 @@ def run(args: argparse.Namespace) -> int:
               f"({spec.mechanism_name} mechanism; {how})")
         width = max(12, *(len(r["margin"]) for r in rows))
         for r in rows:
-            shown = f"beyond {EPSILON_RANGE[1]:g}" if r["epsilon_needed"] is None else f"{r['epsilon_needed']:.4g}"
-            print(f"{r['margin']:<{width}} {shown:>12}")
-        needed = f"beyond {EPSILON_RANGE[1]:g}" if overall is None else f"{overall:.4g}"
-        print(f"all margins at once: epsilon {needed} (the plan is made for all of them together)")
+            print(f"{r['margin']:<{width}} {_shown(r['epsilon_needed']):>12}")
+        print(f"all margins at once: epsilon {_shown(overall)} (the plan is made for all of them together)")
+        if any(_at_the_floor(e) for e in needed.values()):
+            print(f"at most {EPSILON_RANGE[0]:g}: the smallest epsilon a release takes meets the target (and perhaps "
+                  "less would)")
         if reference is None:  # where the fit's non-negativity helps (sparse tables), the figure overspends
             print(UPPER_FIGURE)
         return 0
