@@ -92,6 +92,10 @@ def test_report_numbers_come_from_the_rows(runs, tmp_path):
         assert row["planned / paper-lp"] == pytest.approx(expected, abs=5e-4)
     report = (out / "report.md").read_text()
     assert f"{ratios.iloc[0, 3]:.3f}" in report and "![edwards](edwards.svg)" in report
+    assert "paper model (workload `model`) and every two-way margin (`all-2-way`)." in report
+    # The header names the workloads the run has (a new user's run of the model alone was said to have both).
+    only = frontier.write_frontier(tmp_path / "m", runs[runs.workload == frontier.MODEL], seconds=1.0, command="t")
+    assert "paper model (workload `model`). Every number" in (only / "report.md").read_text()
     assert "![edwards-all-2-way](edwards-all-2-way.svg)" in report and (out / "edwards-all-2-way.svg").exists()
     # The planned release against the best central-DP strategy at each point, recounted with plain pandas.
     central = [n for n in ON_EDWARDS if frontier.strategy(n).guarantee == "central epsilon-DP"]

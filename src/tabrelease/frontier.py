@@ -581,6 +581,12 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path, workload: str = MO
     write_text_atomic(path, svg)
 
 
+def _workloads_in_words(summary: pd.DataFrame) -> str:
+    """The workloads the run has, in words, in the order of its rows (the report's header said both whatever ran)."""
+    words = {MODEL: "each table's paper model (workload `model`)", ALL_TWO_WAY: "every two-way margin (`all-2-way`)"}
+    return " and ".join(words.get(w, f"workload `{w}`") for w in dict.fromkeys(summary["workload"]))
+
+
 def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, command: str) -> Path:
     """runs.csv, summary.csv, ratios.csv, one figure per table and report.md, all from `runs`.
 
@@ -615,9 +621,8 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
         "# The frontier: error against epsilon, by release strategy",
         "",
         f"Made by `{command}` in {seconds:.0f} s; simulation-mode noise (seeded, master seed "
-        f"{int(runs.attrs.get('master_seed', MASTER_SEED))}), exact calibration, add-remove neighbours, each "
-        "table's paper model (workload `model`) and every two-way margin (`all-2-way`). Every number below is "
-        "computed from `runs.csv`."
+        f"{int(runs.attrs.get('master_seed', MASTER_SEED))}), exact calibration, add-remove neighbours, "
+        f"{_workloads_in_words(summary)}. Every number below is computed from `runs.csv`."
         + (f" The rows of {', '.join(runs.attrs['kept'])} were kept from the run before in the same folder (the same "
            "seeds: a strategy's draws do not depend on which others run); the others were run by this command."
            if runs.attrs.get("kept") else ""),
