@@ -142,6 +142,13 @@ def test_a_large_released_total_is_written_whole_on_the_audit_page(tmp_path):
     page = (out / "internal" / "audit.html").read_text()
     text = page.split("<svg")[0]  # the page's text before the figures
     assert "e+0" not in text and re.search(r"n&#39; = \d{9}", text) and re.search(r"→ \d{9}", text)
+    # The change in the total reads the same in the box and in "What the release did" (a new user saw "+0.015%"
+    # beside "over by 8 (0.0%)").
+    audit = json.loads((out / "internal" / "audit.json").read_text())["evaluation"]
+    change = audit["n_released"] - audit["n"]
+    assert change != 0 and abs(change) / audit["n"] < 5e-4  # where one decimal of a percent would read 0.0%
+    percent = 100 * abs(change) / audit["n"]
+    assert f"by {_count_text(abs(change))} ({percent:.2g}%)" in text and "(0.0%)" not in text
 
 
 def test_the_page_describes_the_varied_total_only_where_the_audit_simulated_it(tmp_path):

@@ -632,7 +632,7 @@ coefficients) in coefficient units.</p>
     released, off = _count_text(n_released), _count_text(abs(n_released - n))
     stated = ("so the release states the population's size exactly" if n_released == n else
               f"so the release states the population's size {direction} by {off} "
-              f"({100 * abs(n_released - n) / max(n, 1):.1f}%)")
+              f"({_percent_change(abs(n_released - n), n).lstrip('+')})")  # as the at-a-glance box says it
     out.append(f"""<table>
 <tr><th>sample size n → n'</th><td>{t(n)} → {released}: the released margins sum to {released} people \
 where the table has {t(n)}, {stated}.</td></tr>
