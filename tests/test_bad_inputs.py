@@ -126,7 +126,8 @@ CLI_CASES = [
     ("negative count", _csv(GOOD.replace("0,0,3", "0,0,-3")), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
      "a negative count in column 'count' (data row 1)"),
     ("fractional count", _csv(GOOD.replace("0,0,3", "0,0,2.5")), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
-     "a fractional count in column 'count' (data row 1)"),
+     "a fractional count in column 'count' (data row 1): counts are whole numbers (one written with a thousands "
+     "mark, as 1.286 for 1286? give --thousands)"),
     ("text count", _csv(GOOD.replace("0,0,3", "0,0,many")), ["fit", "t.csv"],
      "the count in column 'count' (data row 1) is not a number"),
     ("missing count", _csv(GOOD.replace("0,1,1", "0,1,")), ["fit", "t.csv", "--model", "[A]"],
@@ -165,6 +166,9 @@ CLI_CASES = [
     # side files (levels, metadata, batch specs): read whole, so pipes, devices and huge files are refused first
     ("a level listed twice in a levels file", _with_table("lv.json", _text('{"A": ["0", "1", "0"], "B": ["0", "1"]}')),
      [*FIT_T, "--levels", "lv.json"], "the levels file lv.json: variable 'A' lists the level '0' twice"),
+    ("a levels file that is not JSON", _with_table("lv.json", _text('{"A": ["0", "1"] "B": ["0", "1"]}')),
+     [*FIT_T, "--levels", "lv.json"],
+     "the levels file lv.json is not valid JSON (Expecting ',' delimiter at line 1, column 18)"),
     ("a deeply nested levels file", _with_table("lv.json", _text(DEEP_JSON)), [*FIT_T, "--levels", "lv.json"],
      "the levels file lv.json nests too deeply to read"),
     ("a deeply nested metadata file", _with_table("meta.json", _text(DEEP_JSON)), [*FIT_T, "--metadata", "meta.json"],

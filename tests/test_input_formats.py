@@ -177,7 +177,7 @@ def test_an_xlsx_table_with_blank_trailing_rows_and_columns_equals_the_clean_csv
     from tabrelease.tables import load_table
 
     _same_table(load_table(path, csv_options=CsvOptions(sheet="counts")), expected)
-    with pytest.raises(TabreleaseError, match="has no sheet 'nope'"):
+    with pytest.raises(TabreleaseError, match=r"has no sheet 'nope'; its sheets are \['notes', 'counts'\]"):
         load_table(path, csv_options=CsvOptions(sheet="nope"))
 
 

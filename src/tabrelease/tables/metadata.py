@@ -142,7 +142,10 @@ def _read_side_json(path, what: str, encoding: str = "utf-8"):
     data = read_side_file(path, what)
     try:
         return json.loads(data.decode(encoding))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except json.JSONDecodeError as exc:  # where, and what the parser wanted: never the text itself
+        raise TabreleaseError(f"the {what} {path} is not valid JSON ({exc.msg} at line {exc.lineno}, column "
+                              f"{exc.colno})") from None
+    except UnicodeDecodeError:
         raise TabreleaseError(f"the {what} {path} is not valid JSON") from None
     except RecursionError:
         raise TabreleaseError(f"the {what} {path} nests too deeply to read (thousands of brackets inside each "

@@ -94,7 +94,9 @@ def _parse_counts(raw: pd.Series, count_column: str) -> np.ndarray:
         if number < 0:
             raise TabreleaseError(f"a negative count {where}")
         if number != number.to_integral_value():
-            raise TabreleaseError(f"a fractional count {where}")
+            # A thousands mark read as a decimal one (1.286 for 1286) is the common cause: named, never the value.
+            raise TabreleaseError(f"a fractional count {where}: counts are whole numbers (one written with a "
+                                  "thousands mark, as 1.286 for 1286? give --thousands)")
         if number > MAX_COUNT:  # compared before int(): 1e999999999 would take minutes to turn into an integer
             raise TabreleaseError(f"the count {where} is too large (above 2^63 - 1)")
         values.append(int(number))
@@ -585,6 +587,20 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
     return frame
 
 
+def _sheet_names(path: Path) -> list[str] | str:
+    """The workbook's sheet names (its structure, not its data), or a word where they cannot be read."""
+    try:
+        import openpyxl
+
+        book = openpyxl.load_workbook(path, read_only=True)
+        try:
+            return list(book.sheetnames)
+        finally:
+            book.close()
+    except Exception:  # noqa: BLE001 - the refusal stands whatever stops the names being read
+        return "unreadable"
+
+
 def read_xlsx_frame(path: str | Path, sheet: str | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every cell of one sheet of an .xlsx workbook as text (the first sheet unless named), with blank trailing rows
     and columns dropped as in a CSV file. Needs openpyxl (the `excel` extra).
@@ -621,7 +637,7 @@ def read_xlsx_frame(path: str | Path, sheet: str | None = None, columns: Sequenc
                             engine="openpyxl")
     except ValueError as exc:
         if sheet is not None and "not found" in str(exc):
-            raise TabreleaseError(f"{path} has no sheet {sheet!r}") from None
+            raise TabreleaseError(f"{path} has no sheet {sheet!r}; its sheets are {_sheet_names(path)}") from None
         raise TabreleaseError(f"cannot read {path} as an .xlsx workbook") from None
     except Exception as exc:  # zip and XML errors have no common base: any failure to read is one line
         raise TabreleaseError(f"cannot read {path} as an .xlsx workbook ({type(exc).__name__})") from None
