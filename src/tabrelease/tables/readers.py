@@ -193,8 +193,9 @@ def table_from_frame(
         # Which cells are missing is not said: a cell left out of a full listing is most often an empty one, and an
         # error message says nothing of the confidential counts.
         raise TabreleaseError(
-            f"the long table lists {len(frame)} of {cells} cells ({missing} missing); list every cell, zeros "
-            "included, or say the table is sparse (--sparse, complete=False)"
+            f"the long table lists {len(frame)} of {cells} cells ({missing} missing); "
+            f"{_sparse_level(keys, variables, level_lists, levels, cells)}list every cell, zeros included, or say the "
+            "table is sparse (--sparse, complete=False)"
         )
     array = np.zeros(shape, dtype=np.int64)
     array[index] = counts
@@ -202,6 +203,28 @@ def table_from_frame(
     if not complete and not _all_declared(variables, levels):
         metadata.update(_undeclared(variables, levels))  # a level nobody has would be missing from the schema
     return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
+
+
+def _sparse_level(keys, variables, level_lists, levels, cells: int) -> str:
+    """Where a full listing misses cells, a variable (of those whose levels were read from the data) with two levels
+    that split one level's full listing between them (their rows add up to a full listing's for one level, and no
+    cell of the others is listed under both), said before the usual advice: a misspelt level (one "hang" written
+    "hnag") makes a level of its own, whose cells are then missing under both, and --sparse would publish both (a new
+    user's trial). The rows of a long table are its cells, listed: no count enters, and no level is named."""
+    for variable, found in zip(variables, level_lists):
+        if levels is not None and variable in levels:
+            continue
+        full = cells // len(found)  # rows per level in a full listing
+        rows = keys[variable].value_counts()
+        others = [v for v in variables if v != variable]
+        for small, few in rows[rows < full].sort_values().items():
+            for partner, many in rows[(rows == full - few) & (rows.index != small)].items():
+                cells_of = [set(map(tuple, keys.loc[keys[variable] == level, others].to_numpy().tolist()))
+                            for level in (small, partner)]
+                if not cells_of[0] & cells_of[1]:
+                    return (f"{variable!r} has two levels whose rows together make one level's full listing ({few} "
+                            f"and {many} of {full}: a misspelt level? declare the levels with --levels); else ")
+    return ""
 
 
 def _undeclared(variables, levels) -> dict:
