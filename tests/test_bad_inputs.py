@@ -50,6 +50,11 @@ def _real_ledger(d):
     init_ledger(d / "L.json")  # keyed by $TABRELEASE_LEDGER_KEY: the ledger file and its anchor
 
 
+def _read_only_ledger(d):
+    _real_ledger(d)
+    (d / "L.json").chmod(0o400)
+
+
 # A release in release mode (secure noise) charged to a real ledger: each case must refuse before the charge, so the
 # ledger is left byte for byte (these had been charged, then failed; found by a new user's trial of every option).
 CHARGED = ["--ledger", "L.json", "--out", "o"]
@@ -264,6 +269,10 @@ CLI_CASES = [
      ["release", "edwards", "--epsilon", "1", "--mechanism", "sensitive-attributes", "--neighbours", "replace",
       "--sensitive", "A", "--estimator", "local-least-squares", *CHARGED],
      "the local-least-squares estimator takes only the total as exact"),
+    # A ledger its owner made read-only was charged anyway (the rename replaced it, 0600 again): a new user's trial.
+    ("a read-only ledger", _read_only_ledger, ["release", "titanic", "--epsilon", "1", *CHARGED],
+     "L.json is read-only (its owner may not write it): make it writable to charge it or set a budget; nothing is "
+     "spent or set"),
     ("an epsilon past e^epsilon's range", _real_ledger, ["release", "titanic", "--epsilon", "800", *CHARGED],
      "a release's epsilon must lie between 1e-06 and 700, not 800.0"),
     ("an epsilon past a float's arithmetic", _real_ledger, ["release", "titanic", "--epsilon", "1e-7", *CHARGED],

@@ -595,3 +595,49 @@ def test_a_dataset_of_several_tables_is_noted_with_the_everyday_reason_first(tmp
     assert main(["ledger", str(ledger)]) == 0
     note = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("NOTE: czech"))
     assert note.startswith("NOTE: czech was released from 2 different tables (other columns or levels of its data,")
+
+
+def test_a_ledger_its_owner_or_its_folder_forbids_writing_is_refused_before_any_write(tmp_path, monkeypatch):
+    """A ledger made read-only (chmod 400) was charged anyway: the rename replaced it and it came back 0600. An anchor
+    that could not be opened for permissions was refused as a failed verification (exit 6), and a folder that could
+    not take the new file named the temporary file (a new user's trial). Each is now refused before anything is
+    written, in one plain line (exit 2): the ledger byte for byte as it was, and its mode too."""
+    import stat
+
+    from tabrelease import ledger as ledger_module
+    from tabrelease.ledger import anchor_path
+
+    table = builtin_table("czech")
+    path = new_ledger(tmp_path)
+    before = path.read_bytes()
+    path.chmod(0o400)
+    with pytest.raises(TabreleaseError, match="is read-only \\(its owner may not write it\\)") as refused:
+        release_charge(path, table)
+    assert type(refused.value) is TabreleaseError and refused.value.exit_status == 2
+    with pytest.raises(TabreleaseError, match="is read-only"):
+        set_budget(path, "czech", 1.0)
+    assert path.read_bytes() == before and stat.S_IMODE(path.stat().st_mode) == 0o400
+    path.chmod(0o600)
+    # The folder and the anchor: permissions the test's user (root, in CI) may override, so the system's answers
+    # are stood in for.
+    real_access = os.access
+    monkeypatch.setattr(ledger_module.os, "access", lambda p, mode, **kw: False if os.fspath(p) == os.fspath(
+        path.parent) else real_access(p, mode, **kw))
+    with pytest.raises(TabreleaseError, match=f"its folder {tmp_path} is not writable; nothing is spent or set"):
+        release_charge(path, table)
+    monkeypatch.setattr(ledger_module.os, "access", real_access)
+    real_open = os.open
+
+    def no_anchor(p, flags, *args, **kwargs):
+        if os.fspath(p) == os.fspath(anchor_path(path)) and flags & os.O_WRONLY:
+            raise PermissionError(13, "Permission denied")
+        return real_open(p, flags, *args, **kwargs)
+
+    monkeypatch.setattr(ledger_module.os, "open", no_anchor)
+    with pytest.raises(TabreleaseError, match="cannot append to the ledger's anchor .*: permission denied") as refused:
+        release_charge(path, table)
+    assert not isinstance(refused.value, LedgerIntegrityError) and refused.value.exit_status == 2
+    monkeypatch.setattr(ledger_module.os, "open", real_open)
+    assert path.read_bytes() == before
+    release_charge(path, table)  # writable again: charged
+    assert path.read_bytes() != before

@@ -501,6 +501,22 @@ def _write_private(path: Path, text: str) -> None:
             tmp.unlink()
 
 
+def _refuse_an_unwritable(path: Path) -> None:
+    """Refuse, before anything is written, a ledger its owner may not write (a user's chmod 400 was charged anyway:
+    the rename replaced it, and it came back 0600) or one whose folder cannot take the new file (the message named
+    the temporary file). The owner's write bit is read, not access(2): root may write anything."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not mode & stat.S_IWUSR:
+        raise TabreleaseError(f"the ledger {path} is read-only (its owner may not write it): make it writable to "
+                              "charge it or set a budget; nothing is spent or set")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise TabreleaseError(f"cannot write the ledger {path}: its folder {path.parent} is not writable; nothing is "
+                              "spent or set")
+
+
 def _write(path: Path, data: dict, key: bytes) -> None:
     if data.get("version", 2) < LEDGER_VERSION:  # a version 2 ledger gets an id and an anchor from now on
         data["version"] = LEDGER_VERSION
@@ -510,6 +526,7 @@ def _write(path: Path, data: dict, key: bytes) -> None:
     scratch = _scratch(data)
     data["head"] = {"count": count, "mac": _head_mac(key, count, last, data["ledger_id"], scratch),
                     **({"scratch": True} if scratch else {})}
+    _refuse_an_unwritable(path)
     # The anchor is opened before the ledger is written (an anchor that cannot be opened refuses the write whole),
     # and its line appended after: a crash between the two leaves the ledger ahead of its anchor, which is allowed
     # (the next write anchors it); an anchor ahead of its ledger is a rollback.
@@ -714,6 +731,9 @@ def _open_anchor(path: Path):
     anchor = anchor_path(path)
     try:
         fd = os.open(anchor, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except PermissionError:  # permissions, not a failed verification: a plain refusal (exit 2)
+        raise TabreleaseError(f"cannot append to the ledger's anchor {anchor}: permission denied (make it writable "
+                              "by its owner); nothing was written") from None
     except OSError as exc:
         raise LedgerIntegrityError(f"cannot append to the ledger's anchor {anchor}: {exc.strerror}; nothing was "
                                    "written") from None
