@@ -145,6 +145,25 @@ def test_a_value_not_declared_in_the_metadata_is_one_line_naming_the_variable(tm
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+def test_a_repeated_cell_or_a_one_level_column_is_refused_without_its_values(tmp_path, capsys, engine):
+    """A reviewer's trial: a sparse long table listing one cell twice was refused with "duplicate cell {'A':
+    'SECRET', ...}", an undeclared category, and a microdata column holding one value with "has only one level
+    (['SECRETA'])", both before the refusal of undeclared levels. They now name data rows and the variable only."""
+    (tmp_path / "dup.csv").write_text("A,B,count\na1,b1,5\nSECRET,b2,17\nSECRET,b2,3\n")
+    (tmp_path / "lv.json").write_text(json.dumps({"A": ["a1", "a2"], "B": ["b1", "b2"]}))
+    (tmp_path / "one.csv").write_text("A,B\nSECRETA,b1\nSECRETA,b2\n")
+    (tmp_path / "lvB.json").write_text(json.dumps({"B": ["b1", "b2"]}))
+    err = _cli_error(["release", str(tmp_path / "dup.csv"), "--sparse", "--levels", str(tmp_path / "lv.json"),
+                      "--epsilon", "1", "--margins", "[A][B]", "--out", str(tmp_path / "o1")], capsys)
+    assert "data rows 2 and 3 describe the same cell" in err and "SECRET" not in err.replace(str(tmp_path), "")
+    for levels in ([], ["--levels", str(tmp_path / "lvB.json")]):
+        err = _cli_error(["release", str(tmp_path / "one.csv"), "--microdata", "--engine", engine, *levels,
+                          "--epsilon", "1", "--margins", "[A][B]", "--out", str(tmp_path / "o2")], capsys)
+        assert "variable 'A' has only one level" in err and "SECRET" not in err.replace(str(tmp_path), "")
+
+
+@pytest.mark.e2e
 def test_the_released_files_carry_the_metadata_labels(tmp_path, capsys):
     out = tmp_path / "rel"
     code = main(["release", str(DATA / "microdata_trailing.csv"), "--microdata", "--metadata",

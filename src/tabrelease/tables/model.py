@@ -44,7 +44,8 @@ def too_few_levels(variable: str, levels: Sequence) -> TabreleaseError:
     """
     if len(levels) == 0:
         return TabreleaseError(f"variable {variable!r} has no values: the data have no rows")
-    return TabreleaseError(f"variable {variable!r} has only one level ({list(levels)}); it carries no information")
+    # The level is not named: read from the data, it is a confidential value (a reviewer's column held one).
+    return TabreleaseError(f"variable {variable!r} has only one level; it carries no information")
 
 @dataclass(frozen=True, eq=False)
 class ContingencyTable:

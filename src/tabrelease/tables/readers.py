@@ -162,8 +162,12 @@ def table_from_frame(
     counts = _parse_counts(frame[count_column], count_column)
     dup = keys.duplicated(keep=False)
     if dup.any():
-        first = keys[dup].iloc[0].to_dict()
-        raise TabreleaseError(f"duplicate cell {first} ({int(dup.sum())} rows describe repeated cells)")
+        # Named by its data rows, never its values: they may be undeclared (confidential) categories, and in a
+        # sparse listing even a declared cell's presence says someone has it (a reviewer's trial).
+        again = int(np.argmax(keys.duplicated(keep="first").to_numpy()))
+        first = int(np.argmax((keys == keys.iloc[again]).all(axis=1).to_numpy()))
+        raise TabreleaseError(f"a cell is listed more than once: data rows {first + 1} and {again + 1} describe the "
+                              f"same cell ({int(dup.sum())} rows describe repeated cells)")
     level_lists = _resolve_levels(keys, variables, levels)
     for var, lv in zip(variables, level_lists):
         if len(lv) < 2:
