@@ -641,3 +641,30 @@ def test_a_ledger_its_owner_or_its_folder_forbids_writing_is_refused_before_any_
     assert path.read_bytes() == before
     release_charge(path, table)  # writable again: charged
     assert path.read_bytes() != before
+
+
+def test_a_second_signal_while_a_failed_release_is_recorded_does_not_hide_its_charge(tmp_path, monkeypatch):
+    """A reviewer's trial: a second SIGTERM or SIGINT, arriving while a release that failed after its charge was
+    being recorded as failed, was acted on at the end of that step and ended the command with 143 or 130 and no word
+    of the charge. Here SIGINT is sent while the failure is recorded: the failure is recorded whole, and the error
+    that says "charged" (exit 4) is still returned."""
+    import signal
+
+    from tabrelease import ledger as ledger_module
+    from tabrelease.errors import ChargedReleaseFailed
+    from tabrelease.ledger import ledger_entries
+    from tabrelease.workflow import charged_failure
+
+    path = new_ledger(tmp_path)
+    entry = release_charge(path, builtin_table("czech"))
+    real = ledger_module.record_failure
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # held by the step, as a user's second Ctrl-C would be
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ledger_module, "record_failure", interrupted)
+    failed = charged_failure(path, entry, SystemExit(143))
+    assert isinstance(failed, ChargedReleaseFailed) and failed.exit_status == 4
+    assert str(failed).startswith("charged epsilon=0.1") and "could not be recorded" not in str(failed)
+    assert "terminated by signal 15" in str(ledger_entries(path)[-1])

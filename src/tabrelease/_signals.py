@@ -14,10 +14,16 @@ HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
-def deferred_signals():
+def deferred_signals(*, act: bool = True):
     """Within the block, SIGINT and SIGTERM are noted, not acted on; at its end the first one noted is acted on as
     it would have been (its handler is called, or the default action taken). Outside the main thread (where
     handlers cannot be set) the block runs as it is.
+
+    Parameters
+    ----------
+    act : bool, default True
+        False drops the signals noted instead: for a block whose caller is already ending the command and must say
+        how (a charged release's failure: a second signal had ended it before it said it was charged).
 
     Yields
     ------
@@ -38,7 +44,7 @@ def deferred_signals():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if received:
+        if received and act:
             _act_on(received[0], previous[received[0]])
 
 

@@ -425,7 +425,9 @@ def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleas
         kind = "interrupted"
     recorded = ""
     try:
-        with deferred_signals():
+        # A second signal (a user pressing Ctrl-C again) is dropped, not acted on: acted on at the block's end, it
+        # ended the command with 130 or 143 and no word of the charge (a reviewer's trial, 8 runs of 14).
+        with deferred_signals(act=False):
             record_failure(ledger, entry, f"the release failed after its charge ({kind})")
     except Exception as record_exc:  # the charge stands all the same; say the failure is not in the ledger
         recorded = f"; the failure could not be recorded in the ledger ({type(record_exc).__name__})"
@@ -566,7 +568,10 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
                                        charge=None if entry is None else {**entry, "ledger": str(ledger)},
                                        out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
     except BaseException as exc:
-        if entry is None or _bundle_of(out, entry):
+        if entry is not None:
+            with deferred_signals(act=False):  # a second signal must not end the command before it says which
+                published = _bundle_of(out, entry)
+        if entry is None or published:
             # Not charged; or published, and the failure came after (a signal held over the bundle's rename is
             # acted on once the bundle is in place): the release stands, and is not recorded as failed.
             raise
