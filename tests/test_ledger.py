@@ -668,3 +668,33 @@ def test_a_second_signal_while_a_failed_release_is_recorded_does_not_hide_its_ch
     assert isinstance(failed, ChargedReleaseFailed) and failed.exit_status == 4
     assert str(failed).startswith("charged epsilon=0.1") and "could not be recorded" not in str(failed)
     assert "terminated by signal 15" in str(ledger_entries(path)[-1])
+
+
+def test_a_full_disk_or_a_file_size_limit_is_refused_before_the_charge(tmp_path, monkeypatch, capsys):
+    """A reviewer's trial: on a disk already full (a new folder needs no data block on tmpfs, so the probe folder
+    was made), and under ulimit -f, each release was charged and then failed writing, every time. Both are now
+    refused before the charge: exit 2, one line, the ledger byte for byte as it was, no bundle."""
+    import resource
+    from types import SimpleNamespace
+
+    from tabrelease import bundle
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    path = init_ledger(tmp_path / "L.json")
+    before = path.read_bytes()
+    argv = ["release", "journey_to_work", "--epsilon", "0.1", "--ledger", str(path), "--out", str(tmp_path / "r")]
+    real_statvfs = os.statvfs
+    monkeypatch.setattr(bundle.os, "statvfs", lambda p: SimpleNamespace(f_bavail=3, f_frsize=4096))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has 12,288 bytes free, less than the" in err and "nothing was charged" in err
+    monkeypatch.setattr(bundle.os, "statvfs", real_statvfs)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (16 * 1024, resource.RLIM_INFINITY)
+                        if which == resource.RLIMIT_FSIZE else (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "may write files of at most 16,384 bytes (ulimit -f)" in err
+    assert path.read_bytes() == before and not (tmp_path / "r").exists()
+    monkeypatch.undo()
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    assert main(argv) == 0 and path.read_bytes() != before  # room enough: released and charged

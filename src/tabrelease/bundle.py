@@ -121,22 +121,59 @@ def check_release_destination(out, force: bool) -> Path:
     return out
 
 
+def _check_room(parent: Path, bundle_bytes: int, file_bytes: int) -> None:
+    """Refuse where the disk holding `parent` has less free room than `bundle_bytes`, or the process's file-size
+    limit is below `file_bytes` (where the system says; where it cannot, nothing is refused)."""
+    try:
+        found = os.statvfs(parent)
+        free = found.f_bavail * found.f_frsize
+    except (AttributeError, OSError):  # no statvfs on this system
+        free = None
+    if free is not None and free < bundle_bytes:
+        raise TabreleaseError(f"the disk holding {parent} has {free:,} bytes free, less than the {bundle_bytes:,} a "
+                              "release bundle needs; nothing was charged")
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return
+    if limit != resource.RLIM_INFINITY and limit < file_bytes:
+        raise TabreleaseError(f"this process may write files of at most {limit:,} bytes (ulimit -f), less than the "
+                              f"{file_bytes:,} a release's largest file may need; nothing was charged")
+
+
 def _staging_prefix(out: Path) -> str:
     return f".{Path(out).name}.staging-"
 
 
-def check_writable(out) -> None:
-    """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged.
+# The room a bundle needs, checked before a charge (`check_writable`): a bundle of a small table is about 50-110 kB
+# (audit.html the largest file, 20-35 kB; a scratch measurement of four built-in and one 924-cell table), and each
+# released or audited cell adds a line of about 10 bytes to a file (the 924-cell table's released_table.csv held
+# 9,301 bytes). A full disk, or a file-size limit (ulimit -f), had let a release be charged and then fail writing,
+# every time (a reviewer's trial).
+BUNDLE_BASE_BYTES = 2**20
+BYTES_PER_CELL = 64
+LARGEST_FILE_BASE_BYTES = 2**18
+
+
+def check_writable(out, cells: int = 0) -> None:
+    """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged,
+    and the room it needs looked for: the disk's free space, and the largest file the process may write.
 
     Parameters
     ----------
     out : path
         The bundle's folder (its parent folder is tried).
+    cells : int, default 0
+        The cells the bundle will write (released margins' and the audited table's), where known: each adds
+        `BYTES_PER_CELL` to the room needed.
 
     Raises
     ------
     TabreleaseError
-        No folder can be made in the parent folder (permissions, a full or read-only disk).
+        No folder can be made in the parent folder (permissions, a full or read-only disk), the disk has less free
+        room than a bundle needs (`BUNDLE_BASE_BYTES` and its cells'), or the process may not write files that large.
     """
     from ._signals import deferred_signals
 
@@ -148,6 +185,8 @@ def check_writable(out) -> None:
             probe.rmdir()
     except OSError as exc:
         raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
+    _check_room(parent, BUNDLE_BASE_BYTES + BYTES_PER_CELL * int(cells),
+                LARGEST_FILE_BASE_BYTES + BYTES_PER_CELL * int(cells))
     # The files go into a staging folder beside `out`: its path, then the longest path a bundle writes inside it
     # (a published file name of at most FILE_NAME_MAX_BYTES, behind a temporary name's prefix and a folder's name).
     # Past the system's limit a file failed to be written after the charge ("File name too long").

@@ -43,6 +43,22 @@ class PreparedRelease:
     noise: NoiseSource
 
 
+def _cells_written(table, spec: ReleaseSpec) -> int:
+    """About how many cells a bundle writes, for the room it needs (`bundle.check_writable`): the released margins'
+    (the spec's, or every variable's levels where the margins are the default model's, not yet known) and the
+    audited table's where it is held as cells."""
+    from math import prod
+
+    shape = tuple(int(k) for k in table.shape)
+    given = spec.margins if isinstance(spec.margins, (tuple, list)) else ()
+    named = all(isinstance(m, (tuple, list)) and all(isinstance(j, int) and 0 <= j < len(shape) for j in m)
+                for m in given)
+    margins = given if given and named else [(j,) for j in range(len(shape))]
+    released = sum(prod(shape[j] for j in margin) for margin in margins)
+    held = prod(shape) if getattr(table, "held_as_cells", True) else 0
+    return released + held
+
+
 def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os.PathLike | None = None,
                     force: bool = False) -> PreparedRelease:
     """Every check made before a charge, and the plan: what `publish_release`, `release_margins` and a batch's dry run
@@ -77,7 +93,7 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         from .bundle import check_release_destination, check_report_support, check_writable
 
         check_release_destination(out, force)
-        check_writable(out)
+        check_writable(out, _cells_written(table, spec))
         check_report_support(spec.workbook)
     if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         missing, others = table.metadata.get("undeclared_levels"), table.metadata.get("levels_not_in_table")
