@@ -698,3 +698,32 @@ def test_a_full_disk_or_a_file_size_limit_is_refused_before_the_charge(tmp_path,
     monkeypatch.undo()
     monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
     assert main(argv) == 0 and path.read_bytes() != before  # room enough: released and charged
+
+
+def test_an_interrupted_or_failed_init_leaves_no_key_without_its_ledger(tmp_path, monkeypatch):
+    """A reviewer's trial: SIGTERM during `ledger init` left the key and no ledger, and the next init was refused
+    ("a key already exists"); at another moment it ended the command silently with the ledger made. The two steps
+    now hold signals and drop them (init takes milliseconds), and a key made for a ledger that failed is removed."""
+    import signal
+
+    from tabrelease import ledger as ledger_module
+
+    path = tmp_path / "L.json"
+    real_make_key, real_write = ledger_module._make_key, ledger_module._write
+
+    def failing_write(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ledger_module, "_write", failing_write)
+    with pytest.raises(OSError):
+        init_ledger(path)
+    assert not path.exists() and not (tmp_path / "L.json.key").exists()
+    monkeypatch.setattr(ledger_module, "_write", real_write)
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C between the key and the ledger
+        return real_make_key(*args, **kwargs)
+
+    monkeypatch.setattr(ledger_module, "_make_key", interrupted)
+    made = init_ledger(path)  # no KeyboardInterrupt: held, then dropped
+    assert made.exists() and (tmp_path / "L.json.key").exists() and verify_ledger(made) == []

@@ -243,29 +243,48 @@ def init_ledger(path: str | os.PathLike) -> Path:
             f"the anchor {anchor_path(path)} records an earlier ledger at {path} (id {earlier[-1].get('ledger_id')}, "
             f"{earlier[-1].get('count')} records): a new ledger there would restart spending from zero; restore that "
             "ledger, or choose another path")
-    key_path = key_file(path)
-    if key_path is not None:
-        if key_path.exists():
-            raise TabreleaseError(f"a key already exists at {key_path}; remove it or use it with its own ledger")
-        # The key must appear whole or not at all: written to a private temporary file, then hard-linked.
-        tmp = temporary_path(key_path)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    # Signals held over the key and the ledger, then dropped: a SIGTERM between the two had left a key with no
+    # ledger, which the next `init` refused, and one after both had ended the command silently with the ledger made
+    # (a reviewer's trial). The two take milliseconds; a key made for a ledger that was not is removed.
+    from ._signals import deferred_signals
+
+    with deferred_signals(act=False):
+        made_key = _make_key(path)
         try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_hex(32) + "\n")
-            try:
-                os.link(tmp, key_path)
-            except FileExistsError:
-                raise TabreleaseError(f"a key already exists at {key_path}") from None
-        finally:
-            tmp.unlink()
-    key = ledger_key(path)
-    with _lock(path):
-        if path.exists():
-            raise TabreleaseError(f"a ledger already exists at {path}")
-        _write(path, {"version": LEDGER_VERSION, "ledger_id": secrets.token_hex(8), "key_id": _key_id(key),
-                      "records": []}, key)
+            key = ledger_key(path)
+            with _lock(path):
+                if path.exists():
+                    raise TabreleaseError(f"a ledger already exists at {path}")
+                _write(path, {"version": LEDGER_VERSION, "ledger_id": secrets.token_hex(8), "key_id": _key_id(key),
+                              "records": []}, key)
+        except BaseException:
+            if made_key is not None and not path.exists():
+                made_key.unlink(missing_ok=True)
+            raise
     return path
+
+
+def _make_key(path: Path) -> Path | None:
+    """Make the ledger's key file (FILE.key), whole or not at all, unless $TABRELEASE_LEDGER_KEY gives the key: the
+    key file made, or None."""
+    key_path = key_file(path)
+    if key_path is None:
+        return None
+    if key_path.exists():
+        raise TabreleaseError(f"a key already exists at {key_path}; remove it or use it with its own ledger")
+    # The key must appear whole or not at all: written to a private temporary file, then hard-linked.
+    tmp = temporary_path(key_path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, key_path)
+        except FileExistsError:
+            raise TabreleaseError(f"a key already exists at {key_path}") from None
+    finally:
+        tmp.unlink()
+    return key_path
 
 
 # --- the file -------------------------------------------------------------------------------------
