@@ -326,9 +326,20 @@ def test_the_command_line_test_reads_only_public_and_prints_one_json_document(tm
     assert set(document) >= {"p_value", "p_value_error", "p_value_naive", "g2", "df", "bootstrap", "n"}
     assert document["bootstrap"] == 39
     assert "intervals" not in document
+    # The bundle was simulated: said in the JSON and the text, as `release` says it (a reviewer's trial: it was not).
+    assert document["bundle_mode"] == "simulation"
     with_intervals = subprocess.run([sys.executable, "-m", "tabrelease", "test", str(out / "public"), "--model",
                                      "[v0][v1][v2]", "--bootstrap", "39", "--intervals"], capture_output=True, text=True)
     assert with_intervals.returncode == 0 and "v1=l2" in with_intervals.stdout  # the cells of each margin, by label
+    assert with_intervals.stdout.startswith("WARNING: the bundle was made in simulation mode: not produced by a "
+                                            "secure sampler")
+    release_json = out / "public" / "release.json"
+    made = json.loads(release_json.read_text())
+    made["noise"]["mode"] = "release"  # as a secure release's says
+    release_json.write_text(json.dumps(made))
+    secure = subprocess.run([sys.executable, "-m", "tabrelease", "test", str(out / "public"), "--model",
+                             "[v0][v1][v2]", "--bootstrap", "19"], capture_output=True, text=True)
+    assert secure.returncode == 0 and "WARNING" not in secure.stdout, secure.stderr
     refused = subprocess.run([sys.executable, "-m", "tabrelease", "test", str(out), "--model", "[v0,v1][v1,v2]"],
                              capture_output=True, text=True)
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr

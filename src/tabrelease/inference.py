@@ -258,6 +258,9 @@ class ModelTest:
     intervals : tuple of dict
         Per cell of each of the model's margins: its variables and levels, the fitted probability and the
         noise-aware interval (`low`, `high`) from the same bootstrap.
+    bundle_mode : str
+        How the bundle tested was made, as its release.json says: "release" (secure noise) or "simulation" (seeded,
+        not for publication), said beside the test's result.
     """
 
     model: str
@@ -270,6 +273,7 @@ class ModelTest:
     seed: int
     level: float = 0.95
     intervals: tuple = ()
+    bundle_mode: str = "release"
 
     @property
     def p_value_error(self) -> float:
@@ -287,7 +291,7 @@ class ModelTest:
         return {"model": self.model, "g2": self.g2, "df": self.df, "p_value_naive": self.p_value_naive,
                 "p_value": self.p_value, "p_value_error": self.p_value_error, "bootstrap": self.bootstrap,
                 "n": self.n, "seed": self.seed, "method": "parametric bootstrap through the published plan",
-                "level": self.level, "intervals": list(self.intervals)}
+                "level": self.level, "intervals": list(self.intervals), "bundle_mode": self.bundle_mode}
 
 
 def _fits(targets_by_margin: Sequence[np.ndarray], margins, shape, batch_ndim: int) -> np.ndarray:
@@ -401,7 +405,8 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
                           "shown": [f"{(release.labels or release.variables)[a]}="
                                     f"{(release.level_labels or release.levels)[a][i]}" for a, i in zip(g, index)],
                           "probability": float(estimate[index]), "low": float(low[index]), "high": float(high[index])})
-    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells))
+    mode = str((release.document.get("noise") or {}).get("mode", "release"))
+    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells), mode)
 
 
 def _check_settings(bootstrap, level, intervals: bool, jobs) -> None:

@@ -44,6 +44,9 @@ def run(args) -> int:
             document.pop("level")
         print_json(document)
         return 0
+    if result.bundle_mode != "release":  # as `release` says it of the bundle (a reviewer's trial: `test` did not)
+        print(f"WARNING: the bundle was made in {result.bundle_mode} mode: not produced by a secure sampler; do not "
+              "publish it")
     print(f"model        {result.model}, against the model of the released margins")
     print(f"G2           {result.g2:.3f} on {result.df} df")
     # No replicate reached the observed G2: the p-value is the smallest B replicates can give, 1 / (B + 1), and is
