@@ -478,3 +478,21 @@ def test_a_p_value_at_its_floor_is_printed_as_a_bound(tmp_path, capsys):
     assert main(["test", str(out), "--model", "[v0,v1][v2]", "--bootstrap", "19", "--seed", "3", "--quiet"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("p-value"))
     assert "<=" not in line and "Monte Carlo error" in line, line
+
+
+def test_intervals_a_replicate_released_empty_cannot_give_are_said_missing_without_a_warning(tmp_path):
+    """A reviewer's trial: at epsilon 0.01 some bootstrap replicates release an empty table, whose proportions are
+    0 / 0; numpy's RuntimeWarning reached stderr and the JSON's bounds were null, unexplained. Now stderr is clean and
+    the note says why there are no intervals, in the JSON and the text."""
+    rng = np.random.default_rng(5)
+    counts = rng.multinomial(300, np.full(12, 1 / 12)).reshape(2, 3, 2)
+    out = _release(tmp_path, counts, [(0, 1), (1, 2)], epsilon=0.01)
+    argv = [sys.executable, "-m", "tabrelease", "test", str(out / "public"), "--model", "[v0][v1][v2]", "--bootstrap",
+            "39", "--intervals", "--quiet"]
+    done = subprocess.run([*argv, "--json"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    document = json.loads(done.stdout)
+    assert document["intervals_note"].startswith("no intervals: some replicates released an empty table")
+    assert all(c["low"] is None and c["high"] is None for c in document["intervals"])
+    text = subprocess.run(argv, capture_output=True, text=True)
+    assert text.stderr == "" and "no intervals: some replicates released an empty table" in text.stdout

@@ -261,6 +261,8 @@ class ModelTest:
     bundle_mode : str
         How the bundle tested was made, as its release.json says: "release" (secure noise) or "simulation" (seeded,
         not for publication), said beside the test's result.
+    intervals_note : str or None
+        Why the intervals are missing (their bounds None), where they are.
     """
 
     model: str
@@ -274,6 +276,7 @@ class ModelTest:
     level: float = 0.95
     intervals: tuple = ()
     bundle_mode: str = "release"
+    intervals_note: str | None = None
 
     @property
     def p_value_error(self) -> float:
@@ -291,7 +294,8 @@ class ModelTest:
         return {"model": self.model, "g2": self.g2, "df": self.df, "p_value_naive": self.p_value_naive,
                 "p_value": self.p_value, "p_value_error": self.p_value_error, "bootstrap": self.bootstrap,
                 "n": self.n, "seed": self.seed, "method": "parametric bootstrap through the published plan",
-                "level": self.level, "intervals": list(self.intervals), "bundle_mode": self.bundle_mode}
+                "level": self.level, "intervals": list(self.intervals), "bundle_mode": self.bundle_mode,
+                **({"intervals_note": self.intervals_note} if self.intervals_note else {})}
 
 
 def _fits(targets_by_margin: Sequence[np.ndarray], margins, shape, batch_ndim: int) -> np.ndarray:
@@ -406,7 +410,15 @@ def model_test(release: PublicRelease | str | Path, model, *, bootstrap: int = D
                                     f"{(release.level_labels or release.levels)[a][i]}" for a, i in zip(g, index)],
                           "probability": float(estimate[index]), "low": float(low[index]), "high": float(high[index])})
     mode = str((release.document.get("noise") or {}).get("mode", "release"))
-    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells), mode)
+    if any(not (math.isfinite(c["low"]) and math.isfinite(c["high"])) for c in cells):
+        # Said, not shown as NaN (a reviewer's trial printed numpy's warning, and the JSON held nulls unexplained).
+        cells = [{**c, "low": None, "high": None} for c in cells]
+        note = ("no intervals: some replicates released an empty table (the released total is small against the "
+                "noise), whose cell probabilities are undefined")
+    else:
+        note = None
+    return ModelTest(label, g2, int(df), p_naive, p_value, bootstrap, release.n, seed, level, tuple(cells), mode,
+                     note)
 
 
 def _check_settings(bootstrap, level, intervals: bool, jobs) -> None:
@@ -498,9 +510,10 @@ def margins_model_test(plan, released: Sequence[np.ndarray], generators, *, boot
         raise RuntimeError(f"{stacked[0].shape[0]} of {bootstrap} bootstrap replicates came back")
     p_value = _bootstrap_p_value(g2, _model_g2(stacked, margins, generators, shape, 1)[0])
     totals = stacked[0].sum(axis=tuple(range(1, stacked[0].ndim)))
-    bounds = [_intervals(_sub_margin(released, margins, g) / n,
-                         _sub_margin(stacked, margins, g, 1) / totals.reshape((-1,) + (1,) * len(g)), level)
-              for g in (generators if intervals else ())]
+    with np.errstate(invalid="ignore", divide="ignore"):  # a replicate released empty has no proportions: NaN
+        bounds = [_intervals(_sub_margin(released, margins, g) / n,
+                             _sub_margin(stacked, margins, g, 1) / totals.reshape((-1,) + (1,) * len(g)), level)
+                  for g in (generators if intervals else ())]
     return g2, p_value, float(stats.chi2.sf(g2, df)), bounds
 
 

@@ -58,7 +58,9 @@ def run(args) -> int:
     print(f"p-value      {shown} ({result.bootstrap} releases of tables drawn from the fitted model, n = "
           f"{result.n:.0f}, by the published plan; seed {result.seed})")
     print(f"             {result.p_value_naive:.4g} nominal (chi-squared, as if the released margins were counts)")
-    if args.intervals:
+    if args.intervals and result.intervals_note:
+        print(result.intervals_note)
+    elif args.intervals:
         print(f"the model's cell probabilities, each with its own {100 * result.level:g}% noise-aware interval (not "
               "simultaneous):")
         for cell in result.intervals:
