@@ -66,6 +66,29 @@ OBJECTIVES = (TOTAL_SQUARED_ERROR, MAX_CELL_VARIANCE)
 
 
 
+# A planned block's relative scale is kept to this many significant digits: the planner's search runs through BLAS,
+# whose kernels (chosen by the CPU: OpenBLAS's Haswell and its Prescott fallback in virtual machines) round sums in
+# different orders, and the published scales differed in their last digits between two machines (a reviewer's trial).
+# The calibration is computed from the kept scales, so the guarantee is exact for what is published.
+SCALE_DIGITS = 12
+
+
+def canonical_scale(value: float) -> float:
+    """A relative scale as the plan keeps it: `SCALE_DIGITS` significant digits, the same on every machine for any
+    value the planner's search finds to within its last few digits.
+
+    Parameters
+    ----------
+    value : float
+        The scale the search found.
+
+    Returns
+    -------
+    float
+    """
+    return float(f"{float(value):.{SCALE_DIGITS}g}")
+
+
 @dataclass(frozen=True)
 class PlannedBlock:
     """One block to measure: the Fourier/Efron-Stein coefficients of a set, or the cells of its margin."""
@@ -478,7 +501,8 @@ def _plan_measurements(shape, margins, distribution, neighbours, public_total, o
         inverse_scale = min((_minimise_largest(proxy, lam, per_cell, x, norm) for x in starts),
                             key=lambda x: _largest_cell_variance(x, proxy, lam, per_cell, norm))
     keep = inverse_scale > 0
-    blocks = tuple(PlannedBlock(q, s, float(1 / x)) for (q, s), x, k in zip(candidates, inverse_scale, keep) if k)
+    blocks = tuple(PlannedBlock(q, s, canonical_scale(1 / x)) for (q, s), x, k in zip(candidates, inverse_scale, keep)
+                   if k)
     kept = changes[:, keep].copy()
     kept.setflags(write=False)
     design = MeasurementDesign(shape, generators, kind, distribution, neighbours, blocks, kept, public_total)
@@ -642,7 +666,8 @@ def plan_marginals(shape: tuple[int, ...], margins: tuple, neighbours: str,
 
     theta = marginal_weights(cost, contains, weights)
     keep = theta > 0
-    blocks = tuple(PlannedBlock(MARGIN_CELLS, a, float(1.0 / t)) for a, t, k in zip(subsets, theta, keep) if k)
+    blocks = tuple(PlannedBlock(MARGIN_CELLS, a, canonical_scale(1.0 / t)) for a, t, k in zip(subsets, theta, keep)
+                   if k)
     kept = changes[:, keep].copy()
     kept.setflags(write=False)
     kind = FOURIER if all(k == 2 for k in shape) else EFRON_STEIN
