@@ -50,6 +50,13 @@ def _real_ledger(d):
     init_ledger(d / "L.json")  # keyed by $TABRELEASE_LEDGER_KEY: the ledger file and its anchor
 
 
+def _nested_parquet(d):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"sex": ["f", "m", "f"], "age": [[1, 2], [3], [4]]}), d / "p.parquet")
+
+
 def _read_only_ledger(d):
     _real_ledger(d)
     (d / "L.json").chmod(0o400)
@@ -269,6 +276,12 @@ CLI_CASES = [
      ["release", "edwards", "--epsilon", "1", "--mechanism", "sensitive-attributes", "--neighbours", "replace",
       "--sensitive", "A", "--estimator", "local-least-squares", *CHARGED],
      "the local-least-squares estimator takes only the total as exact"),
+    # A nested Parquet column: pandas had raised an internal error (TypeError), Arrow named its own error only.
+    *[(f"a nested Parquet column ({engine})", _nested_parquet,
+       ["release", "p.parquet", "--microdata", "--engine", engine, "--margins", "[sex,age]", "--epsilon", "1",
+        "--simulate", "--out", "o"],
+       "p.parquet: column 'age' holds list<element: int64> values (lists, records or maps): a microdata column holds "
+       "one plain value per person") for engine in ("arrow", "pandas")],
     # A ledger its owner made read-only was charged anyway (the rename replaced it, 0600 again): a new user's trial.
     ("a read-only ledger", _read_only_ledger, ["release", "titanic", "--epsilon", "1", *CHARGED],
      "L.json is read-only (its owner may not write it): make it writable to charge it or set a budget; nothing is "

@@ -969,6 +969,12 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
     missing = [v for v in variables if v not in columns]
     if missing:
         raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {columns}")
+    if probe.is_parquet:
+        import pyarrow.parquet as pq
+
+        from .readers import refuse_nested_columns
+
+        refuse_nested_columns(path, pq.read_schema(path), variables)
     if not variables:
         raise TabreleaseError(f"{path} has no columns to count")
     record_file = RecordFile(path=path, variables=tuple(variables), csv=csv_options, batch_rows=batch_rows)
