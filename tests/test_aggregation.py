@@ -189,6 +189,23 @@ def test_the_dask_engine_on_two_local_workers_gives_identical_margins(tmp_path, 
             read_microdata(ragged, engine=engine)
 
 
+def test_a_refusal_on_the_dask_engine_is_one_line_with_no_worker_log(tmp_path):
+    """A reviewer's trial: a value outside the declared levels, counted by the Dask engine, was refused in one line,
+    but after 8 lines of a worker's "Compute Failed ... Traceback" log on stderr. The local workers' logs are silent;
+    stderr holds the command's line alone."""
+    import subprocess
+    import sys
+
+    (tmp_path / "m.csv").write_text("region,sex\nnorth,f\nsouth,m\nwest,f\nnorth,m\n")
+    (tmp_path / "lv.json").write_text(json.dumps({"region": ["north", "south"], "sex": ["f", "m"]}))
+    done = subprocess.run([sys.executable, "-m", "tabrelease", "release", str(tmp_path / "m.csv"), "--microdata",
+                           "--levels", str(tmp_path / "lv.json"), "--epsilon", "1", "--out", str(tmp_path / "o"),
+                           "--engine", "dask"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "variable 'region' has values that are not among its declared levels" in done.stderr
+
+
 def test_the_spark_engine_gives_identical_margins_where_pyspark_is_installed(tmp_path, as_files):
     pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra); the spark engine is not run")
     table = tr.builtin_table("journey_to_work")
