@@ -393,3 +393,24 @@ def test_the_first_line_states_the_guarantee_that_holds(argv, guarantee, tmp_pat
     assert guarantee in headline and "calibrated to" not in headline, headline
     stated = json.loads((tmp_path / "r" / "public" / "release.json").read_text())["guarantee"]["loss"]["epsilon"]
     assert f"epsilon={stated:.6g} " in headline
+
+
+def test_an_interrupt_while_the_command_line_is_imported_is_one_line(monkeypatch, capsys):
+    """A reviewer's trial: SIGINT in the command's first tenth of a second printed a full traceback (the console
+    script imported `cli` before any handler). The script's first step (`_entry`) imports it inside one: an
+    interrupt there is one line and exit 130. (Python's own start-up, before the script runs, stays outside.)"""
+    import builtins
+
+    from tabrelease import _entry
+
+    real_import = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "cli" or name.endswith(".cli"):
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    assert _entry.entry() == 130
+    out, err = capsys.readouterr()
+    assert out == "" and err == "tabrelease: interrupted\n"

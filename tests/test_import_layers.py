@@ -94,6 +94,7 @@ LAYERS = {
     "tabrelease.inference": EXPERIMENTS,
     # 9 command line
     "tabrelease.cli": CLI,
+    "tabrelease._entry": CLI,  # the console script's first step: an interrupt while `cli` is imported is one line
     "tabrelease.__main__": CLI,
 }
 

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import entry
+from ._entry import entry
 
 sys.exit(entry())

@@ -941,6 +941,28 @@ class FileTable(TableView):
         return f"<FileTable {label}: {' x '.join(map(str, self.shape))}, counted from {self.source.path.name}>"
 
 
+def refuse_nested_columns(path, schema, columns) -> None:
+    """Refuse a Parquet file whose counted columns hold lists, records or maps (nested types): a microdata column is
+    one plain value per person. pandas had failed on them with an internal error (TypeError), and Arrow's reader with
+    its own error's name alone (a reviewer's trial).
+
+    Parameters
+    ----------
+    path : path-like
+        The file, for the message.
+    schema : pyarrow.Schema
+        Its schema.
+    columns : sequence of str or None
+        The columns counted (None: every column).
+    """
+    import pyarrow.types as pat
+
+    for column in schema:
+        if (columns is None or column.name in columns) and pat.is_nested(column.type):
+            raise TabreleaseError(f"{Path(path).name}: column {column.name!r} holds {column.type} values (lists, "
+                                  "records or maps): a microdata column holds one plain value per person")
+
+
 def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Mapping[str, Sequence[str]] | None, *,
                         csv_options=None, engine: str = DEFAULT_ENGINE, scheduler: str | None = None,
                         batch_rows: int = BATCH_ROWS):
@@ -976,8 +998,6 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
         raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {columns}")
     if probe.is_parquet:
         import pyarrow.parquet as pq
-
-        from .readers import refuse_nested_columns
 
         refuse_nested_columns(path, pq.read_schema(path), variables)
     if not variables:

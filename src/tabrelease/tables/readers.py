@@ -410,6 +410,8 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
             missing = [c for c in (columns or []) if c not in schema_names]
             if missing:
                 raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {schema_names}")
+            from .aggregation import refuse_nested_columns
+
             refuse_nested_columns(path, schema, columns)
             frame = pq.read_table(path, columns=columns).to_pandas()
         except TabreleaseError:
@@ -895,28 +897,6 @@ def load_input(source, *, microdata: bool = False, variables: Sequence[str] | No
         table = load_table(source, count_column, complete=not sparse, levels=levels, csv_options=csv_options)
     table = table if declared is None else with_declared_metadata(table, declared)
     return _with_source_file(table, source, None if csv_options is None else csv_options.sheet)
-
-
-def refuse_nested_columns(path, schema, columns) -> None:
-    """Refuse a Parquet file whose counted columns hold lists, records or maps (nested types): a microdata column is
-    one plain value per person. pandas had failed on them with an internal error (TypeError), and Arrow's reader with
-    its own error's name alone (a reviewer's trial).
-
-    Parameters
-    ----------
-    path : path-like
-        The file, for the message.
-    schema : pyarrow.Schema
-        Its schema.
-    columns : sequence of str or None
-        The columns counted (None: every column).
-    """
-    import pyarrow.types as pat
-
-    for field in schema:
-        if (columns is None or field.name in columns) and pat.is_nested(field.type):
-            raise TabreleaseError(f"{Path(path).name}: column {field.name!r} holds {field.type} values (lists, records "
-                                  "or maps): a microdata column holds one plain value per person")
 
 
 def _count_column_in_microdata(source, count_column: str, *, counted: bool) -> TabreleaseError:
