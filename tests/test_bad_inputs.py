@@ -151,10 +151,10 @@ CLI_CASES = [
     # One "hang" written "hnag" (a new user's trial with vcd's Suicide): the advice was --sparse, which published both.
     ("a misspelt level in a long table", _csv("sex,method,count\n" + "".join(
         f"{s},{'hnag' if (s, m) == ('m', 'hang') else m},{i}\n" for i, (s, m) in enumerate(
-            (s, m) for s in "fmx" for m in ("hang", "gas", "jump")))),
+            (s, m) for s in "fmxyz" for m in ("hang", "gas", "jump")))),
      ["release", "t.csv", "--margins", "[sex,method]", "--epsilon", "1", "--simulate", "--out", "o"],
-     "the long table lists 9 of 12 cells (3 missing); 'method' has two levels whose rows together make one level's "
-     "full listing (1 and 2 of 3: a misspelt level? declare the levels with --levels); else list every cell"),
+     "the long table lists 15 of 20 cells (5 missing); 'method' has a rare level whose rows fill in the cells another "
+     "level lacks (a misspelt level? declare the levels with --levels); else list every cell"),
     ("one-level variable", _csv("A,B,count\n0,0,3\n0,1,1\n"), ["fit", "t.csv"],
      "variable 'A' has only one level"),
     ("microdata with a header and no rows", _csv("cyl,gear\n"),

@@ -210,25 +210,43 @@ def table_from_frame(
 
 
 def _sparse_level(keys, variables, level_lists, levels, cells: int) -> str:
-    """Where a full listing misses cells, a variable (of those whose levels were read from the data) with two levels
-    that split one level's full listing between them (their rows add up to a full listing's for one level, and no
-    cell of the others is listed under both), said before the usual advice: a misspelt level (one "hang" written
-    "hnag") makes a level of its own, whose cells are then missing under both, and --sparse would publish both (a new
-    user's trial). The rows of a long table are its cells, listed: no count enters, and no level is named."""
+    """Where a full listing misses cells, a variable (of those whose levels were read from the data) with a rare level
+    whose rows fill in the missing cells of another level (their rows add up to one level's full listing, the rare
+    one at most a quarter of it, and no cell of the others is listed under both), said before the usual advice: a
+    misspelt level (one "hang" written "hnag") makes a level of its own, whose cells are then missing under both, and
+    --sparse would publish both (a new user's trial). No level is named, and no number of rows (where zeros were left
+    out, a level's rows are its non-empty cells). Per variable, the rarest level and at most `MISSPELT_PARTNERS` of
+    its possible partners are looked at: a few passes over the rows."""
     for variable, found in zip(variables, level_lists):
         if levels is not None and variable in levels:
             continue
         full = cells // len(found)  # rows per level in a full listing
         rows = keys[variable].value_counts()
+        rare, few = rows.idxmin(), int(rows.min())
+        if few > full // 4:
+            continue
         others = [v for v in variables if v != variable]
-        for small, few in rows[rows < full].sort_values().items():
-            for partner, many in rows[(rows == full - few) & (rows.index != small)].items():
-                cells_of = [set(map(tuple, keys.loc[keys[variable] == level, others].to_numpy().tolist()))
-                            for level in (small, partner)]
-                if not cells_of[0] & cells_of[1]:
-                    return (f"{variable!r} has two levels whose rows together make one level's full listing ({few} "
-                            f"and {many} of {full}: a misspelt level? declare the levels with --levels); else ")
+        cell_of = (np.ravel_multi_index([_codes(keys[v]) for v in others], [len(lv) for v, lv in
+                                        zip(variables, level_lists) if v != variable]) if others
+                   else np.zeros(len(keys), np.int64))
+        column = keys[variable].to_numpy()
+        under_rare = cell_of[column == rare]
+        partners = rows[(rows == full - few) & (rows.index != rare)].index[:MISSPELT_PARTNERS]
+        for partner in partners:
+            if not np.intersect1d(under_rare, cell_of[column == partner]).size:
+                return (f"{variable!r} has a rare level whose rows fill in the cells another level lacks (a misspelt "
+                        "level? declare the levels with --levels); else ")
     return ""
+
+
+MISSPELT_PARTNERS = 3
+
+
+def _codes(column) -> np.ndarray:
+    """A column's values as integer codes (pandas' factorisation: one pass)."""
+    import pandas as pd
+
+    return pd.factorize(column)[0].astype(np.int64)
 
 
 def _undeclared(variables, levels) -> dict:
