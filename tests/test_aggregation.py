@@ -196,13 +196,23 @@ def test_a_refusal_on_the_dask_engine_is_one_line_with_no_worker_log(tmp_path):
     import subprocess
     import sys
 
+    import socket
+
     (tmp_path / "m.csv").write_text("region,sex\nnorth,f\nsouth,m\nwest,f\nnorth,m\n")
     (tmp_path / "lv.json").write_text(json.dumps({"region": ["north", "south"], "sex": ["f", "m"]}))
+    # Dask's port 8787 taken (by another cluster: CI's run saw "UserWarning: Port 8787 is already in use" on stderr).
+    busy = socket.socket()
+    try:
+        busy.bind(("127.0.0.1", 8787))
+        busy.listen()
+    except OSError:  # in use already: the case itself
+        pass
     done = subprocess.run([sys.executable, "-m", "tabrelease", "release", str(tmp_path / "m.csv"), "--microdata",
                            "--levels", str(tmp_path / "lv.json"), "--epsilon", "1", "--out", str(tmp_path / "o"),
                            "--engine", "dask"], capture_output=True, text=True)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    busy.close()
     assert "variable 'region' has values that are not among its declared levels" in done.stderr
 
 

@@ -432,3 +432,17 @@ def test_each_made_release_carries_its_warnings_as_release_does(folder, capsys):
     (folder / "three.toml").write_text(first_three.replace('"ledger.json"', '"ledger2.json"'))
     code, out, _ = run(capsys, "batch", folder / "three.toml")
     assert code == 0 and out.count("     WARNING: made in simulation mode") == 3
+
+
+def test_a_read_only_ledger_is_refused_by_the_dry_run_as_by_the_run(folder, capsys):
+    """A review: the prediction charged an owner-writable copy, so a ledger made read-only was "would be made" in the
+    dry run and refused in the run. Both now refuse it, alike, and nothing is written."""
+    ledger = folder / "ledger.json"
+    ledger.chmod(0o400)
+    before = tree(folder)
+    said = []
+    for argv in (["--dry-run"], []):
+        code, out, err = run(capsys, "batch", folder / "season.toml", *argv)
+        said.append((code, "is read-only (its owner may not write it)" in out + err))
+    assert said == [(2, True), (2, True)]
+    assert tree(folder) == before

@@ -414,3 +414,15 @@ def test_an_interrupt_while_the_command_line_is_imported_is_one_line(monkeypatch
     assert _entry.entry() == 130
     out, err = capsys.readouterr()
     assert out == "" and err == "tabrelease: interrupted\n"
+
+
+def test_an_interrupt_while_the_parser_is_built_is_one_line(monkeypatch, capsys):
+    """The review of the fix above: building the parser (about 50 ms) was outside any handler."""
+    from tabrelease import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["tables"]) == 130
+    assert capsys.readouterr().err == "tabrelease: interrupted\n"

@@ -157,7 +157,7 @@ BYTES_PER_CELL = 64
 LARGEST_FILE_BASE_BYTES = 2**18
 
 
-def check_writable(out, cells: int = 0) -> None:
+def check_writable(out, cells: int = 0, largest: int = 0) -> None:
     """Can a bundle be written beside `out`? Tried for real (a folder made and removed) before anything is charged,
     and the room it needs looked for: the disk's free space, and the largest file the process may write.
 
@@ -166,8 +166,10 @@ def check_writable(out, cells: int = 0) -> None:
     out : path
         The bundle's folder (its parent folder is tried).
     cells : int, default 0
-        The cells the bundle will write (released margins' and the audited table's), where known: each adds
+        The cells the bundle will write (released margins' and the fitted table's), where known: each adds
         `BYTES_PER_CELL` to the room needed.
+    largest : int, default 0
+        The most cells one file holds: each adds `BYTES_PER_CELL` to the largest file the process must be allowed.
 
     Raises
     ------
@@ -186,7 +188,7 @@ def check_writable(out, cells: int = 0) -> None:
     except OSError as exc:
         raise TabreleaseError(f"cannot write a release into {parent}: {exc.strerror}") from None
     _check_room(parent, BUNDLE_BASE_BYTES + BYTES_PER_CELL * int(cells),
-                LARGEST_FILE_BASE_BYTES + BYTES_PER_CELL * int(cells))
+                LARGEST_FILE_BASE_BYTES + BYTES_PER_CELL * int(largest))
     # The files go into a staging folder beside `out`: its path, then the longest path a bundle writes inside it
     # (a published file name of at most FILE_NAME_MAX_BYTES, behind a temporary name's prefix and a folder's name).
     # Past the system's limit a file failed to be written after the charge ("File name too long").

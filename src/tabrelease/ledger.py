@@ -248,15 +248,16 @@ def init_ledger(path: str | os.PathLike) -> Path:
     # (a reviewer's trial). The two take milliseconds; a key made for a ledger that was not is removed.
     from ._signals import deferred_signals
 
-    with deferred_signals(act=False):
+    _refuse_an_unwritable(path)  # its folder: the key's temporary file would be named in the message otherwise
+    # The lock is taken first, outside the held signals: waiting for it (up to a minute) can be interrupted.
+    with _lock(path), deferred_signals(act=False):
         made_key = _make_key(path)
         try:
             key = ledger_key(path)
-            with _lock(path):
-                if path.exists():
-                    raise TabreleaseError(f"a ledger already exists at {path}")
-                _write(path, {"version": LEDGER_VERSION, "ledger_id": secrets.token_hex(8), "key_id": _key_id(key),
-                              "records": []}, key)
+            if path.exists():
+                raise TabreleaseError(f"a ledger already exists at {path}")
+            _write(path, {"version": LEDGER_VERSION, "ledger_id": secrets.token_hex(8), "key_id": _key_id(key),
+                          "records": []}, key)
         except BaseException:
             if made_key is not None and not path.exists():
                 made_key.unlink(missing_ok=True)
@@ -645,6 +646,9 @@ def scratch_copy(path, folder: Path):
     Path
         The copy of the ledger.
     """
+    # The copy is written owner-writable whatever the ledger's mode: the prediction must refuse what the run will
+    # (a read-only ledger said "would be made" in a dry run, then "refused" in the run: a review).
+    _refuse_an_unwritable(_resolve(path))
     copy = copy_ledger(path, folder)
     token = _SCRATCH.set((os.path.realpath(copy), ledger_key(path)))
     try:

@@ -43,20 +43,27 @@ class PreparedRelease:
     noise: NoiseSource
 
 
-def _cells_written(table, spec: ReleaseSpec) -> int:
-    """About how many cells a bundle writes, for the room it needs (`bundle.check_writable`): the released margins'
-    (the spec's, or every variable's levels where the margins are the default model's, not yet known) and the
-    audited table's where it is held as cells."""
+def _cells_written(table, spec: ReleaseSpec) -> tuple[int, int]:
+    """About how many cells a bundle writes, and the most in one file, for the room it needs
+    (`bundle.check_writable`): the released margins' (the spec's, parsed as the release parses them; every variable's
+    levels where they are not known yet) and the fitted table's, which the audit writes cell by cell where the fit is
+    over the cells (at most `estimate.CELL_PROBLEM_MAX_CELLS` of them)."""
     from math import prod
 
+    from .estimate import CELL_PROBLEM_MAX_CELLS
+    from .models import parse_model
+
     shape = tuple(int(k) for k in table.shape)
-    given = spec.margins if isinstance(spec.margins, (tuple, list)) else ()
-    named = all(isinstance(m, (tuple, list)) and all(isinstance(j, int) and 0 <= j < len(shape) for j in m)
-                for m in given)
-    margins = given if given and named else [(j,) for j in range(len(shape))]
-    released = sum(prod(shape[j] for j in margin) for margin in margins)
-    held = prod(shape) if getattr(table, "held_as_cells", True) else 0
-    return released + held
+    try:
+        margins = (parse_model(spec.margins, table).generators if isinstance(spec.margins, str)
+                   else [tuple(int(j) for j in m) for m in spec.margins or ()])
+        sizes = [prod(shape[j] for j in margin) for margin in margins]
+    except (TabreleaseError, TypeError, ValueError, IndexError):  # refused later, in its own words
+        sizes = []
+    sizes = sizes or [shape[j] for j in range(len(shape))]
+    cells = prod(shape)
+    fitted = cells if cells <= CELL_PROBLEM_MAX_CELLS else 0
+    return sum(sizes) + fitted, max(max(sizes), fitted)
 
 
 def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os.PathLike | None = None,
@@ -93,7 +100,7 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         from .bundle import check_release_destination, check_report_support, check_writable
 
         check_release_destination(out, force)
-        check_writable(out, _cells_written(table, spec))
+        check_writable(out, *_cells_written(table, spec))
         check_report_support(spec.workbook)
     if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         missing, others = table.metadata.get("undeclared_levels"), table.metadata.get("levels_not_in_table")

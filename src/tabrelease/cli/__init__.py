@@ -66,7 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     no_core_files()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
-    parser = build_parser()
+    try:
+        parser = build_parser()  # a fiftieth of a second: an interrupt here is one line too (a reviewer's trial)
+    except KeyboardInterrupt:
+        print("tabrelease: interrupted", file=sys.stderr)
+        return 130
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors

@@ -609,8 +609,12 @@ def _client(scheduler: str | None):
         # The workers' own logs stay silent: a task that fails (a value outside the declared levels, refused in one
         # line by the command) had its traceback logged to stderr by the worker first (a reviewer's trial), and a
         # failure's text could quote a value of the file.
-        _LOCAL_CLUSTER = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                                  dashboard_address=None, silence_logs=logging.CRITICAL)
+        import warnings
+
+        with warnings.catch_warnings():  # "Port 8787 is already in use" (another cluster's): not the user's concern
+            warnings.simplefilter("ignore")
+            _LOCAL_CLUSTER = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                      dashboard_address=None, silence_logs=logging.CRITICAL)
         atexit.register(_LOCAL_CLUSTER.close)
     return distributed.Client(_LOCAL_CLUSTER, set_as_default=False), None
 
