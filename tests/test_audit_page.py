@@ -473,6 +473,7 @@ def test_the_released_totals_change_never_reads_as_zero_when_it_is_not():
     assert _percent_change(-2, 4526) == "-0.044%"  # 100 * 2 / 4526 = 0.0442 (a user saw "-0.0%")
     assert _percent_change(30, 70) == "+42.9%" and _percent_change(-7, 70) == "-10.0%"
     assert _percent_change(0, 70) == "+0%"
+    assert _percent_change(1, 10**8) == "+0.000001%" and _percent_change(-3, 10**7) == "-0.00003%"  # no "1e-06%"
 
 
 @pytest.mark.parametrize("mechanism, extra", [("margins", []), ("cells", ["--estimator", "as-measured"])])

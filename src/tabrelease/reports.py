@@ -560,7 +560,10 @@ def _percent_change(change: float, base: float) -> str:
     if change == 0:
         return "+0%"
     percent = 100 * change / max(base, 1)
-    return f"{percent:+.1f}%" if abs(percent) >= 0.05 else f"{percent:+.2g}%"
+    if abs(percent) >= 0.05:
+        return f"{percent:+.1f}%"
+    # Two significant figures, written out (never in powers of ten: "+1e-06%" for a change of 1 in 10^8).
+    return np.format_float_positional(percent, precision=2, unique=False, fractional=False, trim="-", sign=True) + "%"
 
 
 def _count_text(value: float) -> str:

@@ -934,7 +934,7 @@ def _refuse_a_count_column(source, variables, count_column: str, csv_options) ->
     if not isinstance(source, (str, os.PathLike)) or (isinstance(source, str) and source in BUILTIN_TABLES):
         return
     path = _regular_file(source)
-    if path.suffix.lower() not in (".parquet", ".csv", ".txt", ".tsv"):
+    if path.suffix.lower() == ".xlsx":  # checked once read (`load_input`), where every column is counted
         return
     if variables is not None and count_column in [str(v) for v in variables]:
         return
