@@ -524,13 +524,20 @@ class LeastSquaresProblem:
         self.domain = tuple(domain)
         self.blocks = tuple(blocks)
         cells = int(np.prod(self.domain))
-        operators = [block_operator(self.domain, q, v, kind) for q, v, kind in self.blocks]
-        self._Q = sp.stack(0, operators) if operators else sp.zeros((0, cells))
-        self._sizes = [op.shape[0] for op in operators]
+        # Where the fit is over margins (`fits_over_margins`), a coefficient block's dense operator over the cells is
+        # never built: it held 17 million entries on 64 x 64 (1.9 GB at its peak, a review's measurement), and the
+        # fit, the refinement's exact residuals included, reads the margins' form alone.
+        sparse_form = fits_over_margins(self.domain, self.blocks)
+        operators = [block_operator(self.domain, q, v, kind) if not sparse_form or q == MARGIN_CELLS or not v
+                     else None for q, v, kind in self.blocks]
+        self._sizes = [op.shape[0] if op is not None else (1 if kind == FOURIER else
+                                                           int(np.prod([self.domain[j] for j in v])))
+                       for op, (_, v, kind) in zip(operators, self.blocks)]
+        self._Q = None if sparse_form else (sp.stack(0, operators) if operators else sp.zeros((0, cells)))
         free = np.ones(cells, bool)
         if structural_zeros is not None:
             free = ~np.asarray(structural_zeros, bool).ravel()
-        m = self._Q.shape[0]
+        m = int(sum(self._sizes))
         # Variables x = (w, z, r) with r = Q w - y: the objective 1/2 r' diag(weights) r keeps the KKT system as
         # sparse as Q (the dense Q'WQ made every interior-point step a dense factorisation). Where coefficient
         # blocks make Q's rows dense, they are written over margins z of the table instead (`_over_margins`), with
@@ -561,11 +568,19 @@ class LeastSquaresProblem:
         # computed exactly in integer arithmetic.
         scales = [_integer_scale(self.domain, q, kind) for q, _, kind in self.blocks]
         self._row_scale = np.concatenate([np.full(n, s) for n, s in zip(self._sizes, scales)]) if scales else np.zeros(0)
-        integer = [op * s for op, s in zip(operators, scales)]
-        for op in integer:
-            if op.nnz and np.abs(op.values - np.rint(op.values)).max() > 1e-9:
-                raise TabreleaseError("internal error: a scaled query operator is not integral")
-        scaled = sp.stack(0, integer) if integer else sp.zeros((0, cells))
+        # Over margins, the integer operator reads (x, its margins) and the margins are counted in integers too
+        # (`_integer_queries`): a margin's coefficient times its scale is an integer (prod of k_j over T, or 1).
+        if over_margins is None:
+            scaled, self._margins_of = (sp.stack(0, [op * s for op, s in zip(operators, scales)]) if operators
+                                        else sp.zeros((0, cells))), None
+        else:
+            scaled = sp.from_entries(queries.values * self._row_scale[queries.row], queries.row, queries.col,
+                                     queries.shape)
+            cut = definitions.col < cells  # the definitions' rows over w: each margin cell's 0/1 sum of cells
+            self._margins_of = sp.SparseMatrix((definitions.shape[0], cells), definitions.row[cut],
+                                               definitions.col[cut], np.rint(definitions.values[cut]).astype(np.int64))
+        if scaled.nnz and np.abs(scaled.values - np.rint(scaled.values)).max() > 1e-9:
+            raise TabreleaseError("internal error: a scaled query operator is not integral")
         self._Qi = sp.SparseMatrix(scaled.shape, scaled.row, scaled.col, np.rint(scaled.values).astype(np.int64))
         self._row_bound = int(abs(self._Qi).sum(axis=1).max()) if m else 0
         # The blocks that carry the total (margin cells: their sum; the empty set's coefficient: times its scale),
@@ -576,7 +591,12 @@ class LeastSquaresProblem:
 
     @property
     def size(self) -> int:
-        return int(self._Q.shape[0])
+        return int(self._m)
+
+    def _with_margins(self, x: np.ndarray) -> np.ndarray:
+        """An integer table x (flat), with its margins after it where the queries are over margins: what the
+        integer operator `_Qi` reads."""
+        return x if self._margins_of is None else np.concatenate([x, self._margins_of @ x])
 
     def solve(self, values: np.ndarray, weights: np.ndarray, total: float, *,
               exact_total: bool = False) -> tuple[np.ndarray, float]:
@@ -676,7 +696,7 @@ class LeastSquaresProblem:
                                         change_total, x.astype(float))
             step = np.where(self._free, np.rint(change), 0.0).astype(np.int64)
             x, change = x + step, change - step
-            if not np.any(self._Qi @ step):
+            if not np.any(self._Qi @ self._with_margins(step)):
                 break  # this round moved no measured query by an integer: the fit is x + change
         return x, np.where(self._free, np.maximum(change, -x), 0.0)
 
@@ -685,13 +705,14 @@ class LeastSquaresProblem:
         exactly in int64 (in two halves of x's bits where one product could overflow), and the float difference
         is taken from the high half first (y and Qi x agree in their leading digits, so that subtraction is
         exact), then the low half."""
-        if self._row_bound * max(int(np.abs(x).max(initial=0)), 1) < 2**62:
-            q = self._Qi @ x
+        full = self._with_margins(x)  # its margins at most n each, below 2^53 (`fit` refuses more)
+        if self._row_bound * max(int(np.abs(full).max(initial=0)), 1) < 2**62:
+            q = self._Qi @ full
             high = q.astype(float)
             low = (q - high.astype(np.int64)).astype(float)
         else:
             shift = 2**26
-            q_high, q_low = self._Qi @ (x // shift), self._Qi @ (x % shift)
+            q_high, q_low = self._Qi @ self._with_margins(x // shift), self._Qi @ self._with_margins(x % shift)
             high = q_high.astype(float) * shift
             low = q_low.astype(float)
         return (scaled - high) - low
