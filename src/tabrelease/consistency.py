@@ -386,10 +386,10 @@ class _ResidualQP:
 DENSE_QUERY_ENTRIES = 2**16
 
 
-def _over_margins(domain: tuple[int, ...], blocks, operators) -> tuple[sp.SparseMatrix, sp.SparseMatrix] | None:
+def _over_margins(domain: tuple[int, ...], blocks, operators) -> tuple[sp.SparseMatrix, sp.SparseMatrix]:
     """The measured queries written over the table's cells w and its margins z (columns: w, then z_T for each proper
-    set T in the downward closure of the coefficient blocks' sets, smallest first), and the definitions of z as rows
-    M_T w - z_T (each to equal 0); None where `fits_over_margins` keeps the cells' form.
+    set T in the downward closure of the coefficient blocks' sets, smallest first: `_margins_below`), and the
+    definitions of z as rows M_T w - z_T (each to equal 0). Used where `fits_over_margins` says.
 
     An Efron-Stein coefficient of the set S at x_S is sum over T in S of (-1)^|S - T| / prod_(j not in T) k_j times
     the margin over T at x_T (`bases`: the same expansion the LP's constraints use, `_sparse_constraints`): 2^|S|
@@ -403,24 +403,21 @@ def _over_margins(domain: tuple[int, ...], blocks, operators) -> tuple[sp.Sparse
         The table's shape.
     blocks : sequence of (str, tuple of int, str or None)
         Each measured block's query kind, axes and basis kind.
-    operators : sequence of tabrelease._sparse.SparseMatrix
-        Each block's operator over the cells (`block_operator`), in the same order.
+    operators : sequence of tabrelease._sparse.SparseMatrix or None
+        Each block's operator over the cells (`block_operator`), in the same order: read for margin cells and the
+        constant coefficient only (None will do for the others).
 
     Returns
     -------
-    tuple of (tabrelease._sparse.SparseMatrix, tabrelease._sparse.SparseMatrix) or None
+    tuple of (tabrelease._sparse.SparseMatrix, tabrelease._sparse.SparseMatrix)
         The queries (rows as the operators', stacked) and the definitions, both over the columns (w, z).
     """
     from math import prod
 
-    if not fits_over_margins(domain, blocks):
-        return None
-    coefficient = [tuple(v) for q, v, _ in blocks if q != MARGIN_CELLS and v]
     k = len(domain)
     cells = prod(domain)
     every = tuple(range(k))
-    sets = sorted({t for v in coefficient for r in range(len(v) + 1) for t in combinations(v, r)} - {every},
-                  key=lambda t: (len(t), t))
+    sets = _margins_below(domain, blocks)
     start, column = {every: 0}, cells  # the margin over every variable is w itself
     for t in sets:
         start[t] = column
@@ -496,10 +493,17 @@ def fits_over_margins(domain, blocks) -> bool:
         else:  # an Efron-Stein block: a row over every cell per coefficient, or 2^|S| margin cells
             direct += size * cells
             over_margins += size * 2 ** len(variables)
-    every = tuple(range(len(domain)))
-    sets = {t for v in coefficient for r in range(len(v) + 1) for t in combinations(v, r)} - {every}
-    over_margins += sum(cells + prod(domain[j] for j in t) for t in sets)
+    over_margins += sum(cells + prod(domain[j] for j in t) for t in _margins_below(domain, blocks))
     return direct > DENSE_QUERY_ENTRIES and 4 * over_margins <= direct
+
+
+def _margins_below(domain, blocks) -> list[Margin]:
+    """The margins the fit over margins adds as unknowns: the downward closure of the coefficient blocks' sets
+    (smallest first), but the full table's, which is the cells themselves."""
+    from .models import downward_closure
+
+    coefficient = [tuple(v) for q, v, _ in blocks if q != MARGIN_CELLS and v]
+    return [t for t in downward_closure(coefficient) if t != tuple(range(len(domain)))]
 
 
 def _updatable(solver) -> bool:
@@ -543,7 +547,7 @@ class LeastSquaresProblem:
         # blocks make Q's rows dense, they are written over margins z of the table instead (`_over_margins`), with
         # z = its margins of w as equalities; else z is empty and x = (w, r).
         # Clarabel's form: A x + s = b with s in cones: equalities (zero cone) first, then -w <= 0.
-        over_margins = _over_margins(self.domain, self.blocks, operators)
+        over_margins = _over_margins(self.domain, self.blocks, operators) if sparse_form else None
         if over_margins is None:
             queries, definitions, aux = self._Q, sp.zeros((0, cells)), 0
         else:
