@@ -379,8 +379,8 @@ class _ResidualQP:
 # Where a least-squares problem's coefficient blocks hold more entries than this over the table's cells (each
 # Efron-Stein coefficient is a dense row over every cell of its margin: a Gaussian plan's residual blocks of a 42 x 22
 # table, 861 rows over 924 cells, took 38-59 s a fit in scratch timings), the fit writes them over margins of the
-# table (`_over_margins`), where that holds a quarter of the entries or fewer (0.04 s a fit of that table, scratch;
-# `benchmarks/bench_dense_residual_fit.py` times both forms). Below it the cells' form stands: the fits of small
+# table (`_over_margins`), where that holds a quarter of the entries or fewer (`benchmarks/bench_dense_residual_fit.py`
+# times both forms). Below it the cells' form stands: the fits of small
 # problems, every frontier table's among them (at most 43,264 entries; a test checks), are those the committed
 # reports were computed with.
 DENSE_QUERY_ENTRIES = 2**16
