@@ -161,3 +161,72 @@ def test_rerunning_some_strategies_keeps_the_others_rows_and_reproduces_its_own(
     # The last --repetitions wins: a rerun of other repetitions than the kept rows' is refused.
     assert main(common + ["--force", "--keep-others", "--strategies", "planned", "--repetitions", "3"]) == 2
     assert "other points or repetitions" in capsys.readouterr().err
+
+
+def _housing_file(folder):
+    """The built-in housing table's cells written as a long CSV of a new name: a table the frontier reads from a
+    file, with no paper model."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = tr.builtin_table("housing")
+    rows = ["A,B,C,D,count"] + [",".join([*(table.levels[j][i] for j, i in enumerate(cell)), str(int(table.counts[cell]))])
+                                for cell in itertools.product(*(range(s) for s in table.shape))]
+    path = folder / "my_housing.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_table_read_from_a_file_releases_every_three_way_margin(tmp_path):
+    # Every three-way margin of a four-variable table read from a file: the cells rows recomputed by hand from the
+    # seed (Laplace(1/epsilon) on every cell, clip, round half to even), the rows named by the file's stem, and the
+    # seeds those of the stem, not of the folder: the same file elsewhere gives the very same rows.
+    path = _housing_file(tmp_path / "a")
+    runs = frontier.run_frontier([str(path)], [0.5], 2, strategies=("planned", "cells"),
+                                 workloads=(frontier.ALL_THREE_WAY,))
+    table = tr.builtin_table("housing")
+    triples = list(itertools.combinations(range(4), 3))
+    assert frontier.workload_margins(tr.load_table(str(path)), frontier.ALL_THREE_WAY) == triples
+    assert set(runs.table) == {"my_housing"} and set(runs.workload) == {"all-3-way"} and len(runs) == 4
+    for row in runs[runs.strategy == "cells"].itertuples():
+        task = frontier.FrontierTask(str(path), 0.5, 2, frontier.MASTER_SEED, workload=frontier.ALL_THREE_WAY)
+        rng = np.random.default_rng(frontier._seed(task, row.repetition, 2))
+        rounded = np.rint(np.clip(table.counts + rng.laplace(0.0, 2.0, size=table.shape), 0, None))
+        errors = [np.abs(rounded.sum(axis=drop) - table.counts.sum(axis=drop)).sum()
+                  for drop in ((3,), (2,), (1,), (0,))]  # the axis each triple leaves out, in the triples' order
+        assert row.max_l1 == pytest.approx(max(errors)) and row.mean_l1 == pytest.approx(np.mean(errors))
+    elsewhere = frontier.run_frontier([str(_housing_file(tmp_path / "b" / "c"))], [0.5], 2,
+                                      strategies=("planned", "cells"), workloads=(frontier.ALL_THREE_WAY,))
+    pd.testing.assert_frame_equal(runs.drop(columns="seconds"), elsewhere.drop(columns="seconds"))
+    # The seed's table word is the stem's: a built-in's name keeps its place among the paper's tables.
+    assert frontier._table_index(frontier.table_label(str(path))) == frontier._table_index("my_housing")
+    assert frontier.table_label("rochdale") == "rochdale" and frontier._table_index("rochdale") == 2
+
+
+def test_a_three_way_workload_on_a_built_in_table_keeps_the_other_workloads_draws():
+    # all-3-way takes the next word of the seeds: the model's and all-2-way's draws are those they always were.
+    task = frontier.FrontierTask("edwards", 1.0, 2, frontier.MASTER_SEED, workload=frontier.ALL_TWO_WAY)
+    words = [frontier.MASTER_SEED, 0, 1_000_000, 1, 2, 1]
+    assert frontier._seed(task, 1, 2) == int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0] >> 1)
+    three = frontier.FrontierTask("edwards", 1.0, 2, frontier.MASTER_SEED, workload=frontier.ALL_THREE_WAY)
+    words[-1] = 2
+    assert frontier._seed(three, 1, 2) == int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0] >> 1)
+    assert frontier.WORKLOADS == ("model", "all-2-way")  # the default run is unchanged
+
+
+def test_a_file_table_has_no_model_workload_and_two_files_of_one_stem_are_refused(tmp_path):
+    path = str(_housing_file(tmp_path))
+    with pytest.raises(tr.TabreleaseError, match="my_housing has no default model"):
+        frontier.run_frontier([path], [1.0], 2, strategies=("cells",), workloads=(frontier.MODEL,))
+    with pytest.raises(tr.TabreleaseError, match="two of the frontier's tables are named 'my_housing'"):
+        frontier.run_frontier([path, str(_housing_file(tmp_path / "other"))], [1.0], 2, strategies=("cells",),
+                              workloads=(frontier.ALL_TWO_WAY,))
+
+
+def test_frontier_command_on_a_file(tmp_path, capsys):
+    path = _housing_file(tmp_path)
+    assert main(["frontier", "--out", str(tmp_path / "f"), "--tables", str(path), "--workloads", "all-2-way,all-3-way",
+                 "--epsilon", "1", "--repetitions", "2", "--strategies", "planned,cells", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["releases"] == 2 * 2 * 2
+    report = (tmp_path / "f" / "report.md").read_text()
+    assert "every two-way margin (`all-2-way`) and every three-way margin (`all-3-way`)" in report
+    assert (tmp_path / "f" / "my_housing-all-3-way.svg").is_file()

@@ -117,9 +117,12 @@ TABLES = ("edwards", "czech", "rochdale", "journey_to_work")  # the paper's (the
 # The frontier's default: the paper's four and three classic tables from outside it (tables/PROVENANCE.md).
 FRONTIER_TABLES = TABLES + ("housing", "titanic", "minn38")
 EPSILONS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
-# What each table releases: its paper (or outside) model's margins, and every two-way margin.
-MODEL, ALL_TWO_WAY = "model", "all-2-way"
+# What each table releases: its paper (or outside) model's margins, and every two-way margin (the default
+# workloads); on request, every three-way margin (a table read from a file has no default model).
+MODEL, ALL_TWO_WAY, ALL_THREE_WAY = "model", "all-2-way", "all-3-way"
 WORKLOADS = (MODEL, ALL_TWO_WAY)
+# Every workload a run may name; a workload's place here is its word in the seeds, so one added goes last.
+WORKLOAD_CHOICES = WORKLOADS + (ALL_THREE_WAY,)
 REPETITIONS = 50
 MASTER_SEED = 20261122
 # For the sensitive-attributes strategy: the attribute of each table that is treated as sensitive (the others
@@ -136,7 +139,7 @@ FRONTIER_SENSITIVE: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class FrontierTask:
-    table: str
+    table: str  # a built-in table's name, or the path of a table's file (`table_label` names it)
     epsilon: float
     repetitions: int
     master_seed: int
@@ -176,7 +179,8 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
     Parameters
     ----------
     tables : sequence of str
-        Built-in tables' names (each released under its default model).
+        Built-in tables' names, or paths of tables' files as `load_table` reads them (with every cell listed and
+        the count column `count`); the runs name each by `table_label`, so no two may share a label.
     epsilons : sequence of float
     repetitions : int
         Runs per strategy at each point (a slow strategy's own `repetitions` caps it).
@@ -189,7 +193,8 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
     progress : bool or None
         A progress bar on standard error (None: when it is a terminal).
     workloads : sequence of str
-        Which margins each table releases: "model" (its default model's) and "all-2-way" (every two-way margin).
+        Which margins each table releases: "model" (its default model's), "all-2-way" (every two-way margin) and
+        "all-3-way" (every three-way margin).
 
     Returns
     -------
@@ -210,8 +215,12 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
         if source is not None and source not in chosen:
             raise TabreleaseError(f"the {name} strategy re-estimates the {source} strategy's measurements; include it")
     for w in workloads:
-        if w not in WORKLOADS:
-            raise TabreleaseError(f"unknown frontier workload {w!r}; choose from {', '.join(WORKLOADS)}")
+        if w not in WORKLOAD_CHOICES:
+            raise TabreleaseError(f"unknown frontier workload {w!r}; choose from {', '.join(WORKLOAD_CHOICES)}")
+    labels = [table_label(t) for t in tables]
+    for label in dict.fromkeys(labels):
+        if labels.count(label) > 1:  # their rows, seeds and figures would be one table's
+            raise TabreleaseError(f"two of the frontier's tables are named {label!r}; rename one of the files")
     executor = executor or InlineExecutor()
     tasks = [FrontierTask(t, float(e), int(repetitions), int(master_seed), chosen, w)
              for w in workloads for t in tables for e in epsilons]
@@ -223,7 +232,7 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
 
     # Tasks (a table at one epsilon, every strategy) arrive whole: the bar says what is under way from the start.
     releases = sum(min(int(repetitions), strategy(name).repetitions or int(repetitions)) for t in tasks
-                   for name in chosen if not strategy(name).sensitive or t.table in FRONTIER_SENSITIVE)
+                   for name in chosen if not strategy(name).sensitive or table_label(t.table) in FRONTIER_SENSITIVE)
     bar = tqdm(total=releases, unit="release", desc="frontier", disable=not progress)
     bar.set_postfix_str(f"planning and starting {len(tasks)} tasks", refresh=True)
     futures = [executor.submit(run_task, task) for task in tasks]
@@ -243,6 +252,24 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
     return pd.concat([results[i] for i in range(len(futures))], ignore_index=True)
 
 
+def table_label(source: str) -> str:
+    """The name a frontier's rows, seeds and figures give a table: a built-in table's own name, or the stem of its
+    file's name (the name `load_table` gives it), so that a table's draws do not depend on the folder it is in.
+
+    Parameters
+    ----------
+    source : str
+        A built-in table's name, or the path of a table's file.
+
+    Returns
+    -------
+    str
+    """
+    from .tables import BUILTIN_TABLES
+
+    return source if source in BUILTIN_TABLES else Path(source).stem
+
+
 def _table_index(name: str) -> int:
     """The table's word in the seed: its place among the paper's tables (as before), or a hash of its name."""
     if name in TABLES:
@@ -253,9 +280,10 @@ def _table_index(name: str) -> int:
 
 
 def _seed(task: FrontierTask, repetition: int, stream: int) -> int:
-    words = [task.master_seed, _table_index(task.table), int(round(task.epsilon * 1e6)), repetition, stream]
+    words = [task.master_seed, _table_index(table_label(task.table)), int(round(task.epsilon * 1e6)), repetition,
+             stream]
     if task.workload != MODEL:  # the model's draws are those of the runs made before workloads were added
-        words.append(WORKLOADS.index(task.workload))
+        words.append(WORKLOAD_CHOICES.index(task.workload))
     return int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0] >> 1)
 
 
@@ -296,19 +324,31 @@ def workload_margins(table, workload: str) -> list[tuple[int, ...]]:
     Parameters
     ----------
     table : ContingencyTable
-    workload : {"model", "all-2-way"}
+    workload : {"model", "all-2-way", "all-3-way"}
 
     Returns
     -------
     list of tuple of int
-        The default model's generators, or every pair of axes.
+        The default model's generators, or every pair of axes, or every triple (on a three-way table, the table).
+
+    Raises
+    ------
+    TabreleaseError
+        The table has no default model ("model"), or fewer variables than the workload's margins have.
     """
     from itertools import combinations
 
     from . import default_model
 
-    if workload == ALL_TWO_WAY:
-        return list(combinations(range(table.k), 2))
+    if workload in (ALL_TWO_WAY, ALL_THREE_WAY):
+        size = 2 if workload == ALL_TWO_WAY else 3
+        if table.k < size:
+            raise TabreleaseError(f"the {workload} workload needs a table of at least {size} variables; "
+                                  f"{table.name} has {table.k}")
+        return list(combinations(range(table.k), size))
+    if not (table.metadata or {}).get("model"):  # a table read from a file: its margins are the workload's to say
+        raise TabreleaseError(f"{table.name} has no default model, so no {MODEL} workload: choose the workloads "
+                              f"{ALL_TWO_WAY} or {ALL_THREE_WAY}")
     return list(default_model(table).generators)
 
 
@@ -318,23 +358,24 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     Parameters
     ----------
     task : FrontierTask
-        The table (a built-in's name), epsilon, repetitions, master seed, strategies (a sensitive strategy is
-        skipped on a table without a sensitive attribute) and workload.
+        The table (a built-in's name, or a file's path), epsilon, repetitions, master seed, strategies (a sensitive
+        strategy is skipped on a table without a sensitive attribute) and workload.
 
     Returns
     -------
     pandas.DataFrame
         One row per repetition and strategy, as `run_frontier`'s.
     """
-    from . import builtin_table
     from .noise import SimulationNoise
     from .pipeline import release_from_measurements, run_plan
+    from .tables import load_table
 
-    table = builtin_table(task.table)
+    table = load_table(task.table)
+    label = table_label(task.table)
     margins = workload_margins(table, task.workload)
     truth = [margin_counts(table.counts, g) for g in margins]
     chosen = [strategy(name) for name in task.strategies
-              if not strategy(name).sensitive or task.table in FRONTIER_SENSITIVE]
+              if not strategy(name).sensitive or label in FRONTIER_SENSITIVE]
     # A strategy that re-estimates another's measurements runs after it, in whatever order they were named.
     chosen.sort(key=lambda s: s.from_strategy is not None)
     plans = {s.name: plan_strategy(s, table, margins, task.epsilon) for s in chosen}
@@ -354,15 +395,15 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
                 release = release_from_measurements(plans[s.name], source.measurements)
                 seconds = time.perf_counter() - start + source.timings["noise"]
             made[s.name] = release
-            rows.append(_row(task, rep, s.name, release, truth, table.n, seconds))
+            rows.append(_row(task, label, rep, s.name, release, truth, table.n, seconds))
     return pd.DataFrame(rows)
 
 
-def _row(task, rep, name, release, truth, n, seconds) -> dict:
+def _row(task, label, rep, name, release, truth, n, seconds) -> dict:
     errors = [float(np.abs(np.asarray(m, float) - t).sum()) for m, t in zip(release.released_margins, truth)]
     released = [np.asarray(m, float) for m in release.released_margins]
     return {
-        "table": task.table, "workload": task.workload, "epsilon": task.epsilon, "repetition": rep, "strategy": name,
+        "table": label, "workload": task.workload, "epsilon": task.epsilon, "repetition": rep, "strategy": name,
         "mechanism": release.mechanism, "privacy": release.privacy, "max_l1": max(errors), "mean_l1": float(np.mean(errors)),
         "abs_dn": abs(release.n_released - n), "n": n,
         "integer": all(np.array_equal(m, np.round(m)) for m in released),
@@ -583,7 +624,8 @@ def plot_table(summary: pd.DataFrame, table: str, path: Path, workload: str = MO
 
 def _workloads_in_words(summary: pd.DataFrame) -> str:
     """The workloads the run has, in words, in the order of its rows (the report's header said both whatever ran)."""
-    words = {MODEL: "each table's paper model (workload `model`)", ALL_TWO_WAY: "every two-way margin (`all-2-way`)"}
+    words = {MODEL: "each table's paper model (workload `model`)", ALL_TWO_WAY: "every two-way margin (`all-2-way`)",
+             ALL_THREE_WAY: "every three-way margin (`all-3-way`)"}
     return " and ".join(words.get(w, f"workload `{w}`") for w in dict.fromkeys(summary["workload"]))
 
 

@@ -19,10 +19,13 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--epsilon", type=epsilon_list, default=None, help="default 0.05,0.1,0.25,0.5,1,2")
     parser.add_argument("--repetitions", type=int, default=None, help="runs per point (default 50)")
-    parser.add_argument("--tables", type=name_list, default=None, help="default: the paper's four tables and housing, titanic, minn38")
+    parser.add_argument("--tables", type=name_list, default=None,
+                        help="built-in table names, or files of long tables (every cell listed, counts in a column "
+                        "named count), each named by its file's stem; default: the paper's four tables and housing, "
+                        "titanic, minn38")
     parser.add_argument("--workloads", type=name_list, default=None,
                         help="which margins each table releases: model (its default model's), all-2-way (every "
-                        "two-way margin); default both")
+                        "two-way margin), all-3-way (every three-way margin); default model and all-2-way")
     parser.add_argument("--strategies", type=name_list, default=None,
                         help="run only these strategies (default: every one)")
     parser.add_argument("--keep-others", action="store_true",
@@ -38,20 +41,27 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..errors import TabreleaseError
-    from ..frontier import (EPSILONS, FRONTIER_TABLES, REPETITIONS, STRATEGIES, WORKLOADS, run_frontier, strategy,
-                            write_frontier)
+    from ..frontier import (EPSILONS, FRONTIER_TABLES, REPETITIONS, STRATEGIES, WORKLOAD_CHOICES, WORKLOADS,
+                            run_frontier, strategy, table_label, workload_margins, write_frontier)
     from ..sweeps.driver import local_executor
-    from ..tables import BUILTIN_TABLES
+    from ..tables import BUILTIN_TABLES, load_table
 
     tables = args.tables or FRONTIER_TABLES
     workloads = args.workloads or WORKLOADS
     for name in workloads:
-        if name not in WORKLOADS:
-            raise TabreleaseError(f"unknown frontier workload {name!r}; choose from {', '.join(WORKLOADS)}")
-    for name in tables:
-        if name not in BUILTIN_TABLES:
-            raise TabreleaseError(f"unknown built-in table {name!r}; choose from {', '.join(BUILTIN_TABLES)}")
+        if name not in WORKLOAD_CHOICES:
+            raise TabreleaseError(f"unknown frontier workload {name!r}; choose from {', '.join(WORKLOAD_CHOICES)}")
     from pathlib import Path
+
+    labels = [table_label(name) for name in tables]
+    for name, label in zip(tables, labels):
+        if name not in BUILTIN_TABLES and not Path(name).is_file():
+            raise TabreleaseError(f"{name!r} is neither a built-in table ({', '.join(BUILTIN_TABLES)}) nor a file")
+        if labels.count(label) > 1:
+            raise TabreleaseError(f"two of the frontier's tables are named {label!r}; rename one of the files")
+        table = load_table(name)  # read here, so a bad file or workload is refused before any process starts
+        for workload in workloads:
+            workload_margins(table, workload)
 
     if Path(args.out).exists() and not args.force and any(Path(args.out).iterdir()):
         raise TabreleaseError(f"{args.out} exists and is not empty; choose another --out or pass --force")
@@ -121,7 +131,9 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
     if not path.is_file():
         raise TabreleaseError(f"--keep-others needs a previous frontier in {args.out} (no runs.csv there)")
     old = pd.read_csv(path)
-    points = {(t, w, float(e)) for t in tables for w in workloads for e in epsilons}
+    from ..frontier import table_label
+
+    points = {(table_label(t), w, float(e)) for t in tables for w in workloads for e in epsilons}
     have = set(zip(old["table"], old["workload"], old["epsilon"].astype(float)))
     if have != points or int(old["repetition"].max()) + 1 != repetitions:
         raise TabreleaseError(f"the frontier in {args.out} is of other points or repetitions: run every strategy")
