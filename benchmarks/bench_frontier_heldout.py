@@ -2,6 +2,7 @@
 
     python benchmarks/bench_frontier_heldout.py [--repetitions N] [--jobs J] [--out DIR] \
         > reports/benchmarks/frontier_heldout.txt
+    python benchmarks/bench_frontier_heldout.py --large > reports/benchmarks/frontier_heldout_large.txt
 
 Why: the planner's search (its candidates, its objective, the choice between designs) was built and checked on the
 frontier's seven tables (`reports/frontier/`), so their figures are no longer an out-of-sample test of issue 23's
@@ -15,12 +16,20 @@ were chosen, by their shapes, before any of them was released):
 * ``suicide`` 2 x 9 x 17 (vcd::Suicide: sex, method, age; 306 cells, 53,182 people), ``danish_welfare``
   3 x 4 x 3 x 5, ``punishment`` 2 x 2 x 3 x 3, ``yamaguchi87`` 5 x 5 x 3, ``joint_sports`` 5 x 2 x 2 x 2.
 
+With --large, two tables of many variables and few people per cell instead, counted from R's records of one person
+each (chosen before either was released): ``arrests`` (carData::Arrests without age: 2 x 2 x 6 x 2 x 2 x 2 x 7, 1,344
+cells, 769 empty, 5,226 people) and ``icu`` (eleven of vcdExtra::ICU's categorical variables: 2^10 x 3, 3,072 cells,
+2,986 empty, 200 patients), at 20 runs a point by default (the paper's LP and least squares on its measurements take
+3-9 s a release on ICU's cells; the report goes to reports/frontier_heldout_large).
+
 They have no default model, so the workloads are every two-way and every three-way margin (on a three-way table the
 full table). Every central epsilon-DP strategy of the frontier runs at each point with the frontier's own seeds and
 common random numbers (`tabrelease.frontier`), and the frontier's own report is written to --out (default
-reports/frontier_heldout). This prints, from the runs, each point's default / best ratio with its standard error (the
-default's and the best's means, independent draws unless the best shares the default's noise stream) and whether the
-default is worse than the best by more than twice it. The best at a point is the lowest of nine means chosen after
+reports/frontier_heldout). This prints, from the runs, each point's default / best ratio with its standard error (by
+the delta method over the runs: the two means' variances and, where the best shares the default's noise stream, their
+covariance) and whether the default is worse than the best by more than twice it, and at how many points the default
+released exactly what noise on every cell with least squares (`cells-least-squares`) or HDMM's marginals released:
+where it did, its design was that strategy's. The best at a point is the lowest of nine means chosen after
 the fact, so it leans low and the ratio high; where the workload is one margin, `margins` is the `cells` mechanism
 (noise on every cell at sensitivity 1, clipped and rounded) with other draws, and the lower of the two is the best.
 The default / cells-least-squares and default / hdmm-marginals columns compare like with like: the same noise at
@@ -42,6 +51,8 @@ from tabrelease import frontier
 HELD_OUT = tuple(str(Path(__file__).parent / "data" / "heldout" / f"{name}.csv")
                  for name in ("ucb_admissions", "hair_eye_color", "dyke", "alligator", "toxaemia", "suicide",
                               "danish_welfare", "punishment", "yamaguchi87", "joint_sports"))
+LARGE = tuple(str(Path(__file__).parent / "data" / "heldout" / f"{name}.csv") for name in ("arrests", "icu"))
+LARGE_REPETITIONS = 20
 WORKLOADS = (frontier.ALL_TWO_WAY, frontier.ALL_THREE_WAY)
 CENTRAL = tuple(s.name for s in frontier.STRATEGY_LIST
                 if s.guarantee == frontier.strategy("planned").guarantee and not s.sensitive)
@@ -52,88 +63,113 @@ def main() -> None:
     from tabrelease.sweeps.driver import local_executor
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repetitions", type=int, default=frontier.REPETITIONS)
+    parser.add_argument("--large", action="store_true", help="the two tables of many sparse cells instead")
+    parser.add_argument("--repetitions", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--out", default=str(Path(__file__).parents[1] / "reports" / "frontier_heldout"))
+    parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    tables = LARGE if args.large else HELD_OUT
+    repetitions = args.repetitions if args.repetitions is not None else (
+        LARGE_REPETITIONS if args.large else frontier.REPETITIONS)
+    out = args.out or str(Path(__file__).parents[1] / "reports" / ("frontier_heldout" + "_large" * args.large))
     start = time.perf_counter()
     executor = local_executor(args.jobs)
     try:
-        runs = frontier.run_frontier(HELD_OUT, frontier.EPSILONS, args.repetitions, executor=executor,
+        runs = frontier.run_frontier(tables, frontier.EPSILONS, repetitions, executor=executor,
                                      strategies=CENTRAL, workloads=WORKLOADS)
     finally:
         executor.shutdown()
     seconds = time.perf_counter() - start
-    frontier.write_frontier(args.out, runs, seconds=seconds,
-                            command=f"python benchmarks/bench_frontier_heldout.py --repetitions {args.repetitions} "
-                                    f"--jobs {args.jobs}")
+    frontier.write_frontier(out, runs, seconds=seconds,
+                            command=f"python benchmarks/bench_frontier_heldout.py{' --large' * args.large} "
+                                    f"--repetitions {repetitions} --jobs {args.jobs}")
     print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; "
-          f"{len(HELD_OUT)} held-out tables (benchmarks/data/heldout) x {len(WORKLOADS)} workloads x "
-          f"{len(frontier.EPSILONS)} epsilons, {args.repetitions} runs per strategy and point, strategies "
+          f"{len(tables)} held-out tables (benchmarks/data/heldout) x {len(WORKLOADS)} workloads x "
+          f"{len(frontier.EPSILONS)} epsilons, {repetitions} runs per strategy and point, strategies "
           f"{', '.join(CENTRAL)}; {seconds:.0f} s on {args.jobs} processes; the frontier's report: "
-          f"{Path(args.out).name}/report.md")
+          f"{Path(out).name}/report.md")
     print_points(runs)
 
 
 def print_points(runs) -> None:
-    """Each point's best strategy, the default / best ratio of mean max-L1 error and the default's standard error
-    (of its mean, relative), and the totals the issue's target reads."""
+    """Each point's best strategy, the default / best ratio of mean max-L1 error with its standard error, the default
+    against the strategies that share its noise, and the totals the issue's target reads."""
     summary = frontier.summarise(runs)
-    wide = summary.pivot_table(index=["table", "workload", "epsilon"], columns="strategy", values="max_l1_mean")
-    sd = summary.pivot_table(index=["table", "workload", "epsilon"], columns="strategy", values="max_l1_sd")
-    count = summary.pivot_table(index=["table", "workload", "epsilon"], columns="strategy", values="runs")
+    key = ["table", "workload", "epsilon"]
+    wide = summary.pivot_table(index=key, columns="strategy", values="max_l1_mean")
     best = wide.min(axis=1)
     ratio = wide["planned"] / best
-    winner = wide.idxmin(axis=1)
-    # The ratio's standard error (delta method): the default's and the best's relative standard errors, combined as
-    # independent unless the best is the default or shares its stream (then the ratio's own spread is not known
-    # from the summary, and the default's alone is used).
-    relative = sd / np.sqrt(count) / wide
-    stream = {s.name: s.stream for s in frontier.STRATEGY_LIST}
-    shared = np.array([stream[w] == stream["planned"] for w in winner])
-    best_relative = np.array([relative.loc[k, w] for k, w in winner.items()])
-    relative_se = np.sqrt(relative["planned"] ** 2 + np.where(shared, 0.0, best_relative ** 2))
-    seen = {}
+    # The best at a point; the default where it ties the lowest mean (it then is the best, whatever shares it).
+    winner = pd.Series([("planned" if wide.loc[k, "planned"] <= best[k] * (1 + 1e-12) else wide.loc[k].idxmin())
+                        for k in wide.index], index=wide.index)
+    by_point = {k: part.set_index(["strategy", "repetition"])["max_l1"] for k, part in runs.groupby(key)}
+    se = pd.Series([_ratio_se(by_point[k], winner[k]) for k in wide.index], index=wide.index)
+    # Where the default released exactly what another strategy released in every run (the same design on the same
+    # noise: the frontier's common random numbers), it is that strategy at that point.
+    same_as = {name: pd.Series([_identical(runs, k, name) for k in wide.index], index=wide.index)
+               for name in ("cells-least-squares", "hdmm-marginals")}
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'cells':>6} {'best':<20} {'planned/best':>12} {'(se)':>7} "
           f"{'cells-ls/best':>13} {'hdmm/best':>10}")
-    relative_se = pd.Series(relative_se, index=ratio.index)
-    for (table, workload, epsilon), r in ratio.items():
-        margins = tuple(map(tuple, frontier.workload_margins(_table(table), workload)))
-        same = seen.setdefault((table, margins, epsilon), workload)
-        note = f"  (the same margins as {same})" if same != workload else ""
-        row = wide.loc[(table, workload, epsilon)]
-        print(f"{table:<16} {workload:<10} {epsilon:>5g} {_table(table).counts.size:>6} {row.idxmin():<20} "
-              f"{r:>12.3f} {r * relative_se[(table, workload, epsilon)]:>7.3f} "
-              f"{row['cells-least-squares'] / best[(table, workload, epsilon)]:>13.3f} "
-              f"{row['hdmm-marginals'] / best[(table, workload, epsilon)]:>10.3f}{note}")
-    distinct = [k for k in ratio.index if seen[(k[0], tuple(map(tuple, frontier.workload_margins(_table(k[0]), k[1]))),
-                                               k[2])] == k[1]]
-    r = ratio.loc[distinct]
-    se = (r * relative_se.loc[distinct])
-    worse = r[(r - 1) > 2 * se]
-    above = r[r > 1.03].sort_values()
+    for k, r in ratio.items():
+        table, workload, epsilon = k
+        print(f"{table:<16} {workload:<10} {epsilon:>5g} {_table(table).counts.size:>6} {winner[k]:<20} "
+              f"{r:>12.3f} {se[k]:>7.3f} {wide.loc[k, 'cells-least-squares'] / best[k]:>13.3f} "
+              f"{wide.loc[k, 'hdmm-marginals'] / best[k]:>10.3f}")
+    worse = ratio[(ratio - 1) > 2 * se]
+    above = ratio[ratio > 1.03].sort_values()
     print()
-    print(f"over the {len(distinct)} distinct points (a three-way table's all-3-way workload is its full table):")
-    print(f"planned / best central strategy: median {r.median():.3f}, worst {r.max():.3f} "
-          f"({' '.join(map(str, r.idxmax()))}); within 1.03x at {int((r <= 1.03).sum())}, within 1.10x at "
-          f"{int((r <= 1.10).sum())} of {len(r)}")
+    print(f"over the {len(ratio)} (table, workload, epsilon) points:")
+    print(f"planned / best central strategy: median {ratio.median():.3f}, worst {ratio.max():.3f} "
+          f"({' '.join(map(str, ratio.idxmax()))}); within 1.03x at {int((ratio <= 1.03).sum())}, within 1.10x at "
+          f"{int((ratio <= 1.10).sum())} of {len(ratio)}; planned is (or ties) the best at "
+          f"{int((winner == 'planned').sum())}")
     print(f"  worse than the best by more than twice the ratio's standard error at {len(worse)} points"
-          + "".join(f"\n    {t} {w} eps {e:g}: {v:.3f}" for (t, w, e), v in worse.sort_values().items()))
-    print(f"  above 1.03x at {len(above)} points, each with the best and the default against the strategies that "
-          "share its draws:" + "".join(
-              f"\n    {t} {w} eps {e:g}: {v:.3f} (se {se[(t, w, e)]:.3f}) of {winner[(t, w, e)]}; planned / "
-              f"cells-least-squares {wide.loc[(t, w, e), 'planned'] / wide.loc[(t, w, e), 'cells-least-squares']:.3f}, "
-              f"/ hdmm-marginals {wide.loc[(t, w, e), 'planned'] / wide.loc[(t, w, e), 'hdmm-marginals']:.3f}"
-              for (t, w, e), v in above.items()))
+          + "".join(f"\n    {t} {w} eps {e:g}: {v:.3f} (se {se[(t, w, e)]:.3f})"
+                    for (t, w, e), v in worse.sort_values().items()))
+    print(f"  above 1.03x at {len(above)} points:" + "".join(
+        f"\n    {t} {w} eps {e:g}: {v:.3f} (se {se[(t, w, e)]:.3f}, {(v - 1) / se[(t, w, e)]:.2f} se above 1) of "
+        f"{winner[(t, w, e)]}; planned / cells-least-squares "
+        f"{wide.loc[(t, w, e), 'planned'] / wide.loc[(t, w, e), 'cells-least-squares']:.3f}, / hdmm-marginals "
+        f"{wide.loc[(t, w, e), 'planned'] / wide.loc[(t, w, e), 'hdmm-marginals']:.3f}, / cells "
+        f"{wide.loc[(t, w, e), 'planned'] / wide.loc[(t, w, e), 'cells']:.3f}"
+        for (t, w, e), v in above.items()))
+    for name, same in same_as.items():
+        print(f"planned released exactly what {name} released, run for run, at {int(same.sum())} of {len(same)} "
+              "points (the same design on the same noise)")
     planned = runs[runs["strategy"] == "planned"]
     share = float((planned["integer"] & planned["nonnegative"] & planned["consistent"]).mean())
     print(f"planned releases integer, non-negative and consistent: {share:.1%} of {len(planned)}")
-    lp = (wide["planned"] / wide["paper-lp"]).loc[distinct]
+    lp = wide["planned"] / wide["paper-lp"]
     small = lp[[e <= 0.1 for (_, _, e) in lp.index]]
     print(f"planned / paper-lp: worst {lp.max():.3f} at every epsilon, {small.max():.3f} at epsilon <= 0.1")
     for name in ("cells-least-squares", "hdmm-marginals"):
-        other = (wide[name] / best).loc[distinct]
+        other = wide[name] / best
         print(f"{name} / best: median {other.median():.3f}, worst {other.max():.3f}")
+
+
+def _ratio_se(errors, best: str) -> float:
+    """The standard error of (the default's mean max-L1 error) / (the best's), by the delta method over the runs: the
+    two means' variances and, where the two strategies share their runs' noise (the frontier's common random numbers:
+    the same stream, run for run), their covariance; 0 where the best is the default."""
+    planned = errors.loc["planned"].sort_index()
+    if best == "planned":
+        return 0.0
+    other = errors.loc[best].sort_index()
+    stream = {s.name: s.stream for s in frontier.STRATEGY_LIST}
+    mp, mq = planned.mean(), other.mean()
+    variance = planned.var(ddof=1) / mp**2 / len(planned) + other.var(ddof=1) / mq**2 / len(other)
+    if stream[best] == stream["planned"] and planned.index.equals(other.index):
+        variance -= 2 * np.cov(planned.to_numpy(), other.to_numpy(), ddof=1)[0, 1] / (mp * mq) / len(planned)
+    return float(mp / mq * np.sqrt(max(variance, 0.0)))
+
+
+def _identical(runs, point, name: str) -> bool:
+    """Whether the default's rows at `point` are `name`'s, run for run (max and mean L1 error and |n' - n|)."""
+    part = runs[(runs["table"] == point[0]) & (runs["workload"] == point[1]) & (runs["epsilon"] == point[2])]
+    columns = ["repetition", "max_l1", "mean_l1", "abs_dn"]
+    mine = part[part["strategy"] == "planned"][columns].sort_values("repetition").to_numpy()
+    theirs = part[part["strategy"] == name][columns].sort_values("repetition").to_numpy()
+    return mine.shape == theirs.shape and bool(np.array_equal(mine, theirs))
 
 
 _TABLES: dict = {}
@@ -144,7 +180,7 @@ def _table(label: str):
     import tabrelease as tr
 
     if label not in _TABLES:
-        _TABLES[label] = tr.load_table(next(p for p in HELD_OUT if Path(p).stem == label))
+        _TABLES[label] = tr.load_table(next(p for p in HELD_OUT + LARGE if Path(p).stem == label))
     return _TABLES[label]
 
 

@@ -216,7 +216,7 @@ def test_a_file_table_has_no_model_workload_and_two_files_of_one_stem_are_refuse
     path = str(_housing_file(tmp_path))
     with pytest.raises(tr.TabreleaseError, match="my_housing has no default model"):
         frontier.run_frontier([path], [1.0], 2, strategies=("cells",), workloads=(frontier.MODEL,))
-    with pytest.raises(tr.TabreleaseError, match="two of the frontier's tables are named 'my_housing'"):
+    with pytest.raises(tr.TabreleaseError, match="the frontier's tables include 'my_housing' twice"):
         frontier.run_frontier([path, str(_housing_file(tmp_path / "other"))], [1.0], 2, strategies=("cells",),
                               workloads=(frontier.ALL_TWO_WAY,))
 
@@ -230,3 +230,85 @@ def test_frontier_command_on_a_file(tmp_path, capsys):
     report = (tmp_path / "f" / "report.md").read_text()
     assert "every two-way margin (`all-2-way`) and every three-way margin (`all-3-way`)" in report
     assert (tmp_path / "f" / "my_housing-all-3-way.svg").is_file()
+
+
+def test_a_file_stem_is_hashed_into_the_seed_as_its_name():
+    # The table's word in the seed, recomputed from its definition: 100 + the first four bytes of the name's
+    # BLAKE2b-32 digest, big-endian; another stem gives another word, and the paper's tables keep their places.
+    import hashlib
+
+    word = 100 + int.from_bytes(hashlib.blake2b(b"my_housing", digest_size=4).digest(), "big")
+    assert frontier._table_index(frontier.table_label("/any/folder/my_housing.csv")) == word
+    assert frontier._table_index("other_stem") != word
+    assert [frontier._table_index(t) for t in frontier.TABLES] == [0, 1, 2, 3]
+
+
+def test_a_file_named_as_a_built_in_table_is_refused_unless_it_holds_its_counts(tmp_path):
+    # A file called edwards.csv holding housing's counts would take Edwards' seeds, figures and checks.
+    housing = _housing_file(tmp_path / "h")
+    impostor = tmp_path / "edwards.csv"
+    impostor.write_text(housing.read_text())
+    with pytest.raises(tr.TabreleaseError, match="a table from a file is named 'edwards', as a built-in table is"):
+        frontier.run_frontier([str(impostor)], [1.0], 2, strategies=("cells",), workloads=(frontier.ALL_TWO_WAY,))
+    with pytest.raises(tr.TabreleaseError, match="the frontier's tables include 'edwards' twice"):
+        frontier.run_frontier(["edwards", "edwards"], [1.0], 2, strategies=("cells",))
+    # The built-in table's own file is that table: its rows are the built-in's, draw for draw.
+    own = frontier.run_frontier([str(_own_edwards(tmp_path))], [1.0], 2,
+                                strategies=("cells",), workloads=(frontier.ALL_TWO_WAY,))
+    built_in = frontier.run_frontier(["edwards"], [1.0], 2, strategies=("cells",), workloads=(frontier.ALL_TWO_WAY,))
+    pd.testing.assert_frame_equal(own.drop(columns="seconds"), built_in.drop(columns="seconds"))
+
+
+def _own_edwards(folder):
+    """The built-in Edwards table's cells in a file named edwards.csv."""
+    table = tr.builtin_table("edwards")
+    letters = ",".join(table.variables)
+    rows = [letters + ",count"] + [",".join([*(table.levels[j][i] for j, i in enumerate(cell)),
+                                             str(int(table.counts[cell]))])
+                                   for cell in itertools.product(*(range(s) for s in table.shape))]
+    path = folder / "own" / "edwards.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_only_a_sensitive_strategy_on_tables_without_a_sensitive_attribute_is_refused(tmp_path):
+    with pytest.raises(tr.TabreleaseError, match="none of the chosen strategies runs on these tables"):
+        frontier.run_frontier([str(_housing_file(tmp_path))], [1.0], 2, strategies=("sensitive-attributes",),
+                              workloads=(frontier.ALL_TWO_WAY,))
+
+
+def test_keep_others_with_a_file_keeps_its_rows_and_refuses_other_counts_under_its_name(tmp_path, capsys):
+    path = _housing_file(tmp_path / "a")
+    out = str(tmp_path / "f")
+    common = ["--tables", str(path), "--workloads", "all-2-way", "--epsilon", "1", "--repetitions", "2", "--quiet"]
+    assert main(["frontier", "--out", out, "--strategies", "planned,cells", *common]) == 0
+    first = pd.read_csv(tmp_path / "f" / "runs.csv")
+    # The same table from another folder: the kept rows (cells) and the rerun ones (planned) are the first run's.
+    again = _housing_file(tmp_path / "b")
+    argv = ["frontier", "--out", out, "--strategies", "planned", "--force", "--keep-others",
+            *[str(again) if a == str(path) else a for a in common]]
+    assert main(argv) == 0
+    second = pd.read_csv(tmp_path / "f" / "runs.csv")
+    key = ["strategy", "repetition"]
+    pd.testing.assert_frame_equal(first.drop(columns="seconds").sort_values(key).reset_index(drop=True),
+                                  second.drop(columns="seconds").sort_values(key).reset_index(drop=True))
+    # Other counts under the same name: refused, the folder left as it was.
+    (tmp_path / "b" / "my_housing.csv").write_text((tmp_path / "b" / "my_housing.csv").read_text()
+                                                   .replace(",21\n", ",22\n", 1))
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "released another table named 'my_housing' (of another n)" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "f" / "runs.csv"), second)
+
+
+def test_frontier_command_reads_a_file_as_its_input_settings_say(tmp_path, capsys):
+    # A semicolon-separated file with its counts in a column named n, and zero cells left out (--sparse): the
+    # table the command releases is the one the file describes.
+    (tmp_path / "t.csv").write_text("a;b;c;n\n0;0;0;3\n0;1;0;1\n1;0;1;2\n1;1;1;5\n")
+    out = tmp_path / "f"
+    assert main(["frontier", "--out", str(out), "--tables", str(tmp_path / "t.csv"), "--count-column", "n", "--sparse",
+                 "--sep", "semicolon", "--workloads", "all-3-way", "--epsilon", "1", "--repetitions", "2",
+                 "--strategies", "cells", "--quiet"]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    assert set(runs.table) == {"t"} and set(runs.n) == {11}

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -139,7 +140,9 @@ FRONTIER_SENSITIVE: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class FrontierTask:
-    table: str  # a built-in table's name, or the path of a table's file (`table_label` names it)
+    # A built-in table's name, a table's file (its path), or a table read already (a file read with the command
+    # line's input settings); `table_label` names it.
+    table: object
     epsilon: float
     repetitions: int
     master_seed: int
@@ -178,9 +181,10 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
 
     Parameters
     ----------
-    tables : sequence of str
-        Built-in tables' names, or paths of tables' files as `load_table` reads them (with every cell listed and
-        the count column `count`); the runs name each by `table_label`, so no two may share a label.
+    tables : sequence of str or ContingencyTable
+        Built-in tables' names, paths of tables' files as `load_table` reads them (with every cell listed and the
+        count column `count`), or tables read already; the runs name each by `table_label`, so no two may share a
+        label, and a table from elsewhere may not take a built-in table's name.
     epsilons : sequence of float
     repetitions : int
         Runs per strategy at each point (a slow strategy's own `repetitions` caps it).
@@ -217,10 +221,10 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
     for w in workloads:
         if w not in WORKLOAD_CHOICES:
             raise TabreleaseError(f"unknown frontier workload {w!r}; choose from {', '.join(WORKLOAD_CHOICES)}")
-    labels = [table_label(t) for t in tables]
-    for label in dict.fromkeys(labels):
-        if labels.count(label) > 1:  # their rows, seeds and figures would be one table's
-            raise TabreleaseError(f"two of the frontier's tables are named {label!r}; rename one of the files")
+    check_frontier_tables(tables)
+    if not any(not strategy(name).sensitive or table_label(t) in FRONTIER_SENSITIVE for t in tables for name in chosen):
+        raise TabreleaseError(f"none of the chosen strategies runs on these tables: the sensitive-attributes strategy "
+                              f"needs a table with a sensitive attribute ({', '.join(FRONTIER_SENSITIVE)})")
     executor = executor or InlineExecutor()
     tasks = [FrontierTask(t, float(e), int(repetitions), int(master_seed), chosen, w)
              for w in workloads for t in tables for e in epsilons]
@@ -252,14 +256,15 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
     return pd.concat([results[i] for i in range(len(futures))], ignore_index=True)
 
 
-def table_label(source: str) -> str:
-    """The name a frontier's rows, seeds and figures give a table: a built-in table's own name, or the stem of its
-    file's name (the name `load_table` gives it), so that a table's draws do not depend on the folder it is in.
+def table_label(source) -> str:
+    """The name a frontier's rows, seeds and figures give a table: a built-in table's own name, the stem of its
+    file's name (the name `load_table` gives it), so that a table's draws do not depend on the folder it is in, or a
+    table's own name.
 
     Parameters
     ----------
-    source : str
-        A built-in table's name, or the path of a table's file.
+    source : str or ContingencyTable
+        A built-in table's name, the path of a table's file, or a table.
 
     Returns
     -------
@@ -267,7 +272,39 @@ def table_label(source: str) -> str:
     """
     from .tables import BUILTIN_TABLES
 
+    if not isinstance(source, str):
+        return str(source.name)
     return source if source in BUILTIN_TABLES else Path(source).stem
+
+
+def check_frontier_tables(tables) -> None:
+    """Refuse tables a frontier cannot tell apart: two of one label (their rows, seeds and figures would be one
+    table's), and a table from a file or elsewhere named as a built-in table is but holding other counts (it would
+    take that table's seeds, its sensitive attribute and its place in the report's checks of the paper's tables).
+
+    Parameters
+    ----------
+    tables : sequence of str or ContingencyTable
+        As `run_frontier` takes them.
+
+    Raises
+    ------
+    TabreleaseError
+        Two tables share a label, or one not built in takes a built-in table's name.
+    """
+    from .tables import BUILTIN_TABLES, builtin_table, load_table
+
+    labels = [table_label(t) for t in tables]
+    for source, label in zip(tables, labels):
+        if labels.count(label) > 1:
+            raise TabreleaseError(f"the frontier's tables include {label!r} twice; name each table once (a table "
+                                  "from a file is named by its file's stem)")
+        if label in BUILTIN_TABLES and not (isinstance(source, str) and source == label):
+            counts = load_table(source).counts  # a file's path is read; a table read already, passed through
+            built_in = builtin_table(label).counts
+            if counts.shape != built_in.shape or not np.array_equal(counts, built_in):
+                raise TabreleaseError(f"a table from a file is named {label!r}, as a built-in table is: rename the "
+                                      "file (a table from a file is named by its file's stem)")
 
 
 def _table_index(name: str) -> int:
@@ -370,7 +407,7 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     from .pipeline import release_from_measurements, run_plan
     from .tables import load_table
 
-    table = load_table(task.table)
+    table = load_table(task.table)  # a table read already is passed through
     label = table_label(task.table)
     margins = workload_margins(table, task.workload)
     truth = [margin_counts(table.counts, g) for g in margins]
@@ -691,7 +728,7 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
         ms=[f"{1000 * v:.1f}" for v in summary["seconds_median"]],
     )[["table", "workload", "strategy", "epsilon", "runs", "max_l1", "mean_l1", "abs_dn", "ok", "ms"]]
     lines += [_markdown(shown.rename(columns={"ok": "integer / non-neg / consistent", "ms": "median ms"}), "%g"), ""]
-    lines += [f"![{f[:-4]}]({f})" for f in figures]
+    lines += [f"![{f[:-4]}]({quote(f)})" for f in figures]  # a file's stem may hold spaces
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return out
 

@@ -1,4 +1,5 @@
-"""`tabrelease frontier`: every release strategy's error against epsilon on the built-in tables."""
+"""`tabrelease frontier`: every release strategy's error against epsilon, on the built-in tables or tables from
+files."""
 
 from __future__ import annotations
 
@@ -7,21 +8,30 @@ import time
 
 from ._common import epsilon_list, name_list
 
+# How a table's file is read (`spec.INPUT_SETTINGS`): a frontier releases the table's cells, so not microdata.
+FILE_SETTINGS = ("count_column", "sparse", "levels", "metadata", "sheet", "sep", "encoding", "decimal", "thousands")
+
 
 def register(subparsers) -> None:
+    from ._common import _add_settings
+    from ..spec import INPUT_SETTINGS
+
     parser = subparsers.add_parser(
         "frontier",
-        help="error against epsilon of every release strategy on the built-in tables (report and figures)",
-        description="The planned release, the paper's LP, least squares without planning, cells and margins, on "
-        "each built-in table with its paper model and with every two-way margin: mean and spread of the max and mean L1 margin error, |n' - n|, "
-        "integer/consistent shares, one figure per table, ratios, and the checks of the planned release.",
+        help="error against epsilon of every release strategy on the built-in tables or tables from files (report "
+        "and figures)",
+        description="The planned release, the paper's LP, least squares without planning, cells and margins and the "
+        "other strategies, on each built-in table with its paper model and with every two-way margin, or on tables "
+        "from files (long tables: a count column) with every two- or three-way margin: mean and spread of the max and "
+        "mean L1 margin error, |n' - n|, integer/consistent shares, one figure per table, ratios, and the checks of "
+        "the planned release.",
     )
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--epsilon", type=epsilon_list, default=None, help="default 0.05,0.1,0.25,0.5,1,2")
     parser.add_argument("--repetitions", type=int, default=None, help="runs per point (default 50)")
     parser.add_argument("--tables", type=name_list, default=None,
-                        help="built-in table names, or files of long tables (every cell listed, counts in a column "
-                        "named count), each named by its file's stem; default: the paper's four tables and housing, "
+                        help="built-in table names, or files of long tables (a count column; read as the options "
+                        "below say), each named by its file's stem; default: the paper's four tables and housing, "
                         "titanic, minn38")
     parser.add_argument("--workloads", type=name_list, default=None,
                         help="which margins each table releases: model (its default model's), all-2-way (every "
@@ -36,32 +46,40 @@ def register(subparsers) -> None:
     parser.add_argument("--force", action="store_true", help="replace the frontier files in an existing --out")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (releases, seconds, files)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_settings(parser, [setting for setting in INPUT_SETTINGS if setting.name in FILE_SETTINGS])
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
     from ..errors import TabreleaseError
     from ..frontier import (EPSILONS, FRONTIER_TABLES, REPETITIONS, STRATEGIES, WORKLOAD_CHOICES, WORKLOADS,
-                            run_frontier, strategy, table_label, workload_margins, write_frontier)
+                            check_frontier_tables, run_frontier, strategy, workload_margins, write_frontier)
+    from ..spec import source_from_settings
     from ..sweeps.driver import local_executor
-    from ..tables import BUILTIN_TABLES, load_table
+    from ..tables import BUILTIN_TABLES, builtin_table
+    from ..workflow import read_source
 
-    tables = args.tables or FRONTIER_TABLES
     workloads = args.workloads or WORKLOADS
     for name in workloads:
         if name not in WORKLOAD_CHOICES:
             raise TabreleaseError(f"unknown frontier workload {name!r}; choose from {', '.join(WORKLOAD_CHOICES)}")
     from pathlib import Path
 
-    labels = [table_label(name) for name in tables]
-    for name, label in zip(tables, labels):
-        if name not in BUILTIN_TABLES and not Path(name).is_file():
+    # Built-in tables go by name (their tasks read them); a file is read here, as its input settings say, so that a
+    # bad file or workload is refused before any process starts, and its tasks carry the table.
+    settings = {name: getattr(args, name) for name in FILE_SETTINGS}
+    tables = []
+    for name in args.tables or FRONTIER_TABLES:
+        if name in BUILTIN_TABLES:
+            tables.append(name)
+            continue
+        if not Path(name).is_file():
             raise TabreleaseError(f"{name!r} is neither a built-in table ({', '.join(BUILTIN_TABLES)}) nor a file")
-        if labels.count(label) > 1:
-            raise TabreleaseError(f"two of the frontier's tables are named {label!r}; rename one of the files")
-        table = load_table(name)  # read here, so a bad file or workload is refused before any process starts
+        tables.append(read_source(source_from_settings(name, settings)))
+    check_frontier_tables(tables)
+    for table in tables:
         for workload in workloads:
-            workload_margins(table, workload)
+            workload_margins(builtin_table(table) if isinstance(table, str) else table, workload)
 
     if Path(args.out).exists() and not args.force and any(Path(args.out).iterdir()):
         raise TabreleaseError(f"{args.out} exists and is not empty; choose another --out or pass --force")
@@ -132,9 +150,17 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
         raise TabreleaseError(f"--keep-others needs a previous frontier in {args.out} (no runs.csv there)")
     old = pd.read_csv(path)
     from ..frontier import table_label
+    from ..tables import builtin_table
 
     points = {(table_label(t), w, float(e)) for t in tables for w in workloads for e in epsilons}
     have = set(zip(old["table"], old["workload"], old["epsilon"].astype(float)))
     if have != points or int(old["repetition"].max()) + 1 != repetitions:
         raise TabreleaseError(f"the frontier in {args.out} is of other points or repetitions: run every strategy")
+    # A table's file may hold other counts than it did under the same name: its kept rows must be of its n (the runs
+    # keep no more of a table than its n).
+    for t in tables:
+        n = (builtin_table(t) if isinstance(t, str) else t).n
+        if set(old.loc[old["table"] == table_label(t), "n"].astype(int)) != {int(n)}:
+            raise TabreleaseError(f"the frontier in {args.out} released another table named {table_label(t)!r} (of "
+                                  "another n): run every strategy")
     return old[~old["strategy"].isin(chosen)]
