@@ -3,6 +3,7 @@
     python benchmarks/bench_frontier_heldout.py [--repetitions N] [--jobs J] [--out DIR] \
         > reports/benchmarks/frontier_heldout.txt
     python benchmarks/bench_frontier_heldout.py --large > reports/benchmarks/frontier_heldout_large.txt
+    python benchmarks/bench_frontier_heldout.py [--large] --from-runs   # reprint from the committed runs.csv
 
 Why: the planner's search (its candidates, its objective, the choice between designs) was built and checked on the
 frontier's seven tables (`reports/frontier/`), so their figures are no longer an out-of-sample test of issue 23's
@@ -67,11 +68,20 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--from-runs", action="store_true",
+                        help="print from the runs.csv in --out (a run made before: the runs are seeded, so a rerun "
+                        "gives them again) instead of running")
     args = parser.parse_args()
     tables = LARGE if args.large else HELD_OUT
     repetitions = args.repetitions if args.repetitions is not None else (
         LARGE_REPETITIONS if args.large else frontier.REPETITIONS)
     out = args.out or str(Path(__file__).parents[1] / "reports" / ("frontier_heldout" + "_large" * args.large))
+    if args.from_runs:
+        made = next(line for line in (Path(out) / "report.md").read_text().splitlines() if line.startswith("Made by"))
+        print(f"python {platform.python_version()}, {platform.machine()}, tabrelease {tr.__version__}; printed from "
+              f"{Path(out).name}/runs.csv, whose report says: {made.split(';')[0]}")
+        print_points(pd.read_csv(Path(out) / "runs.csv"))
+        return
     start = time.perf_counter()
     executor = local_executor(args.jobs)
     try:
