@@ -1,8 +1,9 @@
 """The frontier: what each release strategy costs in accuracy at each epsilon, on the same tables.
 
-For each table (its model: the paper's, or the outside tables' from tables/*.json) and epsilon, every strategy
-releases the margins `repetitions` times (fewer where a slow strategy says so) with seeded simulation noise (exact calibration, add-remove neighbours), and the released
-margins are compared with the truth: the largest and the mean L1 error over the margins, |n' - n|,
+For each table (a built-in one, or one read from a file: `table_label` names it), workload (the built-in table's
+model, the paper's or the outside tables' from tables/*.json; every two-way margin; every three-way margin) and
+epsilon, every strategy releases the margins `repetitions` times (fewer where a slow strategy says so) with seeded
+simulation noise (exact calibration, add-remove neighbours), and the released margins are compared with the truth: the largest and the mean L1 error over the margins, |n' - n|,
 and whether the output is integer, non-negative and mutually consistent. The strategies:
 
 | strategy             | measurements                                  | guarantee                       |
