@@ -103,17 +103,10 @@ def releases_wanted(releases: int, ratio_se: float, target_se: float, most: int)
     return int(max(releases, min(most, ceil(releases * (ratio_se / target_se) ** 2))))
 
 
-ALL_THREE_WAY = "all-3-way"
-
-
-def workload_margins(table, workload: str) -> list[tuple[int, ...]]:
-    """A frontier workload's margins (`frontier.workload_margins`), or every three-way margin (`ALL_THREE_WAY`, for
-    the held-out tables, which have no default model: `bench_error_model_heldout.py`)."""
-    from itertools import combinations
-
-    if workload == ALL_THREE_WAY:
-        return list(combinations(range(table.k), 3))
-    return frontier.workload_margins(table, workload)
+# The frontier's workloads, every three-way margin among them (for the held-out tables, which have no default model:
+# `bench_error_model_heldout.py`); kept under these names for the benchmarks that import them from here.
+ALL_THREE_WAY = frontier.ALL_THREE_WAY
+workload_margins = frontier.workload_margins
 
 
 def covered_at_random(error: float, quantile: float, below: int, tied: int, k: int) -> float:

@@ -112,11 +112,12 @@ def print_points(runs) -> None:
     # The best at a point; the default where it ties the lowest mean (it then is the best, whatever shares it).
     winner = pd.Series([("planned" if wide.loc[k, "planned"] <= best[k] * (1 + 1e-12) else wide.loc[k].idxmin())
                         for k in wide.index], index=wide.index)
-    by_point = {k: part.set_index(["strategy", "repetition"])["max_l1"] for k, part in runs.groupby(key)}
-    se = pd.Series([_ratio_se(by_point[k], winner[k]) for k in wide.index], index=wide.index)
+    parts = dict(tuple(runs.groupby(key)))
+    se = pd.Series([_ratio_se(parts[k].set_index(["strategy", "repetition"])["max_l1"], winner[k])
+                    for k in wide.index], index=wide.index)
     # Where the default released exactly what another strategy released in every run (the same design on the same
     # noise: the frontier's common random numbers), it is that strategy at that point.
-    same_as = {name: pd.Series([_identical(runs, k, name) for k in wide.index], index=wide.index)
+    same_as = {name: pd.Series([_identical(parts[k], name) for k in wide.index], index=wide.index)
                for name in ("cells-least-squares", "hdmm-marginals")}
     print(f"{'table':<16} {'workload':<10} {'eps':>5} {'cells':>6} {'best':<20} {'planned/best':>12} {'(se)':>7} "
           f"{'cells-ls/best':>13} {'hdmm/best':>10}")
@@ -173,9 +174,9 @@ def _ratio_se(errors, best: str) -> float:
     return float(mp / mq * np.sqrt(max(variance, 0.0)))
 
 
-def _identical(runs, point, name: str) -> bool:
-    """Whether the default's rows at `point` are `name`'s, run for run (max and mean L1 error and |n' - n|)."""
-    part = runs[(runs["table"] == point[0]) & (runs["workload"] == point[1]) & (runs["epsilon"] == point[2])]
+def _identical(part, name: str) -> bool:
+    """Whether the default's rows of one point's runs (`part`) are `name`'s, run for run (max and mean L1 error and
+    |n' - n|)."""
     columns = ["repetition", "max_l1", "mean_l1", "abs_dn"]
     mine = part[part["strategy"] == "planned"][columns].sort_values("repetition").to_numpy()
     theirs = part[part["strategy"] == name][columns].sort_values("repetition").to_numpy()

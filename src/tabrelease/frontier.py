@@ -3,8 +3,9 @@
 For each table (a built-in one, or one read from a file: `table_label` names it), workload (the built-in table's
 model, the paper's or the outside tables' from tables/*.json; every two-way margin; every three-way margin) and
 epsilon, every strategy releases the margins `repetitions` times (fewer where a slow strategy says so) with seeded
-simulation noise (exact calibration, add-remove neighbours), and the released margins are compared with the truth: the largest and the mean L1 error over the margins, |n' - n|,
-and whether the output is integer, non-negative and mutually consistent. The strategies:
+simulation noise (exact calibration, add-remove neighbours), and the released margins are compared with the truth:
+the largest and the mean L1 error over the margins, |n' - n|, and whether the output is integer, non-negative and
+mutually consistent. The strategies:
 
 | strategy             | measurements                                  | guarantee                       |
 |----------------------|-----------------------------------------------|---------------------------------|
@@ -396,8 +397,8 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     Parameters
     ----------
     task : FrontierTask
-        The table (a built-in's name, or a file's path), epsilon, repetitions, master seed, strategies (a sensitive
-        strategy is skipped on a table without a sensitive attribute) and workload.
+        The table (a built-in's name, a file's path, or a table read already), epsilon, repetitions, master seed,
+        strategies (a sensitive strategy is skipped on a table without a sensitive attribute) and workload.
 
     Returns
     -------
