@@ -727,3 +727,58 @@ def test_an_interrupted_or_failed_init_leaves_no_key_without_its_ledger(tmp_path
     monkeypatch.setattr(ledger_module, "_make_key", interrupted)
     made = init_ledger(path)  # no KeyboardInterrupt: held, then dropped
     assert made.exists() and (tmp_path / "L.json.key").exists() and verify_ledger(made) == []
+
+
+def _swallowing_interrupt(real):
+    """`real`, then a SIGINT whose KeyboardInterrupt is lost, as compiled code lost it (a new user's trial: pyarrow,
+    importing pandas while a file was read, swallowed a Ctrl-C, and the release ran on, was charged and exited 0)."""
+    import signal
+
+    def loaded(*args, **kwargs):
+        value = real(*args, **kwargs)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        return value
+
+    return loaded
+
+
+@pytest.mark.unit
+def test_an_interrupt_lost_in_compiled_code_still_stops_the_release_before_its_charge(tmp_path, monkeypatch, capsys):
+    """The command's handler notes the signal as it raises, and the release looks at the note before its charge:
+    exit 130, the ledger byte for byte as it was, no bundle."""
+    from tabrelease.cli import release as release_command
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    path = init_ledger(tmp_path / "L.json")
+    before = path.read_bytes()
+    monkeypatch.setattr(release_command, "load_from_args", _swallowing_interrupt(release_command.load_from_args))
+    out = tmp_path / "r"
+    assert main(["release", "czech", "--epsilon", "0.1", "--ledger", str(path), "--out", str(out)]) == 130
+    assert capsys.readouterr().err == "tabrelease: interrupted\n"
+    assert path.read_bytes() == before and not out.exists()
+    # The note is the command's: a release after it, in the same process, is made.
+    monkeypatch.undo()
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    assert main(["release", "czech", "--epsilon", "0.1", "--ledger", str(path), "--out", str(out)]) == 0
+    assert out.exists() and path.read_bytes() != before
+
+
+@pytest.mark.unit
+def test_an_interrupt_lost_while_a_batch_reads_its_data_makes_no_release(tmp_path, monkeypatch, capsys):
+    """The same for a batch: its tables are read before its first release, whose charge the note stops."""
+    from tabrelease import workflow
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    path = init_ledger(tmp_path / "L.json")
+    (tmp_path / "b.toml").write_text(
+        'ledger = "L.json"\n[datasets.czech]\nbuiltin = "czech"\nbudget = 1.0\n'
+        '[[releases]]\ndataset = "czech"\nepsilon = 0.1\nout = "one"\n'
+        '[[releases]]\ndataset = "czech"\nepsilon = 0.1\nout = "two"\n')
+    monkeypatch.setattr(workflow, "read_source", _swallowing_interrupt(workflow.read_source))
+    monkeypatch.chdir(tmp_path)
+    assert main(["batch", "b.toml", "--set-budgets"]) == 130
+    assert not (tmp_path / "one").exists() and not (tmp_path / "two").exists()
+    assert budget_status(path, "czech").epsilon_spent == 0  # its budget was set; nothing charged

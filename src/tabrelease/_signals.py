@@ -11,6 +11,65 @@ import threading
 from contextlib import contextmanager
 
 HELD = (signal.SIGINT, signal.SIGTERM)
+# The signals the command's own handlers have received (`command_signals`). The exception a handler raises
+# can be lost inside compiled code: a SIGINT while pyarrow imported pandas for it (reading a file) was swallowed
+# there, and the release ran on, was charged and exited 0 (a new user's trial). So a release looks here before its
+# charge (`raise_if_signalled`), whatever became of the exception.
+_RECEIVED: list[int] = []
+
+
+@contextmanager
+def command_signals(terminate):
+    """Within the block (a command's run), the command's handlers, in the main thread: SIGINT raises
+    KeyboardInterrupt (as Python's own does) and SIGTERM calls `terminate`; each notes its signal first
+    (`raise_if_signalled`). At its end the previous handlers are back and nothing noted is kept.
+
+    Parameters
+    ----------
+    terminate : callable
+        The command's SIGTERM handler, ``terminate(signum, frame)`` (it raises SystemExit).
+
+    Yields
+    ------
+    None
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        _RECEIVED.append(signum)
+        raise KeyboardInterrupt
+
+    def end(signum, frame):
+        _RECEIVED.append(signum)
+        terminate(signum, frame)
+
+    _RECEIVED.clear()
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, end)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _RECEIVED.clear()
+
+
+def raise_if_signalled() -> None:
+    """Raise for a signal the command's handlers received whose exception did not end the command (it was lost in
+    compiled code): KeyboardInterrupt for SIGINT, SystemExit(128 + signum) for SIGTERM; nothing if none was.
+
+    Raises
+    ------
+    KeyboardInterrupt, SystemExit
+        A signal was received.
+    """
+    if _RECEIVED:
+        signum = _RECEIVED[0]
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ._signals import deferred_signals
+from ._signals import deferred_signals, raise_if_signalled
 from .errors import ChargedReleaseFailed, TabreleaseError
 from .mechanisms import MechanismPlan
 from .planner import plan_release
@@ -577,6 +577,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
     entry = budget = None
     try:
         with deferred_signals():  # charged and known to be, or not charged: a signal waits for the charge's end
+            raise_if_signalled()  # an interrupt whose exception compiled code lost (reading the table): no charge
             if ledger is not None:
                 entry = charge_release(account, table, plan, out, mode)
         release = run_plan(plan, table, noise)

@@ -58,14 +58,16 @@ def entry() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
-    import threading
-
-    from .._signals import no_core_files
+    """Run one command (`argv`, default the process's arguments) and return its exit status; the tool's own errors,
+    an interrupt and a bug each end it as one line on standard error."""
+    from .._signals import command_signals, no_core_files
 
     no_core_files()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+    with command_signals(_terminate):
+        return _run(argv)
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         parser = build_parser()  # a fiftieth of a second: an interrupt here is one line too (a reviewer's trial)
     except KeyboardInterrupt:
