@@ -136,6 +136,45 @@ def test_force_never_replaces_a_folder_that_is_not_a_release(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["documents"]
 
 
+def test_force_never_deletes_a_ledger_kept_inside_a_bundle(capsys, tmp_path, monkeypatch):
+    """A new user's trial: a ledger kept in a bundle's internal/ was deleted by --force with its key and anchor, and
+    its dataset's budget started again from nothing; with --ledger inside --out the release was charged and its
+    ledger then deleted. Each is refused before anything is charged or removed, naming the ledger."""
+    from tabrelease.ledger import budget_status, init_ledger, set_budget
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    spring = tmp_path / "spring"
+    assert run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", spring, "--simulate", "--seed", "1")[0] == 0
+    ledger = init_ledger(spring / "internal" / "ledger.json")
+    set_budget(ledger, "czech", 1.0)
+    before = sorted(p.name for p in (spring / "internal").iterdir())
+    code, _, err = run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", spring, "--force", "--simulate",
+                           "--seed", "2")
+    assert code == 2 and err.count("\n") == 1 and "internal/ledger.json" in err and "no release wrote" in err
+    code, _, err = run_cli(capsys, "release", "czech", "--epsilon", "0.5", "--out", spring, "--force",
+                           "--ledger", ledger, "--dataset", "czech")
+    assert code == 2 and "internal/ledger.json" in err
+    assert sorted(p.name for p in (spring / "internal").iterdir()) == before
+    assert budget_status(ledger, "czech").epsilon_spent == 0
+    # A stray file in public/ too; a bundle with only its own files (a workbook and a charge among them) is replaced.
+    autumn = tmp_path / "autumn"
+    assert run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", autumn, "--simulate")[0] == 0
+    (autumn / "public" / "notes.txt").write_text("mine")
+    code, _, err = run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", autumn, "--force", "--simulate")
+    assert code == 2 and "(public/notes.txt)" in err and (autumn / "public" / "notes.txt").read_text() == "mine"
+    charged = tmp_path / "charged"
+    other = init_ledger(tmp_path / "other.json")
+    set_budget(other, "czech", 3.0)
+    assert run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", charged, "--xlsx", "--ledger", other,
+                   "--dataset", "czech")[0] == 0
+    from tabrelease.bundle import INTERNAL_FILES, files_a_release_did_not_write
+
+    assert files_a_release_did_not_write(charged) == []
+    assert sorted(p.name for p in (charged / "internal").iterdir()) == sorted(INTERNAL_FILES)
+    assert run_cli(capsys, "release", "czech", "--epsilon", "1", "--out", charged, "--force", "--ledger", other,
+                   "--dataset", "czech")[0] == 0
+
+
 def test_solver_failure_is_reported_and_leaves_nothing(capsys, tmp_path, monkeypatch):
     from tabrelease import consistency
     from tabrelease.errors import TabreleaseError

@@ -113,12 +113,56 @@ def check_release_destination(out, force: bool) -> Path:
         listed = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise TabreleaseError(f"{out} is not a release folder (it holds {listed}); --force replaces only a release; "
                               "choose another --out")
+    if out.exists() and (strays := files_a_release_did_not_write(out)):
+        # Nor a bundle's folders holding other things: a ledger kept in internal/ had been deleted with its key, and
+        # its dataset's budget started again from nothing (a new user's trial).
+        listed = ", ".join(strays[:3]) + (", ..." if len(strays) > 3 else "")
+        raise TabreleaseError(f"{out} holds what no release wrote ({listed}); --force replaces only a release's own "
+                              "files: move them, or choose another --out")
     parent = out.resolve().parent
     if parent.exists() and not parent.is_dir():
         raise TabreleaseError(f"the parent of {out} is a file, not a folder")
     if not parent.is_dir():
         raise TabreleaseError(f"the parent folder of {out} does not exist")
     return out
+
+
+# What a release writes in internal/: the report writer's audit and released table (`reports`), and the ledger's
+# charge (`ledger.CHARGE_FILE`). In public/ it writes release.json and the files that names.
+INTERNAL_FILES = ("audit.json", "audit.html", "released_table.csv", "charge.json")
+
+
+def files_a_release_did_not_write(out: Path) -> list[str]:
+    """What a release bundle's public/ and internal/ hold besides the files a release writes there: internal/'s
+    `INTERNAL_FILES`, and public/'s release.json with the margins' files and workbook it names (where it cannot be
+    read, nothing else in public/ is a release's).
+
+    Parameters
+    ----------
+    out : Path
+        An existing release folder.
+
+    Returns
+    -------
+    list of str
+        Each such entry as ``public/NAME`` or ``internal/NAME``, sorted (this tool's temporary files aside; a
+        folder inside either is never a release's).
+    """
+    public, internal = out / "public", out / "internal"
+    own = {"release.json"}
+    try:
+        described = json.loads((public / "release.json").read_text(encoding="utf-8"))
+        own.update(m["file"] for m in described.get("margins", []) if isinstance(m, dict) and isinstance(m.get("file"), str))
+        if isinstance(described.get("workbook"), str):
+            own.add(described["workbook"])
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass
+    strays = []
+    for folder, names in ((public, own), (internal, set(INTERNAL_FILES))):
+        if folder.is_dir() and not folder.is_symlink():
+            strays += [f"{folder.name}/{name}" for name in foreign_entries(folder, names)]
+            strays += [f"{folder.name}/{p.name}" for p in folder.iterdir() if p.name in names and p.is_dir()]
+    return sorted(strays)
 
 
 def _check_room(parent: Path, bundle_bytes: int, file_bytes: int) -> None:
