@@ -47,3 +47,13 @@ def test_the_tutorial_runs(tmp_path):
                             capture_output=True, text=True)
     (dataset,) = json.loads(ledger.stdout)["datasets"]
     assert dataset["dataset"] == "households" and dataset["epsilon_spent"] == 1 and dataset["epsilon_remaining"] == 1
+    # The real run the tutorial describes (not one of its commands: it would be refused): the batch is refused whole,
+    # before any noise, so no release of it is made (a new user's trial found the tutorial saying the summer one
+    # would be).
+    done = subprocess.run("tabrelease batch season.toml", shell=True, cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 5 and "Traceback" not in done.stderr and "would be refused after release 1:" in done.stderr
+    assert not (tmp_path / "summer").exists() and not (tmp_path / "autumn").exists()
+    again = subprocess.run("tabrelease ledger ledger.json --json", shell=True, cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert json.loads(again.stdout) == json.loads(ledger.stdout)

@@ -637,7 +637,9 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
     predicted, _, refusal = _charged_on_a_copy(spec, prepared, set_budgets)
     if refusal is not None:
         step = next(s for s in predicted if s.status == "would be refused")
-        raise type(refusal)(f"release {step.number} of the batch ({step.out}) would be refused: {refusal}; so no "
+        # Its figures are the ledger's after the batch's earlier releases, which were not made: said so.
+        after = "" if step.number == 1 else f" after release{'s 1-' if step.number > 2 else ' '}{step.number - 1}"
+        raise type(refusal)(f"release {step.number} of the batch ({step.out}) would be refused{after}: {refusal}; so no "
                             "release of the batch was made (a batch is made whole, or not at all, where the "
                             "ledger's rule can tell beforehand); see --dry-run")
     said = _apply_budgets(spec.ledger, spec, set_budgets)
