@@ -231,6 +231,20 @@ def test_plan_shows_margins_by_names_with_letters_beside_them_in_json(tmp_path, 
     assert capsys.readouterr().out.splitlines()[1].startswith("[Région de résidence, Sexe] ")
 
 
+def test_plan_names_a_margin_left_inside_another_and_puts_it_among_the_json_notes(tmp_path, capsys):
+    """A new user's trial: plan's note on [Sexe] inside [Région de résidence, Sexe] named it by letters ([C]), and
+    with --json it was on standard error only while the document's notes were empty."""
+    source = _french_csv(tmp_path / "b.csv", ["Âge", "Région de résidence", "Sexe"])
+    margins = "[Région de résidence,Sexe][Sexe][Âge]"
+    note = "not planned separately, being inside another margin (sum that one to get it): [Sexe]"
+    assert main(["plan", str(source), "--epsilon", "1", "--margins", margins]) == 0
+    assert capsys.readouterr().err == f"note: {note}\n"
+    for question in (["--epsilon", "1"], ["--target-l1", "40"]):
+        assert main(["plan", str(source), *question, "--margins", margins, "--json"]) == 0
+        captured = capsys.readouterr()
+        assert note in json.loads(captured.out)["notes"] and captured.err == ""
+
+
 def test_batch_summary_names_margins_by_variables(tmp_path, capsys):
     from tabrelease.ledger import init_ledger
 

@@ -207,14 +207,21 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def dropped_note(model, table) -> str | None:
+    """The note that some asked-for margins were dropped as inside another, naming them by their variables (as a
+    release's note does: letters depend on which variables were read); None where none was."""
+    from ..tables import margin_titles
+
+    if not model.dropped:
+        return None
+    return ("not planned separately, being inside another margin (sum that one to get it): "
+            + ", ".join(margin_titles(table, model.dropped)))
+
+
 def report_dropped(model, table) -> None:
     """Say which asked-for margins were dropped as inside another (on standard error, so --json stays one document)."""
-    from ..models import margin_label
-
-    if model.dropped:
-        labels = ", ".join(margin_label(g, table.letters) for g in model.dropped)
-        print(f"note: not planned separately, being inside another margin (sum that one to get it): {labels}",
-              file=sys.stderr)
+    if (note := dropped_note(model, table)) is not None:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def budget_line(status) -> str:

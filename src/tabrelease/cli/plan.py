@@ -7,8 +7,8 @@ import json
 
 from ..errors import TabreleaseError
 from ..spec import EPSILON_RANGE, PLANNING_EPSILON_RANGE, SETTING_NAMES
-from ._common import (add_spec_arguments, add_table_arguments, epsilon_list, load_from_args, positive_float,
-                      report_dropped)
+from ._common import (add_spec_arguments, add_table_arguments, dropped_note, epsilon_list, load_from_args,
+                      positive_float, report_dropped)
 
 # The settings a plan reads (no counts are drawn, so nothing about noise, post-processing or outputs).
 PLAN_SETTINGS = ("delta", "neighbours", "margins", "public_total", "plan_objective", "plan_candidates")
@@ -66,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
                               "one of the two")
     table = load_from_args(args)
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
-    report_dropped(model, table)
+    dropped = dropped_note(model, table)
+    if not args.json:  # with --json it is among the document's notes
+        report_dropped(model, table)
     # Margins are shown by their variables' names for people; the letters (which depend on the variables read) only
     # beside them in --json, as a compact alias.
     names, _ = people_names(table)
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         reachable = [e for e in needed.values() if e is not None]
         overall = max(reachable) if len(reachable) == len(needed) else None
         if args.json:
-            notes = [] if reference is not None else [UPPER_FIGURE]
+            notes = ([] if reference is not None else [UPPER_FIGURE]) + ([dropped] if dropped else [])
             if overall is None:  # null in `epsilon_needed`: said, as the terminal says "beyond"
                 notes.append(f"a margin's epsilon_needed is null where the target is beyond reach at epsilon "
                              f"{EPSILON_RANGE[1]:g}, the largest a release takes")
@@ -119,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     notes = [note for note in _plan(table.shape, model.generators, spec, args.epsilon[0]).notes
              if "candidate" in note or "measured only" in note]  # what the plan did not consider, in its own words
     if args.json:
+        notes += [dropped] if dropped else []
         _print_json(table, spec, "expected_errors", rows, False,
                     notes=notes + ([rows[0]["paper_note"]] if rows[0]["paper_note"] else []))
         return 0
