@@ -312,3 +312,53 @@ def test_frontier_command_reads_a_file_as_its_input_settings_say(tmp_path, capsy
                  "--strategies", "cells", "--quiet"]) == 0
     runs = pd.read_csv(out / "runs.csv")
     assert set(runs.table) == {"t"} and set(runs.n) == {11}
+
+
+def _three_way_file(folder):
+    """Housing's first three variables (its counts summed over the fourth), in a long file."""
+    table = tr.builtin_table("housing")
+    counts = table.counts.sum(axis=3)
+    rows = [",".join(table.variables[:3]) + ",count"] + [
+        ",".join([*(table.levels[j][i] for j, i in enumerate(cell)), str(int(counts[cell]))])
+        for cell in itertools.product(*(range(s) for s in counts.shape))]
+    path = folder / "three.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_strategy_that_cannot_be_made_at_a_point_is_left_out_there_and_the_report_says_why(tmp_path, capsys):
+    """A new user's trial: on a three-variable table every three-way margin is one margin, which the two rounds of
+    rap-adaptive cannot be planned over, and the whole frontier stopped (exit 2, nothing written). Now the others
+    run there, and the report names the strategy, the points and the reason; the sensitive strategy, skipped on
+    tables without a sensitive attribute, is named too."""
+    path = _three_way_file(tmp_path)
+    out = tmp_path / "f"
+    assert main(["frontier", "--out", str(out), "--tables", str(path), "--workloads", "all-2-way,all-3-way",
+                 "--epsilon", "1", "--repetitions", "2", "--strategies",
+                 "planned,cells,rap-adaptive,sensitive-attributes", "--quiet"]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    made = runs.groupby("workload")["strategy"].unique()
+    assert set(made["all-2-way"]) == {"planned", "cells", "rap-adaptive"}
+    assert set(made["all-3-way"]) == {"planned", "cells"}
+    report = (out / "report.md").read_text()
+    assert ("- rap-adaptive (three all-3-way at epsilon 1): rounds x queries per round (2 x 1) must be at most the "
+            "number of released margins (1)") in report
+    assert "- sensitive-attributes (three all-2-way at epsilon 1; three all-3-way at epsilon 1): the frontier" in report
+    # Where nothing chosen can be made at all, the run is refused in one line.
+    with pytest.raises(tr.TabreleaseError, match="none of the chosen strategies could be made at any point: "
+                                                 "rap-adaptive: rounds x queries"):
+        frontier.run_frontier([str(path)], [1.0], 2, strategies=("rap-adaptive",), workloads=(frontier.ALL_THREE_WAY,))
+
+
+def test_strategies_that_released_the_same_margins_everywhere_are_one_choice_in_the_report(runs):
+    """A new user's trial: where planned released exactly what cells-least-squares did at every point, the report
+    said to choose cells-least-squares (the tie broken by the names' order)."""
+    same = runs[runs.strategy == "planned"].assign(strategy="cells-least-squares")
+    both = pd.concat([runs[runs.strategy.isin(["planned", "cells"])], same], ignore_index=True)
+    lines = frontier.comparison(frontier.summarise(both))
+    assert any(line.startswith("- so, within this guarantee, planned and cells-least-squares (equal at every point) "
+                               "are the ones to choose") for line in lines)
+    apart = both[both.strategy != "cells-least-squares"]
+    lines = frontier.comparison(frontier.summarise(apart))
+    assert not any("equal at every point" in line for line in lines)

@@ -255,7 +255,13 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
                 time.sleep(0.25)
     finally:
         bar.close()
-    return pd.concat([results[i] for i in range(len(futures))], ignore_index=True)
+    not_run = [entry for i in range(len(futures)) for entry in results[i].attrs.get("not_run", [])]
+    runs = pd.concat([results[i] for i in range(len(futures))], ignore_index=True)
+    if runs.empty:
+        raise TabreleaseError("none of the chosen strategies could be made at any point: "
+                              + "; ".join(sorted({f"{name}: {why}" for *_, name, why in not_run})))
+    runs.attrs["not_run"] = not_run
+    return runs
 
 
 def table_label(source) -> str:
@@ -413,11 +419,25 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     label = table_label(task.table)
     margins = workload_margins(table, task.workload)
     truth = [margin_counts(table.counts, g) for g in margins]
-    chosen = [strategy(name) for name in task.strategies
-              if not strategy(name).sensitive or label in FRONTIER_SENSITIVE]
+    chosen = [strategy(name) for name in task.strategies]
+    not_run = [(label, task.workload, task.epsilon, s.name, "the frontier names a sensitive attribute only for "
+                + ", ".join(FRONTIER_SENSITIVE)) for s in chosen if s.sensitive and label not in FRONTIER_SENSITIVE]
+    chosen = [s for s in chosen if not s.sensitive or label in FRONTIER_SENSITIVE]
     # A strategy that re-estimates another's measurements runs after it, in whatever order they were named.
     chosen.sort(key=lambda s: s.from_strategy is not None)
-    plans = {s.name: plan_strategy(s, table, margins, task.epsilon) for s in chosen}
+    plans = {}
+    for s in chosen:
+        # A strategy that cannot be made at this point (two adaptive rounds over one margin) is not run here, and
+        # the report says where and why; a strategy re-estimating its measurements goes with it.
+        if s.from_strategy is not None and s.from_strategy not in plans:
+            not_run.append((label, task.workload, task.epsilon, s.name, f"re-estimates {s.from_strategy}'s "
+                            "measurements, which were not made here"))
+            continue
+        try:
+            plans[s.name] = plan_strategy(s, table, margins, task.epsilon)
+        except TabreleaseError as exc:
+            not_run.append((label, task.workload, task.epsilon, s.name, str(exc)))
+    chosen = [s for s in chosen if s.name in plans]
     rows = []
     for rep in range(task.repetitions):
         made = {}
@@ -435,7 +455,13 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
                 seconds = time.perf_counter() - start + source.timings["noise"]
             made[s.name] = release
             rows.append(_row(task, label, rep, s.name, release, truth, table.n, seconds))
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    frame.attrs["not_run"] = not_run
+    return frame
+
+
+RUN_COLUMNS = ("table", "workload", "epsilon", "repetition", "strategy", "mechanism", "privacy", "max_l1", "mean_l1",
+               "abs_dn", "n", "integer", "nonnegative", "consistent", "seconds")
 
 
 def _row(task, label, rep, name, release, truth, n, seconds) -> dict:
@@ -589,12 +615,24 @@ def comparison(summary: pd.DataFrame) -> list[str]:
             # far they fall behind elsewhere (the order of the summary's rows never decides).
             ranked = (part.groupby("strategy", sort=False)["to_best"].agg(["median", "min", "max"])
                       .rename_axis("strategy").reset_index()
-                      .sort_values(["median", "max", "strategy"]).set_index("strategy"))
+                      .assign(order=lambda f: [STRATEGIES.index(n) for n in f["strategy"]])
+                      .sort_values(["median", "max", "order"]).set_index("strategy"))
             shown = "; ".join(f"{name} {row['median']:.2f} ({row['min']:.2f} to {row['max']:.2f})"
                               for name, row in ranked.iterrows())
             lines.append(f"- error as a multiple of the lowest at each point, median (range): {shown}.")
-            lines.append(f"- so, within this guarantee, {ranked.index[0]} is the one to choose unless a point above "
-                         "says otherwise for your epsilon.")
+            # Strategies that released the very same margins at every point (the same design on the same noise) are
+            # one choice, said as such: neither is ahead of the other (the order of the names never decides).
+            errors = part.pivot_table(index=["table", "workload", "epsilon"], columns="strategy", values="max_l1_mean")
+            top = ranked.index[0]
+            same = [n for n in ranked.index if n == top or bool(np.allclose(errors[n], errors[top], rtol=1e-12,
+                                                                               atol=0, equal_nan=True))]
+            if len(same) > 1:
+                named = ", ".join(same[:-1]) + f" and {same[-1]}"
+                lines.append(f"- so, within this guarantee, {named} (equal at every point) are the ones "
+                             "to choose unless a point above says otherwise for your epsilon.")
+            else:
+                lines.append(f"- so, within this guarantee, {top} is the one to choose unless a point above says "
+                             "otherwise for your epsilon.")
             shares = part.groupby("strategy", sort=False)[["consistent_share", "integer_share"]].mean()
             for name, row in shares.iterrows():
                 if row["consistent_share"] < 1 or row["integer_share"] < 1:
@@ -715,6 +753,7 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     ]
     for c in acceptance(summary, runs):
         lines.append(f"| {c['check']} | {c['figure']} | {'yes' if c['holds'] else 'NO'} |")
+    lines += _not_run_lines(runs.attrs.get("not_run", []))
     lines += ["", "## Which to choose, and why", "", "Counted from the runs below, within each class of guarantee.", ""]
     lines += comparison(summary)
     lines += ["", "## Ratio of mean max-L1 error (planned / other)", "", _markdown(table_of_ratios, "%.3f"), ""]
@@ -733,6 +772,23 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     lines += [f"![{f[:-4]}]({quote(f)})" for f in figures]  # a file's stem may hold spaces
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return out
+
+
+def _not_run_lines(not_run) -> list[str]:
+    """The report's section on the strategies a run chose but could not make at some points, each with its reason
+    and points (nothing where every chosen strategy ran everywhere)."""
+    if not not_run:
+        return []
+    points: dict[tuple[str, str], dict[tuple[str, str], list[float]]] = {}
+    for table, workload, epsilon, name, why in not_run:
+        points.setdefault((name, why), {}).setdefault((table, workload), []).append(epsilon)
+    lines = ["", "## Not run", "", "Chosen, but not made at these points, so not among the strategies compared "
+             "there:", ""]
+    for (name, why), where in points.items():
+        said = "; ".join(f"{table} {workload} at epsilon {', '.join(f'{e:g}' for e in sorted(eps))}"
+                         for (table, workload), eps in where.items())
+        lines.append(f"- {name} ({said}): {why}")
+    return lines
 
 
 def _markdown(frame: pd.DataFrame, float_format: str) -> str:

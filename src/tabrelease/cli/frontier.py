@@ -107,12 +107,14 @@ def run(args) -> int:
                             strategies=chosen + tuple(n for n in _sources(chosen) if n not in chosen))
     finally:
         executor.shutdown()
+    not_run = [entry for entry in runs.attrs.get("not_run", []) if entry[3] in chosen]
     runs = runs[runs["strategy"].isin(chosen)]
     if kept is not None:
         import pandas as pd
 
         runs = pd.concat([kept, runs], ignore_index=True)
         runs.attrs["kept"] = sorted(set(kept["strategy"]))
+    runs.attrs["not_run"] = not_run
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
     out = write_frontier(args.out, runs, seconds=time.perf_counter() - start, command=command)
     if args.json:
