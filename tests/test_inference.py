@@ -370,12 +370,12 @@ def test_a_margin_file_with_its_columns_reordered_is_refused(tmp_path):
     out = tmp_path / "r"
     tr.publish_release(table, tr.ReleaseSpec(loss=tr.loss_of(1.0), margins=[(0, 1), (2,)], mode="simulation",
                                              seed=1), out)
-    path = out / "public" / "smoker__drinker.csv"
+    path = out / "public" / "smoker__drinker.simulation.csv"
     frame = pd.read_csv(path, dtype=str)
     assert list(frame.columns) == ["smoker", "drinker", "count"]
     before = model_test(out, "[smoker][drinker][region]", bootstrap=19, seed=1, intervals=False)
     frame[["drinker", "smoker", "count"]].to_csv(path, index=False)
-    with pytest.raises(TabreleaseError, match=r"smoker__drinker.csv's columns are headed drinker, smoker, not "
+    with pytest.raises(TabreleaseError, match=r"smoker__drinker.simulation.csv's columns are headed drinker, smoker, not "
                                               r"smoker, drinker as release.json gives them"):
         model_test(out, "[smoker][drinker][region]", bootstrap=19, seed=1, intervals=False)
     frame.set_axis(["smoker", "drinker", "count"], axis=1).to_csv(path, index=False)  # as released again

@@ -121,8 +121,8 @@ def test_a_microdata_release_writes_its_released_table_or_says_why_not(tmp_path,
         assert audit["released_table"] == {"file": "released_table.csv", "note": None}
         released = pd.read_csv(table_file, dtype={c: str for c in names})
         assert len(released) == levels ** 6 and released["count"].min() >= 0
-        # It is the table whose margins were published: its [UV] margin is public/U__V.csv.
-        published = pd.read_csv(out / "public" / "U__V.csv", dtype={"U": str, "V": str})
+        # It is the table whose margins were published: its [UV] margin is public/U__V.simulation.csv.
+        published = pd.read_csv(out / "public" / "U__V.simulation.csv", dtype={"U": str, "V": str})
         summed = released.groupby(["U", "V"], as_index=False)["count"].sum()
         merged = published.merge(summed, on=["U", "V"], suffixes=("_published", "_table"))
         assert len(merged) == levels ** 2 and (merged.count_published == merged.count_table).all()

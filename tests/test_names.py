@@ -106,8 +106,10 @@ def test_a_french_release_publishes_files_and_sheets_named_as_its_variables(tmp_
                  "[Région de résidence,Sexe de la personne][Âge]", "--xlsx", "--out", str(out)]) == 0
     public = json.loads((out / "public" / "release.json").read_text(encoding="utf-8"))
     files = sorted(p.name for p in (out / "public").iterdir())
-    assert files == ["Région de résidence__Sexe de la personne.csv", "margins.xlsx", "release.json", "Âge.csv"]
-    assert [m["file"] for m in public["margins"]] == ["Région de résidence__Sexe de la personne.csv", "Âge.csv"]
+    assert files == ["Région de résidence__Sexe de la personne.simulation.csv", "margins.xlsx", "release.json",
+                     "Âge.simulation.csv"]
+    assert [m["file"] for m in public["margins"]] == ["Région de résidence__Sexe de la personne.simulation.csv",
+                                                      "Âge.simulation.csv"]
     book = openpyxl.load_workbook(out / "public" / "margins.xlsx")
     assert book.sheetnames == ["release", "notes", "Région de résidence__Sexe de la", "Âge"]
 
@@ -321,7 +323,7 @@ def test_a_release_s_margins_by_the_names_for_people(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["release", "titanic", "--margins", "[class,age][sex,survived]", "--epsilon", "1", "--simulate",
                  "--seed", "1", "--out", str(out)]) == 0, capsys.readouterr().err
-    assert sorted(p.name for p in (out / "public").glob("*.csv")) == ["class__age.csv", "sex__survived.csv"]
+    assert sorted(p.name for p in (out / "public").glob("*.csv")) == ["class__age.simulation.csv", "sex__survived.simulation.csv"]
 
 
 def test_levels_labelled_alike_are_refused_and_a_level_called_total_is_not(tmp_path):

@@ -92,7 +92,8 @@ def release_parameters(table: ContingencyTable, release: Release, version: str, 
             "guarantee": guarantee.as_dict(),
             "margins": [
                 {"label": margin_label(g, table.letters), "variables": [table.variables[j] for j in g], "file": file}
-                for g, file in zip(release.margins, margin_files(table, release.margins))
+                for g, file in zip(release.margins, margin_files(table, release.margins,
+                                                                 simulated=release.noise_mode != "release"))
             ],
             "variables": [
                 {"name": v, "letter": letter, "levels": list(lv), "label": label, "level_labels": list(level_labels)}
@@ -397,10 +398,15 @@ def released_table_record(table, release) -> dict:
                                   "released (the margins agree where they overlap)"}
 
 
-def margin_files(table, margins) -> list[str]:
+# A simulated release's margin files say so in their names (``Sexe.simulation.csv``): its noise is seeded, not
+# secure, and a file copied out of the bundle had carried no sign of it (a new user's trial).
+SIMULATION_EXTENSION = ".simulation.csv"
+
+
+def margin_files(table, margins, *, simulated: bool = False) -> list[str]:
     """Published file names people can read: the variables' names for people joined by "__"
     (``Région de résidence__Sexe.csv``), kept as they are but for what a file system forbids, and distinct
-    (`_files.published_file_names`).
+    (`_files.published_file_names`); a simulated release's end in `SIMULATION_EXTENSION`.
 
     Parameters
     ----------
@@ -408,6 +414,8 @@ def margin_files(table, margins) -> list[str]:
         Its variables' names (or labels for people) are read.
     margins : sequence of tuple of int
         The released margins, as axis tuples.
+    simulated : bool, default False
+        Whether the release's noise was simulation mode's.
 
     Returns
     -------
@@ -417,7 +425,8 @@ def margin_files(table, margins) -> list[str]:
     from ._files import published_file_names
 
     names, _ = people_names(table)
-    return published_file_names([[names[j] for j in g] for g in margins])
+    return published_file_names([[names[j] for j in g] for g in margins],
+                                extension=SIMULATION_EXTENSION if simulated else ".csv")
 
 
 def write_release_contents(

@@ -31,7 +31,7 @@ def check_workbook_support() -> None:
 
 
 def sheet_names(files: Sequence[str]) -> list[str]:
-    """A valid, distinct sheet name for each margin file: its name without .csv, NFC-normalised, as it is but for
+    """A valid, distinct sheet name for each margin file: its name without .csv (.simulation.csv), NFC-normalised, as it is but for
     what Excel forbids, shortened where needed.
 
     Parameters
@@ -63,7 +63,9 @@ def sheet_names(files: Sequence[str]) -> list[str]:
 def _sheet_base(file: str) -> str:
     import unicodedata
 
-    stem = unicodedata.normalize("NFC", file[:-4] if file.lower().endswith(".csv") else file)
+    # A simulated release's files end in .simulation.csv: the workbook says simulation in its own release sheet.
+    suffix = next((x for x in (".simulation.csv", ".csv") if file.lower().endswith(x)), "")
+    stem = unicodedata.normalize("NFC", file[:len(file) - len(suffix)])
     stem = "".join("_" if c in _SHEET_FORBIDDEN or unicodedata.category(c) == "Cc" else c for c in stem)
     return stem.strip("'").strip() or "margin"
 
