@@ -4,6 +4,7 @@ type."""
 
 from __future__ import annotations
 
+import re
 import dataclasses
 import json
 
@@ -422,3 +423,20 @@ def test_an_unexpected_exception_is_one_line_naming_its_type_only(tmp_path, caps
     assert "RuntimeError" in err and "secret" not in err and "12345" not in err
     # It came before the charge: nothing charged, nothing written.
     assert ledger.read_bytes() == before and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"public_total": "no"}, "the option public_total is a switch: True or False, not 'no'"),
+    ({"public_total": 0}, "the option public_total is a switch: True or False, not 0"),
+    ({"plan_objective": "smallest"}, "the option plan_objective is one of total-squared-error, max-cell-variance"),
+    ({"plan_candidates": "every"}, "the option plan_candidates is one of"),
+    ({"nonneg_t": 0}, "positive finite number"),
+])
+def test_a_mechanism_option_the_command_line_could_not_give_is_refused(options, said):
+    """A new user's trial: options={"public_total": "no"} was taken as true, and the release published the exact
+    total n under a weaker guarantee. The settings that are options take only what their flags can give."""
+    with pytest.raises(TabreleaseError, match=re.escape(said)):
+        ReleaseSpec(loss=loss_of(1.0), options=options)
+    # The switch's own values are taken, and a mechanism's own options are left to its plan.
+    assert ReleaseSpec(loss=loss_of(1.0), options={"public_total": False}).option("public_total") is False
+    assert ReleaseSpec(loss=loss_of(1.0), mechanism="rap", options={"rounds": 2}).option("rounds") == 2

@@ -197,6 +197,7 @@ class ReleaseSpec:
             raise TabreleaseError(f"a mechanism is a registered mechanism's name or a Mechanism object, not "
                                   f"{self.mechanism!r}")
         object.__setattr__(self, "options", _frozen_options(self.options))
+        _check_options(self.options)
         if "sensitive" in dict(self.options):
             raise TabreleaseError("the sensitive attributes are the privacy unit's: unit=unit_of('replace', "
                                   "sensitive=...), not an option")
@@ -799,6 +800,25 @@ def _frozen_options(options) -> tuple[tuple[str, Any], ...]:
     except (TypeError, ValueError):
         raise TabreleaseError(f"a mechanism's options are a mapping of names to values, not {options!r}") from None
     return pairs
+
+
+def _check_options(options) -> None:
+    """Refuse a value the command line could not have given to one of the settings that are mechanism options
+    (`SETTINGS`): a switch takes True or False only (the string "no" had been taken as true, and a release
+    published the exact total, a new user's trial), a choice one of its choices, a number a valid one."""
+    settings = {s.name: s for s in SETTINGS if s.option}
+    for key, value in options:
+        setting = settings.get(key)
+        if setting is None:  # a mechanism's own option (rap's rounds, ...): its plan checks it
+            continue
+        if setting.flag:
+            if not isinstance(value, bool):
+                raise TabreleaseError(f"the option {key} is a switch: True or False, not {value!r}")
+            continue
+        if setting.parse is not None:
+            setting.parse(value)
+        if setting.choices and value not in setting.choices:
+            raise TabreleaseError(f"the option {key} is one of {', '.join(setting.choices)}, not {value!r}")
 
 
 def _hashable(value):
