@@ -132,3 +132,27 @@ def test_a_microdata_release_writes_its_released_table_or_says_why_not(tmp_path,
         note = audit["released_table"]["note"]
         assert "no released table" in note and f"{levels ** 6:,} cells" in note
         assert note in html
+
+
+def test_microdata_of_more_cells_than_a_margin_may_have_are_counted_as_margins(tmp_path, capsys):
+    """A new user's trial: a table of between 2^26 and 2^27 cells (held as cells up to 2^27) was counted whole as one
+    margin and refused as 'the margin over every variable' no one asked for. It is counted from its file as margins,
+    as larger tables are, and its small margins are released."""
+    from tabrelease.tables import MAX_MARGIN_CELLS, MAX_TABLE_CELLS
+
+    sizes = {"u": 512, "v": 512, "w": 384}  # 100,663,296 cells
+    cells = int(np.prod(list(sizes.values())))
+    assert MAX_MARGIN_CELLS < cells <= MAX_TABLE_CELLS
+    levels = {v: [f"{v}{i}" for i in range(k)] for v, k in sizes.items()}
+    (tmp_path / "levels.json").write_text(json.dumps(levels))
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({v: rng.choice(levels[v][:4], size=200) for v in sizes})
+    frame.to_csv(tmp_path / "people.csv", index=False)
+    table = read_microdata(tmp_path / "people.csv", levels=levels)
+    assert table.shape == (512, 512, 384) and table.n == 200
+    assert type(table).__name__ == "FileTable"
+    assert table.margin_counts((0,))[:4].tolist() == frame["u"].value_counts().reindex(levels["u"][:4]).tolist()
+    out = tmp_path / "r"
+    assert main(["release", str(tmp_path / "people.csv"), "--microdata", "--levels", str(tmp_path / "levels.json"),
+                 "--margins", "[u][w]", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(out)]) == 0
+    assert (out / "public" / "u.simulation.csv").exists()

@@ -440,3 +440,36 @@ def test_a_mechanism_option_the_command_line_could_not_give_is_refused(options, 
     # The switch's own values are taken, and a mechanism's own options are left to its plan.
     assert ReleaseSpec(loss=loss_of(1.0), options={"public_total": False}).option("public_total") is False
     assert ReleaseSpec(loss=loss_of(1.0), mechanism="rap", options={"rounds": 2}).option("rounds") == 2
+
+
+def test_a_margin_given_by_a_program_in_any_order_or_by_names_for_people_is_one_margin():
+    """A new user's trial: margins=[("ethnicity", "tenure")] and [("tenure", "ethnicity")] gave different plan scales
+    and published counts for one seed; [["home_zone", "work_zone"]] (journey to work's names for people) was refused;
+    [["A", "A"]] became [A] where "[AA]" is refused."""
+    from tabrelease import release_margins
+
+    table = builtin_table("rochdale")
+
+    def released(margins):
+        release = release_margins(table, ReleaseSpec(loss=loss_of(1.0), margins=margins, mode="simulation", seed=11))
+        return release.plan.margins, [np.asarray(m).tolist() for m in release.released_margins]
+
+    assert released([(1, 0), (3, 1, 2)]) == released([(0, 1), (1, 2, 3)]) == released("[AB][BCD]")
+    journey = builtin_table("journey_to_work")
+    spec = ReleaseSpec(loss=loss_of(1.0), margins=[["home_zone", "work_zone"]], mode="simulation", seed=1)
+    assert release_margins(journey, spec).plan.margins == ((0, 1),)
+    assert journey.margin(["home_zone"]).shape == (journey.shape[0],)
+    for twice, said in (([["A", "A"]], "the margin ['A', 'A'] names a variable twice"),
+                        ([(2, 2)], "the margin [2, 2] names a variable twice")):
+        with pytest.raises(TabreleaseError, match=re.escape(said)):
+            release_margins(table, ReleaseSpec(loss=loss_of(1.0), margins=twice, mode="simulation", seed=1))
+
+
+def test_the_planner_takes_a_margin_s_axes_in_the_table_s_order_and_refuses_one_twice():
+    from tabrelease import plan_release
+
+    spec = ReleaseSpec(loss=loss_of(1.0))
+    one, other = plan_release((2, 3, 2), [(2, 0), (1,)], spec), plan_release((2, 3, 2), [(0, 2), (1,)], spec)
+    assert one.margins == other.margins == ((0, 2), (1,)) and one.calibration == other.calibration
+    with pytest.raises(TabreleaseError, match=re.escape("the margin (1, 1) names an axis twice")):
+        plan_release((2, 3, 2), [(1, 1)], spec)

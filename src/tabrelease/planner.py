@@ -169,7 +169,12 @@ def _checked_margins(margins) -> list[tuple[int, ...]]:
         if isinstance(g, (str, bytes)) or not isinstance(g, Sequence) or not all(
                 isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in g):
             raise TabreleaseError(f"a margin is a tuple of axis numbers, not {g!r}")
-        out.append(tuple(int(a) for a in g))
+        axes = tuple(int(a) for a in g)
+        if len(set(axes)) < len(axes):
+            raise TabreleaseError(f"the margin {g!r} names an axis twice")
+        # In the table's order, as the bracket notation gives them: (1, 0) and (0, 1) are one margin, planned and
+        # released alike (a new user's trial: the order a program gave had changed the plan's scales).
+        out.append(tuple(sorted(axes)))
     return out
 
 

@@ -299,6 +299,8 @@ def resolve_margins(table, margins) -> list:
                 axes.append(int(item))
             else:
                 raise TabreleaseError(f"a margin is a tuple of axis numbers or variable names, not {g!r}")
+        if len(set(axes)) < len(axes):  # as "[AA]" is refused
+            raise TabreleaseError(f"the margin {list(items)!r} names a variable twice")
         resolved.append(tuple(axes))
     return resolved
 

@@ -937,7 +937,7 @@ class FileTable(TableView):
     @property
     def counts(self) -> np.ndarray:
         raise TabreleaseError(f"this needs every cell of the table, and it has {self.cells:.3g} cells (counted from its "
-                              f"file as margins; cells are held up to {MAX_TABLE_CELLS:,}): use the default (planned) "
+                              f"file as margins; cells are held up to {min(MAX_TABLE_CELLS, MAX_MARGIN_CELLS):,}): use the default (planned) "
                               "mechanism, which works from margins")
 
     def __repr__(self) -> str:
@@ -1022,7 +1022,9 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
     metadata = {} if not undeclared else {LEVELS_FROM_DATA: True, "undeclared_levels": undeclared}
     shape = tuple(len(lv) for lv in level_lists)
     cells = int(np.prod(shape, dtype=object))
-    if cells <= MAX_TABLE_CELLS:
+    # Counted cell by cell only where the table is no larger than a margin may be (it is counted as one): a table
+    # between that and MAX_TABLE_CELLS had been refused as a margin no one asked for (a new user's trial).
+    if cells <= min(MAX_TABLE_CELLS, MAX_MARGIN_CELLS):
         check_cells(variables, shape)
         counts = count_file(record_file, level_lists, [tuple(range(len(shape)))], engine=engine, scheduler=scheduler)
         if counts.n == 0:

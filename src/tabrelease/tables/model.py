@@ -120,12 +120,13 @@ class ContingencyTable:
 
     # --- naming ------------------------------------------------------------------------------
     def axis(self, token: str) -> int:
-        """The axis of a variable named by its name or, failing that, by its letter.
+        """The axis of a variable named by its name, or else its name for people (a built-in table's label, as
+        the published files name it: titanic's "class"), or else its letter.
 
         Parameters
         ----------
         token : str
-            A variable's name, or its letter (A for the first variable, ...).
+            A variable's name, its name for people (`people_names`), or its letter (A for the first variable, ...).
 
         Returns
         -------
@@ -139,6 +140,11 @@ class ContingencyTable:
         """
         if token in self.variables:
             return self.variables.index(token)
+        # As the bracket notation reads them (`models._labelled_axis`): a label one variable's alone (a new user's
+        # trial: [["home_zone", "work_zone"]] was refused, naming home_zone among the table's variables).
+        labelled = [a for a, label in enumerate(people_names(self)[0]) if label == token]
+        if len(labelled) == 1:
+            return labelled[0]
         if token in self.letters:
             return self.letters.index(token)
         raise TabreleaseError(f"unknown variable {token!r}; the table has {describe_variables(self)}")
