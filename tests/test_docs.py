@@ -74,3 +74,34 @@ def test_help_starts_a_user_off():
     assert len(tabrelease.__all__) - 1 <= 25, "the top level holds more than 25 names"  # __version__ aside
     for name in tabrelease.__all__:
         assert getattr(tabrelease, name) is not None
+
+
+def test_every_dotted_name_the_docs_give_exists():
+    """A new user's trial: the tutorial named tabrelease.read_microdata and tabrelease.released_frames, which the top
+    level does not hold. Every `tabrelease.x.y` the README and the tutorial name in backticks resolves."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    texts = [root / "README.md", root / "docs" / "tutorial.md"]
+    names = {m for path in texts if path.exists()
+             for m in re.findall(r"`(tabrelease(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", path.read_text())}
+    assert names, "no dotted names found: the pattern is wrong"
+    missing = []
+    for name in sorted(names):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                value = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
+                continue
+            try:
+                for attribute in parts[cut:]:
+                    value = getattr(value, attribute)
+            except AttributeError:
+                missing.append(name)
+            break
+        else:
+            missing.append(name)
+    assert missing == []
