@@ -1018,3 +1018,51 @@ def test_the_source_print_is_of_the_bytes_read_the_sheet_read_and_never_of_a_fil
     monkeypatch.chdir(tmp_path)
     (tmp_path / "czech").write_text("a,count\nx,1\ny,2\n")
     assert SOURCE_FILE not in load_input("czech").metadata and source_prints(load_input("czech"), key) == []
+
+
+@pytest.mark.e2e
+def test_a_public_file_changed_after_its_release_is_found(tmp_path, capsys):
+    """A new user's trial: with the stated epsilon edited in release.json, a count in a CSV file edited, or a CSV
+    file deleted, `ledger verify --bundles` said intact. Each public file is now sealed at the release with the
+    ledger's key (internal/charge.json), and each change is found; a seal rewritten to the edited files' digest
+    without the key is found too."""
+    import shutil
+
+    from tabrelease.ledger import public_digest
+
+    ledger = init_ledger(tmp_path / "ledger.json")
+    assert release(capsys, ledger, tmp_path / "a", "--epsilon", "0.1")[0] == 0
+    assert verify_bundles(ledger, [tmp_path / "a"]) == []
+    charge_record = json.loads((tmp_path / "a" / "internal" / "charge.json").read_text())
+    assert charge_record["public_sha256"] == public_digest(tmp_path / "a" / "public")
+    public = tmp_path / "a" / "public"
+    csv = sorted(public.glob("*.csv"))[0]
+
+    def edited(change):
+        shutil.copytree(tmp_path / "a", tmp_path / "e")
+        change(tmp_path / "e")
+        problems = verify_bundles(ledger, [tmp_path / "e"])
+        shutil.rmtree(tmp_path / "e")
+        return problems
+
+    said = "public files were changed after its release"
+    epsilon = lambda b: (b / "public" / "release.json").write_text(  # noqa: E731
+        (b / "public" / "release.json").read_text().replace('"epsilon": 0.1', '"epsilon": 0.01'))
+    count = lambda b: (b / "public" / csv.name).write_text(  # noqa: E731
+        (b / "public" / csv.name).read_text()[:-2] + str((int((b / "public" / csv.name).read_text()[-2]) + 1) % 10)
+        + "\n")
+    for change in (epsilon, count, lambda b: (b / "public" / csv.name).unlink(),
+                   lambda b: (b / "public" / "extra.csv").write_text("a,count\n")):
+        problems = edited(change)
+        assert len(problems) == 1 and said in problems[0], problems
+
+    def forged(b):  # the edit, and the digest in charge.json rewritten to match it (without the key)
+        epsilon(b)
+        record = json.loads((b / "internal" / "charge.json").read_text())
+        record["public_sha256"] = public_digest(b / "public")
+        (b / "internal" / "charge.json").write_text(json.dumps(record))
+
+    problems = edited(forged)
+    assert len(problems) == 1 and "seal of its public files is not the ledger's" in problems[0]
+    code, out, _ = run(capsys, "ledger", "verify", ledger, "--bundles", tmp_path / "a")
+    assert code == 0 and "each of the 1 bundles has its charge and its public files as released" in out

@@ -174,7 +174,7 @@ def test_a_count_above_2_to_the_53_is_kept_exactly():
     (lambda t: tr.release_margins(t, _simulated(margins="[AZ]")), "Z"),
     (lambda t: plan_at((2, 0, 3), [(0, 1)], 1.0), "every variable needs at least 2 levels"),
     (lambda t: tr.release_margins(t, _simulated(mechanism="nonneg", options={"nonneg_t": float("nan")})),
-     "--nonneg-t must be a finite number"),
+     "the option nonneg_t: the value must be a positive finite number, not nan"),
 ])
 @pytest.mark.unit
 def test_api_misuse_is_refused_in_words(call, message):

@@ -405,10 +405,12 @@ def write_release_bundle(
         writer.write(public_dir, internal_dir, table, release, evaluation, version=version,
                      workbook=workbook, charge=charge, out_sep=out_sep, out_bom=out_bom)
         if charge is not None:
-            from .ledger import CHARGE_FILE
+            from .ledger import CHARGE_FILE, public_digest, public_seal
 
-            (internal_dir / CHARGE_FILE).write_text(json.dumps(
-                {key: charge.get(key) for key in ("ledger_id", "sequence", "mac", "release_id", "dataset", "time")},
-                indent=2) + "\n")
+            record = {key: charge.get(key) for key in ("ledger_id", "sequence", "mac", "release_id", "dataset", "time")}
+            # public/ is whole here (it is staged and renamed into place as it is): sealed with the ledger's key.
+            digest = public_digest(public_dir)
+            record.update(public_sha256=digest, public_seal=public_seal(charge["ledger"], charge, digest))
+            (internal_dir / CHARGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
     return write_bundle(out, write, force=force)

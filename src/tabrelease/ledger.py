@@ -1772,10 +1772,59 @@ def _aliases(data: dict, dataset: str) -> tuple[str, ...]:
 CHARGE_FILE = "charge.json"
 
 
+def public_digest(public_dir) -> str:
+    """SHA-256 of a bundle's public/ folder: each file's path within it and its bytes, in sorted order.
+
+    Parameters
+    ----------
+    public_dir : path-like
+        The bundle's public/ folder.
+
+    Returns
+    -------
+    str
+        The hex digest (of an empty listing where the folder is missing).
+    """
+    public_dir = Path(public_dir)
+    digest = hashlib.sha256(b"tabrelease public-v1")
+    files = sorted(p for p in public_dir.rglob("*") if p.is_file()) if public_dir.is_dir() else []
+    for file in files:
+        name = file.relative_to(public_dir).as_posix().encode()
+        content = file.read_bytes()
+        digest.update(len(name).to_bytes(8, "big") + name + len(content).to_bytes(8, "big") + content)
+    return digest.hexdigest()
+
+
+def public_seal(path, charge: dict, digest: str) -> str:
+    """The ledger key's MAC over a charge's record (ledger id, record number, release id, the record's MAC) and its
+    bundle's `public_digest`: kept in internal/charge.json, so that `verify_bundles` finds a public file changed after
+    the release (a count, the stated guarantee, a file removed), which the charge alone could not (a new user's
+    trial: an edited release.json and CSV were reported intact), and a digest rewritten without the key.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger (its key is read).
+    charge : dict
+        The ledger's record of the charge (``ledger_id``, ``sequence``, ``release_id``, ``mac``).
+    digest : str
+        `public_digest` of the bundle's public/.
+
+    Returns
+    -------
+    str
+        The hex MAC.
+    """
+    key = ledger_key(_resolve(path))
+    text = "|".join(str(charge.get(k)) for k in ("ledger_id", "sequence", "release_id", "mac")) + "|" + digest
+    return hmac.new(key, b"public-seal-v1|" + text.encode(), hashlib.sha256).hexdigest()
+
+
 def verify_bundles(path, bundles) -> list[str]:
     """Hold release bundles against the ledger: a bundle whose charge is not in this ledger (made without one, or
-    the ledger was rolled back, re-made or rewritten), and a charge (not marked failed) with no bundle among those
-    given. Empty: every bundle has its charge and every charge its bundle.
+    the ledger was rolled back, re-made or rewritten), a bundle whose public files are not those sealed at its
+    release (`public_seal`), and a charge (not marked failed) with no bundle among those given. Empty: every bundle
+    has its charge and its public files as released, and every charge its bundle.
 
     Parameters
     ----------
@@ -1823,6 +1872,17 @@ def verify_bundles(path, bundles) -> list[str]:
         public_id = _public_release_id(folder)
         if public_id != record.get("release_id"):
             out.append(f"the bundle {folder}'s public release id does not match its charge (record {sequence})")
+        digest = public_digest(folder / "public")
+        sealed = charge_record.get("public_sha256")
+        if not isinstance(sealed, str) or not isinstance(charge_record.get("public_seal"), str):
+            out.append(f"the bundle {folder} holds no seal of its public files (written before seals were kept, or "
+                       "its charge.json was edited): they cannot be checked against the release")
+        elif not hmac.compare_digest(public_seal(path, charge_record, sealed), charge_record["public_seal"]):
+            out.append(f"the bundle {folder}'s seal of its public files is not the ledger's (its charge.json was "
+                       "edited or copied from another bundle)")
+        elif not hmac.compare_digest(digest, sealed):
+            out.append(f"the bundle {folder}'s public files were changed after its release (a file edited, added or "
+                       "removed): they are not what was released")
         found.add(record["mac"])
     for sequence, record in enumerate(records, 1):
         if record["kind"] == "release" and record.get("release_id") and record["mac"] not in found \

@@ -816,7 +816,10 @@ def _check_options(options) -> None:
                 raise TabreleaseError(f"the option {key} is a switch: True or False, not {value!r}")
             continue
         if setting.parse is not None:
-            setting.parse(value)
+            try:
+                setting.parse(value)
+            except TabreleaseError as exc:
+                raise TabreleaseError(f"the option {key}: {exc}") from None
         if setting.choices and value not in setting.choices:
             raise TabreleaseError(f"the option {key} is one of {', '.join(setting.choices)}, not {value!r}")
 

@@ -102,7 +102,7 @@ def run(args) -> int:
             notes.append("this is a throw-away copy that a batch's prediction made: it verifies, but nothing can be "
                          "spent or set in it (remove it)")
         checked = "every record's MAC, the head and the anchor check out" + (
-            f", and each of the {len(args.bundles)} bundles has its charge" if args.bundles else "")
+            f", and each of the {len(args.bundles)} bundles has its charge and its public files as released" if args.bundles else "")
         if args.json:
             # The same verdict and exit status as the text, as one document (an auditor's script reads this).
             print_json({"ledger": path, "intact": not problems, "chain_intact": chain_intact,
