@@ -513,3 +513,27 @@ def test_the_dask_engine_without_dask_is_refused_in_one_line_naming_the_extra(tm
         assert code == 2 and out == "" and err.count("\n") == 1, err
         assert "--engine dask needs Dask: pip install 'tabrelease[dask]'" in err
         assert not (tmp_path / "o").exists()
+
+
+def _sigint_ignored() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+@pytest.mark.unit
+def test_the_local_dask_cluster_s_processes_start_with_interrupts_ignored():
+    """A new user's trial: a Ctrl-C during a Dask count printed each worker's KeyboardInterrupt traceback under the
+    command's one line. The workers start with SIGINT ignored (a spawned process keeps an inherited SIG_IGN), and
+    the command's own handler is back after."""
+    import multiprocessing
+    import signal
+
+    from tabrelease.tables.aggregation import _workers_ignore_interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    with _workers_ignore_interrupts(), multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_sigint_ignored) is True
+    assert signal.getsignal(signal.SIGINT) == before
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(_sigint_ignored) is False

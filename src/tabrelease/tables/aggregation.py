@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -611,8 +612,8 @@ def _client(scheduler: str | None):
         # failure's text could quote a value of the file.
         import warnings
 
-        with warnings.catch_warnings():  # "Port 8787 is already in use" (another cluster's): not the user's concern
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(), _workers_ignore_interrupts():
+            warnings.simplefilter("ignore")  # "Port 8787 is already in use" (another cluster's): not the user's concern
             _LOCAL_CLUSTER = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                                       dashboard_address=None, silence_logs=logging.CRITICAL)
         atexit.register(_LOCAL_CLUSTER.close)
@@ -620,6 +621,24 @@ def _client(scheduler: str | None):
 
 
 _LOCAL_CLUSTER = None
+
+
+@contextmanager
+def _workers_ignore_interrupts():
+    """SIGINT ignored while the local cluster's processes start, so that they inherit it ignored: a Ctrl-C reaches
+    the whole process group, and each worker had printed its own KeyboardInterrupt traceback under the command's one
+    line (a new user's trial). The command stops them as it ends (the cluster is closed at exit)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _count_partition(frame, variables, levels, margins, protected) -> Counts:
