@@ -80,13 +80,22 @@ def run(args: argparse.Namespace) -> int:
         from ..forecast import epsilon_for_target
 
         reference = None if args.reference is None else _reference_counts(args, table)
-        needed = epsilon_for_target(table.shape, model.generators, args.target_l1, spec, reference=reference)
+        runs = relative_se = None
+        if reference is not None:
+            from ..forecast import target_runs
+
+            runs, relative_se = target_runs(table.shape, model.generators, args.target_l1, spec, reference)
+        needed = epsilon_for_target(table.shape, model.generators, args.target_l1, spec, reference=reference,
+                                    runs=runs)
+        precision = None if runs is None else (
+            f"simulated with {runs} releases an epsilon (the same seeds at every epsilon): a margin's mean error is "
+            f"known to about {relative_se:.1%} there (its relative standard error)")
         rows = [{"margin": margin_title(names, g), "letters": margin_label(g, table.letters),
                  "target_l1": args.target_l1, "epsilon_needed": e} for g, e in needed.items()]
         reachable = [e for e in needed.values() if e is not None]
         overall = max(reachable) if len(reachable) == len(needed) else None
         if args.json:
-            notes = ([] if reference is not None else [UPPER_FIGURE]) + ([dropped] if dropped else [])
+            notes = ([precision] if reference is not None else [UPPER_FIGURE]) + ([dropped] if dropped else [])
             if overall is None:  # null in `epsilon_needed`: said, as the terminal says "beyond"
                 notes.append(f"a margin's epsilon_needed is null where the target is beyond reach at epsilon "
                              f"{EPSILON_RANGE[1]:g}, the largest a release takes")
@@ -109,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
                   "less would)")
         if reference is None:  # where the fit's non-negativity helps (sparse tables), the figure overspends
             print(UPPER_FIGURE)
+        else:
+            print(precision)
         return 0
     low, high = PLANNING_EPSILON_RANGE
     for epsilon in args.epsilon:  # past this range the planning arithmetic overflows
