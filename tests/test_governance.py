@@ -14,6 +14,7 @@ import pytest
 
 import tabrelease as tr
 from tabrelease.testing import plan_at
+from tabrelease.noise import SimulationNoise
 from tabrelease.pipeline import released_frames
 from tabrelease.cli import main
 from tabrelease.ledger import budget_status, init_ledger
@@ -174,7 +175,21 @@ def test_a_count_above_2_to_the_53_is_kept_exactly():
     (lambda t: tr.release_margins(t, _simulated(margins="[AZ]")), "Z"),
     (lambda t: plan_at((2, 0, 3), [(0, 1)], 1.0), "every variable needs at least 2 levels"),
     (lambda t: tr.release_margins(t, _simulated(mechanism="nonneg", options={"nonneg_t": float("nan")})),
-     "the option nonneg_t: the value must be a positive finite number, not nan"),
+     "--nonneg-t must be a finite number"),
+    # A new user's trial: each of these had raised AttributeError or TypeError from inside.
+    (lambda t: tr.release_margins("czech", _simulated()), "a release is made from a table .*not str"),
+    (lambda t: tr.release_margins(t.counts, _simulated()), "a release is made from a table .*not ndarray"),
+    (lambda t: tr.publish_release(t, _simulated(), None), "a release's folder is a path, not NoneType"),
+    (lambda t: tr.publish_release(t, _simulated(), "out", account="ledger.json"),
+     r"charged through a LedgerAccount \(LedgerAccount\(ledger=...\)\), not str"),
+    (lambda t: tr.unit_of("replace", sensitive=5), "the sensitive attributes are variables' names or letters"),
+    (lambda t: tr.LedgerAccount(ledger=5), "a ledger is named by its path, not 5"),
+    (lambda t: SimulationNoise(seed="x"), "a seed is a non-negative whole number, not 'x'"),
+    (lambda t: tr.run_plan(plan_at(t.shape, [(0, 1)], 1.0), -t.counts - 1, SimulationNoise(1)),
+     r"the counts must be whole non-negative numbers \(a cell is negative"),
+    (lambda t: tr.run_plan(plan_at(t.shape, [(0, 1)], 1.0), t.counts + 0.5, SimulationNoise(1)),
+     "the counts must be whole non-negative numbers"),
+    (lambda t: tr.run_plan(plan_at(t.shape, [(0, 1)], 1.0), t.counts, None), "the noise comes from a noise source"),
 ])
 @pytest.mark.unit
 def test_api_misuse_is_refused_in_words(call, message):

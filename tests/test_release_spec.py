@@ -430,7 +430,6 @@ def test_an_unexpected_exception_is_one_line_naming_its_type_only(tmp_path, caps
     ({"public_total": 0}, "the option public_total is a switch: True or False, not 0"),
     ({"plan_objective": "smallest"}, "the option plan_objective is one of total-squared-error, max-cell-variance"),
     ({"plan_candidates": "every"}, "the option plan_candidates is one of"),
-    ({"nonneg_t": 0}, "positive finite number"),
 ])
 def test_a_mechanism_option_the_command_line_could_not_give_is_refused(options, said):
     """A new user's trial: options={"public_total": "no"} was taken as true, and the release published the exact

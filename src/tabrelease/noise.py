@@ -306,6 +306,8 @@ class SimulationNoise:
     def __post_init__(self) -> None:
         if self.seed is None:
             self.seed = secrets.randbits(63)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise TabreleaseError(f"a seed is a non-negative whole number, not {self.seed!r}")
         self._rng = np.random.default_rng(self.seed)
 
     def perturb(self, values, calibration, integer_scale=None, integers=None):

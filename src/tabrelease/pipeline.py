@@ -120,8 +120,17 @@ def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
         data = data if mechanism.reads_margins else data.counts
     else:
         data = np.asarray(data)
+        # Counts are whole and non-negative: a negative or fractional cell had been released from (a new user's
+        # trial). The message names no value: the counts are confidential.
+        if data.dtype == object or not np.issubdtype(data.dtype, np.number) or data.size and not (
+                np.all(np.isfinite(data)) and data.min() >= 0 and np.array_equal(data, np.round(data))):
+            raise TabreleaseError("the counts must be whole non-negative numbers (a cell is negative, fractional, "
+                                  "not finite or not a number)")
     if tuple(data.shape) != plan.shape:
         raise TabreleaseError(f"the plan is for a table of shape {plan.shape}, not {tuple(data.shape)}")
+    if not callable(getattr(noise, "perturb", None)):
+        raise TabreleaseError(f"the noise comes from a noise source (SimulationNoise(seed=...), or the secure "
+                              f"sampler's), not {type(noise).__name__}")
     return mechanism.measure(plan, data, noise)
 
 

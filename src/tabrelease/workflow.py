@@ -91,10 +91,17 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
     TabreleaseError
         With one line naming the problem; nothing is charged or written.
     """
-    from .tables import LEVELS_FROM_DATA
+    from .tables import LEVELS_FROM_DATA, ContingencyTable
+    from .tables.model import TableView
 
+    if not isinstance(table, (ContingencyTable, TableView)):
+        # A name, a path or a DataFrame had raised AttributeError from inside (a new user's trial).
+        raise TabreleaseError(f"a release is made from a table (builtin_table, load_table, table_from_frame, "
+                              f"read_source), not {type(table).__name__}")
     if not isinstance(spec, ReleaseSpec):
         raise TabreleaseError(f"a release is described by a ReleaseSpec, not {type(spec).__name__}")
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise TabreleaseError(f"a release's folder is a path, not {type(out).__name__}")
     check_releasable_loss(spec.loss)
     if out is not None:
         from .bundle import check_release_destination, check_report_support, check_writable
@@ -569,6 +576,11 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
     from .evaluation import evaluate_release, evaluation_warnings, release_warnings
     from .models import HierarchicalModel
 
+    if out is None or not isinstance(out, (str, os.PathLike)):
+        raise TabreleaseError(f"a release's folder is a path, not {type(out).__name__}")
+    if account is not None and not isinstance(account, LedgerAccount):
+        raise TabreleaseError(f"a release is charged through a LedgerAccount (LedgerAccount(ledger=...)), not "
+                              f"{type(account).__name__}")
     prepared = prepare_release(table, spec, out=out, force=force)
     plan, noise, mode, workbook = prepared.plan, prepared.noise, spec.mode, spec.workbook
     ledger = None if account is None else account.ledger
