@@ -181,7 +181,15 @@ CLI_CASES = [
                                                                       for k in "01")), ["fit", "t.csv"],
      "e.g. '[x,y][x,z][y,z]' (its variables, by letter or name: A (x), B (y), C (z))"),
     ("no default model to plan for", _csv(GOOD), ["plan", "t.csv", "--epsilon", "1"],
-     "this table has no default model: name its margins, e.g. '[AB][BC]', with --margins"),
+     "the table t has no default model: name its margins, e.g. '[AB][BC]' or all-2-way, with --margins"),
+    ("several tables, one without a model, in a sweep", _csv(GOOD),
+     ["sweep", "rochdale", "t.csv", "--epsilons", "1", "--repetitions", "2", "--out", "o"],
+     "the table t has no default model: name its margins, e.g. '[AB][BC]' or all-2-way, with --margins (release, "
+     "plan, sweep)"),
+    ("margins by name for several tables", _csv(GOOD),
+     ["sweep", "rochdale", "t.csv", "--margins", "[AB]", "--epsilons", "1", "--repetitions", "2", "--out", "o"],
+     "--margins names one table's variables, so it applies to a sweep over one table; sweep several tables with "
+     "their paper models, or a workload such as all-2-way"),
     # side files (levels, metadata, batch specs): read whole, so pipes, devices and huge files are refused first
     ("a level listed twice in a levels file", _with_table("lv.json", _text('{"A": ["0", "1", "0"], "B": ["0", "1"]}')),
      [*FIT_T, "--levels", "lv.json"], "the levels file lv.json: variable 'A' lists the level '0' twice"),

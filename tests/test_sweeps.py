@@ -426,3 +426,20 @@ def test_a_sweep_takes_sensitive_attributes_by_the_names_the_public_files_use():
     pd.testing.assert_frame_equal(rows("class"), rows("A"))
     with pytest.raises(TabreleaseError, match="--sensitive names 'klass', which is not a variable"):
         rows("klass")
+
+
+def test_a_workload_that_names_no_variable_sweeps_every_table_at_its_own_margins(tmp_path, capsys):
+    """A new user's trial: several tables with --margins all-2-way were refused ('--margins applies to a sweep over
+    one table'). A workload such as all-2-way is each table's own: every two-way margin of each."""
+    import pandas as pd
+
+    from tabrelease.cli import main
+
+    out = tmp_path / "s"
+    assert main(["sweep", "edwards", "titanic", "--margins", "all-2-way", "--epsilons", "1", "--repetitions", "1",
+                 "--out", str(out), "--jobs", "1", "--quiet"]) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    assert set(runs["table"]) == {"edwards", "titanic"}
+    margins = pd.read_csv(out / "margin_errors.csv")
+    counted = margins.assign(table=margins["run_id"].str.split("/").str[0]).groupby("table")["margin"].nunique()
+    assert counted.to_dict() == {"edwards": 15, "titanic": 6}  # C(6, 2) and C(4, 2)

@@ -353,6 +353,7 @@ def default_model(table: ContingencyTable) -> HierarchicalModel:
     """
     spec = table.metadata.get("model") if table.metadata else None
     if not spec:
-        raise TabreleaseError("this table has no default model: name its margins, e.g. '[AB][BC]', with --margins "
-                              "(release, plan) or --model (fit); in the API, margins=[(0, 1), (1, 2)]")
+        named = f"the table {table.name}" if getattr(table, "name", None) else "this table"
+        raise TabreleaseError(f"{named} has no default model: name its margins, e.g. '[AB][BC]' or all-2-way, with "
+                              "--margins (release, plan, sweep) or --model (fit); in the API, margins=[(0, 1), (1, 2)]")
     return parse_model(spec, table)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from ._common import (add_spec_arguments, add_table_arguments_for_many, epsilon_list, load_many_from_args, name_list,
                       non_negative_int, positive_int, report_dropped, spec_settings_from_args)
@@ -73,11 +74,16 @@ def run(args) -> int:
     tables = load_many_from_args(args)
     margins = None
     if args.margins is not None:
-        if len(tables) != 1:
-            raise TabreleaseError("--margins applies to a sweep over one table; sweep several tables with their paper models")
-        model = parse_model(args.margins, tables[0])
-        report_dropped(model, tables[0])
-        margins = [model.generators]
+        # A workload that names no variable (all-2-way) is every table's own; margins named by their variables are
+        # one table's (a new user's trial: several tables with --margins all-2-way had been refused).
+        if len(tables) != 1 and not re.fullmatch(r"\s*all-\d+-way\s*", args.margins):
+            raise TabreleaseError("--margins names one table's variables, so it applies to a sweep over one table; "
+                                  "sweep several tables with their paper models, or a workload such as all-2-way")
+        margins = []
+        for table in tables:
+            model = parse_model(args.margins, table)
+            report_dropped(model, table)
+            margins.append(model.generators)
     settings = spec_settings_from_args(args, omit=SWEEP_VARIES)
     spec = spec_from_settings({**settings, "mechanism": (args.mechanisms or ("planned",))[0], "simulate": True,
                                "seed": args.seed}, epsilon=1.0)
