@@ -434,19 +434,23 @@ def release_warnings(release: Release) -> list[str]:
 N_OFF_SHARE = 0.1
 
 
-def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
+def evaluation_warnings(evaluation: ReleaseEvaluation, release: Release | None = None) -> list[str]:
     """What the audit must flag about its own numbers (internal: it reads the confidential table).
 
     Parameters
     ----------
     evaluation : ReleaseEvaluation
         The audit's evaluation of a release.
+    release : Release or None
+        The release evaluated: where its notes judge it unfit to publish, the simulated figures are said to be a
+        rough guide.
 
     Returns
     -------
     list of str
         The warnings: a released total more than 10% off n, categories released as zero, a refit that did not
-        converge, a simulated error whose world's total the release barely tells (an empty release: its error is n).
+        converge, a simulated error whose world's total the release barely tells (an empty release: its error is n),
+        or whose world is built on margins that are mostly noise (a release unfit to publish).
     """
     out = []
     # What a publisher must see before publishing (internal: these read the true counts).
@@ -472,4 +476,11 @@ def evaluation_warnings(evaluation: ReleaseEvaluation) -> list[str]:
         out.append("the simulated error rests on a total the release barely tells (the released total is within the "
                    "noise's interval of 0): it can be far from the error at the true total; a rough "
                    "guide only")
+    from .pipeline import UNFIT
+
+    # A new user's trial: on a small sparse table at epsilon 0.05, judged unfit to publish, the stated 95% quantile of
+    # a three-way margin covered 72-74% of 200 releases' errors, its mean 11-12% below theirs.
+    if simulated and not barely and release is not None and any(str(n).startswith(UNFIT) for n in release.notes):
+        out.append("the audit's simulated error and 95% quantile are built on this release's margins, which are "
+                   "mostly noise here (unfit to publish): they can understate the error; a rough guide only")
     return out

@@ -215,6 +215,8 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
 
 # A margin whose expected L1 error is above this share of the released total is flagged as unfit to publish.
 UNFIT_ERROR_SHARE = 0.25
+# How a fitness note starts (`fitness_notes`): the audit's reader is told what it means for the simulated figures.
+UNFIT = "unfit to publish as it stands:"
 
 
 def fitness_notes(plan: MechanismPlan, released_margins, names=None) -> list[str]:
@@ -264,10 +266,10 @@ def fitness_notes(plan: MechanismPlan, released_margins, names=None) -> list[str
              + ("--plan-objective max-cell-variance" if plan.design is not None else "the planned mechanism")
              + " would help")
     if n_released <= 0:  # no share of an empty total means anything: say what the noise is
-        return [f"unfit to publish as it stands: the released total is 0 (every margin empty), and the noise is "
+        return [f"{UNFIT} the released total is 0 (every margin empty), and the noise is "
                 f"expected{whose} to err by up to {max(planned[g].expected_l1 for g in plan.margins):.3g} in L1 on "
                 f"a margin (noise sd up to {max(planned[g].cell_sd for g in plan.margins):.3g} per cell); {helps}"]
-    return [f"unfit to publish as it stands: {len(unfit)} of {len(plan.margins)} margins are expected to be "
+    return [f"{UNFIT} {len(unfit)} of {len(plan.margins)} margins are expected to be "
             f"too noisy to use (worst {worst_margin}: expected L1 error{whose} {worst[1]:.0%} of "
             f"the released total, noise sd {worst[2]:.3g} per cell against a typical released cell of "
             f"{worst[3]:.3g}); {helps}"]

@@ -217,7 +217,7 @@ def at_a_glance(release: Release, evaluation: ReleaseEvaluation | None = None,
         rows.append(("worst margin error", f"L1 {evaluation.max_l1_error:.6g} on {worst}: {100 * share:.1f}% of n",
                      "bad" if share > UNFIT_ERROR_SHARE else ""))
         rows.append(_ledger_row(release, charge))
-        warnings = len(release_warnings(release)) + len(evaluation_warnings(evaluation))
+        warnings = len(release_warnings(release)) + len(evaluation_warnings(evaluation, release))
         rows.append(("warnings", f"{warnings} (listed below)" if warnings else "none", "bad" if warnings else "ok"))
     return [{"item": item, "value": value, "flag": flag} for item, value, flag in rows]
 
@@ -368,7 +368,7 @@ def audit_record(
             "timings_seconds": dict(release.timings),
             "rounding_gap": release.rounding_gap,
             "released_table": released_table_record(table, release),
-            "notes": list(release.notes) + evaluation_warnings(evaluation),
+            "notes": list(release.notes) + evaluation_warnings(evaluation, release),
         }
     )
 

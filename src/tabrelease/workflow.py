@@ -600,7 +600,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
                                                                              people_names(table)[0])))
         refit = HierarchicalModel(release.margins, table.k)
         evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
-        said = release_warnings(release) + evaluation_warnings(evaluation)  # what the audit's reader is told too
+        said = release_warnings(release) + evaluation_warnings(evaluation, release)  # what the audit's reader is told too
         written = write_release_bundle(out, table, release, evaluation,
                                        version=version or __version__, force=force, workbook=workbook,
                                        charge=None if entry is None else {**entry, "ledger": str(ledger)},
