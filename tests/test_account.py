@@ -1066,3 +1066,29 @@ def test_a_public_file_changed_after_its_release_is_found(tmp_path, capsys):
     assert len(problems) == 1 and "seal of its public files is not the ledger's" in problems[0]
     code, out, _ = run(capsys, "ledger", "verify", ledger, "--bundles", tmp_path / "a")
     assert code == 0 and "each of the 1 bundles has its charge and its public files as released" in out
+
+
+@pytest.mark.unit
+def test_the_public_digest_is_the_same_on_every_system_and_copy(tmp_path):
+    """A review's trial: the digest followed the platform's order of paths (Windows' ignores case) and the names as
+    the file system gave them (a decomposed é after a macOS copy), so an honest bundle could fail elsewhere. Names are
+    NFC-normalised and ordered by their UTF-8 bytes; an empty folder added is found."""
+    import hashlib
+    import unicodedata
+
+    from tabrelease.ledger import public_digest
+
+    one, other = tmp_path / "a", tmp_path / "b"
+    for folder, form in ((one, "NFC"), (other, "NFD")):
+        folder.mkdir()
+        for name, text in (("Région__Sexe.csv", "r,s,count\n"), ("age.csv", "a,count\n"), ("release.json", "{}\n")):
+            (folder / unicodedata.normalize(form, name)).write_text(text)
+    assert public_digest(one) == public_digest(other)
+    # By hand: each file's kind, name and bytes, the names in UTF-8 byte order ('R' < 'a' < 'r').
+    expected = hashlib.sha256(b"tabrelease public-v1")
+    for name, text in (("Région__Sexe.csv", "r,s,count\n"), ("age.csv", "a,count\n"), ("release.json", "{}\n")):
+        encoded, content = name.encode(), text.encode()
+        expected.update(b"F" + len(encoded).to_bytes(8, "big") + encoded + len(content).to_bytes(8, "big") + content)
+    assert public_digest(one) == expected.hexdigest()
+    (one / "extra").mkdir()
+    assert public_digest(one) != public_digest(other)

@@ -615,7 +615,8 @@ def comparison(summary: pd.DataFrame) -> list[str]:
             # far they fall behind elsewhere (the order of the summary's rows never decides).
             ranked = (part.groupby("strategy", sort=False)["to_best"].agg(["median", "min", "max"])
                       .rename_axis("strategy").reset_index()
-                      .assign(order=lambda f: [STRATEGIES.index(n) for n in f["strategy"]])
+                      .assign(order=lambda f: [STRATEGIES.index(n) if n in STRATEGIES else len(STRATEGIES)
+                                               for n in f["strategy"]])
                       .sort_values(["median", "max", "order"]).set_index("strategy"))
             shown = "; ".join(f"{name} {row['median']:.2f} ({row['min']:.2f} to {row['max']:.2f})"
                               for name, row in ranked.iterrows())

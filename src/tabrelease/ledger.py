@@ -1783,15 +1783,24 @@ def public_digest(public_dir) -> str:
     Returns
     -------
     str
-        The hex digest (of an empty listing where the folder is missing).
+        The hex digest (of an empty listing where the folder is missing): of every entry's NFC-normalised POSIX name
+        (in UTF-8 byte order) and kind, and each file's bytes.
     """
+    import unicodedata
+
     public_dir = Path(public_dir)
     digest = hashlib.sha256(b"tabrelease public-v1")
-    files = sorted(p for p in public_dir.rglob("*") if p.is_file()) if public_dir.is_dir() else []
-    for file in files:
-        name = file.relative_to(public_dir).as_posix().encode()
-        content = file.read_bytes()
-        digest.update(len(name).to_bytes(8, "big") + name + len(content).to_bytes(8, "big") + content)
+    # Every entry, by its NFC-normalised POSIX name in UTF-8 byte order: the same on every system and copy (Windows
+    # orders paths without regard to case, and macOS or a zip tool may hand accented names back decomposed; a
+    # review's trial). A folder or link is hashed by its name and kind, a file by its bytes too.
+    entries = []
+    for path in (public_dir.rglob("*") if public_dir.is_dir() else ()):
+        name = unicodedata.normalize("NFC", path.relative_to(public_dir).as_posix()).encode()
+        kind = b"L" if path.is_symlink() else b"F" if path.is_file() else b"D"
+        entries.append((name, kind, path))
+    for name, kind, path in sorted(entries, key=lambda e: e[0]):
+        content = path.read_bytes() if kind == b"F" else b""
+        digest.update(kind + len(name).to_bytes(8, "big") + name + len(content).to_bytes(8, "big") + content)
     return digest.hexdigest()
 
 

@@ -122,7 +122,9 @@ def measure(plan: MechanismPlan, data, noise: NoiseSource) -> Measurements:
         data = np.asarray(data)
         # Counts are whole and non-negative: a negative or fractional cell had been released from (a new user's
         # trial). The message names no value: the counts are confidential.
+        whole = np.issubdtype(data.dtype, np.integer)  # an integer array needs only its sign checked (no copy)
         if data.dtype == object or not np.issubdtype(data.dtype, np.number) or data.size and not (
+                data.min() >= 0 if whole else
                 np.all(np.isfinite(data)) and data.min() >= 0 and np.array_equal(data, np.round(data))):
             raise TabreleaseError("the counts must be whole non-negative numbers (a cell is negative, fractional, "
                                   "not finite or not a number)")

@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
                                     runs=runs)
         precision = None if runs is None else (
             f"simulated with {runs} releases an epsilon (the same seeds at every epsilon): a margin's mean error is "
-            f"known to about {relative_se:.1%} there (its relative standard error)")
+            f"known to about {relative_se:.1%} at its unbiased epsilon, by a first batch there (its relative standard "
+            f"error; at the smaller epsilon found it can be larger)")
         rows = [{"margin": margin_title(names, g), "letters": margin_label(g, table.letters),
                  "target_l1": args.target_l1, "epsilon_needed": e} for g, e in needed.items()]
         reachable = [e for e in needed.values() if e is not None]

@@ -76,7 +76,7 @@ def run(args) -> int:
     if args.margins is not None:
         # A workload that names no variable (all-2-way) is every table's own; margins named by their variables are
         # one table's (a new user's trial: several tables with --margins all-2-way had been refused).
-        if len(tables) != 1 and not re.fullmatch(r"\s*all-\d+-way\s*", args.margins):
+        if len(tables) != 1 and not re.fullmatch(r"(?i)\s*(all-\d+-way\s*)+", args.margins):
             raise TabreleaseError("--margins names one table's variables, so it applies to a sweep over one table; "
                                   "sweep several tables with their paper models, or a workload such as all-2-way")
         margins = []

@@ -615,7 +615,8 @@ def _client(scheduler: str | None):
         with warnings.catch_warnings(), _workers_ignore_interrupts():
             warnings.simplefilter("ignore")  # "Port 8787 is already in use" (another cluster's): not the user's concern
             _LOCAL_CLUSTER = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                                      dashboard_address=None, silence_logs=logging.CRITICAL)
+                                                      dashboard_address=None, silence_logs=logging.CRITICAL,
+                                                      preload=["tabrelease.tables._dask_worker"])
         atexit.register(_LOCAL_CLUSTER.close)
     return distributed.Client(_LOCAL_CLUSTER, set_as_default=False), None
 
@@ -625,20 +626,14 @@ _LOCAL_CLUSTER = None
 
 @contextmanager
 def _workers_ignore_interrupts():
-    """SIGINT ignored while the local cluster's processes start, so that they inherit it ignored: a Ctrl-C reaches
-    the whole process group, and each worker had printed its own KeyboardInterrupt traceback under the command's one
-    line (a new user's trial). The command stops them as it ends (the cluster is closed at exit)."""
-    import signal
-    import threading
+    """While the local cluster starts, a SIGINT is noted, not acted on (`_signals.deferred_signals`), and acted on
+    once it has started: an interrupt inside the cluster's start could leave it half made, and one ignored there had
+    let a release be charged (a review's trial). The workers themselves ignore SIGINT from their start
+    (`_dask_worker`, their preload)."""
+    from .._signals import deferred_signals
 
-    if threading.current_thread() is not threading.main_thread():
+    with deferred_signals():
         yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _count_partition(frame, variables, levels, margins, protected) -> Counts:
