@@ -313,6 +313,9 @@ def test_a_margin_may_name_its_variables_as_the_published_files_do():
                                  metadata={"variables": [{"name": "x", "label": "age"}, {"name": "y", "label": "age"}]})
     with pytest.raises(TabreleaseError, match="'age' names more than one variable"):
         parse_model("[age]", shared)
+    # A list of names says the same (a review's trial: it had said "unknown variable 'age'").
+    with pytest.raises(TabreleaseError, match=r"'age' names more than one variable \(x, y\)"):
+        shared.axis("age")
     crossed = tr.ContingencyTable(("x", "y"), (("0", "1"), ("0", "1")), np.ones((2, 2), dtype=np.int64),
                                   metadata={"variables": [{"name": "x", "label": "y"}]})
     with pytest.raises(TabreleaseError, match="'y' names more than one variable"):

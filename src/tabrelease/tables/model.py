@@ -145,6 +145,9 @@ class ContingencyTable:
         labelled = [a for a, label in enumerate(people_names(self)[0]) if label == token]
         if len(labelled) == 1:
             return labelled[0]
+        if len(labelled) > 1:  # as the bracket notation says it
+            raise TabreleaseError(f"{token!r} names more than one variable ("
+                                  + ", ".join(self.variables[a] for a in labelled) + "): name one by its own name")
         if token in self.letters:
             return self.letters.index(token)
         raise TabreleaseError(f"unknown variable {token!r}; the table has {describe_variables(self)}")
