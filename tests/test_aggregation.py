@@ -524,7 +524,7 @@ def _sigint_ignored_after_the_preload() -> bool:
 
 
 @pytest.mark.unit
-def test_a_dask_worker_ignores_interrupts_and_one_during_the_cluster_s_start_is_taken_after_it():
+def test_a_dask_worker_ignores_interrupts_and_one_during_the_cluster_s_start_is_taken_after_it(monkeypatch):
     """A new user's trial: a Ctrl-C during a Dask count printed each worker's KeyboardInterrupt traceback under the
     command's one line: each worker ignores SIGINT from its preload. A review's trial: SIGINT ignored in this process
     while the cluster started had let the release be charged and exit 0; it is held there and acted on after, as the
@@ -533,14 +533,26 @@ def test_a_dask_worker_ignores_interrupts_and_one_during_the_cluster_s_start_is_
     import os
     import signal
 
+    import distributed
+
     from tabrelease._signals import _RECEIVED, command_signals
-    from tabrelease.tables.aggregation import _workers_ignore_interrupts
+    from tabrelease.tables import aggregation
 
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         assert pool.apply(_sigint_ignored_after_the_preload) is True
+    started = []
+
+    class Starting:  # the local cluster, whose start a Ctrl-C interrupts (no cluster is started here)
+        def __init__(self, **settings):
+            started.append(settings)
+            os.kill(os.getpid(), signal.SIGINT)  # held until the start ends
+            assert _RECEIVED == []
+            started.append("started whole")
+
+    monkeypatch.setattr(distributed, "LocalCluster", Starting)
+    monkeypatch.setattr(aggregation, "_LOCAL_CLUSTER", None)
     with command_signals(lambda signum, frame: None):
         with pytest.raises(KeyboardInterrupt):
-            with _workers_ignore_interrupts():
-                os.kill(os.getpid(), signal.SIGINT)  # held until the block ends
-                assert _RECEIVED == []
+            aggregation._client(None)
         assert _RECEIVED == [signal.SIGINT]
+    assert started[0]["preload"] == ["tabrelease.tables._dask_worker"] and started[1] == "started whole"

@@ -129,7 +129,8 @@ def check_release_destination(out, force: bool) -> Path:
 
 # What a release writes in internal/: the report writer's audit and released table (`reports`), and the ledger's
 # charge (`ledger.CHARGE_FILE`). In public/ it writes release.json and the files that names.
-INTERNAL_FILES = ("audit.json", "audit.html", "released_table.csv", "charge.json")
+RELEASED_TABLE_FILE = "released_table.csv"
+INTERNAL_FILES = ("audit.json", "audit.html", RELEASED_TABLE_FILE, "charge.json")
 
 
 def files_a_release_did_not_write(out: Path) -> list[str]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .loglinear import facial_set, fit_extended_mle, fit_loglinear, g_squared, ipf_to_margins, l1_distance
 from .errors import TabreleaseError
-from .pipeline import Release
+from .pipeline import UNFIT, Release
 from .models import HierarchicalModel, Margin, margin_label  # noqa: F401  (margin_label re-exported)
 from .tables import ContingencyTable, margin_counts
 
@@ -476,8 +476,6 @@ def evaluation_warnings(evaluation: ReleaseEvaluation, release: Release | None =
         out.append("the simulated error rests on a total the release barely tells (the released total is within the "
                    "noise's interval of 0): it can be far from the error at the true total; a rough "
                    "guide only")
-    from .pipeline import UNFIT
-
     # A new user's trial: on a small sparse table at epsilon 0.05, judged unfit to publish, the stated 95% quantile of
     # a three-way margin covered 72-74% of 200 releases' errors, its mean 11-12% below theirs.
     if simulated and not barely and release is not None and any(str(n).startswith(UNFIT) for n in release.notes):

@@ -1881,7 +1881,6 @@ def verify_bundles(path, bundles) -> list[str]:
         public_id = _public_release_id(folder)
         if public_id != record.get("release_id"):
             out.append(f"the bundle {folder}'s public release id does not match its charge (record {sequence})")
-        digest = public_digest(folder / "public")
         sealed = charge_record.get("public_sha256")
         if not isinstance(sealed, str) or not isinstance(charge_record.get("public_seal"), str):
             out.append(f"the bundle {folder} holds no seal of its public files (written before seals were kept, or "
@@ -1889,7 +1888,7 @@ def verify_bundles(path, bundles) -> list[str]:
         elif not hmac.compare_digest(public_seal(path, charge_record, sealed), charge_record["public_seal"]):
             out.append(f"the bundle {folder}'s seal of its public files is not the ledger's (its charge.json was "
                        "edited or copied from another bundle)")
-        elif not hmac.compare_digest(digest, sealed):
+        elif not hmac.compare_digest(public_digest(folder / "public"), sealed):
             out.append(f"the bundle {folder}'s public files were changed after its release (a file edited, added or "
                        "removed): they are not what was released")
         found.add(record["mac"])

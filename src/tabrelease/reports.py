@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from . import schemas
-from .bundle import ReportWriter, register_report_writer, write_release_bundle  # noqa: F401  (re-exported)
+from .bundle import (RELEASED_TABLE_FILE, ReportWriter, register_report_writer,  # noqa: F401  (re-exported)
+                     write_release_bundle)
 from .schemas import validate
 from .disclosure import disclosure_risk
 from .evaluation import (N_OFF_SHARE, ReleaseEvaluation, evaluation_warnings,  # noqa: F401  (re-exported)
@@ -373,7 +374,6 @@ def audit_record(
     )
 
 
-RELEASED_TABLE_FILE = "released_table.csv"
 
 
 def released_table_record(table, release) -> dict:

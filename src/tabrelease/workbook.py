@@ -31,8 +31,8 @@ def check_workbook_support() -> None:
 
 
 def sheet_names(files: Sequence[str]) -> list[str]:
-    """A valid, distinct sheet name for each margin file: its name without .csv (.simulation.csv), NFC-normalised, as it is but for
-    what Excel forbids, shortened where needed.
+    """A valid, distinct sheet name for each margin file: its name without .csv (or .simulation.csv), NFC-normalised,
+    as it is but for what Excel forbids, shortened where needed.
 
     Parameters
     ----------

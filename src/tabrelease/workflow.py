@@ -576,8 +576,8 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
     from .evaluation import evaluate_release, evaluation_warnings, release_warnings
     from .models import HierarchicalModel
 
-    if out is None or not isinstance(out, (str, os.PathLike)):
-        raise TabreleaseError(f"a release's folder is a path, not {type(out).__name__}")
+    if out is None:  # prepare_release refuses a folder that is not a path; a bundle needs one
+        raise TabreleaseError("a release's folder is a path, not NoneType")
     if account is not None and not isinstance(account, LedgerAccount):
         raise TabreleaseError(f"a release is charged through a LedgerAccount (LedgerAccount(ledger=...)), not "
                               f"{type(account).__name__}")

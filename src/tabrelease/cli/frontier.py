@@ -56,7 +56,7 @@ def run(args) -> int:
                             check_frontier_tables, run_frontier, strategy, workload_margins, write_frontier)
     from ..spec import source_from_settings
     from ..sweeps.driver import local_executor
-    from ..tables import BUILTIN_TABLES, builtin_table
+    from ..tables import BUILTIN_TABLES, load_table
     from ..workflow import read_source
 
     workloads = args.workloads or WORKLOADS
@@ -79,7 +79,7 @@ def run(args) -> int:
     check_frontier_tables(tables)
     for table in tables:
         for workload in workloads:
-            workload_margins(builtin_table(table) if isinstance(table, str) else table, workload)
+            workload_margins(load_table(table), workload)
 
     if Path(args.out).exists() and not args.force and any(Path(args.out).iterdir()):
         raise TabreleaseError(f"{args.out} exists and is not empty; choose another --out or pass --force")
@@ -152,7 +152,7 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
         raise TabreleaseError(f"--keep-others needs a previous frontier in {args.out} (no runs.csv there)")
     old = pd.read_csv(path)
     from ..frontier import table_label
-    from ..tables import builtin_table
+    from ..tables import load_table
 
     points = {(table_label(t), w, float(e)) for t in tables for w in workloads for e in epsilons}
     have = set(zip(old["table"], old["workload"], old["epsilon"].astype(float)))
@@ -161,7 +161,7 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
     # A table's file may hold other counts than it did under the same name: its kept rows must be of its n (the runs
     # keep no more of a table than its n).
     for t in tables:
-        n = (builtin_table(t) if isinstance(t, str) else t).n
+        n = load_table(t).n
         if set(old.loc[old["table"] == table_label(t), "n"].astype(int)) != {int(n)}:
             raise TabreleaseError(f"the frontier in {args.out} released another table named {table_label(t)!r} (of "
                                   "another n): run every strategy")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -38,6 +37,20 @@ ENGINES = ("arrow", "pandas", "dask", "spark")
 DEFAULT_ENGINE = "arrow"
 BATCH_ROWS = 2**18  # rows per batch: a batch's codes and keys take tens of MB whatever the file's size
 _DENSE_PER_BATCH = 4  # a margin of more than this many cells per batch row is added by its distinct keys instead
+
+
+def cells_counted_whole() -> int:
+    """The most cells microdata are counted cell by cell: no more than a margin may have (the table is counted as
+    one margin); a table between that and MAX_TABLE_CELLS had been refused as a margin no one asked for (a new user's
+    trial). A larger table is a FileTable, its margins counted from the file. (Read at each call: tests lower the
+    limits.)
+
+    Returns
+    -------
+    int
+        The smaller of `MAX_TABLE_CELLS` and `MAX_MARGIN_CELLS`.
+    """
+    return min(MAX_TABLE_CELLS, MAX_MARGIN_CELLS)
 
 
 # --- the multiset fingerprint ------------------------------------------------------------------------------
@@ -612,7 +625,12 @@ def _client(scheduler: str | None):
         # failure's text could quote a value of the file.
         import warnings
 
-        with warnings.catch_warnings(), _workers_ignore_interrupts():
+        # A SIGINT while the cluster starts is held and acted on once it has (an interrupt inside the start could
+        # leave it half made; one ignored there had let a release be charged, a review's trial); the workers
+        # ignore SIGINT from their own start (`_dask_worker`, their preload).
+        from .._signals import deferred_signals
+
+        with warnings.catch_warnings(), deferred_signals():
             warnings.simplefilter("ignore")  # "Port 8787 is already in use" (another cluster's): not the user's concern
             _LOCAL_CLUSTER = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                                       dashboard_address=None, silence_logs=logging.CRITICAL,
@@ -622,18 +640,6 @@ def _client(scheduler: str | None):
 
 
 _LOCAL_CLUSTER = None
-
-
-@contextmanager
-def _workers_ignore_interrupts():
-    """While the local cluster starts, a SIGINT is noted, not acted on (`_signals.deferred_signals`), and acted on
-    once it has started: an interrupt inside the cluster's start could leave it half made, and one ignored there had
-    let a release be charged (a review's trial). The workers themselves ignore SIGINT from their start
-    (`_dask_worker`, their preload)."""
-    from .._signals import deferred_signals
-
-    with deferred_signals():
-        yield
 
 
 def _count_partition(frame, variables, levels, margins, protected) -> Counts:
@@ -951,7 +957,7 @@ class FileTable(TableView):
     @property
     def counts(self) -> np.ndarray:
         raise TabreleaseError(f"this needs every cell of the table, and it has {self.cells:.3g} cells (counted from its "
-                              f"file as margins; cells are held up to {min(MAX_TABLE_CELLS, MAX_MARGIN_CELLS):,}): use the default (planned) "
+                              f"file as margins; cells are held up to {cells_counted_whole():,}): use the default (planned) "
                               "mechanism, which works from margins")
 
     def __repr__(self) -> str:
@@ -1036,9 +1042,7 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
     metadata = {} if not undeclared else {LEVELS_FROM_DATA: True, "undeclared_levels": undeclared}
     shape = tuple(len(lv) for lv in level_lists)
     cells = int(np.prod(shape, dtype=object))
-    # Counted cell by cell only where the table is no larger than a margin may be (it is counted as one): a table
-    # between that and MAX_TABLE_CELLS had been refused as a margin no one asked for (a new user's trial).
-    if cells <= min(MAX_TABLE_CELLS, MAX_MARGIN_CELLS):
+    if cells <= cells_counted_whole():
         check_cells(variables, shape)
         counts = count_file(record_file, level_lists, [tuple(range(len(shape)))], engine=engine, scheduler=scheduler)
         if counts.n == 0:
