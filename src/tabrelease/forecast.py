@@ -67,6 +67,49 @@ def expected_errors_table(shape: Sequence[int], margins: Sequence[Margin], epsil
     return rows
 
 
+def total_noise_sds(shape: Sequence[int], margins: Sequence[Margin], epsilons: Sequence[float],
+                    spec: ReleaseSpec) -> list[dict]:
+    """Per epsilon, the standard deviation of the noise in the total n the spec's plan releases (the unbiased
+    reconstruction's total: the best linear unbiased estimate of n from the blocks that carry it, to which the fit
+    pins the released total), from the shape and margins alone.
+
+    Why: on a sparse table the fit's non-negativity corrects much of the noise in the cells' interactions, but not
+    the noise in the total, and where that is as large as n the release is mostly noise whatever the margins'
+    planned errors say (ICU's 3,072 cells at epsilon 0.05: sd 1,568 against 200 patients;
+    `benchmarks/bench_total_share.py`). A user who knows roughly how many records the table holds can read it.
+
+    Parameters
+    ----------
+    shape : sequence of int
+    margins : sequence of tuple of int
+    epsilons : sequence of float
+    spec : ReleaseSpec
+        The release planned (its epsilon is not used).
+
+    Returns
+    -------
+    list of dict
+        ``epsilon`` and ``total_noise_sd`` (0 where the total is public; None where the plan's blocks have no scales
+        of their own to read it from).
+    """
+    from .mechanisms import with_epsilon
+    from .planning import expected_margin_errors
+
+    planned = _plan(shape, margins, spec, epsilons[0])
+    rows = []
+    for epsilon in epsilons:
+        plan = with_epsilon(planned, epsilon)
+        design = plan.design
+        sd = None
+        if design is not None:
+            per_value = 2.0 if design.distribution == "laplace" else 1.0  # Laplace b: variance 2 b^2
+            blocks = [(b.query, b.variables, design.basis_kind,
+                       per_value * (plan.calibration.scale * b.relative_scale) ** 2) for b in design.blocks]
+            sd = float(np.sqrt(expected_margin_errors(plan.shape, [()], blocks, design.public_total)[()].total_variance))
+        rows.append({"epsilon": float(epsilon), "total_noise_sd": sd})
+    return rows
+
+
 def _cells_errors(plan) -> dict:
     """The unbiased expected error of each margin from Laplace noise on every cell (the cells mechanism's plan)."""
     from .measurements import MARGIN_CELLS

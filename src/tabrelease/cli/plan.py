@@ -57,7 +57,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..models import default_model, margin_label, parse_model
-    from ..forecast import expected_errors_table
+    from ..forecast import expected_errors_table, total_noise_sds
     from ..tables import margin_title, people_names
 
     from ..spec import spec_from_settings
@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             raise TabreleaseError(f"plan takes an epsilon between {low:g} and {high:g} (past them its arithmetic "
                                   f"fails), not {epsilon!r}")
     rows = expected_errors_table(table.shape, model.generators, args.epsilon, spec)
+    totals = total_noise_sds(table.shape, model.generators, args.epsilon, spec)
     rows = [{"margin": margin_title(names, row["axes"]), "letters": margin_label(row["axes"], table.letters),
              **{k: v for k, v in row.items() if k != "axes"}} for row in rows]
     from ..forecast import _plan
@@ -137,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         notes += [dropped] if dropped else []
         _print_json(table, spec, "expected_errors", rows, False,
-                    notes=notes + ([rows[0]["paper_note"]] if rows[0]["paper_note"] else []))
+                    notes=notes + ([rows[0]["paper_note"]] if rows[0]["paper_note"] else []),
+                    total_noise=[t for t in totals if t["total_noise_sd"] is not None])
         return 0
     noise = "Gaussian" if spec.delta else "Laplace"
     print(f"{table.name}: expected error of each released margin ({spec.mechanism}, {noise}, {spec.neighbours} "
@@ -157,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
           "and rounding reduce it, the more the sparser the table is against the noise (the audit "
           "states the error simulated on a table with the released margins). Every cell: Laplace noise on each cell of "
           "the full table (Laplace only).")
+    line = total_noise_line(totals)
+    if line:
+        print(line)
     for note in notes:
         print(f"note: {note}")
     print("*: the same for the paper's measurements with equal scales; its own LP and rounding do worse than this "
@@ -165,6 +170,21 @@ def run(args: argparse.Namespace) -> int:
     if rows[0]["paper_note"]:
         print(f"note: {rows[0]['paper_note']}")
     return 0
+
+
+def total_noise_line(totals: list) -> str | None:
+    """What the terminal says of the noise in the released total (`forecast.total_noise_sds`), or None where the
+    plan does not tell it."""
+    known = [t for t in totals if t["total_noise_sd"] is not None]
+    if not known:
+        return None
+    if all(t["total_noise_sd"] == 0 for t in known):
+        return "total: released exactly, with no noise (n is public under this guarantee)"
+    shown = ", ".join(f"{t['total_noise_sd']:.4g} at epsilon {t['epsilon']:g}" for t in known)
+    return (f"total: the released total's noise has standard deviation {shown} (counts). A table of fewer records "
+            "than that is released with a total that is more noise than count, which the fit's non-negativity does "
+            "not correct (it corrects the noise in the interactions): spend more epsilon, or give --public-total "
+            "where n is public already (a guarantee between tables of equal n)")
 
 
 def _print_json(table, spec, question: str, rows: list, simulated: bool, *, notes: list, **extra) -> None:
