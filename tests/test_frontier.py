@@ -362,3 +362,23 @@ def test_strategies_that_released_the_same_margins_everywhere_are_one_choice_in_
     apart = both[both.strategy != "cells-least-squares"]
     lines = frontier.comparison(frontier.summarise(apart))
     assert not any("equal at every point" in line for line in lines)
+
+
+def test_the_report_says_each_strategy_s_neighbours_and_compares_classes_only_where_it_ran_several(runs):
+    """A review: every report's header said "add-remove neighbours" though sensitive-attributes runs under replace
+    ones, and every comparison ended on a sentence about weaker and local guarantees whatever had run."""
+    summary = frontier.summarise(runs)
+    # Edwards has no sensitive attribute: the strategy's rows stood in for by the planned release's, renamed.
+    assert "sensitive-attributes" not in set(summary.strategy)
+    assert frontier.strategy("sensitive-attributes").spec.neighbours == "replace"
+    summary = pd.concat([summary, summary[summary.strategy == "planned"].assign(strategy="sensitive-attributes")],
+                        ignore_index=True)
+    assert frontier._units_in_words(summary) == "add-remove neighbours (replace for sensitive-attributes)"
+    classes = list(dict.fromkeys(frontier.strategy(n).guarantee for n in summary.strategy))
+    assert len(classes) > 1
+    lines = frontier.comparison(summary)
+    assert lines[-1] == (f"Guarantees are not interchangeable: compare within a class (this run has {len(classes)}: "
+                         f"{'; '.join(classes)}).")
+    central = summary[summary.strategy.isin(["planned", "cells"])]
+    assert frontier._units_in_words(central) == "add-remove neighbours"
+    assert not any("Guarantees" in line for line in frontier.comparison(central))

@@ -455,8 +455,8 @@ def evaluation_warnings(evaluation: ReleaseEvaluation, release: Release | None =
     out = []
     # What a publisher must see before publishing (internal: these read the true counts).
     if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > N_OFF_SHARE * evaluation.n:
-        out.append("the released total n' is more than 10% away from the true n: the release misstates the "
-                   "population's size (see n and n_released in the audit)")
+        out.append(f"the released total n' is more than {N_OFF_SHARE:.0%} away from the true n: the release misstates "
+                   "the population's size (see n and n_released in the audit)")
     if evaluation.zeroed_categories:
         out.append(f"{len(evaluation.zeroed_categories)} categories that exist in the data were released as zero "
                    "or less (zeroed_categories in the audit): the release says nobody has them")
@@ -479,6 +479,7 @@ def evaluation_warnings(evaluation: ReleaseEvaluation, release: Release | None =
     # A new user's trial: on a small sparse table at epsilon 0.05, judged unfit to publish, the stated 95% quantile of
     # a three-way margin covered 72-74% of 200 releases' errors, its mean 11-12% below theirs.
     if simulated and not barely and release is not None and any(str(n).startswith(UNFIT) for n in release.notes):
-        out.append("the audit's simulated error and 95% quantile are built on this release's margins, which are "
-                   "mostly noise here (unfit to publish): they can understate the error; a rough guide only")
+        out.append(f"the audit's simulated error and {100 * simulated['level']:g}% quantile are built on this "
+                   "release's margins, which are mostly noise here (unfit to publish): they can understate the "
+                   "error; a rough guide only")
     return out

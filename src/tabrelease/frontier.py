@@ -96,14 +96,14 @@ STRATEGY_LIST = (
              why="each record's cell randomised by k-ary randomized response before anyone sees it, then unbiased "
              "margins, least squares and controlled rounding: no curator sees a true record, and the noise grows with "
              "the number of cells"),
-    Strategy("planned-gaussian", _spec("planned", FRONTIER_DELTA), 10, guarantee="(epsilon, delta)-DP, delta = 1e-6",
+    Strategy("planned-gaussian", _spec("planned", FRONTIER_DELTA), 10, guarantee=f"(epsilon, delta)-DP, delta = {FRONTIER_DELTA:g}",
              why="the planned release with Gaussian noise on residual blocks (ResidualPlanner's closed form), "
              "least squares and controlled rounding"),
-    Strategy("rap", _spec("rap", FRONTIER_DELTA), 8, repetitions=10, guarantee="(epsilon, delta)-DP, delta = 1e-6",
+    Strategy("rap", _spec("rap", FRONTIER_DELTA), 8, repetitions=10, guarantee=f"(epsilon, delta)-DP, delta = {FRONTIER_DELTA:g}",
              why="relaxed adaptive projection with every margin measured at once (T = 1): Gaussian noise under "
              "rho-zCDP, then a relaxed synthetic dataset fitted by gradient descent to the noisy margins, rounded"),
     Strategy("rap-adaptive", _spec("rap", FRONTIER_DELTA, options={"rounds": 2}), 9, repetitions=10,
-             guarantee="(epsilon, delta)-DP, delta = 1e-6",
+             guarantee=f"(epsilon, delta)-DP, delta = {FRONTIER_DELTA:g}",
              why="relaxed adaptive projection over two rounds: report-noisy-max picks the margins the current "
              "synthetic data answers worst, each measured with Gaussian noise, the data refitted after each"),
     Strategy("hdmm-marginals", _spec("hdmm-marginals"), 2, why="HDMM's marginals strategy (McKenna et al., VLDB 2018, "
@@ -652,10 +652,23 @@ def comparison(summary: pd.DataFrame) -> list[str]:
         for name in names:
             lines.append(f"- how {name} works: {strategy(name).why}.")
         lines.append("")
-    lines.append("Guarantees are not interchangeable: compare within a class. A weaker guarantee (attributes treated "
-                 "as public, a delta above 0) buys accuracy with privacy; a local one (no curator sees a true "
-                 "record) costs accuracy for it.")
+    classes = list(dict.fromkeys(summary["guarantee"]))
+    if len(classes) > 1:  # said only where the run compared strategies of more than one class
+        lines.append(f"Guarantees are not interchangeable: compare within a class (this run has {len(classes)}: "
+                     f"{'; '.join(classes)}).")
     return lines
+
+
+def _units_in_words(summary: pd.DataFrame) -> str:
+    """The neighbour relations of the strategies the run compared, in words: each strategy's own unit."""
+    by_unit = {}
+    for name in dict.fromkeys(summary["strategy"]):
+        by_unit.setdefault(strategy(name).spec.neighbours, []).append(name)
+    if len(by_unit) == 1:
+        return f"{next(iter(by_unit))} neighbours"
+    usual = max(by_unit, key=lambda u: len(by_unit[u]))
+    others = "; ".join(f"{u} for {', '.join(names)}" for u, names in by_unit.items() if u != usual)
+    return f"{usual} neighbours ({others})"
 
 
 def plot_table(summary: pd.DataFrame, table: str, path: Path, workload: str = MODEL) -> None:
@@ -741,7 +754,7 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
         "# The frontier: error against epsilon, by release strategy",
         "",
         f"Made by `{command}` in {seconds:.0f} s; simulation-mode noise (seeded, master seed "
-        f"{int(runs.attrs.get('master_seed', MASTER_SEED))}), exact calibration, add-remove neighbours, "
+        f"{int(runs.attrs.get('master_seed', MASTER_SEED))}), exact calibration, {_units_in_words(summary)}, "
         f"{_workloads_in_words(summary)}. Every number below is computed from `runs.csv`."
         + (f" The rows of {', '.join(runs.attrs['kept'])} were kept from the run before in the same folder (the same "
            "seeds: a strategy's draws do not depend on which others run); the others were run by this command."

@@ -861,7 +861,8 @@ and the larger it is, the more the noise had to be corrected before any table co
     level = f"{100 * (1 - e['bound_delta']):g}"
     out.append("The planned expected L1 error is the plan's, computed before the noise was drawn: that of the "
                "unbiased linear reconstruction of the measurements (before non-negativity, the estimator and "
-               "rounding, which usually reduce it), under a normal approximation. The planned bound is a union "
+               "rounding, which can reduce it: the table sets this release's realised error beside it), under a "
+               "normal approximation. The planned bound is a union "
                f"bound above the {level}% quantile of that error, not a quantile: each cell within its z-score, a "
                "union over the margin's cells. ")
     if e.get("paper_bound_by_margin"):
