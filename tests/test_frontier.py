@@ -382,3 +382,22 @@ def test_the_report_says_each_strategy_s_neighbours_and_compares_classes_only_wh
     central = summary[summary.strategy.isin(["planned", "cells"])]
     assert frontier._units_in_words(central) == "add-remove neighbours"
     assert not any("Guarantees" in line for line in frontier.comparison(central))
+
+
+def test_rows_kept_from_an_earlier_run_say_where_a_strategy_was_not_run(runs, tmp_path):
+    """A review: rows kept by --keep-others carry no reasons, and the report's ratio table showed 'nan' for
+    sensitive-attributes on Edwards with nothing said. The missing points are now listed under Not run, with the
+    run's own reason for a sensitive strategy, and the ratio shows 'not run'."""
+    kept = runs[runs.strategy.isin(["planned", "cells"])].copy()
+    kept = pd.concat([kept, runs[(runs.strategy == "planned")].assign(strategy="sensitive-attributes",
+                                                                     table="czech")], ignore_index=True)
+    kept.attrs.clear()
+    missing = frontier._points_without_rows(kept)
+    assert {(t, n) for t, _, _, n, _ in missing} == {("edwards", "sensitive-attributes"), ("czech", "cells"),
+                                                     ("czech", "planned")}
+    assert {why for t, _, _, n, why in missing if n == "sensitive-attributes"} == {frontier.SENSITIVE_NOT_NAMED}
+    assert {why for t, _, _, n, why in missing if n != "sensitive-attributes"} == {
+        "no rows of it at this point in runs.csv"}
+    frontier.write_frontier(tmp_path, kept, seconds=1.0, command="test")
+    report = (tmp_path / "report.md").read_text()
+    assert "## Not run" in report and "not run |" in report and "| nan" not in report

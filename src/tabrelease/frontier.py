@@ -70,6 +70,7 @@ def _spec(mechanism: str, delta: float | None = None, **settings) -> ReleaseSpec
 
 # The delta of the (epsilon, delta)-DP strategies: each is compared with the pure-epsilon ones at the same epsilon.
 FRONTIER_DELTA = 1e-6
+_DELTA_SHOWN = f"{FRONTIER_DELTA:.0e}".replace("e-0", "e-")  # 1e-6, as people write it
 STRATEGY_LIST = (
     Strategy("planned", _spec("planned"), 2, why="measures what the released margins need (margins or their residuals) at "
              "scales planned to minimise their total expected error, then fits one consistent non-negative table "
@@ -96,14 +97,14 @@ STRATEGY_LIST = (
              why="each record's cell randomised by k-ary randomized response before anyone sees it, then unbiased "
              "margins, least squares and controlled rounding: no curator sees a true record, and the noise grows with "
              "the number of cells"),
-    Strategy("planned-gaussian", _spec("planned", FRONTIER_DELTA), 10, guarantee=f"(epsilon, delta)-DP, delta = {FRONTIER_DELTA:g}",
+    Strategy("planned-gaussian", _spec("planned", FRONTIER_DELTA), 10, guarantee=f"(epsilon, delta)-DP, delta = {_DELTA_SHOWN}",
              why="the planned release with Gaussian noise on residual blocks (ResidualPlanner's closed form), "
              "least squares and controlled rounding"),
-    Strategy("rap", _spec("rap", FRONTIER_DELTA), 8, repetitions=10, guarantee=f"(epsilon, delta)-DP, delta = {FRONTIER_DELTA:g}",
+    Strategy("rap", _spec("rap", FRONTIER_DELTA), 8, repetitions=10, guarantee=f"(epsilon, delta)-DP, delta = {_DELTA_SHOWN}",
              why="relaxed adaptive projection with every margin measured at once (T = 1): Gaussian noise under "
              "rho-zCDP, then a relaxed synthetic dataset fitted by gradient descent to the noisy margins, rounded"),
     Strategy("rap-adaptive", _spec("rap", FRONTIER_DELTA, options={"rounds": 2}), 9, repetitions=10,
-             guarantee=f"(epsilon, delta)-DP, delta = {FRONTIER_DELTA:g}",
+             guarantee=f"(epsilon, delta)-DP, delta = {_DELTA_SHOWN}",
              why="relaxed adaptive projection over two rounds: report-noisy-max picks the margins the current "
              "synthetic data answers worst, each measured with Gaussian noise, the data refitted after each"),
     Strategy("hdmm-marginals", _spec("hdmm-marginals"), 2, why="HDMM's marginals strategy (McKenna et al., VLDB 2018, "
@@ -138,6 +139,7 @@ FRONTIER_SENSITIVE: dict[str, tuple[str, ...]] = {
     "titanic": ("D",),  # survived
     "minn38": ("B",),  # what the graduate did after high school
 }  # Edwards (loci of a fungus) has no attribute that is sensitive in this sense: the strategy is not run there
+SENSITIVE_NOT_NAMED = "the frontier names a sensitive attribute only for " + ", ".join(FRONTIER_SENSITIVE)
 
 
 @dataclass(frozen=True)
@@ -420,8 +422,8 @@ def run_task(task: FrontierTask) -> pd.DataFrame:
     margins = workload_margins(table, task.workload)
     truth = [margin_counts(table.counts, g) for g in margins]
     chosen = [strategy(name) for name in task.strategies]
-    not_run = [(label, task.workload, task.epsilon, s.name, "the frontier names a sensitive attribute only for "
-                + ", ".join(FRONTIER_SENSITIVE)) for s in chosen if s.sensitive and label not in FRONTIER_SENSITIVE]
+    not_run = [(label, task.workload, task.epsilon, s.name, SENSITIVE_NOT_NAMED)
+               for s in chosen if s.sensitive and label not in FRONTIER_SENSITIVE]
     chosen = [s for s in chosen if not s.sensitive or label in FRONTIER_SENSITIVE]
     # A strategy that re-estimates another's measurements runs after it, in whatever order they were named.
     chosen.sort(key=lambda s: s.from_strategy is not None)
@@ -767,10 +769,11 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     ]
     for c in acceptance(summary, runs):
         lines.append(f"| {c['check']} | {c['figure']} | {'yes' if c['holds'] else 'NO'} |")
-    lines += _not_run_lines(runs.attrs.get("not_run", []))
+    lines += _not_run_lines(runs.attrs.get("not_run", []) + _points_without_rows(runs))
     lines += ["", "## Which to choose, and why", "", "Counted from the runs below, within each class of guarantee.", ""]
     lines += comparison(summary)
-    lines += ["", "## Ratio of mean max-L1 error (planned / other)", "", _markdown(table_of_ratios, "%.3f"), ""]
+    lines += ["", "## Ratio of mean max-L1 error (planned / other)", "", "Not run: a strategy with no runs at the point "
+              "(see Not run above).", "", _markdown(table_of_ratios, "%.3f"), ""]
     lines += ["## Every point", "", "Mean (sd) of the largest and the mean L1 margin error, |n' - n|, and the share "
               "of integer, non-negative, consistent outputs.", ""]
     shown = summary.assign(
@@ -805,8 +808,29 @@ def _not_run_lines(not_run) -> list[str]:
     return lines
 
 
+def _points_without_rows(runs: pd.DataFrame) -> list[tuple]:
+    """(table, workload, epsilon, strategy, why) for each point of the runs at which a strategy that has rows
+    elsewhere has none and no reason is recorded: rows kept from an earlier run (`--keep-others`) carry no reasons,
+    so a sensitive strategy on a table without a sensitive attribute is said as the run says it, any other as
+    missing from runs.csv."""
+    attrs_reason = {(t, w, e, n) for t, w, e, n, _ in runs.attrs.get("not_run", [])}
+    present = set(zip(runs["table"], runs["workload"], runs["epsilon"], runs["strategy"]))
+    points = list(dict.fromkeys(zip(runs["table"], runs["workload"], runs["epsilon"])))
+    out = []
+    for name in dict.fromkeys(runs["strategy"]):
+        for table, workload, epsilon in points:
+            if (table, workload, epsilon, name) in present or (table, workload, epsilon, name) in attrs_reason:
+                continue
+            sensitive = name in STRATEGIES and strategy(name).sensitive and table not in FRONTIER_SENSITIVE
+            why = (SENSITIVE_NOT_NAMED if sensitive else "no rows of it at this point in runs.csv")
+            out.append((table, workload, float(epsilon), name, why))
+    return out
+
+
 def _markdown(frame: pd.DataFrame, float_format: str) -> str:
     def cell(v):
+        if isinstance(v, float) and np.isnan(v):
+            return "not run"
         return float_format % v if isinstance(v, float) else str(v)
 
     head = "| " + " | ".join(str(c) for c in frame.columns) + " |"

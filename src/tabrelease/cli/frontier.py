@@ -112,7 +112,13 @@ def run(args) -> int:
     if kept is not None:
         import pandas as pd
 
+        from ..frontier import STRATEGIES
+
         runs = pd.concat([kept, runs], ignore_index=True)
+        # In the registry's order, as a full run lists them: the report's order then does not depend on which
+        # strategies were run again.
+        order = runs["strategy"].map({name: i for i, name in enumerate(STRATEGIES)}).fillna(len(STRATEGIES))
+        runs = runs.iloc[order.argsort(kind="stable")].reset_index(drop=True)
         runs.attrs["kept"] = sorted(set(kept["strategy"]))
     runs.attrs["not_run"] = not_run
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
