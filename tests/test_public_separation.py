@@ -131,3 +131,30 @@ def test_xlsx_without_openpyxl_is_refused_before_the_charge(tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert "tabrelease[excel]" in err and err.count("\n") == 1
     assert (tmp_path / "l.json").read_bytes() == before and not (tmp_path / "r").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("inside", ["public/nested", "internal/nested", "public"])
+def test_a_release_inside_another_bundle_is_refused_before_its_charge(inside, tmp_path, capsys):
+    """A new user's trial: `--out first/public/nested` was accepted, and the second release's internal audit sat in
+    the first's public/ (its seal broken). Refused in one line, nothing written, nothing charged; through a link to
+    the bundle's public/ too."""
+    ledger = tmp_path / "ledger.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    assert main(["ledger", str(ledger), "--set-budget", "rochdale", "--epsilon", "5"]) == 0
+    first = tmp_path / "first"
+    assert main(["release", "rochdale", "--epsilon", "1", "--out", str(first), "--ledger", str(ledger),
+                 "--dataset", "rochdale"]) == 0
+    capsys.readouterr()
+    before = sorted(p.relative_to(first) for p in first.rglob("*"))
+    (tmp_path / "link").symlink_to(first / "public")
+    for out in (first / inside, tmp_path / "link" / "nested"):
+        assert main(["release", "rochdale", "--epsilon", "1", "--out", str(out), "--ledger", str(ledger),
+                     "--dataset", "rochdale"] + (["--force"] if inside == "public" else [])) == 2
+        err = capsys.readouterr().err
+        assert f"is inside the release bundle {first.resolve()}" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.relative_to(first) for p in first.rglob("*")) == before
+    assert main(["ledger", str(ledger), "--json"]) == 0
+    (dataset,) = json.loads(capsys.readouterr().out)["datasets"]
+    assert (dataset["releases"], dataset["epsilon_spent"]) == (1, 1.0)
+    assert main(["ledger", "verify", str(ledger), "--bundles", str(first)]) == 0

@@ -104,6 +104,11 @@ def check_release_destination(out, force: bool) -> Path:
         parent folder does not exist.
     """
     out = Path(out)
+    if (bundle := enclosing_bundle(out)) is not None:
+        # A release inside another's public/ would put its internal audit (the true counts' errors) in the folder
+        # meant for publication, and break that bundle's seal (a new user's trial).
+        raise TabreleaseError(f"{out} is inside the release bundle {bundle}: a bundle's public/ holds only what it "
+                              "published and its internal/ only its own files; choose an --out outside it")
     if out.exists() and not force:
         raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
     if out.exists() and not out.is_dir():
@@ -125,6 +130,34 @@ def check_release_destination(out, force: bool) -> Path:
     if not parent.is_dir():
         raise TabreleaseError(f"the parent folder of {out} does not exist")
     return out
+
+
+def is_release_bundle(folder: Path) -> bool:
+    """Whether `folder` holds a release bundle: its public/ and internal/ folders, with public/release.json or one of
+    internal/'s `INTERNAL_FILES` in them."""
+    public, internal = folder / "public", folder / "internal"
+    return public.is_dir() and internal.is_dir() and (
+        (public / "release.json").is_file() or any((internal / name).is_file() for name in INTERNAL_FILES))
+
+
+def enclosing_bundle(out) -> Path | None:
+    """The release bundle `out` would be written inside (the nearest folder above it that `is_release_bundle`,
+    symbolic links followed), or None.
+
+    Parameters
+    ----------
+    out : path
+        A release's destination.
+
+    Returns
+    -------
+    Path or None
+    """
+    try:
+        above = Path(out).resolve().parents
+    except (OSError, RuntimeError):  # a loop of links: the destination checks after this say what is wrong
+        return None
+    return next((folder for folder in above if is_release_bundle(folder)), None)
 
 
 # What a release writes in internal/: the report writer's audit and released table (`reports`), and the ledger's
