@@ -446,3 +446,33 @@ def test_a_read_only_ledger_is_refused_by_the_dry_run_as_by_the_run(folder, caps
         said.append((code, "is read-only (its owner may not write it)" in out + err))
     assert said == [(2, True), (2, True)]
     assert tree(folder) == before
+
+
+@pytest.mark.e2e
+def test_a_ctrl_c_held_over_a_release_stops_the_batch_after_it(folder, capsys, monkeypatch):
+    """A Ctrl-C after release 2's charge is held (`finishing_after_charge`): release 2 is made and published, the
+    batch stops there, the rest are not attempted and say why, and the run exits 130."""
+    import os
+    import signal
+
+    from tabrelease import workflow
+
+    real, calls = workflow.run_plan, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    spec = folder / "season.toml"
+    spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))  # no release refused by the ledger
+    monkeypatch.setattr(workflow, "run_plan", interrupted)
+    code, out, err = run(capsys, "batch", spec, "--json")
+    assert code == 130 and "interrupt held" in err
+    steps = json.loads(out)["releases"]
+    assert [s["status"] for s in steps] == ["made", "made", "not attempted", "not attempted", "not attempted"]
+    assert steps[2]["reason"] == "interrupted during release 2, which was finished"
+    assert any("interrupted after its charge" in w for w in steps[1]["warnings"])
+    assert (folder / "out" / "czech-1" / "public" / "release.json").is_file()
+    assert not (folder / "out" / "housing-1").exists()

@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -470,3 +472,26 @@ def test_an_interrupt_while_the_parser_is_built_is_one_line(monkeypatch, capsys)
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["tables"]) == 130
     assert capsys.readouterr().err == "tabrelease: interrupted\n"
+
+
+@pytest.mark.e2e
+def test_a_signal_while_the_console_script_shuts_down_does_not_replace_its_exit_status(tmp_path):
+    """A new user's trial: a completed, charged release exited 130 with no word, a SIGINT having arrived as the
+    interpreter shut down (its handlers by then the system's). The console script blocks SIGINT and SIGTERM once its
+    status is decided; here a SIGINT with the system's handler is sent from an exit hook, after `plan` exited 0."""
+    script = ("import atexit, os, signal, sys\n"
+              "def late():\n"
+              "    signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "atexit.register(late)\n"
+              "from tabrelease.cli import entry, main\n"
+              "how, sys.argv[1:] = sys.argv[1], sys.argv[2:]\n"
+              "sys.exit(entry() if how == 'console' else main())\n")
+    argv = ["plan", "rochdale", "--epsilon", "1", "--json"]
+    done = subprocess.run([sys.executable, "-c", script, "console", *argv], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["question"] == "expected_errors"
+    # The same without the block (main, as tests call it): the late SIGINT kills the process.
+    done = subprocess.run([sys.executable, "-c", script, "main", *argv], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == -2

@@ -782,3 +782,51 @@ def test_an_interrupt_lost_while_a_batch_reads_its_data_makes_no_release(tmp_pat
     assert main(["batch", "b.toml", "--set-budgets"]) == 130
     assert not (tmp_path / "one").exists() and not (tmp_path / "two").exists()
     assert budget_status(path, "czech").epsilon_spent == 0  # its budget was set; nothing charged
+
+
+def _interrupting_run_plan(monkeypatch, times: int):
+    """workflow.run_plan (the first step after the charge), sending this process `times` SIGINTs as it starts, as
+    a user's Ctrl-C would arrive."""
+    import signal
+
+    from tabrelease import workflow
+
+    real = workflow.run_plan
+
+    def interrupted(*args, **kwargs):
+        for _ in range(times):
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(workflow, "run_plan", interrupted)
+
+
+@pytest.mark.e2e
+def test_a_ctrl_c_after_the_charge_is_held_and_the_release_made_and_a_second_abandons_it(tmp_path, monkeypatch,
+                                                                                            capsys):
+    """A new user's trial: each Ctrl-C after the charge (most of a release's run) cost the epsilon and the release
+    (exit 4). The first is now held: the release is made, published and charged once (exit 0, said on stderr); a
+    second one abandons it (exit 4, the failure recorded); without a ledger nothing is charged, and one ends it
+    (130, nothing written)."""
+    from tabrelease.ledger import ledger_entries
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    path = init_ledger(tmp_path / "L.json")
+    argv = ["release", "rochdale", "--epsilon", "0.5", "--ledger", str(path), "--simulate", "--seed", "1"]
+    _interrupting_run_plan(monkeypatch, 1)
+    assert main(argv + ["--out", str(tmp_path / "held")]) == 0
+    out, err = capsys.readouterr()
+    assert "interrupt held: the release is charged (ledger record 1) and is being finished" in err
+    assert "WARNING: interrupted after its charge (ledger record 1): the release was finished and published" in out
+    assert (tmp_path / "held" / "public" / "release.json").is_file()
+    assert main(["ledger", "verify", str(path), "--bundles", str(tmp_path / "held")]) == 0
+    capsys.readouterr()
+    _interrupting_run_plan(monkeypatch, 2)
+    assert main(argv + ["--out", str(tmp_path / "abandoned")]) == 4
+    assert "the release failed (interrupted) and nothing was published" in capsys.readouterr().err
+    assert not (tmp_path / "abandoned").exists()
+    assert [bool(e["failed"]) for e in ledger_entries(path)] == [False, True]  # made, then abandoned: two charges
+    _interrupting_run_plan(monkeypatch, 1)
+    assert main(argv[:4] + ["--simulate", "--out", str(tmp_path / "no-ledger")]) == 130
+    assert capsys.readouterr().err.endswith("tabrelease: interrupted\n")
+    assert not (tmp_path / "no-ledger").exists()

@@ -107,6 +107,56 @@ def deferred_signals(*, act: bool = True):
             _act_on(received[0], previous[received[0]])
 
 
+@contextmanager
+def finishing_after_charge(say):
+    """Within the block (a charged release being made), the first SIGINT is held, not acted on: `say()` is called
+    to tell the user so, and the release goes on to its end; a second SIGINT raises KeyboardInterrupt (the user
+    abandons it: the charge stands, and the caller records the failure). SIGTERM is left as it is. Outside the main
+    thread the block runs as it is.
+
+    Why: an interrupt after the charge had lost the budget spent and the release with it, and that window is most of
+    a release's run (the noise, the fit, the rounding, the audit and the writing; a new user's trial: seven Ctrl-Cs,
+    seven epsilon charged, nothing published).
+
+    Parameters
+    ----------
+    say : callable
+        Called with no arguments when the first SIGINT is held.
+
+    Yields
+    ------
+    list
+        Empty unless a SIGINT was held (then it holds SIGINT's number): the caller says so once the release is made.
+    """
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum, frame):
+        if held:
+            raise KeyboardInterrupt
+        held.append(signum)
+        try:
+            say()
+        except RuntimeError:  # a write to stderr interrupted by this very handler: the release goes on unsaid
+            pass
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def block_signals_at_exit() -> None:
+    """Block SIGINT and SIGTERM for the rest of the process: the command has done its work and decided its exit
+    status, which a signal arriving while the interpreter shuts down would replace by a death by signal (a completed,
+    charged release exited 130 with no word; a new user's trial)."""
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(HELD))
+
+
 def _act_on(signum: int, handler) -> None:
     if callable(handler):
         handler(signum, None)  # Python's SIGINT handler raises KeyboardInterrupt; the command's SIGTERM, SystemExit

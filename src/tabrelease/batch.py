@@ -643,13 +643,17 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                             "release of the batch was made (a batch is made whole, or not at all, where the "
                             "ledger's rule can tell beforehand); see --dry-run")
     said = _apply_budgets(spec.ledger, spec, set_budgets)
-    steps, stopped = [], False
+    steps, stopped, interrupted = [], False, None
     for r, table, plan, labels, expected in prepared:
         step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
                     epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode,
                     guarantee=plan.implementation.guarantee(plan, table.variables).describe())
         if stopped:
-            steps.append(Step(**step, status="not attempted"))
+            if interrupted is not None:  # the first not attempted says why, and the run exits as interrupted
+                steps.append(Step(**step, status="not attempted", reason=f"interrupted during release {interrupted}, "
+                                  "which was finished", exit_status=130 if len(steps) == interrupted else None))
+            else:
+                steps.append(Step(**step, status="not attempted"))
             continue
         try:
             published = publish_release(table, r.spec, r.out, account=r.account(spec.ledger))
@@ -664,4 +668,6 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
         status = budget_status(spec.ledger, r.dataset)
         steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,
                           status="made", warnings=tuple(published.warnings)))
+        if published.interrupted:  # a Ctrl-C held over this release's making: the batch stops after it
+            stopped, interrupted = True, r.number
     return BatchResult(spec.path, False, tuple(steps), tuple(said))

@@ -134,7 +134,16 @@ def check_release_destination(out, force: bool) -> Path:
 
 def is_release_bundle(folder: Path) -> bool:
     """Whether `folder` holds a release bundle: its public/ and internal/ folders, with public/release.json or one of
-    internal/'s `INTERNAL_FILES` in them."""
+    internal/'s `INTERNAL_FILES` in them.
+
+    Parameters
+    ----------
+    folder : Path
+
+    Returns
+    -------
+    bool
+    """
     public, internal = folder / "public", folder / "internal"
     return public.is_dir() and internal.is_dir() and (
         (public / "release.json").is_file() or any((internal / name).is_file() for name in INTERNAL_FILES))

@@ -4,7 +4,9 @@ noise is drawn, then measure, estimate, evaluate and write the bundle (public/ a
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._signals import deferred_signals, raise_if_signalled
+from ._signals import deferred_signals, finishing_after_charge, raise_if_signalled
 from .errors import ChargedReleaseFailed, TabreleaseError
 from .mechanisms import MechanismPlan
 from .planner import plan_release
@@ -386,6 +388,7 @@ class PublishedRelease:
     ledger_entry: Mapping[str, Any] | None
     budget: Any  # ledger.BudgetStatus after the charge, or None without a ledger
     warnings: tuple[str, ...]
+    interrupted: bool = False  # a SIGINT came after the charge: held, and the release made (`finishing_after_charge`)
 
     def _repr_html_(self) -> str:
         from ._display import html_for
@@ -572,9 +575,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         After the charge: it stands and the ledger records the failure; nothing was published.
     """
     from . import __version__
-    from .bundle import remove_stale_staging, write_release_bundle
-    from .evaluation import evaluate_release, evaluation_warnings, release_warnings
-    from .models import HierarchicalModel
+    from .bundle import remove_stale_staging
 
     if out is None:  # prepare_release refuses a folder that is not a path; a bundle needs one
         raise TabreleaseError("a release's folder is a path, not NoneType")
@@ -589,22 +590,17 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         preload_release_modules(workbook, secure=mode == RELEASE, ledger=account is not None,
                                 special_functions=_uses_special_functions(plan))
     entry = budget = None
+    held: list = []
     try:
         with deferred_signals():  # charged and known to be, or not charged: a signal waits for the charge's end
             raise_if_signalled()  # an interrupt whose exception compiled code lost (reading the table): no charge
             if ledger is not None:
                 entry = charge_release(account, table, plan, out, mode)
-        release = run_plan(plan, table, noise)
-        # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).
-        release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins,
-                                                                             people_names(table)[0])))
-        refit = HierarchicalModel(release.margins, table.k)
-        evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
-        said = release_warnings(release) + evaluation_warnings(evaluation, release)  # what the audit's reader is told too
-        written = write_release_bundle(out, table, release, evaluation,
-                                       version=version or __version__, force=force, workbook=workbook,
-                                       charge=None if entry is None else {**entry, "ledger": str(ledger)},
-                                       out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
+        with contextlib.ExitStack() as stack:
+            if entry is not None:  # charged: a first Ctrl-C is held and the release made, a second abandons it
+                held = stack.enter_context(finishing_after_charge(lambda: _say_held(entry)))
+            written, release, evaluation, said = _make_and_write(table, plan, noise, spec, out, entry, ledger,
+                                                                 version or __version__, force, workbook)
     except BaseException as exc:
         if entry is not None:
             with deferred_signals(act=False):  # a second signal must not end the command before it says which
@@ -622,7 +618,36 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
             budget = budget_status(ledger, entry["dataset"])
         except TabreleaseError as exc:
             extra.append(f"released and charged, but the ledger's account could not be read back: {exc}")
+    if held:
+        extra.append(f"interrupted after its charge (ledger record {entry.get('sequence')}): the release was "
+                     "finished and published, and it stands")
     warnings = tuple(extra + [f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
                      + said)
-    return PublishedRelease(release, evaluation, written, entry, budget, warnings)
+    return PublishedRelease(release, evaluation, written, entry, budget, warnings, interrupted=bool(held))
+
+
+def _say_held(entry: Mapping) -> None:
+    """What the terminal says when a charged release's first Ctrl-C is held (`finishing_after_charge`)."""
+    print(f"tabrelease: interrupt held: the release is charged (ledger record {entry.get('sequence')}) and is being "
+          "finished; Ctrl-C again abandons it (the charge stands)", file=sys.stderr, flush=True)
+
+
+def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force, workbook):
+    """The release's noise, fit, rounding, evaluation and bundle (`publish_release`'s steps after its charge):
+    (the bundle's folder, the release, its evaluation, the warnings its reader is told)."""
+    from .bundle import write_release_bundle
+    from .evaluation import evaluate_release, evaluation_warnings, release_warnings
+    from .models import HierarchicalModel
+
+    release = run_plan(plan, table, noise)
+    # Judged once per published release (not in run_plan: sweeps draw tens of thousands of releases).
+    release = replace(release, notes=release.notes + tuple(fitness_notes(plan, release.released_margins,
+                                                                         people_names(table)[0])))
+    refit = HierarchicalModel(release.margins, table.k)
+    evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
+    said = release_warnings(release) + evaluation_warnings(evaluation, release)  # what the audit's reader is told too
+    written = write_release_bundle(out, table, release, evaluation, version=version, force=force, workbook=workbook,
+                                   charge=None if entry is None else {**entry, "ledger": str(ledger)},
+                                   out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
+    return written, release, evaluation, said
 

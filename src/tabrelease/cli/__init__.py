@@ -54,17 +54,21 @@ def entry() -> int:
     if "numpy" not in sys.modules and not any(var in os.environ for var in SINGLE_THREAD_BLAS):
         os.environ.update(SINGLE_THREAD_BLAS)
         os.environ["TABRELEASE_SINGLE_THREAD_BLAS"] = "1"  # read by loglinear.one_blas_thread
-    return main()
+    return main(console=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, console: bool = False) -> int:
     """Run one command (`argv`, default the process's arguments) and return its exit status; the tool's own errors,
-    an interrupt and a bug each end it as one line on standard error."""
-    from .._signals import command_signals, no_core_files
+    an interrupt and a bug each end it as one line on standard error. `console` (the console script): once the
+    status is decided, SIGINT and SIGTERM are blocked for the rest of the process (`block_signals_at_exit`)."""
+    from .._signals import block_signals_at_exit, command_signals, no_core_files
 
     no_core_files()
     with command_signals(_terminate):
-        return _run(argv)
+        status = _run(argv)
+        if console:
+            block_signals_at_exit()
+        return status
 
 
 def _run(argv: list[str] | None) -> int:
