@@ -830,3 +830,26 @@ def test_a_ctrl_c_after_the_charge_is_held_and_the_release_made_and_a_second_aba
     assert main(argv[:4] + ["--simulate", "--out", str(tmp_path / "no-ledger")]) == 130
     assert capsys.readouterr().err.endswith("tabrelease: interrupted\n")
     assert not (tmp_path / "no-ledger").exists()
+
+
+@pytest.mark.e2e
+def test_a_charge_whose_bundle_is_gone_is_said_by_releases_and_verify(tmp_path, monkeypatch, capsys):
+    """A new user's trial: a release killed after its charge (SIGKILL) was listed by `--releases` as any other,
+    and `verify --bundles` said its missing folder "records no charge"."""
+    import shutil
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    path = init_ledger(tmp_path / "L.json")
+    for name in ("kept", "gone"):
+        assert main(["release", "rochdale", "--epsilon", "0.5", "--ledger", str(path), "--simulate", "--seed", "1",
+                     "--out", str(tmp_path / name)]) == 0
+    shutil.rmtree(tmp_path / "gone")  # as a SIGKILL after the charge leaves it: the charge, no folder
+    capsys.readouterr()
+    assert main(["ledger", str(path), "--releases", "--json"]) == 0
+    assert [r["bundle_found"] for r in json.loads(capsys.readouterr().out)["releases"]] == [True, False]
+    assert main(["ledger", str(path), "--releases"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "no bundle of this charge there now" not in lines[1] and "no bundle of this charge there now" in lines[2]
+    assert main(["ledger", "verify", str(path), "--bundles", str(tmp_path / "kept"), str(tmp_path / "gone")]) == 6
+    out = capsys.readouterr().out
+    assert f"FAILED: the bundle {tmp_path / 'gone'} does not exist" in out and "records no charge" not in out

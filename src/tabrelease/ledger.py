@@ -1862,6 +1862,9 @@ def verify_bundles(path, bundles) -> list[str]:
     out = []
     for folder in map(Path, bundles):
         charge_file = folder / "internal" / CHARGE_FILE
+        if not folder.exists():  # a release killed after its charge (SIGKILL) leaves its charge and no folder
+            out.append(f"the bundle {folder} does not exist (never written, moved or deleted)")
+            continue
         try:
             charge_record = json.loads(charge_file.read_text())
             sequence = int(charge_record["sequence"])

@@ -7,6 +7,24 @@ from ._common import positive_float, print_json
 ACTIONS = ("init", "verify", "show")
 
 
+def _bundle_found(entry) -> bool | None:
+    """Whether the release's output folder holds the bundle of this charge now (its internal/charge.json names the
+    charge's MAC); None where the record names no folder."""
+    import hmac
+    import json
+    from pathlib import Path
+
+    from ..ledger import CHARGE_FILE
+
+    if not entry.get("output"):
+        return None
+    try:
+        recorded = json.loads((Path(entry["output"]) / "internal" / CHARGE_FILE).read_text()).get("mac")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    return isinstance(recorded, str) and hmac.compare_digest(recorded, str(entry.get("mac")))
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "ledger",
@@ -117,8 +135,7 @@ def run(args) -> int:
         if not problems:
             print(f"intact: {checked}")
         elif chain_intact:
-            print(f"{len(problems)} problem(s) between the ledger and the bundles given: a bundle without its charge "
-                  "means the ledger was rolled back, re-made or rewritten, or the bundle was made without it")
+            print(f"{len(problems)} problem(s) between the ledger and the bundles given, each said above")
         else:
             print(f"{len(problems)} problem(s): nothing can be spent or set until an auditor resolves them")
         return 0 if not problems else LedgerIntegrityError.exit_status
@@ -149,12 +166,17 @@ def run(args) -> int:
         entries = ledger_entries(path)
         fields = ("time", "dataset", "mechanism", "epsilon", "delta", "neighbours", "total_public", "margins",
                   "margin_names", "noise_mode", "output", "failed")
+        found = [_bundle_found(e) for e in entries]
         if args.json:
-            print_json({"ledger": path, "releases": [{f: e.get(f) for f in fields} for e in entries]})
+            print_json({"ledger": path, "releases": [{**{f: e.get(f) for f in fields}, "bundle_found": f}
+                                                     for e, f in zip(entries, found)]})
             return 0
         print(f"{'time':<25} {'dataset':<16} {'mechanism':<14} {'epsilon':>8} {'delta':>7} {'mode':<10} margins -> output")
-        for e in entries:
+        for e, present in zip(entries, found):
             failed = f"  FAILED ({e['failed']})" if e["failed"] else ""
+            if not e["failed"] and present is False:  # charged and not recorded failed, but no bundle of it there
+                failed = ("  (no bundle of this charge there now: killed after its charge, moved, replaced or "
+                          "deleted)")
             print(f"{e['time']:<25} {e['dataset']:<16} {e['mechanism']:<14} {e['epsilon']:>8.4g} {e['delta']:>7.2g} "
                   f"{e['noise_mode']:<10} {' '.join(entry_margins(e))} -> {e['output']}{failed}")
         print(f"{len(entries)} release(s)")
