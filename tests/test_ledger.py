@@ -853,3 +853,28 @@ def test_a_charge_whose_bundle_is_gone_is_said_by_releases_and_verify(tmp_path, 
     assert main(["ledger", "verify", str(path), "--bundles", str(tmp_path / "kept"), str(tmp_path / "gone")]) == 6
     out = capsys.readouterr().out
     assert f"FAILED: the bundle {tmp_path / 'gone'} does not exist" in out and "records no charge" not in out
+
+
+def test_a_folder_that_cannot_be_synced_after_the_rename_does_not_unsay_a_charge(tmp_path, monkeypatch):
+    """A reviewer's trial: a ledger folder searchable but not readable let the new ledger be renamed into place,
+    then the folder's sync failed, and the release ended "refused: nothing charged" (exit 2) with its charge in the
+    ledger and no anchor line. The sync is now warned of: the charge is made, anchored, and verifies."""
+    from tabrelease import ledger as ledger_module
+    from tabrelease.ledger import ledger_entries, verify_ledger
+
+    path = new_ledger(tmp_path)
+    real_open = os.open
+
+    def unreadable_folder(p, flags, *args, **kwargs):
+        if os.fspath(p) == os.fspath(path.parent) and not flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(13, "Permission denied")
+        return real_open(p, flags, *args, **kwargs)
+
+    anchored = ledger_module.anchor_path(path).read_text().count("\n")
+    monkeypatch.setattr(ledger_module.os, "open", unreadable_folder)
+    with pytest.warns(RuntimeWarning, match="its folder could not be synced to disk \\(Permission denied\\)"):
+        entry = release_charge(path, builtin_table("czech"))
+    monkeypatch.undo()
+    assert entry["sequence"] == 1 and len(ledger_entries(path)) == 1
+    assert ledger_module.anchor_path(path).read_text().count("\n") == anchored + 1  # the charge is anchored
+    assert verify_ledger(path) == []
