@@ -878,3 +878,34 @@ def test_a_folder_that_cannot_be_synced_after_the_rename_does_not_unsay_a_charge
     assert entry["sequence"] == 1 and len(ledger_entries(path)) == 1
     assert ledger_module.anchor_path(path).read_text().count("\n") == anchored + 1  # the charge is anchored
     assert verify_ledger(path) == []
+
+
+def test_a_link_put_in_the_ledger_s_place_beside_its_anchor_is_refused(tmp_path):
+    """A reviewer's trial: the ledger moved aside and a symbolic link to an older copy (with its own anchor) put in
+    its place; verification read the copy's anchor and found it intact, and a budget of 1 was spent twice. A link
+    beside an anchor not its target's is refused (exit 6), for a charge, a verification and an init alike; a link to
+    a ledger with nothing beside it still works."""
+    import shutil
+
+    from tabrelease.ledger import init_ledger as init, verify_ledger
+
+    work = tmp_path / "w"
+    work.mkdir()
+    path = new_ledger(work, "L.json")
+    set_budget(path, "czech", 1.0)
+    shutil.copytree(work, tmp_path / "backup")  # an ordinary backup, its key and anchor with it
+    release_charge(path, builtin_table("czech"), epsilon=1.0)
+    path.rename(work / "L.json.hidden")
+    path.symlink_to(tmp_path / "backup" / "L.json")
+    for attempt in (lambda: verify_ledger(path), lambda: release_charge(path, builtin_table("czech"), epsilon=1.0)):
+        with pytest.raises(LedgerIntegrityError, match="stands beside the link: the link stands in for the ledger"):
+            attempt()
+    path.unlink()
+    (tmp_path / "empty").mkdir()
+    path.symlink_to(tmp_path / "empty" / "L.json")
+    with pytest.raises(LedgerIntegrityError, match="stands beside the link"):
+        init(path)
+    assert not (tmp_path / "empty" / "L.json").exists()
+    elsewhere = tmp_path / "link.json"
+    elsewhere.symlink_to(tmp_path / "backup" / "L.json")
+    assert verify_ledger(elsewhere) == []

@@ -291,7 +291,9 @@ def _make_key(path: Path) -> Path | None:
 # --- the file -------------------------------------------------------------------------------------
 def _resolve(path, must_exist: bool = True) -> Path:
     """The ledger's real path (links resolved), so that every way of naming it locks and writes one file; a file
-    with other hard links is refused (a rewrite by rename would leave the other names on the old content)."""
+    with other hard links is refused (a rewrite by rename would leave the other names on the old content), and so is a
+    link that stands beside an anchor not its target's (`_check_link_beside_an_anchor`)."""
+    _check_link_beside_an_anchor(Path(os.fspath(path)))
     path = Path(os.path.realpath(os.fspath(path)))
     if path.is_dir():
         raise TabreleaseError(f"the ledger {path} is a directory; give a file path")
@@ -308,6 +310,22 @@ def _resolve(path, must_exist: bool = True) -> Path:
                 f"the ledger {path} has {info.st_nlink} hard links: each name would become a ledger of its own at the "
                 "next write; remove the other links (find / -samefile LEDGER) and keep one name")
     return path
+
+
+def _check_link_beside_an_anchor(given: Path) -> None:
+    """Refuse a ledger named by a symbolic link where an anchor stands beside the link that is not its target's: the
+    ledger that anchor records was put aside and the link made to stand in for it (an older copy with its own
+    anchor, or an empty folder to `init` in), and verification read the target's anchor and found it intact (a
+    reviewer's trial: a budget of 1 spent twice). A link to a ledger with nothing beside it is left alone."""
+    if not given.is_symlink():
+        return
+    beside = Path(f"{given}.anchor")
+    target = Path(os.path.realpath(given))
+    if os.path.lexists(beside) and os.path.realpath(beside) != os.path.realpath(f"{target}.anchor"):
+        raise LedgerIntegrityError(
+            f"the ledger {given} is a link to {target}, but the anchor {beside} stands beside the link: the link "
+            "stands in for the ledger that anchor records; give that ledger's own path, or have an auditor resolve "
+            "it (nothing is charged or set)")
 
 
 _THREAD_LOCKS: dict[str, threading.Lock] = {}
