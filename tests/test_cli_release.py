@@ -495,3 +495,23 @@ def test_a_signal_while_the_console_script_shuts_down_does_not_replace_its_exit_
     done = subprocess.run([sys.executable, "-c", script, "main", *argv], capture_output=True, text=True,
                           cwd=tmp_path, timeout=120)
     assert done.returncode == -2
+
+
+@pytest.mark.e2e
+def test_a_release_with_standard_output_closed_is_made(tmp_path):
+    """A reviewer's trial: with standard output closed (`1>&-`, a daemon), every default release failed after its
+    charge (exit 4): silencing HiGHS's banner at the rounding flushed a stdout that was None. Made now, and charged
+    once."""
+    import os
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TABRELEASE_LEDGER_")}, "TABRELEASE_LEDGER_KEY": "k" * 64}
+    run = lambda *argv, **kw: subprocess.run([sys.executable, "-m", "tabrelease", *argv], cwd=tmp_path, env=env,
+                                             capture_output=True, text=True, timeout=300, **kw)
+    assert run("ledger", "init", "L.json").returncode == 0
+    done = subprocess.run([sys.executable, "-m", "tabrelease", "release", "edwards", "--epsilon", "0.1", "--ledger",
+                           "L.json", "--out", "pp"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+                          timeout=300, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "pp" / "public" / "release.json").is_file()
+    listed = json.loads(run("ledger", "L.json", "--releases", "--json").stdout)["releases"]
+    assert [r["failed"] for r in listed] == [None]

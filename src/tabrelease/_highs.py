@@ -32,15 +32,26 @@ def quiet_highs():
     if not _BANNER_SILENCED:
         import sys
 
-        sys.stdout.flush()
-        saved = os.dup(1)
+        # Standard output may be closed (`1>&-`, a daemon: sys.stdout is then None), which had failed every default
+        # release after its charge, at its rounding (a reviewer's trial). Then /dev/null is left on descriptor 1, so
+        # that no file opened later takes it and receives what is printed.
+        if sys.stdout is not None:
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+        try:
+            saved = os.dup(1)
+        except OSError:
+            saved = None
         devnull = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(devnull, 1)
             highspy.Highs()
         finally:
-            os.dup2(saved, 1)
-            os.close(saved)
+            if saved is not None:
+                os.dup2(saved, 1)
+                os.close(saved)
             os.close(devnull)
         _BANNER_SILENCED = True
     highs = highspy.Highs()
