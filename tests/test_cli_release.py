@@ -515,3 +515,27 @@ def test_a_release_with_standard_output_closed_is_made(tmp_path):
     assert (tmp_path / "pp" / "public" / "release.json").is_file()
     listed = json.loads(run("ledger", "L.json", "--releases", "--json").stdout)["releases"]
     assert [r["failed"] for r in listed] == [None]
+
+
+@pytest.mark.e2e
+def test_a_release_made_whose_summary_cannot_be_printed_says_it_was_made(tmp_path):
+    """A reviewer's trial: a terminal that cannot take the table's names (PYTHONIOENCODING=ascii:strict) ended a
+    published, charged release as an internal error (exit 3, which says nothing was charged). It now exits 0 with
+    one line saying the release is made and charged (epsilon 0.01: its warnings name the variables)."""
+    import os
+
+    (tmp_path / "fr.csv").write_text("région,sexe,count\nNord,Homme,50\nNord,Femme,40\nSüd,Homme,30\nSüd,Femme,35\n",
+                                     encoding="utf-8")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TABRELEASE_LEDGER_")},
+           "TABRELEASE_LEDGER_KEY": "k" * 64}
+    run = lambda *argv, **extra: subprocess.run([sys.executable, "-m", "tabrelease", *argv], cwd=tmp_path,
+                                                env={**env, **extra}, capture_output=True, timeout=300)
+    assert run("ledger", "init", "F.json").returncode == 0
+    done = run("release", "fr.csv", "--margins", "[région,sexe]", "--epsilon", "0.01", "--ledger", "F.json", "--out",
+               "fr2", PYTHONIOENCODING="ascii:strict")
+    err = done.stderr.decode("ascii")
+    assert done.returncode == 0 and err.strip().splitlines() == [
+        "tabrelease: the release is made, published to fr2 and charged (ledger record 1), but its summary could not "
+        "be printed (UnicodeEncodeError)"]
+    assert (tmp_path / "fr2" / "public" / "release.json").is_file()
+    assert done.stdout.decode("ascii").startswith("released 1 margin of fr with planned")

@@ -51,6 +51,40 @@ def run(args: argparse.Namespace) -> int:
         raise TabreleaseError("--dataset, --allow-unbudgeted and --allow-alias apply to a release charged to a ledger: "
                               "add --ledger FILE")
     done = publish_release(table, spec, args.out, account=account, force=args.force)
+    try:
+        return _say(args, spec, table, done)
+    except BrokenPipeError:  # output piped into `head`: the command line stops quietly, as for any command
+        raise
+    except BaseException as exc:
+        # The release is made (published, and charged where a ledger was given): a failure to say so (an encoding
+        # the terminal cannot take, a Ctrl-C while printing) must not end as a bug or an interrupt, which say nothing
+        # was charged (a reviewer's trial: exit 3 for a published, charged release).
+        _say_made_but_unsaid(done, exc)
+        return 0
+
+
+def _say_made_but_unsaid(done, exc: BaseException) -> None:
+    """One line on standard error, in ASCII whatever its encoding: the release is made, its summary not printed."""
+    import sys
+
+    kind = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+    charged = ("" if done.ledger_entry is None else
+               f" and charged (ledger record {done.ledger_entry.get('sequence')})")
+    line = (f"tabrelease: the release is made, published to {done.out}{charged}, but its summary could not be "
+            f"printed ({kind})\n")
+    try:
+        stream = getattr(sys.stderr, "buffer", None)
+        if stream is not None:
+            stream.write(line.encode("ascii", "backslashreplace"))
+        else:
+            sys.stderr.write(line.encode("ascii", "backslashreplace").decode("ascii"))
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # no standard error to say it on: release.json and the ledger do
+        pass
+
+
+def _say(args, spec, table, done) -> int:
+    """What the command prints of a release made: its summary, or one JSON document (`--json`)."""
     mode = spec.mode
     release, cal = done.release, done.release.noise
     if args.json:
@@ -84,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         noise = f"randomized response, each record's true cell kept with probability {cal.scale:.4g}"
     else:
         noise = f"{cal.distribution} scale {cal.scale:.4g}"
-    print(f"released {len(release.margins)} margins of {table.name} with {release.mechanism} "
+    print(f"released {len(release.margins)} margin{'' if len(release.margins) == 1 else 's'} of {table.name} with {release.mechanism} "
           f"({_guarantee_and_calibration(release, table, cal)}; {noise}, {mode} mode)")
     print(f"privacy:  {release.privacy}")
     for warning in done.warnings:
