@@ -909,3 +909,14 @@ def test_a_link_put_in_the_ledger_s_place_beside_its_anchor_is_refused(tmp_path)
     elsewhere = tmp_path / "link.json"
     elsewhere.symlink_to(tmp_path / "backup" / "L.json")
     assert verify_ledger(elsewhere) == []
+
+
+@pytest.mark.parametrize("neighbours", ["sensitive-attributes", "local", "Replace", "replace ", "add_remove"])
+def test_a_plain_guarantee_names_one_of_the_two_neighbour_relations(neighbours):
+    """A reviewer's trial: any `neighbours` but exactly "replace" was read as add-remove (the strongest unit), so a
+    sensitive-attribute or local release stated through this helper passed an add-remove budget at face value."""
+    with pytest.raises(TabreleaseError, match="a plain release's neighbours are 'add-remove' or 'replace'"):
+        guarantee_from_parameters(0.5, None, neighbours)
+    with pytest.raises(TabreleaseError, match="total_public is True or False"):
+        guarantee_from_parameters(0.5, None, "replace", "no")
+    assert guarantee_from_parameters(0.5, None, "replace").unit.kind == "replace"

@@ -1560,8 +1560,15 @@ def guarantee_from_parameters(epsilon: float, delta: float | None = None, neighb
     Raises
     ------
     TabreleaseError
-        `epsilon` or `delta` out of range.
+        `epsilon` or `delta` out of range, `neighbours` not one of the two, or `total_public` not a bool.
     """
+    if neighbours not in (ADD_REMOVE, REPLACE):
+        # Anything but "replace" had been read as add-remove, the strongest unit: a sensitive-attribute or local
+        # release stated so passed an add-remove budget at face value (a reviewer's trial).
+        raise TabreleaseError(f"a plain release's neighbours are {ADD_REMOVE!r} or {REPLACE!r}, not {neighbours!r} (a "
+                              "release under another unit is charged its mechanism's own guarantee, `Mechanism.guarantee`)")
+    if not isinstance(total_public, (bool, np.bool_)):
+        raise TabreleaseError(f"total_public is True or False, not {total_public!r}")
     if not (_finite_non_negative(epsilon) and epsilon > 0) or (delta is not None and not (
             _finite_non_negative(delta) and delta < 1)):
         raise TabreleaseError(f"a release is charged a positive finite epsilon and a delta in [0, 1), not "
