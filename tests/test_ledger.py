@@ -920,3 +920,30 @@ def test_a_plain_guarantee_names_one_of_the_two_neighbour_relations(neighbours):
     with pytest.raises(TabreleaseError, match="total_public is True or False"):
         guarantee_from_parameters(0.5, None, "replace", "no")
     assert guarantee_from_parameters(0.5, None, "replace").unit.kind == "replace"
+
+
+@pytest.mark.e2e
+def test_a_hangup_after_the_charge_ends_the_release_as_a_termination_does(tmp_path, monkeypatch, capsys):
+    """A reviewer's trial: SIGHUP (a dropped SSH session) killed a release outright: its staging folder, audit and
+    all, stayed on disk, and its charge was not recorded as failed. It now unwinds as SIGTERM does: exit 4, the
+    failure recorded, nothing left beside the output."""
+    import signal
+
+    from tabrelease import workflow
+    from tabrelease.ledger import ledger_entries
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    path = init_ledger(tmp_path / "L.json")
+    real = workflow.run_plan
+
+    def hung_up(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGHUP)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(workflow, "run_plan", hung_up)
+    out = tmp_path / "r"
+    assert main(["release", "rochdale", "--epsilon", "0.5", "--ledger", str(path), "--simulate", "--out",
+                 str(out)]) == 4
+    assert "the release failed (terminated by signal 1) and nothing was published" in capsys.readouterr().err
+    assert [e["failed"] for e in ledger_entries(path)] == ["the release failed after its charge (terminated by signal 1)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["L.json", "L.json.anchor", "L.json.lock"]

@@ -10,7 +10,10 @@ import signal
 import threading
 from contextlib import contextmanager
 
-HELD = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP (a dropped SSH session, a closed terminal) ends the command as SIGTERM does: it had killed a release
+# outright, leaving a staging folder with its audit on disk and a charge not recorded as failed (a reviewer's trial).
+HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
+HELD = (signal.SIGINT, signal.SIGTERM) + HANGUP
 # The signals the command's own handlers have received (`command_signals`). The exception a handler raises
 # can be lost inside compiled code: a SIGINT while pyarrow imported pandas for it (reading a file) was swallowed
 # there, and the release ran on, was charged and exited 0 (a new user's trial). So a release looks here before its
@@ -21,7 +24,7 @@ _RECEIVED: list[int] = []
 @contextmanager
 def command_signals(terminate):
     """Within the block (a command's run), the command's handlers, in the main thread: SIGINT raises
-    KeyboardInterrupt (as Python's own does) and SIGTERM calls `terminate`; each notes its signal first
+    KeyboardInterrupt (as Python's own does) and SIGTERM and SIGHUP call `terminate`; each notes its signal first
     (`raise_if_signalled`). At its end the previous handlers are back and nothing noted is kept.
 
     Parameters
@@ -47,7 +50,7 @@ def command_signals(terminate):
 
     _RECEIVED.clear()
     previous = {signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
-                signal.SIGTERM: signal.signal(signal.SIGTERM, end)}
+                **{signum: signal.signal(signum, end) for signum in (signal.SIGTERM,) + HANGUP}}
     try:
         yield
     finally:
