@@ -443,3 +443,18 @@ def test_a_workload_that_names_no_variable_sweeps_every_table_at_its_own_margins
     margins = pd.read_csv(out / "margin_errors.csv")
     counted = margins.assign(table=margins["run_id"].str.split("/").str[0]).groupby("table")["margin"].nunique()
     assert counted.to_dict() == {"edwards": 15, "titanic": 6}  # C(6, 2) and C(4, 2)
+
+
+def test_a_sweep_s_folder_is_owner_only_and_says_it_is_internal(tmp_path):
+    """A reviewer's trial: a sweep of a confidential file wrote the true n and the original table's G2 to a
+    world-readable runs.csv, nothing marking it internal. A folder the sweep makes is owner-only (0700, as a
+    bundle's), and sweep.json says what its outputs are; a resume still accepts it."""
+    import stat
+
+    from tabrelease.sweeps.driver import INTERNAL_NOTE
+
+    run_sweep(small_grid(), tmp_path / "s", progress=False)
+    assert stat.S_IMODE((tmp_path / "s").stat().st_mode) == 0o700
+    assert json.loads((tmp_path / "s" / "sweep.json").read_text())["internal"] == INTERNAL_NOTE
+    assert "true counts" in INTERNAL_NOTE and "not for publication" in INTERNAL_NOTE
+    run_sweep(small_grid(), tmp_path / "s", resume=True, progress=False)

@@ -30,6 +30,10 @@ from .worker import exit_with_sweep, run_chunk
 # Columns measured with a clock: they differ from run to run of the same sweep.
 TIMING_COLUMNS = ("seconds_noise", "seconds_lp", "seconds_round", "seconds_refit")
 SWEEP_FILE = "sweep.json"
+# A sweep's outputs are computed from the true counts (each run's n, the original table's fit, the errors against
+# it): like a bundle's internal/, never for publication (a reviewer's trial found them world-readable and unmarked).
+INTERNAL_NOTE = ("internal: computed from the tables' true counts (their n, the original table's fit and each run's "
+                 "errors against them); not for publication")
 CHUNK_DIR = "chunks"
 # Everything a sweep writes in its folder: what --force may delete there.
 SWEEP_OUTPUTS = (SWEEP_FILE, CHUNK_DIR, "runs.parquet", "runs.csv", "margin_errors.parquet", "margin_errors.csv",
@@ -306,10 +310,14 @@ def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Pa
             if not force:
                 raise TabreleaseError(f"{out} already exists and is not empty; use --resume to continue it or --force to start over")
             remove_own_outputs(out, SWEEP_OUTPUTS)
+        made = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
+        if made:  # owner-only, as a release bundle's folder is: its runs hold the true n and the original's G2
+            os.chmod(out, 0o700)
         from .. import __version__
 
-        write_text_atomic(saved, json.dumps({**description, "tool_version": __version__}, indent=2))
+        write_text_atomic(saved, json.dumps({**description, "tool_version": __version__, "internal": INTERNAL_NOTE},
+                                            indent=2))
     chunk_dir = out / CHUNK_DIR
     chunk_dir.mkdir(exist_ok=True)
     return chunk_dir
