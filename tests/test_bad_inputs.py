@@ -543,3 +543,13 @@ def test_the_catalogue_has_no_empty_message_and_no_repeated_case():
         assert all(len(c[-1]) >= 8 for c in cases), [c[0] for c in cases if len(c[-1]) < 8]
     messages = [c[-1] for c in CLI_CASES]  # two cases with one message would be one case listed twice
     assert len(messages) == len(set(messages))
+
+
+def test_an_abbreviated_option_is_refused_not_read_as_the_option_it_begins(tmp_path, capsys):
+    """A new user's trial: `--margin` was taken for `--margins` in silence (argparse's abbreviations)."""
+    from tabrelease.cli import main
+
+    assert main(["release", "rochdale", "--epsilon", "1", "--margin", "[A]", "--simulate", "--out",
+                 str(tmp_path / "r")]) == 2
+    assert "unrecognized arguments: --margin [A]" in capsys.readouterr().err and not (tmp_path / "r").exists()
+    assert main(["plan", "rochdale", "--eps", "1"]) == 2

@@ -19,7 +19,13 @@ SUBCOMMANDS = (tables, fit, plan, release, batch, ledger, sweep, reproduce, fron
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with the tool's one-line error format (usage stays available through --help)."""
+    """argparse with the tool's one-line error format (usage stays available through --help), and no abbreviated
+    options: `--margin` had been taken for `--margins` in silence, and an abbreviation that a later option makes
+    ambiguous would change what an old script asks for (a new user's trial)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"tabrelease: error: {message} (see '{self.prog} --help')\n")
