@@ -1,4 +1,5 @@
 import pandas as pd
+import pytest
 
 from tabrelease import builtin_table, default_model, parse_model, table_from_frame
 from tabrelease.models import downward_closure
@@ -102,3 +103,12 @@ def test_maximal_margins_agree_with_every_pair_compared():
         expected_dropped = [m for m in unique if any(set(m) < set(o) for o in unique)]
         expected_kept = [m for m in unique if m not in expected_dropped]
         assert maximal_margins(margins) == (tuple(expected_kept), tuple(expected_dropped))
+
+
+@pytest.mark.parametrize("spec", ["[sex,year", "sex,year]", "[A][B", "[[A]]", "[A]]"])
+def test_brackets_that_do_not_pair_are_said_so(spec):
+    """A new user's trial: '[sex,year' was refused as "'[sex,year' is outside brackets"."""
+    from tabrelease import TabreleaseError, builtin_table, parse_model
+
+    with pytest.raises(TabreleaseError, match="its brackets do not pair"):
+        parse_model(spec, builtin_table("rochdale"))

@@ -213,6 +213,14 @@ def _generator_tokens(spec: str) -> list[str]:
         tokens = [t.strip() for t in _BRACKET.findall(spec)]
         # Outside brackets only the all-K-way shorthand ("all-2-way [ABC]"), which is never a letter run.
         leftover = [t for t in re.split(r"[\s+]+", _BRACKET.sub(" ", spec)) if t]
+        depth = 0
+        for character in spec:  # a bracket opened and never closed, or closed and never opened: said as such
+            depth += {"[": 1, "]": -1}.get(character, 0)
+            if depth < 0 or depth > 1:
+                break
+        if depth != 0:
+            raise TabreleaseError(f"cannot read model {spec!r}: its brackets do not pair ([ ... ] around each margin's "
+                                  "variables)")
         if any(_ALL_K_WAY.fullmatch(t) is None for t in leftover):
             raise TabreleaseError(f"cannot read model {spec!r}: {' '.join(leftover)!r} is outside brackets")
         return leftover + tokens
