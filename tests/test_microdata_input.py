@@ -156,3 +156,20 @@ def test_microdata_of_more_cells_than_a_margin_may_have_are_counted_as_margins(t
     assert main(["release", str(tmp_path / "people.csv"), "--microdata", "--levels", str(tmp_path / "levels.json"),
                  "--margins", "[u][w]", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(out)]) == 0
     assert (out / "public" / "u.simulation.csv").exists()
+
+
+def test_a_plan_whose_levels_were_read_from_the_data_says_so(tmp_path, capsys):
+    """A new user's trial: `plan` on microdata without --levels took the levels from the data and still said it was
+    "computed from the shape and margins only". It now notes where the shape came from (and not with --levels)."""
+    from tabrelease.cli import main
+    from tabrelease.cli.plan import LEVELS_READ_NOTE
+
+    (tmp_path / "people.csv").write_text("a,b\nx,u\ny,u\nx,v\n")
+    argv = ["plan", str(tmp_path / "people.csv"), "--microdata", "--margins", "[a,b]", "--epsilon", "1"]
+    assert main(argv) == 0
+    assert f"note: {LEVELS_READ_NOTE}" in capsys.readouterr().out.splitlines()
+    assert main(argv + ["--json"]) == 0
+    assert LEVELS_READ_NOTE in json.loads(capsys.readouterr().out)["notes"]
+    (tmp_path / "levels.json").write_text(json.dumps({"a": ["x", "y"], "b": ["u", "v"]}))
+    assert main(argv + ["--levels", str(tmp_path / "levels.json")]) == 0
+    assert LEVELS_READ_NOTE not in capsys.readouterr().out

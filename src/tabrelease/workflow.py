@@ -118,7 +118,8 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
             which += f"; the levels file declares {', '.join(others)}, which the table does not have"
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
                               "a --sparse table): the published schema would reveal which values occur; declare "
-                              f"every variable's levels (--levels FILE, or levels= in the API){which}")
+                              f"every variable's levels (--levels FILE, or levels= in the API){which}, or read only "
+                              "the variables released (--variables A,B,...)")
     if not getattr(table, "held_as_cells", True):
         # Before the plan: a mechanism over every cell would plan (and its estimator build) over all of them.
         from .mechanisms import get_mechanism, resolve_mechanism

@@ -19,6 +19,11 @@ UPPER_FIGURE = ("an upper figure: the normal approximation is one for Laplace no
                 "the fitted, rounded release")
 
 
+LEVELS_READ_NOTE = ("the levels were read from the data (microdata or a --sparse table, without --levels): the shape, "
+                    "and so this plan, shows which values occur; declare every variable's levels with --levels FILE "
+                    "for a plan that reads nothing of the data")
+
+
 def _at_the_floor(epsilon: float | None) -> bool:
     """Whether the search for the epsilon a target needs stopped at the smallest a release takes."""
     return epsilon is not None and epsilon <= EPSILON_RANGE[0] * (1 + 1e-9)
@@ -67,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
         raise TabreleaseError("give --epsilon (the errors it gives) or --target-l1 (the epsilon an error needs), "
                               "one of the two")
     table = load_from_args(args)
+    from ..tables import LEVELS_FROM_DATA
+
+    # Read from data that need not show every level: the shape (and the plan) says which values occur, and a plan
+    # said to be "computed from the shape and margins only" must say where that shape came from (a new user's trial).
+    shape_note = (LEVELS_READ_NOTE,) if table.metadata.get(LEVELS_FROM_DATA) else ()
     model = default_model(table) if args.margins is None else parse_model(args.margins, table)
     dropped = dropped_note(model, table)
     if not args.json:  # with --json it is among the document's notes
@@ -96,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         reachable = [e for e in needed.values() if e is not None]
         overall = max(reachable) if len(reachable) == len(needed) else None
         if args.json:
-            notes = ([precision] if reference is not None else [UPPER_FIGURE]) + ([dropped] if dropped else [])
+            notes = ([precision] if reference is not None else [UPPER_FIGURE]) + ([dropped] if dropped else []) \
+                + list(shape_note)
             if overall is None:  # null in `epsilon_needed`: said, as the terminal says "beyond"
                 notes.append(f"a margin's epsilon_needed is null where the target is beyond reach at epsilon "
                              f"{EPSILON_RANGE[1]:g}, the largest a release takes")
@@ -121,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
             print(UPPER_FIGURE)
         else:
             print(precision)
+        for note in shape_note:
+            print(f"note: {note}")
         return 0
     low, high = PLANNING_EPSILON_RANGE
     for epsilon in args.epsilon:  # past this range the planning arithmetic overflows
@@ -135,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
 
     notes = [note for note in _plan(table.shape, model.generators, spec, args.epsilon[0]).notes
              if "candidate" in note or "measured only" in note]  # what the plan did not consider, in its own words
+    notes += shape_note
     if args.json:
         notes += [dropped] if dropped else []
         _print_json(table, spec, "expected_errors", rows, False,
