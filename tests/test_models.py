@@ -112,3 +112,16 @@ def test_brackets_that_do_not_pair_are_said_so(spec):
 
     with pytest.raises(TabreleaseError, match="its brackets do not pair"):
         parse_model(spec, builtin_table("rochdale"))
+
+
+@pytest.mark.parametrize("spec, near", [("[Asian]", "asian"), ("[wife_activ,asian]", "wife_active"),
+                                        ("[asian,husband_unemploed]", "husband_unemployed")])
+def test_an_unknown_variable_near_a_name_suggests_it(spec, near):
+    """A new user's trial: near misses ('yaer', 'Sex') got no suggestion."""
+    from tabrelease import TabreleaseError, builtin_table, parse_model
+
+    with pytest.raises(TabreleaseError, match=f"\\(did you mean '{near}'\\?\\)"):
+        parse_model(spec, builtin_table("rochdale"))
+    with pytest.raises(TabreleaseError) as far:
+        parse_model("[zzz]", builtin_table("rochdale"))
+    assert "did you mean" not in str(far.value)

@@ -269,7 +269,10 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
         shown = people_names(table)[0]
         names = ", ".join(shown) + ("" if tuple(shown) == tuple(table.variables) else
                                     " (or " + ", ".join(table.variables) + ")")
-        raise TabreleaseError(f"model names unknown variable {token!r} in [{token}]; the table has {names}")
+        from .tables.model import near_miss
+
+        raise TabreleaseError(f"model names unknown variable {token!r} in [{token}]{near_miss(token, table)}; the table "
+                              f"has {names}")
     axes = []
     for ch in token:
         if ch in table.variables or ch in table.letters:

@@ -150,7 +150,8 @@ class ContingencyTable:
                                   + ", ".join(self.variables[a] for a in labelled) + "): name one by its own name")
         if token in self.letters:
             return self.letters.index(token)
-        raise TabreleaseError(f"unknown variable {token!r}; the table has {describe_variables(self)}")
+        raise TabreleaseError(f"unknown variable {token!r}{near_miss(token, self)}; the table has "
+                              f"{describe_variables(self)}")
 
     def axes(self, tokens: Iterable[str]) -> tuple[int, ...]:
         """The sorted, distinct axes of variables named by their names or letters.
@@ -728,6 +729,28 @@ def margin_titles(table, margins) -> list[str]:
     """
     names, _ = people_names(table)
     return [margin_title(names, g) for g in margins]
+
+
+def near_miss(token: str, table) -> str:
+    """For a message about an unknown variable: the one name of the table (its own, or the name people read) that
+    `token` most nearly spells, ignoring case, as ``" (did you mean 'year'?)"``; empty where none is near.
+
+    Parameters
+    ----------
+    token : str
+        What the user typed.
+    table : ContingencyTable or MicrodataTable
+
+    Returns
+    -------
+    str
+    """
+    import difflib
+
+    names = list(dict.fromkeys([*people_names(table)[0], *table.variables]))
+    folded = {name.casefold(): name for name in names}
+    close = difflib.get_close_matches(token.casefold(), list(folded), n=1, cutoff=0.75)
+    return f" (did you mean {folded[close[0]]!r}?)" if close else ""
 
 
 def describe_variables(table: ContingencyTable) -> str:
