@@ -80,11 +80,9 @@ def total_noise_sds(shape: Sequence[int], margins: Sequence[Margin], epsilons: S
 
     Parameters
     ----------
-    shape : sequence of int
-    margins : sequence of tuple of int
-    epsilons : sequence of float
-    spec : ReleaseSpec
-        The release planned (its epsilon is not used).
+    shape, margins, epsilons, spec
+        As for `expected_errors_table`: the table's levels, the released margins, the epsilons to say it at, and
+        the release planned (its epsilon is not used).
 
     Returns
     -------
