@@ -477,24 +477,26 @@ def test_an_interrupt_while_the_parser_is_built_is_one_line(monkeypatch, capsys)
 @pytest.mark.e2e
 def test_a_signal_while_the_console_script_shuts_down_does_not_replace_its_exit_status(tmp_path):
     """A new user's trial: a completed, charged release exited 130 with no word, a SIGINT having arrived as the
-    interpreter shut down (its handlers by then the system's). The console script blocks SIGINT and SIGTERM once its
-    status is decided; here a SIGINT with the system's handler is sent from an exit hook, after `plan` exited 0."""
+    interpreter shut down. The console script ignores SIGINT, SIGTERM and SIGHUP once its status is decided
+    (ignored, not blocked: a mask is one thread's, and CPython's finalisation resets a Python handler to the system's
+    but leaves SIG_IGN); `main`, as tests call it, leaves the handlers as they were. Read from an exit hook, and a
+    SIGTERM sent there does not change the console script's status."""
     script = ("import atexit, os, signal, sys\n"
               "def late():\n"
-              "    signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    said = [signal.getsignal(s) is signal.SIG_IGN for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]\n"
+              "    print('ignored' if all(said) else 'heeded', file=sys.stderr)\n"
+              "    if all(said):\n"
+              "        os.kill(os.getpid(), signal.SIGTERM)\n"
               "atexit.register(late)\n"
               "from tabrelease.cli import entry, main\n"
               "how, sys.argv[1:] = sys.argv[1], sys.argv[2:]\n"
               "sys.exit(entry() if how == 'console' else main())\n")
     argv = ["plan", "rochdale", "--epsilon", "1", "--json"]
-    done = subprocess.run([sys.executable, "-c", script, "console", *argv], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)
-    assert done.returncode == 0 and json.loads(done.stdout)["question"] == "expected_errors"
-    # The same without the block (main, as tests call it): the late SIGINT kills the process.
-    done = subprocess.run([sys.executable, "-c", script, "main", *argv], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)
-    assert done.returncode == -2
+    for how, said in (("console", "ignored"), ("main", "heeded")):
+        done = subprocess.run([sys.executable, "-c", script, how, *argv], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+        assert done.returncode == 0 and json.loads(done.stdout)["question"] == "expected_errors"
+        assert done.stderr.strip().splitlines()[-1] == said
 
 
 @pytest.mark.e2e
@@ -521,21 +523,36 @@ def test_a_release_with_standard_output_closed_is_made(tmp_path):
 def test_a_release_made_whose_summary_cannot_be_printed_says_it_was_made(tmp_path):
     """A reviewer's trial: a terminal that cannot take the table's names (PYTHONIOENCODING=ascii:strict) ended a
     published, charged release as an internal error (exit 3, which says nothing was charged). It now exits 0 with
-    one line saying the release is made and charged (epsilon 0.01: its warnings name the variables)."""
+    one line saying the release is made and charged (the table's name, from its file, is not ASCII)."""
     import os
 
-    (tmp_path / "fr.csv").write_text("région,sexe,count\nNord,Homme,50\nNord,Femme,40\nSüd,Homme,30\nSüd,Femme,35\n",
+    (tmp_path / "données.csv").write_text("région,sexe,count\nNord,Homme,50\nNord,Femme,40\nSüd,Homme,30\nSüd,Femme,35\n",
                                      encoding="utf-8")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TABRELEASE_LEDGER_")},
            "TABRELEASE_LEDGER_KEY": "k" * 64}
     run = lambda *argv, **extra: subprocess.run([sys.executable, "-m", "tabrelease", *argv], cwd=tmp_path,
                                                 env={**env, **extra}, capture_output=True, timeout=300)
     assert run("ledger", "init", "F.json").returncode == 0
-    done = run("release", "fr.csv", "--margins", "[région,sexe]", "--epsilon", "0.01", "--ledger", "F.json", "--out",
-               "fr2", PYTHONIOENCODING="ascii:strict")
+    done = run("release", "données.csv", "--margins", "[région,sexe]", "--epsilon", "0.01", "--ledger", "F.json", "--out",
+               "fr2", "--simulate", "--seed", "1", PYTHONIOENCODING="ascii:strict")
     err = done.stderr.decode("ascii")
     assert done.returncode == 0 and err.strip().splitlines() == [
         "tabrelease: the release is made, published to fr2 and charged (ledger record 1), but its summary could not "
         "be printed (UnicodeEncodeError)"]
     assert (tmp_path / "fr2" / "public" / "release.json").is_file()
-    assert done.stdout.decode("ascii").startswith("released 1 margin of fr with planned")
+    assert done.stdout.decode("ascii") == ""  # the first line names the table: nothing printed
+
+
+def test_quiet_highs_with_standard_output_closed_leaves_dev_null_on_it(tmp_path):
+    """A review's trial: with descriptor 1 closed, the open of /dev/null took 1 itself and its close freed it again,
+    so the next file opened took descriptor 1 and received what was printed."""
+    script = ("import os, sys\n"
+              "os.close(1); sys.stdout = None\n"
+              "from tabrelease import _highs\n"
+              "_highs.quiet_highs()\n"
+              "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)\n"
+              "print(fd, os.path.realpath(f'/proc/self/fd/1'), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "f")], capture_output=True, text=True,
+                          timeout=120)
+    fd, target = done.stderr.split()
+    assert done.returncode == 0 and fd != "1" and target == "/dev/null"

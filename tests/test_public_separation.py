@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tabrelease import builtin_table
+from tabrelease import TabreleaseError, builtin_table
 from tabrelease.cli import main
 from tabrelease.schemas import RELEASE, load_schema, validate
 from tabrelease.tables import margin_counts
@@ -158,3 +158,32 @@ def test_a_release_inside_another_bundle_is_refused_before_its_charge(inside, tm
     (dataset,) = json.loads(capsys.readouterr().out)["datasets"]
     assert (dataset["releases"], dataset["epsilon_spent"]) == (1, 1.0)
     assert main(["ledger", "verify", str(ledger), "--bundles", str(first)]) == 0
+
+
+def test_a_copy_of_a_bundle_s_public_folder_is_a_bundle_s_and_an_unreadable_folder_is_not(tmp_path, monkeypatch):
+    """A review's trials: a release's --out inside a copy of a bundle's public/ (deployed to a web root) was
+    accepted, its internal audit then in the published folder; and a folder above the --out with public/ and an
+    internal/ this user may not search refused every release ("Permission denied")."""
+    import shutil
+    from pathlib import Path
+
+    from tabrelease import bundle
+
+    first = tmp_path / "first"
+    assert main(["release", "rochdale", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(first)]) == 0
+    shutil.copytree(first / "public", tmp_path / "site")
+    assert bundle.enclosing_bundle(tmp_path / "site" / "r2") == (tmp_path / "site").resolve()
+    with pytest.raises(TabreleaseError, match="is inside the release bundle .*site: a bundle's public/ \\(or a copy"):
+        bundle.check_release_destination(tmp_path / "site" / "r2", False)
+    srv = tmp_path / "srv"
+    for name in ("public", "internal", "data"):
+        (srv / name).mkdir(parents=True)
+    real_is_file = Path.is_file
+
+    def unsearchable(self):
+        if self.parent == srv / "internal":
+            raise PermissionError(13, "Permission denied")
+        return real_is_file(self)
+
+    monkeypatch.setattr(Path, "is_file", unsearchable)
+    assert bundle.enclosing_bundle(srv / "data" / "r1") is None

@@ -52,7 +52,8 @@ def quiet_highs():
             if saved is not None:
                 os.dup2(saved, 1)
                 os.close(saved)
-            os.close(devnull)
+            if saved is not None or devnull != 1:  # with 1 closed, the open took 1 itself: kept there
+                os.close(devnull)
         _BANNER_SILENCED = True
     highs = highspy.Highs()
     for option, value in DETERMINISTIC_OPTIONS.items():

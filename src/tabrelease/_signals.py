@@ -19,6 +19,8 @@ HELD = (signal.SIGINT, signal.SIGTERM) + HANGUP
 # there, and the release ran on, was charged and exited 0 (a new user's trial). So a release looks here before its
 # charge (`raise_if_signalled`), whatever became of the exception.
 _RECEIVED: list[int] = []
+# Set by `block_signals_at_exit`: the command's handlers are not put back at its end (they would replace SIG_IGN).
+_IGNORED_TO_THE_END = False
 
 
 @contextmanager
@@ -50,12 +52,13 @@ def command_signals(terminate):
 
     _RECEIVED.clear()
     previous = {signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
-                **{signum: signal.signal(signum, end) for signum in (signal.SIGTERM,) + HANGUP}}
+                **{signum: signal.signal(signum, end) for signum in (signal.SIGTERM,) + _hangup_heeded()}}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        if not _IGNORED_TO_THE_END:  # `block_signals_at_exit` said the process is done with signals
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         _RECEIVED.clear()
 
 
@@ -75,8 +78,14 @@ def raise_if_signalled() -> None:
         raise SystemExit(128 + signum)
 
 
+def _hangup_heeded() -> tuple:
+    """SIGHUP, unless it is ignored (`nohup`): a hang-up the user asked to be ignored stays ignored (a review's
+    trial: under nohup a dropped session had abandoned a charged release)."""
+    return tuple(s for s in HANGUP if signal.getsignal(s) is not signal.SIG_IGN)
+
+
 @contextmanager
-def deferred_signals(*, act: bool = True):
+def deferred_signals(*, act: bool = True, noted: list | None = None):
     """Within the block, SIGINT and SIGTERM are noted, not acted on; at its end the first one noted is acted on as
     it would have been (its handler is called, or the default action taken). Outside the main thread (where
     handlers cannot be set) the block runs as it is.
@@ -86,6 +95,8 @@ def deferred_signals(*, act: bool = True):
     act : bool, default True
         False drops the signals noted instead: for a block whose caller is already ending the command and must say
         how (a charged release's failure: a second signal had ended it before it said it was charged).
+    noted : list or None
+        Where given, the signals noted are appended to it, for a caller that acts on them itself (with act=False).
 
     Yields
     ------
@@ -106,16 +117,31 @@ def deferred_signals(*, act: bool = True):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if noted is not None:
+            noted.extend(received)
         if received and act:
             _act_on(received[0], previous[received[0]])
 
 
+class HeldInterrupts:
+    """What `finishing_after_charge` held: the signals noted (`received`), and whether the release is in place
+    (`committed`: after it, a further signal is noted, never acted on, since there is nothing left to abandon)."""
+
+    def __init__(self, received=()):
+        self.received = list(received)
+        self.committed = False
+
+    def __bool__(self) -> bool:
+        return bool(self.received)
+
+
 @contextmanager
-def finishing_after_charge(say):
-    """Within the block (a charged release being made), the first SIGINT is held, not acted on: `say()` is called
-    to tell the user so, and the release goes on to its end; a second SIGINT raises KeyboardInterrupt (the user
-    abandons it: the charge stands, and the caller records the failure). SIGTERM is left as it is. Outside the main
-    thread the block runs as it is.
+def finishing_after_charge(say, already=()):
+    """Within the block (a charged release being made), the first SIGINT (or SIGHUP, where it is heeded) is held,
+    not acted on: `say()` is called to tell the user so, and the release goes on to its end; a second one abandons it
+    (KeyboardInterrupt, or SystemExit(128 + signum) for a hang-up: the charge stands, and the caller records the
+    failure), unless the release is in place by then (`HeldInterrupts.committed`). SIGTERM is left as it is.
+    Outside the main thread the block runs as it is.
 
     Why: an interrupt after the charge had lost the budget spent and the release with it, and that window is most of
     a release's run (the noise, the fit, the rounding, the audit and the writing; a new user's trial: seven Ctrl-Cs,
@@ -124,40 +150,57 @@ def finishing_after_charge(say):
     Parameters
     ----------
     say : callable
-        Called with no arguments when the first SIGINT is held.
+        Called with no arguments when the first signal is held (whatever it raises is ignored: a terminal gone with
+        the pipe it wrote to must not abandon the release).
+    already : sequence of int
+        Signals noted while the charge was made (`deferred_signals(noted=...)`): held as the first.
 
     Yields
     ------
-    list
-        Empty unless a SIGINT was held (then it holds SIGINT's number): the caller says so once the release is made.
+    HeldInterrupts
     """
-    held: list[int] = []
+    state = HeldInterrupts(s for s in already if s in (signal.SIGINT,) + HANGUP)
     if threading.current_thread() is not threading.main_thread():
-        yield held
+        yield state
         return
 
-    def hold(signum, frame):
-        if held:
-            raise KeyboardInterrupt
-        held.append(signum)
+    def tell() -> None:
         try:
             say()
-        except RuntimeError:  # a write to stderr interrupted by this very handler: the release goes on unsaid
+        except Exception:  # BrokenPipeError where the pipe's reader went with the Ctrl-C; a reentrant write
             pass
 
-    previous = signal.signal(signal.SIGINT, hold)
+    def hold(signum, frame):
+        if state.received and not state.committed:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SystemExit(128 + signum)
+        state.received.append(signum)
+        if len(state.received) == 1:
+            tell()
+
+    if state.received:
+        tell()
+    watched = (signal.SIGINT,) + _hangup_heeded()
+    previous = {signum: signal.signal(signum, hold) for signum in watched}
     try:
-        yield held
+        yield state
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def block_signals_at_exit() -> None:
-    """Block SIGINT and SIGTERM for the rest of the process: the command has done its work and decided its exit
-    status, which a signal arriving while the interpreter shuts down would replace by a death by signal (a completed,
-    charged release exited 130 with no word; a new user's trial)."""
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, set(HELD))
+    """Ignore SIGINT, SIGTERM and SIGHUP for the rest of the process: the command has done its work and decided its
+    exit status, which a signal arriving while the interpreter shuts down would replace by a death by signal (a
+    completed, charged release exited 130 with no word; a new user's trial). Ignored, not blocked: a mask is the
+    calling thread's, and the kernel gives a signal to any other thread (BLAS's) that has it unblocked (a review's
+    trial: 143 with two OpenMP threads). Only SIGKILL ends the process after this."""
+    global _IGNORED_TO_THE_END
+    if threading.current_thread() is threading.main_thread():
+        for signum in HELD:
+            signal.signal(signum, signal.SIG_IGN)
+        _IGNORED_TO_THE_END = True
 
 
 def _act_on(signum: int, handler) -> None:

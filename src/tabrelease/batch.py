@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import BudgetRefused, ChargedReleaseFailed, TabreleaseError
+from .errors import BudgetRefused, ChargedReleaseFailed, ReleaseInterrupted, TabreleaseError
 
 from .spec import INPUT_SETTING_NAMES, SETTING_NAMES, LedgerAccount, ReleaseSpec, TableSource
 
@@ -182,6 +182,7 @@ class BatchResult:
     dry_run: bool
     steps: tuple[Step, ...]
     budget_changes: tuple[str, ...] = ()  # every budget the run sets or changes, in words
+    interrupted: bool = False  # a Ctrl-C stopped the run (the releases made before it, and the one it came in, stand)
 
     @property
     def stopped(self) -> bool:
@@ -198,11 +199,12 @@ class BatchResult:
         Returns
         -------
         dict
-            `spec` (its path), `dry_run`, `stopped_at_refusal`, `budget_changes` and `releases` (each step's
-            `Step.as_dict`).
+            `spec` (its path), `dry_run`, `stopped_at_refusal`, `interrupted`, `budget_changes` and `releases`
+            (each step's `Step.as_dict`).
         """
         return {"spec": str(self.spec), "dry_run": self.dry_run, "stopped_at_refusal": self.stopped,
-                "budget_changes": list(self.budget_changes), "releases": [s.as_dict() for s in self.steps]}
+                "interrupted": self.interrupted, "budget_changes": list(self.budget_changes),
+                "releases": [s.as_dict() for s in self.steps]}
 
 
 # --- reading and checking the spec ----------------------------------------------------------------------------
@@ -257,7 +259,9 @@ def read_spec(path: str | Path) -> BatchSpec:
             raise TabreleaseError(f"{r.where()}: {r.out} already exists; a batch never replaces a release")
         if not r.out.parent.is_dir():
             raise TabreleaseError(f"{r.where()}: the folder {r.out.parent} does not exist")
-    return BatchSpec(path, (base / raw["ledger"]).resolve(), datasets, releases)
+    # Made absolute, links not followed: the ledger's own checks read the path as named (a link put in the
+    # ledger's place is refused there; resolved here, a batch had charged the older copy it pointed to).
+    return BatchSpec(path, Path(os.path.abspath(base / raw["ledger"])), datasets, releases)
 
 
 def _dataset(name: str, entry: Any, base: Path) -> DatasetSpec:
@@ -649,15 +653,18 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                     epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode,
                     guarantee=plan.implementation.guarantee(plan, table.variables).describe())
         if stopped:
-            if interrupted is not None:  # the first not attempted says why, and the run exits as interrupted
+            first = interrupted is not None and not any(s.status == "not attempted" for s in steps)
+            if first and interrupted == r.number - 1 and steps[-1].status == "made":  # the first says why
                 steps.append(Step(**step, status="not attempted", reason=f"interrupted during release {interrupted}, "
-                                  "which was finished", exit_status=130 if len(steps) == interrupted else None))
+                                  "which was finished"))
             else:
                 steps.append(Step(**step, status="not attempted"))
             continue
         try:
             published = publish_release(table, r.spec, r.out, account=r.account(spec.ledger))
-        except ChargedReleaseFailed as exc:  # not a refusal: its budget is spent (an interrupt ends up here too)
+        except ReleaseInterrupted as exc:  # a Ctrl-C held over this release's making: made, and the batch stops
+            published, stopped, interrupted = exc.published, True, r.number
+        except ChargedReleaseFailed as exc:  # not a refusal: its budget is spent (a second Ctrl-C ends up here too)
             stopped = True
             steps.append(Step(**step, status=FAILED_AFTER_CHARGE, reason=str(exc)))
             continue
@@ -665,9 +672,17 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             stopped = True
             steps.append(Step(**step, status="refused", reason=str(exc), exit_status=exc.exit_status))
             continue
-        status = budget_status(spec.ledger, r.dataset)
-        steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent, epsilon_budget=status.epsilon_budget,
-                          status="made", warnings=tuple(published.warnings)))
-        if published.interrupted:  # a Ctrl-C held over this release's making: the batch stops after it
+        except KeyboardInterrupt:  # before its charge: this one and the rest not attempted, the summary still said
+            stopped, interrupted = True, r.number - 1
+            steps.append(Step(**step, status="not attempted", reason=f"interrupted before release {r.number}'s "
+                              "charge"))
+            continue
+        try:
+            status = budget_status(spec.ledger, r.dataset)
+            spent, budget = status.epsilon_spent, status.epsilon_budget
+        except (TabreleaseError, KeyboardInterrupt):  # made and charged: the account's reading is not the release
+            spent = budget = None
             stopped, interrupted = True, r.number
-    return BatchResult(spec.path, False, tuple(steps), tuple(said))
+        steps.append(Step(**step, epsilon_spent_after=spent, epsilon_budget=budget,
+                          status="made", warnings=tuple(published.warnings)))
+    return BatchResult(spec.path, False, tuple(steps), tuple(said), interrupted=interrupted is not None)

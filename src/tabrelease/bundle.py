@@ -107,8 +107,9 @@ def check_release_destination(out, force: bool) -> Path:
     if (bundle := enclosing_bundle(out)) is not None:
         # A release inside another's public/ would put its internal audit (the true counts' errors) in the folder
         # meant for publication, and break that bundle's seal (a new user's trial).
-        raise TabreleaseError(f"{out} is inside the release bundle {bundle}: a bundle's public/ holds only what it "
-                              "published and its internal/ only its own files; choose an --out outside it")
+        raise TabreleaseError(f"{out} is inside the release bundle {bundle}: a bundle's public/ (or a copy of it) "
+                              "holds only what it published and its internal/ only its own files; choose an --out "
+                              "outside it")
     if out.exists() and not force:
         raise TabreleaseError(f"{out} already exists; choose another --out or pass --force to replace it")
     if out.exists() and not out.is_dir():
@@ -145,13 +146,35 @@ def is_release_bundle(folder: Path) -> bool:
     bool
     """
     public, internal = folder / "public", folder / "internal"
-    return public.is_dir() and internal.is_dir() and (
-        (public / "release.json").is_file() or any((internal / name).is_file() for name in INTERNAL_FILES))
+    try:
+        return public.is_dir() and internal.is_dir() and (
+            (public / "release.json").is_file() or any((internal / name).is_file() for name in INTERNAL_FILES))
+    except OSError:  # a folder this user may not search is no bundle of theirs (`/srv/internal`, say)
+        return False
+
+
+def is_published_folder(folder: Path) -> bool:
+    """Whether `folder` is a release's public/ or a copy of it (a web root it was deployed to): it holds a
+    release.json of this tool's schema.
+
+    Parameters
+    ----------
+    folder : Path
+
+    Returns
+    -------
+    bool
+    """
+    try:
+        described = json.loads((folder / "release.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(described, dict) and str(described.get("schema", "")).startswith("tabrelease/release")
 
 
 def enclosing_bundle(out) -> Path | None:
-    """The release bundle `out` would be written inside (the nearest folder above it that `is_release_bundle`,
-    symbolic links followed), or None.
+    """The release bundle `out` would be written inside (the nearest folder above it that `is_release_bundle`, or
+    that `is_published_folder`: a copy of a bundle's public/ deployed elsewhere; symbolic links followed), or None.
 
     Parameters
     ----------
@@ -166,7 +189,7 @@ def enclosing_bundle(out) -> Path | None:
         above = Path(out).resolve().parents
     except (OSError, RuntimeError):  # a loop of links: the destination checks after this say what is wrong
         return None
-    return next((folder for folder in above if is_release_bundle(folder)), None)
+    return next((folder for folder in above if is_release_bundle(folder) or is_published_folder(folder)), None)
 
 
 # What a release writes in internal/: the report writer's audit and released table (`reports`), and the ledger's

@@ -53,6 +53,18 @@ class ChargedReleaseFailed(TabreleaseError):
         self.entry = entry
 
 
+class ReleaseInterrupted(KeyboardInterrupt):
+    """A Ctrl-C (or a hang-up) came after the release's charge: it was held, and the release made, published and
+    charged (`published`, a `workflow.PublishedRelease`). Raised by `publish_release` once the release stands, so
+    that a caller's loop stops as a Ctrl-C asks, and the release made is not lost (the command line prints it and
+    exits 0; a batch stops after it and exits 130). A KeyboardInterrupt, not a TabreleaseError: nothing failed."""
+
+    def __init__(self, published):
+        super().__init__(f"interrupted after its charge: the release was made, published to {published.out}, and it "
+                         "stands")
+        self.published = published
+
+
 # Every type, by exit status (documented in the README; a test keeps the two in step).
 EXIT_STATUSES = {cls.exit_status: cls for cls in (TabreleaseError, InternalError, ChargedReleaseFailed, BudgetRefused,
                                                   LedgerIntegrityError)}

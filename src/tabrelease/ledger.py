@@ -317,15 +317,18 @@ def _check_link_beside_an_anchor(given: Path) -> None:
     ledger that anchor records was put aside and the link made to stand in for it (an older copy with its own
     anchor, or an empty folder to `init` in), and verification read the target's anchor and found it intact (a
     reviewer's trial: a budget of 1 spent twice). A link to a ledger with nothing beside it is left alone."""
-    if not given.is_symlink():
-        return
-    beside = Path(f"{given}.anchor")
     target = Path(os.path.realpath(given))
-    if os.path.lexists(beside) and os.path.realpath(beside) != os.path.realpath(f"{target}.anchor"):
-        raise LedgerIntegrityError(
-            f"the ledger {given} is a link to {target}, but the anchor {beside} stands beside the link: the link "
-            "stands in for the ledger that anchor records; give that ledger's own path, or have an auditor resolve "
-            "it (nothing is charged or set)")
+    hop, seen = given, 0
+    # Every link of the chain, not only the name given: `current.json -> L.json` with L.json then made a link to
+    # an older copy had passed (a review's trial).
+    while hop.is_symlink() and seen < 40:
+        beside = Path(f"{hop}.anchor")
+        if os.path.lexists(beside) and os.path.realpath(beside) != os.path.realpath(f"{target}.anchor"):
+            raise LedgerIntegrityError(
+                f"the ledger {given} is a link to {target}, but the anchor {beside} stands beside the link {hop}: the "
+                "link stands in for the ledger that anchor records; give that ledger's own path, or have an auditor "
+                "resolve it (nothing is charged or set)")
+        hop, seen = hop.parent / os.readlink(hop), seen + 1
 
 
 _THREAD_LOCKS: dict[str, threading.Lock] = {}
@@ -549,9 +552,12 @@ def _sync_folder(path: Path) -> None:
     except OSError as exc:
         import warnings
 
-        warnings.warn(f"the ledger {path} was written, but its folder could not be synced to disk "
-                      f"({exc.strerror or type(exc).__name__}): a power cut now could lose the write", RuntimeWarning,
-                      stacklevel=4)
+        try:  # under -W error a warning raises: here that would unsay the write made
+            warnings.warn(f"the ledger {path} was written, but its folder could not be synced to disk "
+                          f"({exc.strerror or type(exc).__name__}): a power cut now could lose the write",
+                          RuntimeWarning, stacklevel=4)
+        except Exception:
+            pass
 
 
 def _refuse_an_unwritable(path: Path) -> None:

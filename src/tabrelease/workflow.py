@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -14,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ._signals import deferred_signals, finishing_after_charge, raise_if_signalled
-from .errors import ChargedReleaseFailed, TabreleaseError
+from ._signals import HeldInterrupts, deferred_signals, finishing_after_charge, raise_if_signalled
+from .errors import ChargedReleaseFailed, ReleaseInterrupted, TabreleaseError
 from .mechanisms import MechanismPlan
 from .planner import plan_release
 from .models import default_model
@@ -574,6 +575,10 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         Before the charge: nothing charged, nothing written.
     ChargedReleaseFailed
         After the charge: it stands and the ledger records the failure; nothing was published.
+    ReleaseInterrupted
+        A Ctrl-C (or a hang-up) after the charge, held while the release was made (`finishing_after_charge`): the
+        release stands, published and charged, and is the exception's `published`; raised so that a caller's loop
+        stops. A second one before the bundle is in place abandons the release (ChargedReleaseFailed).
     """
     from . import __version__
     from .bundle import remove_stale_staging
@@ -591,51 +596,67 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         preload_release_modules(workbook, secure=mode == RELEASE, ledger=account is not None,
                                 special_functions=_uses_special_functions(plan))
     entry = budget = None
-    held: list = []
+    held = noted = ()
+    extra = []
     try:
-        with deferred_signals():  # charged and known to be, or not charged: a signal waits for the charge's end
+        # Charged and known to be, or not charged: a signal waits for the charge's end. With a ledger, one noted
+        # meanwhile (a Ctrl-C while the ledger's lock was awaited, say) is not acted on after the charge, which
+        # would lose it: it is the first held while the release is made (`finishing_after_charge`).
+        noted = []
+        with deferred_signals(act=ledger is None, noted=noted):
             raise_if_signalled()  # an interrupt whose exception compiled code lost (reading the table): no charge
             if ledger is not None:
                 entry = charge_release(account, table, plan, out, mode)
+        if entry is not None and signal.SIGTERM in noted:  # a termination asked for during the charge: honoured
+            raise SystemExit(128 + signal.SIGTERM)
         with contextlib.ExitStack() as stack:
             if entry is not None:  # charged: a first Ctrl-C is held and the release made, a second abandons it
-                held = stack.enter_context(finishing_after_charge(lambda: _say_held(entry)))
+                held = stack.enter_context(finishing_after_charge(lambda: _say_held(entry), already=noted))
             written, release, evaluation, said = _make_and_write(table, plan, noise, spec, out, entry, ledger,
-                                                                 version or __version__, force, workbook)
+                                                                 version or __version__, force, workbook, held)
+            if ledger is not None:
+                from .ledger import budget_status
+
+                try:  # the release is made and charged: a failure to read the account now must not say otherwise
+                    budget = budget_status(ledger, entry["dataset"])
+                except TabreleaseError as exc:
+                    extra.append(f"released and charged, but the ledger's account could not be read back: {exc}")
+            if held:
+                extra.append(f"interrupted after its charge (ledger record {entry.get('sequence')}): the release "
+                             "was finished and published, and it stands")
+            warnings = tuple(extra + [f"removed {p.name}, left beside {Path(out).name} by a release that was killed"
+                                      for p in stale] + said)
+            published = PublishedRelease(release, evaluation, written, entry, budget, warnings,
+                                         interrupted=bool(held))
     except BaseException as exc:
         if entry is not None:
             with deferred_signals(act=False):  # a second signal must not end the command before it says which
-                published = _bundle_of(out, entry)
-        if entry is None or published:
+                in_place = _bundle_of(out, entry)
+        if entry is None or in_place:
             # Not charged; or published, and the failure came after (a signal held over the bundle's rename is
             # acted on once the bundle is in place): the release stands, and is not recorded as failed.
             raise
         raise charged_failure(ledger, entry, exc) from exc
-    extra = []
-    if ledger is not None:
-        from .ledger import budget_status
-
-        try:  # the release is made and charged: a failure to read the account now must not say otherwise
-            budget = budget_status(ledger, entry["dataset"])
-        except TabreleaseError as exc:
-            extra.append(f"released and charged, but the ledger's account could not be read back: {exc}")
     if held:
-        extra.append(f"interrupted after its charge (ledger record {entry.get('sequence')}): the release was "
-                     "finished and published, and it stands")
-    warnings = tuple(extra + [f"removed {p.name}, left beside {Path(out).name} by a release that was killed" for p in stale]
-                     + said)
-    return PublishedRelease(release, evaluation, written, entry, budget, warnings, interrupted=bool(held))
+        # The release stands; the interrupt is acted on now, carrying it, so that a caller's loop stops as a Ctrl-C
+        # asks (the command line prints the release and exits 0; a batch stops after it).
+        raise ReleaseInterrupted(published)
+    return published
 
 
 def _say_held(entry: Mapping) -> None:
-    """What the terminal says when a charged release's first Ctrl-C is held (`finishing_after_charge`)."""
+    """What the terminal says when a charged release's first Ctrl-C is held (`finishing_after_charge`); nothing
+    where there is no standard error (print would fall back on standard output, which may be --json's)."""
+    if sys.stderr is None:
+        return
     print(f"tabrelease: interrupt held: the release is charged (ledger record {entry.get('sequence')}) and is being "
           "finished; Ctrl-C again abandons it (the charge stands)", file=sys.stderr, flush=True)
 
 
-def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force, workbook):
+def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force, workbook, held):
     """The release's noise, fit, rounding, evaluation and bundle (`publish_release`'s steps after its charge):
-    (the bundle's folder, the release, its evaluation, the warnings its reader is told)."""
+    (the bundle's folder, the release, its evaluation, the warnings its reader is told). `held`: the interrupts
+    held since the charge (`finishing_after_charge`), committed once the bundle is in place."""
     from .bundle import write_release_bundle
     from .evaluation import evaluate_release, evaluation_warnings, release_warnings
     from .models import HierarchicalModel
@@ -647,8 +668,19 @@ def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force
     refit = HierarchicalModel(release.margins, table.k)
     evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
     said = release_warnings(release) + evaluation_warnings(evaluation, release)  # what the audit's reader is told too
-    written = write_release_bundle(out, table, release, evaluation, version=version, force=force, workbook=workbook,
-                                   charge=None if entry is None else {**entry, "ledger": str(ledger)},
-                                   out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
+    try:
+        written = write_release_bundle(out, table, release, evaluation, version=version, force=force,
+                                       workbook=workbook, charge=None if entry is None else {**entry, "ledger": str(ledger)},
+                                       out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
+    except (KeyboardInterrupt, SystemExit):
+        # A signal held over the bundle's rename is acted on once the bundle is in place: a charged release that
+        # stands then is made (the interrupt said as held), not a failure nor an exit that says nothing was charged.
+        if entry is None or not _bundle_of(out, entry):
+            raise
+        written = Path(out)
+        if not held.received:  # a SIGTERM held over the rename: the release stands, said as interrupted
+            held.received.append(signal.SIGTERM)
+    if isinstance(held, HeldInterrupts):
+        held.committed = True  # in place: a further signal has nothing left to abandon
     return written, release, evaluation, said
 

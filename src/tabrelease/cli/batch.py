@@ -83,4 +83,12 @@ def run(args) -> int:
         print(f"tabrelease: error: release {failed.number}: {failed.reason}", file=sys.stderr)
         return ChargedReleaseFailed.exit_status
     refused = next((s for s in result.steps if s.exit_status is not None), None)
-    return refused.exit_status if refused is not None else 0
+    if refused is not None:
+        return refused.exit_status
+    if result.interrupted:  # after the summary, which says which were made
+        import sys
+
+        print("tabrelease: interrupted: the releases marked made stand, charged; the rest were not attempted",
+              file=sys.stderr)
+        return 130
+    return 0

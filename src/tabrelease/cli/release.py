@@ -50,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
     if account is None and (args.dataset or args.allow_unbudgeted or args.allow_alias):
         raise TabreleaseError("--dataset, --allow-unbudgeted and --allow-alias apply to a release charged to a ledger: "
                               "add --ledger FILE")
-    done = publish_release(table, spec, args.out, account=account, force=args.force)
+    from ..errors import ReleaseInterrupted
+
+    try:
+        done = publish_release(table, spec, args.out, account=account, force=args.force)
+    except ReleaseInterrupted as interrupted:  # held after the charge: the release stands, and is said as made
+        done = interrupted.published
     try:
         return _say(args, spec, table, done)
     except BrokenPipeError:  # output piped into `head`: the command line stops quietly, as for any command
@@ -59,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         # The release is made (published, and charged where a ledger was given): a failure to say so (an encoding
         # the terminal cannot take, a Ctrl-C while printing) must not end as a bug or an interrupt, which say nothing
         # was charged (a reviewer's trial: exit 3 for a published, charged release).
+        import os
+
+        if os.environ.get("TABRELEASE_DEBUG") and isinstance(exc, Exception):
+            raise
         _say_made_but_unsaid(done, exc)
         return 0
 
@@ -70,8 +79,11 @@ def _say_made_but_unsaid(done, exc: BaseException) -> None:
     kind = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
     charged = ("" if done.ledger_entry is None else
                f" and charged (ledger record {done.ledger_entry.get('sequence')})")
+    # Where the terminal or a signal did not stop it, the fault is the tool's: said so, by kind only.
+    fault = "" if isinstance(exc, (OSError, UnicodeError, KeyboardInterrupt, SystemExit)) else (
+        "; a fault of the tool: please report it (TABRELEASE_DEBUG=1 shows the traceback)")
     line = (f"tabrelease: the release is made, published to {done.out}{charged}, but its summary could not be "
-            f"printed ({kind})\n")
+            f"printed ({kind}){fault}\n")
     try:
         stream = getattr(sys.stderr, "buffer", None)
         if stream is not None:
