@@ -401,3 +401,59 @@ def test_rows_kept_from_an_earlier_run_say_where_a_strategy_was_not_run(runs, tm
     frontier.write_frontier(tmp_path, kept, seconds=1.0, command="test")
     report = (tmp_path / "report.md").read_text()
     assert "## Not run" in report and "not run |" in report and "| nan" not in report
+
+
+def test_an_exact_release_counts_as_the_lowest_error_and_ratios_of_zero_tie(runs):
+    """A review's trial: at epsilon 20 the best strategy erred 0, 0/0 made NaN, and the report named a winner at
+    1 of 2 points where one strategy was lowest at both, with 'inf' and 'nan' in its checks."""
+    summary = frontier.summarise(runs[runs.strategy.isin(["planned", "cells"])])
+    summary.loc[summary.strategy == "cells", "max_l1_mean"] = 0.0
+    text = "\n".join(frontier.comparison(summary))
+    bands = [(0.25, 0.5), (1.0, np.inf)]  # the fixture's epsilons, 0.5 and 2: one band each, two workloads
+    for low, high in bands:
+        points = summary[(summary.epsilon >= low) & (summary.epsilon <= high)].groupby(
+            ["table", "workload", "epsilon"]).ngroups
+        assert f"the lowest mean max-L1 error was cells at {points} of {points} " in text
+    assert frontier.error_ratio(pd.Series([0.0, 2.0, 0.0]), pd.Series([0.0, 0.0, 4.0])).tolist() == [1.0, np.inf, 0.0]
+    assert not frontier.ratios(summary).isna().any().any()
+
+
+def test_the_frontier_refuses_a_repeated_or_unreleasable_epsilon(tmp_path, capsys):
+    """A review's trial: --epsilon 0.1,0.1 counted the same seeded runs twice (their sd shrunk), and 1e-7 (below any
+    release's) ran for minutes."""
+    for given, said in (("0.1,0.1", "an epsilon appears twice"), ("1e-7", "between 1e-06 and 700")):
+        assert main(["frontier", "--out", str(tmp_path / "f"), "--tables", "edwards", "--epsilon", given,
+                     "--repetitions", "2", "--strategies", "cells"]) == 2
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
+
+
+def test_a_file_table_s_frontier_is_internal_keeps_only_its_own_counts_and_leaves_no_old_figures(tmp_path, capsys):
+    """A review's trials: --keep-others kept the rows of a file whose counts had changed at the same n; the folder of
+    a file's frontier was world-readable and unmarked; a rerun on another table left the old figures; and a
+    ranking on 2 runs a point said nothing of their error."""
+    import stat
+
+    path = _housing_file(tmp_path / "data")
+    out = tmp_path / "f"
+    argv = ["frontier", "--out", str(out), "--epsilon", "1", "--repetitions", "2", "--workloads", "all-2-way",
+            "--quiet"]
+    assert main(argv + ["--tables", str(path), "--strategies", "planned,cells"]) == 0
+    report = (out / "report.md").read_text()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700 and "Internal: the rows of my_housing are computed" in report
+    assert "## Precision" in report and "Each point's mean is over 2 to 2 runs" in report
+    assert json.loads((out / frontier.TABLES_FILE).read_text()) == {
+        "my_housing": frontier.table_fingerprint(tr.load_table(str(path)))}
+    # 300 people moved between two cells: the same n, other counts.
+    lines = path.read_text().splitlines()
+    first, second = lines[1].rsplit(",", 1), lines[2].rsplit(",", 1)
+    moved = min(3, int(first[1]))
+    lines[1], lines[2] = f"{first[0]},{int(first[1]) - moved}", f"{second[0]},{int(second[1]) + moved}"
+    path.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(argv + ["--tables", str(path), "--strategies", "cells", "--keep-others", "--force"]) == 2
+    assert "released other counts as 'my_housing'" in capsys.readouterr().err
+    assert (out / "my_housing-all-2-way.svg").is_file()
+    assert main(argv + ["--tables", "edwards", "--strategies", "planned,cells", "--force"]) == 0
+    assert not (out / "my_housing-all-2-way.svg").exists() and (out / "edwards-all-2-way.svg").is_file()
+    assert not (out / frontier.TABLES_FILE).exists() and "Internal:" not in (out / "report.md").read_text()

@@ -27,6 +27,7 @@ Nothing here is hand-typed into the report: every number and verdict is computed
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -505,6 +506,27 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
+def error_ratio(numerator, denominator):
+    """Mean error over mean error, elementwise: 1 where both are 0 (an exact release ties another), infinite where
+    only the denominator is (a review's trial: at epsilon 20, 0/0 had made NaN, and the report's winner and checks
+    came from the strategies left); NaN only where one side was not run.
+
+    Parameters
+    ----------
+    numerator, denominator : pandas.Series or float
+
+    Returns
+    -------
+    pandas.Series or float
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = numerator / denominator
+    both_zero = (numerator == 0) & (denominator == 0)
+    if isinstance(out, pd.Series):
+        return out.mask(both_zero, 1.0)
+    return 1.0 if both_zero else out
+
+
 def ratios(summary: pd.DataFrame) -> pd.DataFrame:
     """Planned against each comparator: ratio of mean max-L1 error, per table and epsilon.
 
@@ -522,7 +544,7 @@ def ratios(summary: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=wide.index)
     for other in STRATEGIES[1:]:
         if other in wide.columns and "planned" in wide.columns:
-            out[f"planned / {other}"] = wide["planned"] / wide[other]
+            out[f"planned / {other}"] = error_ratio(wide["planned"], wide[other])
     return out.reset_index()
 
 
@@ -560,11 +582,16 @@ def acceptance(summary: pd.DataFrame, runs: pd.DataFrame) -> list[dict]:
     central = summary[[strategy(name).guarantee == strategy("planned").guarantee for name in summary["strategy"]]]
     if "planned" in set(central["strategy"]) and central["strategy"].nunique() > 1:
         points = central.pivot_table(index=["table", "workload", "epsilon"], columns="strategy", values="max_l1_mean")
-        to_best = (points["planned"] / points.min(axis=1)).dropna()
+        to_best = error_ratio(points["planned"], points.min(axis=1)).dropna()
         median, worst = float(to_best.median()), float(to_best.max())
+        compared = [n for n in dict.fromkeys(central["strategy"]) if n != "planned"]
+        every = set(compared) | {"planned"} >= {n for n in STRATEGIES if strategy(n).guarantee == strategy("planned").guarantee}
+        among = "" if every else f" among those run ({', '.join(compared)})"
+        runs_a_point = int(central["runs"].min())
         checks.append({"check": "planned mean max-L1 within 1.03x (median) and 1.10x (worst) of the best central "
-                                "epsilon-DP strategy at each (table, workload, epsilon)",
-                       "figure": f"median {median:.3f}, worst {worst:.3f} over {len(to_best)} points",
+                                f"epsilon-DP strategy{among} at each (table, workload, epsilon)",
+                       "figure": f"median {median:.3f}, worst {worst:.3f} over {len(to_best)} points "
+                                 f"({runs_a_point} runs a point or more)",
                        "holds": median <= 1.03 and worst <= 1.10})
     planned = runs[runs["strategy"] == "planned"]
     if len(planned):
@@ -602,7 +629,7 @@ def comparison(summary: pd.DataFrame) -> list[str]:
         lines.append("")
         if len(names) > 1:
             best = part.groupby(["table", "workload", "epsilon"])["max_l1_mean"].transform("min")
-            part = part.assign(to_best=part["max_l1_mean"] / best)
+            part = part.assign(to_best=error_ratio(part["max_l1_mean"], best))
             for label, low, high in EPSILON_BANDS:
                 band = part[(part["epsilon"] >= low) & (part["epsilon"] <= high)]
                 if band.empty:
@@ -645,8 +672,8 @@ def comparison(summary: pd.DataFrame) -> list[str]:
         reference = summary[summary["strategy"] == "planned"].set_index(["table", "workload", "epsilon"])["max_l1_mean"]
         if guarantee != strategy("planned").guarantee and len(reference):
             for name in names:
-                ratio = (part[part["strategy"] == name].set_index(["table", "workload", "epsilon"])["max_l1_mean"]
-                         / reference)
+                ratio = error_ratio(part[part["strategy"] == name].set_index(["table", "workload", "epsilon"])[
+                    "max_l1_mean"], reference)
                 ratio = ratio.dropna()
                 if len(ratio):
                     lines.append(f"- the error of {name} is a median {ratio.median():.2f} times the planned release's "
@@ -742,12 +769,28 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
         `out`.
     """
     out = Path(out)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    from .tables import BUILTIN_TABLES
+
+    files = sorted(set(runs["table"]) - set(BUILTIN_TABLES))
+    if made and files:  # owner-only, as a sweep's: its rows hold the files' true n and errors against their counts
+        os.chmod(out, 0o700)
+    _remove_old_figures(out)
     summary = summarise(runs)
     table_of_ratios = ratios(summary)
     runs.to_csv(out / "runs.csv", index=False)
+    fingerprints = runs.attrs.get("fingerprints") or {}
+    if fingerprints:
+        import json
+
+        (out / TABLES_FILE).write_text(json.dumps(fingerprints, indent=1, sort_keys=True) + "\n")
+    elif (out / TABLES_FILE).is_file():
+        (out / TABLES_FILE).unlink()
     summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
-    table_of_ratios.to_csv(out / "ratios.csv", index=False, float_format="%.4f")
+    # The epsilon as written (not to four places: 1e-7 had been written 0.0000, 0.0025 and 0.003 alike).
+    table_of_ratios.assign(epsilon=[f"{e:.10g}" for e in table_of_ratios["epsilon"]]).to_csv(
+        out / "ratios.csv", index=False, float_format="%.4f")
     figures = []
     for table, workload in dict.fromkeys(zip(summary["table"], summary["workload"])):
         figures.append(f"{table}.svg" if workload == MODEL else f"{table}-{workload}.svg")
@@ -760,7 +803,9 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
         f"{_workloads_in_words(summary)}. Every number below is computed from `runs.csv`."
         + (f" The rows of {', '.join(runs.attrs['kept'])} were kept from the run before in the same folder (the same "
            "seeds: a strategy's draws do not depend on which others run); the others were run by this command."
-           if runs.attrs.get("kept") else ""),
+           if runs.attrs.get("kept") else "")
+        + (f" Internal: the rows of {', '.join(files)} are computed from the true counts of those files (their n, "
+           "and each run's error against them); not for publication." if files else ""),
         "",
         "## Checks",
         "",
@@ -770,10 +815,14 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     for c in acceptance(summary, runs):
         lines.append(f"| {c['check']} | {c['figure']} | {'yes' if c['holds'] else 'NO'} |")
     lines += _not_run_lines(runs.attrs.get("not_run", []) + _points_without_rows(runs))
+    lines += _precision_lines(summary)
     lines += ["", "## Which to choose, and why", "", "Counted from the runs below, within each class of guarantee.", ""]
     lines += comparison(summary)
-    lines += ["", "## Ratio of mean max-L1 error (planned / other)", "", "Not run: a strategy with no runs at the point "
-              "(see Not run above).", "", _markdown(table_of_ratios, "%.3f"), ""]
+    missing = runs.attrs.get("not_run", []) + _points_without_rows(runs)
+    shown_ratios = table_of_ratios.assign(epsilon=[f"{e:g}" for e in table_of_ratios["epsilon"]])
+    lines += ["", "## Ratio of mean max-L1 error (planned / other)", ""]
+    lines += (["'not run': a strategy with no runs at the point (see Not run above).", ""] if missing else [])
+    lines += [_markdown(shown_ratios, "%.3f"), ""]
     lines += ["## Every point", "", "Mean (sd) of the largest and the mean L1 margin error, |n' - n|, and the share "
               "of integer, non-negative, consistent outputs.", ""]
     shown = summary.assign(
@@ -806,6 +855,58 @@ def _not_run_lines(not_run) -> list[str]:
                          for (table, workload), eps in where.items())
         lines.append(f"- {name} ({said}): {why}")
     return lines
+
+
+# Beside runs.csv: each file table's fingerprint (`table_fingerprint`), by its label, so that `--keep-others` keeps
+# rows only of the very counts it releases again.
+TABLES_FILE = "tables.json"
+
+
+def table_fingerprint(table) -> str:
+    """A short digest of a table's counts and shape: whether rows kept from an earlier run are of the same counts.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+
+    Returns
+    -------
+    str
+    """
+    import hashlib
+
+    counts = np.ascontiguousarray(np.asarray(table.counts, dtype=np.int64))
+    return hashlib.blake2b(counts.tobytes() + repr(tuple(table.shape)).encode(), digest_size=8).hexdigest()
+
+
+def _remove_old_figures(out: Path) -> None:
+    """The figures a previous report in `out` named (its ``![...](file.svg)`` lines), removed before new ones are
+    drawn: a run on other tables had left the old tables' figures beside the new report (a review's trial)."""
+    import re
+    from urllib.parse import unquote
+
+    try:
+        old = (out / "report.md").read_text()
+    except OSError:
+        return
+    for name in re.findall(r"^!\[[^\]]*\]\(([^)/]+\.svg)\)$", old, flags=re.MULTILINE):
+        path = out / unquote(name)
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+
+
+def _precision_lines(summary: pd.DataFrame) -> list[str]:
+    """How precisely the runs know each mean: the standard error of a point's mean max-L1 error (its sd over the
+    square root of its runs) as a share of the mean, the median and largest over the points (a review's trial: a
+    strategy was recommended on 2 runs a point, with no word of their error)."""
+    known = summary[summary["max_l1_mean"] > 0]
+    if known.empty:
+        return []
+    share = known["max_l1_sd"] / np.sqrt(known["runs"]) / known["max_l1_mean"]
+    return ["", "## Precision", "", f"Each point's mean is over {int(summary['runs'].min())} to "
+            f"{int(summary['runs'].max())} runs; its standard error is a median {share.median():.1%} of the mean "
+            f"(largest {share.max():.1%}). Ratios and rankings closer than about twice that are within the runs' "
+            "own error: more --repetitions tell them apart."]
 
 
 def _points_without_rows(runs: pd.DataFrame) -> list[tuple]:

@@ -3,6 +3,7 @@ files."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -53,7 +54,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..errors import TabreleaseError
     from ..frontier import (EPSILONS, FRONTIER_TABLES, REPETITIONS, STRATEGIES, WORKLOAD_CHOICES, WORKLOADS,
-                            check_frontier_tables, run_frontier, strategy, workload_margins, write_frontier)
+                            check_frontier_tables, run_frontier, strategy, table_fingerprint, table_label,
+                            workload_margins, write_frontier)
     from ..spec import source_from_settings
     from ..sweeps.driver import local_executor
     from ..tables import BUILTIN_TABLES, load_table
@@ -81,6 +83,16 @@ def run(args) -> int:
         for workload in workloads:
             workload_margins(load_table(table), workload)
 
+    from ..spec import EPSILON_RANGE
+
+    epsilons = args.epsilon or EPSILONS
+    low, high = EPSILON_RANGE
+    for epsilon in epsilons:  # as a release takes them (1e-7 had run for minutes, 701 past the sampler's domain)
+        if not low <= epsilon <= high:
+            raise TabreleaseError(f"the frontier takes an epsilon between {low:g} and {high:g}, as a release does, "
+                                  f"not {epsilon!r}")
+    if len(set(epsilons)) != len(epsilons):  # the same seeded runs twice had counted as twice the runs
+        raise TabreleaseError("an epsilon appears twice in --epsilon")
     if Path(args.out).exists() and not args.force and any(Path(args.out).iterdir()):
         raise TabreleaseError(f"{args.out} exists and is not empty; choose another --out or pass --force")
     repetitions = REPETITIONS if args.repetitions is None else args.repetitions
@@ -121,6 +133,8 @@ def run(args) -> int:
         runs = runs.iloc[order.argsort(kind="stable")].reset_index(drop=True)
         runs.attrs["kept"] = sorted(set(kept["strategy"]))
     runs.attrs["not_run"] = not_run
+    runs.attrs["fingerprints"] = {table_label(t): table_fingerprint(load_table(t)) for t in tables
+                                  if table_label(t) not in BUILTIN_TABLES}
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
     out = write_frontier(args.out, runs, seconds=time.perf_counter() - start, command=command)
     if args.json:
@@ -164,11 +178,22 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
     have = set(zip(old["table"], old["workload"], old["epsilon"].astype(float)))
     if have != points or int(old["repetition"].max()) + 1 != repetitions:
         raise TabreleaseError(f"the frontier in {args.out} is of other points or repetitions: run every strategy")
-    # A table's file may hold other counts than it did under the same name: its kept rows must be of its n (the runs
-    # keep no more of a table than its n).
+    # A table's file may hold other counts than it did under the same name: its kept rows must be of its n, and of
+    # its counts (their fingerprint, in tables.json: a file with 300 counts moved and the same n had been kept; a
+    # review's trial). A built-in table is the same counts by its name.
+    from ..frontier import TABLES_FILE, table_fingerprint
+    from ..tables import BUILTIN_TABLES
+
+    try:
+        recorded = json.loads((Path(args.out) / TABLES_FILE).read_text())
+    except (OSError, ValueError):
+        recorded = {}
     for t in tables:
         n = load_table(t).n
         if set(old.loc[old["table"] == table_label(t), "n"].astype(int)) != {int(n)}:
             raise TabreleaseError(f"the frontier in {args.out} released another table named {table_label(t)!r} (of "
                                   "another n): run every strategy")
+        if table_label(t) not in BUILTIN_TABLES and recorded.get(table_label(t)) != table_fingerprint(load_table(t)):
+            raise TabreleaseError(f"the frontier in {args.out} released other counts as {table_label(t)!r} (or did "
+                                  f"not record them in {TABLES_FILE}): run every strategy")
     return old[~old["strategy"].isin(chosen)]
