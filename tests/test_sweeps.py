@@ -458,3 +458,21 @@ def test_a_sweep_s_folder_is_owner_only_and_says_it_is_internal(tmp_path):
     assert json.loads((tmp_path / "s" / "sweep.json").read_text())["internal"] == INTERNAL_NOTE
     assert "true counts" in INTERNAL_NOTE and "not for publication" in INTERNAL_NOTE
     run_sweep(small_grid(), tmp_path / "s", resume=True, progress=False)
+
+
+def test_a_file_named_as_a_built_in_table_but_holding_other_counts_is_refused(tmp_path, capsys):
+    """A methodologist's trial: `sweep data/rochdale.csv` (holding another table) labelled every run, summary row and
+    figure "rochdale"; the frontier refuses such a file, and now the sweep does too."""
+    import itertools
+
+    from tabrelease.cli import main
+
+    table = builtin_table("housing")
+    rows = ["A,B,C,D,count"] + [",".join([*(table.levels[j][i] for j, i in enumerate(cell)),
+                                          str(int(table.counts[cell]))])
+                                for cell in itertools.product(*(range(s) for s in table.shape))]
+    (tmp_path / "rochdale.csv").write_text("\n".join(rows) + "\n")
+    assert main(["sweep", str(tmp_path / "rochdale.csv"), "--epsilons", "1", "--repetitions", "1", "--out",
+                 str(tmp_path / "s")]) == 2
+    assert "is named 'rochdale', as a built-in table is, but holds other counts" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
