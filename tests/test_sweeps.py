@@ -476,3 +476,13 @@ def test_a_file_named_as_a_built_in_table_but_holding_other_counts_is_refused(tm
                  str(tmp_path / "s")]) == 2
     assert "is named 'rochdale', as a built-in table is, but holds other counts" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_bad_file_among_several_tables_is_named(tmp_path, capsys):
+    """A methodologist's trial: with several tables, "no count column 'count'" said which file in no way."""
+    from tabrelease.cli import main
+
+    (tmp_path / "nocount.csv").write_text("a,b,n\nx,y,1\n")
+    assert main(["sweep", "rochdale", str(tmp_path / "nocount.csv"), "--epsilons", "1", "--repetitions", "1",
+                 "--out", str(tmp_path / "s")]) == 2
+    assert capsys.readouterr().err.startswith(f"tabrelease: error: {tmp_path / 'nocount.csv'}: no count column")

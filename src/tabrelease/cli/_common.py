@@ -28,13 +28,23 @@ def add_table_arguments_for_many(parser) -> None:
 
 def load_many_from_args(args) -> list:
     """The tables a command taking several names (`args.tables`), each read as the input settings say."""
+    from ..errors import TabreleaseError
     from ..spec import INPUT_SETTINGS, source_from_settings
     from ..workflow import read_source
 
     settings = {s.name: getattr(args, s.name, None) for s in INPUT_SETTINGS}
     if settings.get("engine") not in ("dask", "spark"):
         settings["scheduler"] = None
-    return [read_source(source_from_settings(name, settings)) for name in args.tables]
+    tables = []
+    for name in args.tables:
+        try:
+            tables.append(read_source(source_from_settings(name, settings)))
+        except TabreleaseError as exc:
+            if len(args.tables) < 2 or name in str(exc):
+                raise
+            # Which of several files it was (a methodologist's trial: "no count column" named none of them).
+            raise type(exc)(f"{name}: {exc}") from None
+    return tables
 
 
 def add_spec_arguments(parser, omit: tuple[str, ...] = (), required: tuple[str, ...] = ()) -> None:
