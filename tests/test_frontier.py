@@ -442,8 +442,8 @@ def test_a_file_table_s_frontier_is_internal_keeps_only_its_own_counts_and_leave
     report = (out / "report.md").read_text()
     assert stat.S_IMODE(out.stat().st_mode) == 0o700 and "Internal: the rows of my_housing are computed" in report
     assert "## Precision" in report and "Each point's mean is over 2 to 2 runs" in report
-    assert json.loads((out / frontier.TABLES_FILE).read_text()) == {
-        "my_housing": frontier.table_fingerprint(tr.load_table(str(path)))}
+    assert json.loads((out / frontier.RUN_FILE).read_text()) == {"master_seed": frontier.MASTER_SEED, "tables": {
+        "my_housing": frontier.table_fingerprint(tr.load_table(str(path)))}}
     # 300 people moved between two cells: the same n, other counts.
     lines = path.read_text().splitlines()
     first, second = lines[1].rsplit(",", 1), lines[2].rsplit(",", 1)
@@ -456,4 +456,22 @@ def test_a_file_table_s_frontier_is_internal_keeps_only_its_own_counts_and_leave
     assert (out / "my_housing-all-2-way.svg").is_file()
     assert main(argv + ["--tables", "edwards", "--strategies", "planned,cells", "--force"]) == 0
     assert not (out / "my_housing-all-2-way.svg").exists() and (out / "edwards-all-2-way.svg").is_file()
-    assert not (out / frontier.TABLES_FILE).exists() and "Internal:" not in (out / "report.md").read_text()
+    assert json.loads((out / frontier.RUN_FILE).read_text())["tables"] == {}
+    assert "Internal:" not in (out / "report.md").read_text()
+
+
+def test_the_frontier_s_seed_is_recorded_and_kept_rows_are_of_it(tmp_path, capsys):
+    """A methodologist's trial: the frontier had no --seed (a ranking could not be checked on independent draws),
+    and the report printed the default seed whatever the runs. Another seed gives other draws, is in the report and
+    frontier.json, and --keep-others refuses rows of another seed."""
+    argv = ["frontier", "--tables", "edwards", "--epsilon", "1", "--repetitions", "2", "--workloads", "all-2-way",
+            "--strategies", "cells", "--quiet"]
+    assert main(argv + ["--out", str(tmp_path / "a")]) == 0
+    assert main(argv + ["--out", str(tmp_path / "b"), "--seed", "7"]) == 0
+    a, b = (pd.read_csv(tmp_path / name / "runs.csv") for name in "ab")
+    assert not np.array_equal(a["max_l1"], b["max_l1"])
+    assert "master seed 7)" in (tmp_path / "b" / "report.md").read_text()
+    assert json.loads((tmp_path / "b" / frontier.RUN_FILE).read_text())["master_seed"] == 7
+    capsys.readouterr()
+    assert main(argv[:-3] + ["--strategies", "planned", "--keep-others", "--force", "--out", str(tmp_path / "b")]) == 2
+    assert "drawn from another --seed" in capsys.readouterr().err

@@ -264,6 +264,7 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
         raise TabreleaseError("none of the chosen strategies could be made at any point: "
                               + "; ".join(sorted({f"{name}: {why}" for *_, name, why in not_run})))
     runs.attrs["not_run"] = not_run
+    runs.attrs["master_seed"] = int(master_seed)
     return runs
 
 
@@ -780,13 +781,11 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     summary = summarise(runs)
     table_of_ratios = ratios(summary)
     runs.to_csv(out / "runs.csv", index=False)
-    fingerprints = runs.attrs.get("fingerprints") or {}
-    if fingerprints:
-        import json
+    import json
 
-        (out / TABLES_FILE).write_text(json.dumps(fingerprints, indent=1, sort_keys=True) + "\n")
-    elif (out / TABLES_FILE).is_file():
-        (out / TABLES_FILE).unlink()
+    (out / RUN_FILE).write_text(json.dumps({"master_seed": int(runs.attrs.get("master_seed", MASTER_SEED)),
+                                            "tables": runs.attrs.get("fingerprints") or {}},
+                                           indent=1, sort_keys=True) + "\n")
     summary.to_csv(out / "summary.csv", index=False, float_format="%.6g")
     # The epsilon as written (not to four places: 1e-7 had been written 0.0000, 0.0025 and 0.003 alike).
     table_of_ratios.assign(epsilon=[f"{e:.10g}" for e in table_of_ratios["epsilon"]]).to_csv(
@@ -857,9 +856,10 @@ def _not_run_lines(not_run) -> list[str]:
     return lines
 
 
-# Beside runs.csv: each file table's fingerprint (`table_fingerprint`), by its label, so that `--keep-others` keeps
-# rows only of the very counts it releases again.
-TABLES_FILE = "tables.json"
+# Beside runs.csv: the master seed, and each file table's fingerprint (`table_fingerprint`) by its label, so that
+# `--keep-others` keeps rows only of the very seeds and counts it releases again. (Runs made before it was written
+# were made with MASTER_SEED, which is what its absence means.)
+RUN_FILE = "frontier.json"
 
 
 def table_fingerprint(table) -> str:

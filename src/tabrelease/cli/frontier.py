@@ -43,6 +43,9 @@ def register(subparsers) -> None:
                         help="with --strategies and --force: keep the other strategies' rows of the runs.csv already "
                         "in --out (the same tables, workloads, epsilons and repetitions; their seeds do not depend "
                         "on which strategies run) and rewrite the report from all of them")
+    parser.add_argument("--seed", type=int, default=None, help="the master seed every run's seed is made from "
+                        "(default 20261122, the committed frontier's): another gives independent draws, to check a "
+                        "ranking on runs it was not read from")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--force", action="store_true", help="replace the frontier files in an existing --out")
     parser.add_argument("--json", action="store_true", help="print what was done as JSON (releases, seconds, files)")
@@ -53,7 +56,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..errors import TabreleaseError
-    from ..frontier import (EPSILONS, FRONTIER_TABLES, REPETITIONS, STRATEGIES, WORKLOAD_CHOICES, WORKLOADS,
+    from ..frontier import (EPSILONS, FRONTIER_TABLES, MASTER_SEED, REPETITIONS, STRATEGIES, WORKLOAD_CHOICES, WORKLOADS,
                             check_frontier_tables, run_frontier, strategy, table_fingerprint, table_label,
                             workload_margins, write_frontier)
     from ..spec import source_from_settings
@@ -115,6 +118,7 @@ def run(args) -> int:
     executor = local_executor(args.jobs)
     try:
         runs = run_frontier(tables, args.epsilon or EPSILONS, repetitions, executor=executor,
+                            master_seed=MASTER_SEED if args.seed is None else args.seed,
                             progress=None if not args.quiet else False, workloads=workloads,
                             strategies=chosen + tuple(n for n in _sources(chosen) if n not in chosen))
     finally:
@@ -133,6 +137,7 @@ def run(args) -> int:
         runs = runs.iloc[order.argsort(kind="stable")].reset_index(drop=True)
         runs.attrs["kept"] = sorted(set(kept["strategy"]))
     runs.attrs["not_run"] = not_run
+    runs.attrs["master_seed"] = MASTER_SEED if args.seed is None else args.seed
     runs.attrs["fingerprints"] = {table_label(t): table_fingerprint(load_table(t)) for t in tables
                                   if table_label(t) not in BUILTIN_TABLES}
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
@@ -181,13 +186,17 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
     # A table's file may hold other counts than it did under the same name: its kept rows must be of its n, and of
     # its counts (their fingerprint, in tables.json: a file with 300 counts moved and the same n had been kept; a
     # review's trial). A built-in table is the same counts by its name.
-    from ..frontier import TABLES_FILE, table_fingerprint
+    from ..frontier import MASTER_SEED, RUN_FILE, table_fingerprint
     from ..tables import BUILTIN_TABLES
 
     try:
-        recorded = json.loads((Path(args.out) / TABLES_FILE).read_text())
+        described = json.loads((Path(args.out) / RUN_FILE).read_text())
     except (OSError, ValueError):
-        recorded = {}
+        described = {}
+    recorded = described.get("tables", {}) if isinstance(described, dict) else {}
+    seed = MASTER_SEED if args.seed is None else args.seed
+    if (described.get("master_seed", MASTER_SEED) if isinstance(described, dict) else MASTER_SEED) != seed:
+        raise TabreleaseError(f"the frontier in {args.out} was drawn from another --seed: run every strategy")
     for t in tables:
         n = load_table(t).n
         if set(old.loc[old["table"] == table_label(t), "n"].astype(int)) != {int(n)}:
@@ -195,5 +204,5 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
                                   "another n): run every strategy")
         if table_label(t) not in BUILTIN_TABLES and recorded.get(table_label(t)) != table_fingerprint(load_table(t)):
             raise TabreleaseError(f"the frontier in {args.out} released other counts as {table_label(t)!r} (or did "
-                                  f"not record them in {TABLES_FILE}): run every strategy")
+                                  f"not record them in {RUN_FILE}): run every strategy")
     return old[~old["strategy"].isin(chosen)]
