@@ -486,3 +486,23 @@ def test_a_bad_file_among_several_tables_is_named(tmp_path, capsys):
     assert main(["sweep", "rochdale", str(tmp_path / "nocount.csv"), "--epsilons", "1", "--repetitions", "1",
                  "--out", str(tmp_path / "s")]) == 2
     assert capsys.readouterr().err.startswith(f"tabrelease: error: {tmp_path / 'nocount.csv'}: no count column")
+
+
+def test_sweep_json_names_each_margin_s_variables(tmp_path):
+    """A methodologist's trial: margin_errors.csv names margins by letters ([AC]) and nothing in the folder said
+    which variables they are."""
+    run_sweep(small_grid(), tmp_path / "s", progress=False)
+    named = json.loads((tmp_path / "s" / "sweep.json").read_text())["margin_names"]
+    errors = pd.read_csv(tmp_path / "s" / "margin_errors.csv")
+    grid = small_grid()
+    for table in grid.tables:
+        assert set(named[table.name]) == set(errors.loc[errors.run_id.str.startswith(table.name + "/"), "margin"])
+    table = grid.tables[0]
+    label, names = next(iter(named[table.name].items()))
+    assert names == [tr_people(table)[j] for j in [table.letters.index(ch) for ch in label.strip("[]")]]
+
+
+def tr_people(table):
+    from tabrelease.tables import people_names
+
+    return people_names(table)[0]

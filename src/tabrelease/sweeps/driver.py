@@ -316,8 +316,15 @@ def _prepare_output(out: Path, grid: SweepGrid, resume: bool, force: bool) -> Pa
             os.chmod(out, 0o700)
         from .. import __version__
 
-        write_text_atomic(saved, json.dumps({**description, "tool_version": __version__, "internal": INTERNAL_NOTE},
-                                            indent=2))
+        from ..models import margin_label
+        from ..tables import people_names
+
+        # Each table's margins by their variables' names for people, beside the letters the rows name them by (a
+        # methodologist's trial: nothing in the folder said which variables [AC] was).
+        named = {t.name: {margin_label(g, t.letters): [people_names(t)[0][j] for j in g] for g in m}
+                 for t, m in zip(grid.tables, grid.margins)}
+        write_text_atomic(saved, json.dumps({**description, "tool_version": __version__, "internal": INTERNAL_NOTE,
+                                             "margin_names": named}, indent=2))
     chunk_dir = out / CHUNK_DIR
     chunk_dir.mkdir(exist_ok=True)
     return chunk_dir
