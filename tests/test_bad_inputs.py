@@ -363,7 +363,10 @@ CLI_CASES = [
      "a budget delta must be 0 or at least 1e-300, not 1e-310"),
     # sweeps and the reproduction
     ("bad epsilon grid", None, ["sweep", "czech", "--epsilons", "0.1:0.05:0.01", "--repetitions", "2", "--out", "s"],
-     "argument --epsilons: '0.1:0.05:0.01' is not a comma list of numbers or START:STOP:STEP"),
+     "argument --epsilons: '0.1:0.05:0.01': START:STOP:STEP runs up from START to below STOP by a positive STEP"),
+    ("unreadable epsilon grid", None, ["sweep", "czech", "--epsilons", "0.1:x:0.01", "--repetitions", "2", "--out",
+                                       "s"],
+     "argument --epsilons: '0.1:x:0.01' is not a comma list of numbers or START:STOP:STEP"),
     ("zero repetitions", None, ["sweep", "czech", "--epsilons", "1", "--repetitions", "0", "--out", "s"],
      "argument --repetitions: '0' must be at least 1"),
     ("repetitions past the limit", None,

@@ -137,8 +137,9 @@ def epsilon_list(text: str) -> tuple[float, ...]:
     try:
         if ":" in text:
             start, stop, step = (float(p) for p in text.split(":"))
-            if step <= 0 or stop <= start:
-                raise ValueError
+            if step <= 0 or stop <= start:  # numbers, but no range (a methodologist's trial: "1:0.1:0.1")
+                raise argparse.ArgumentTypeError(f"{text!r}: START:STOP:STEP runs up from START to below STOP by a "
+                                                 "positive STEP (STOP above START)")
             span = (stop - start) / step - 1e-9
             if not span <= MAX_EPSILONS:  # counted before any value is made (and inf or nan is no count)
                 raise argparse.ArgumentTypeError(f"{text!r} gives more than {MAX_EPSILONS:,} epsilons, the most "
