@@ -476,3 +476,29 @@ def test_a_ctrl_c_held_over_a_release_stops_the_batch_after_it(folder, capsys, m
     assert any("interrupted after its charge" in w for w in steps[1]["warnings"])
     assert (folder / "out" / "czech-1" / "public" / "release.json").is_file()
     assert not (folder / "out" / "housing-1").exists()
+
+
+@pytest.mark.e2e
+def test_a_sigterm_between_a_batch_s_releases_ends_it_with_its_summary(folder, capsys, monkeypatch):
+    """A second review's trial: a SIGTERM between releases (release 1 made and charged) ended the batch with 143 and
+    no summary. It now stops there with its summary (release 1 made, the rest not attempted) and exits 143."""
+    import os
+    import signal
+
+    from tabrelease import workflow
+
+    real, calls = workflow.prepare_release, []
+
+    def terminated(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2 + 5:  # the dry run's five first (the batch charges a copy of the ledger first)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    spec = folder / "season.toml"
+    spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))
+    monkeypatch.setattr(workflow, "prepare_release", terminated)
+    code, out, err = run(capsys, "batch", spec, "--json")
+    steps = json.loads(out)["releases"]
+    assert code == 143 and [s["status"] for s in steps] == ["made"] + ["not attempted"] * 4, (calls, err)
+    assert steps[1]["reason"] == "interrupted before release 2's charge"

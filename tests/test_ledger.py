@@ -1079,3 +1079,73 @@ def test_a_batch_and_a_chain_of_links_are_held_to_the_link_check(tmp_path):
     assert spec.ledger == work / "L.json"  # as named, not resolved to the copy
     with pytest.raises(LedgerIntegrityError, match="stands beside the link"):
         verify_ledger(spec.ledger)
+
+
+@pytest.mark.e2e
+def test_signals_around_the_charge_and_the_account_a_second_review_found(tmp_path, monkeypatch, capsys):
+    """A second review's trials: a Ctrl-C while the ledger's lock was awaited could not cancel (it was held, then
+    the release charged); a SIGTERM while the account was read back ended a published, charged release with 143;
+    under nohup a SIGHUP during the charge was taken for an interrupt. Now the wait is outside the hold (130,
+    nothing charged), the read-back's SIGTERM leaves the release made (exit 0), and an ignored SIGHUP is ignored."""
+    import signal
+
+    from tabrelease import ledger as ledger_module, workflow
+    from tabrelease.ledger import ledger_entries
+
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "k" * 64)
+    path = init_ledger(tmp_path / "L.json")
+    real_lock, real_status, real_charge = ledger_module._lock, ledger_module.budget_status, workflow.charge_release
+
+    def awaited(p):  # the wait for the lock, a Ctrl-C in it
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_lock(p)
+
+    monkeypatch.setattr(ledger_module, "_lock", awaited)
+    assert main(_release_argv(path, tmp_path / "waited")) == 130
+    assert capsys.readouterr().err.endswith("tabrelease: interrupted\n")
+    assert ledger_entries(path) == [] and not (tmp_path / "waited").exists()
+    monkeypatch.setattr(ledger_module, "_lock", real_lock)
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_status(*args, **kwargs)
+
+    monkeypatch.setattr(ledger_module, "budget_status", terminated)
+    assert main(_release_argv(path, tmp_path / "account")) == 0
+    assert "the ledger's account was not read back (interrupted)" in capsys.readouterr().out
+    assert [e["failed"] for e in ledger_entries(path)] == [None]
+    monkeypatch.setattr(ledger_module, "budget_status", real_status)
+
+    def hung_up(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGHUP)
+        return real_charge(*args, **kwargs)
+
+    monkeypatch.setattr(workflow, "charge_release", hung_up)
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert main(_release_argv(path, tmp_path / "nohup")) == 0
+        out, err = capsys.readouterr()
+        assert "interrupt held" not in err and "interrupted after its charge" not in out
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+@pytest.mark.e2e
+def test_a_release_without_a_ledger_signalled_over_its_rename_stands_and_says_so(tmp_path, monkeypatch, capsys):
+    """A second review's trial: without a ledger a signal held over the rename ended the command with 130, the
+    bundle in place (the exit codes say a release being written is removed)."""
+    import signal
+
+    from tabrelease import bundle
+
+    os_replace = os.replace
+
+    def renaming(source, destination):
+        os_replace(source, destination)
+        if os.fspath(destination) == os.fspath(tmp_path / "r"):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(bundle.os, "replace", renaming)
+    assert main(["release", "rochdale", "--epsilon", "0.5", "--simulate", "--out", str(tmp_path / "r")]) == 0
+    assert "interrupted as the bundle was put in place: the release was published" in capsys.readouterr().out
+    assert (tmp_path / "r" / "public" / "release.json").is_file()

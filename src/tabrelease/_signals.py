@@ -14,6 +14,7 @@ from contextlib import contextmanager
 # outright, leaving a staging folder with its audit on disk and a charge not recorded as failed (a reviewer's trial).
 HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 HELD = (signal.SIGINT, signal.SIGTERM) + HANGUP
+HANGUP_SIGNAL = HANGUP[0] if HANGUP else None
 # The signals the command's own handlers have received (`command_signals`). The exception a handler raises
 # can be lost inside compiled code: a SIGINT while pyarrow imported pandas for it (reading a file) was swallowed
 # there, and the release ran on, was charged and exited 0 (a new user's trial). So a release looks here before its
@@ -50,9 +51,13 @@ def command_signals(terminate):
         _RECEIVED.append(signum)
         terminate(signum, frame)
 
+    global _IGNORED_TO_THE_END
+    _IGNORED_TO_THE_END = False
     _RECEIVED.clear()
-    previous = {signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
-                **{signum: signal.signal(signum, end) for signum in (signal.SIGTERM,) + _hangup_heeded()}}
+    # A signal the caller ignores stays ignored (nohup's SIGHUP; a background job's SIGINT in a non-interactive
+    # shell: a review's trial, `kill -INT` had ended such a job).
+    previous = {signum: signal.signal(signum, interrupt if signum == signal.SIGINT else end)
+                for signum in _heeded(HELD)}
     try:
         yield
     finally:
@@ -78,10 +83,11 @@ def raise_if_signalled() -> None:
         raise SystemExit(128 + signum)
 
 
-def _hangup_heeded() -> tuple:
-    """SIGHUP, unless it is ignored (`nohup`): a hang-up the user asked to be ignored stays ignored (a review's
-    trial: under nohup a dropped session had abandoned a charged release)."""
-    return tuple(s for s in HANGUP if signal.getsignal(s) is not signal.SIG_IGN)
+def _heeded(signals) -> tuple:
+    """Those of `signals` that are not ignored: a signal the process was started ignoring (SIGHUP under nohup,
+    SIGINT in a background job of a non-interactive shell) stays ignored (a review's trial: under nohup a dropped
+    session had abandoned a charged release)."""
+    return tuple(s for s in signals if signal.getsignal(s) is not signal.SIG_IGN)
 
 
 @contextmanager
@@ -111,7 +117,7 @@ def deferred_signals(*, act: bool = True, noted: list | None = None):
     def hold(signum, frame):
         received.append(signum)
 
-    previous = {signum: signal.signal(signum, hold) for signum in HELD}
+    previous = {signum: signal.signal(signum, hold) for signum in _heeded(HELD)}
     try:
         yield
     finally:
@@ -120,7 +126,10 @@ def deferred_signals(*, act: bool = True, noted: list | None = None):
         if noted is not None:
             noted.extend(received)
         if received and act:
-            _act_on(received[0], previous[received[0]])
+            # The strongest held, not the first: a SIGTERM after a SIGINT in one hold had been dropped (a review's
+            # trial: exit 0).
+            strongest = min(received, key=lambda s: (s != signal.SIGTERM, s != HANGUP_SIGNAL, received.index(s)))
+            _act_on(strongest, previous[strongest])
 
 
 class HeldInterrupts:
@@ -159,7 +168,7 @@ def finishing_after_charge(say, already=()):
     ------
     HeldInterrupts
     """
-    state = HeldInterrupts(s for s in already if s in (signal.SIGINT,) + HANGUP)
+    state = HeldInterrupts(s for s in already if s in _heeded((signal.SIGINT,) + HANGUP))
     if threading.current_thread() is not threading.main_thread():
         yield state
         return
@@ -181,7 +190,7 @@ def finishing_after_charge(say, already=()):
 
     if state.received:
         tell()
-    watched = (signal.SIGINT,) + _hangup_heeded()
+    watched = _heeded((signal.SIGINT,) + HANGUP)
     previous = {signum: signal.signal(signum, hold) for signum in watched}
     try:
         yield state

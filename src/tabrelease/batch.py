@@ -183,6 +183,7 @@ class BatchResult:
     steps: tuple[Step, ...]
     budget_changes: tuple[str, ...] = ()  # every budget the run sets or changes, in words
     interrupted: bool = False  # a Ctrl-C stopped the run (the releases made before it, and the one it came in, stand)
+    interrupted_status: int | None = None  # what the run exits with then: 130, or 128 + N for signal N
 
     @property
     def stopped(self) -> bool:
@@ -647,7 +648,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                             "release of the batch was made (a batch is made whole, or not at all, where the "
                             "ledger's rule can tell beforehand); see --dry-run")
     said = _apply_budgets(spec.ledger, spec, set_budgets)
-    steps, stopped, interrupted = [], False, None
+    steps, stopped, interrupted, signalled = [], False, None, 130
     for r, table, plan, labels, expected in prepared:
         step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
                     epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode,
@@ -672,17 +673,28 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             stopped = True
             steps.append(Step(**step, status="refused", reason=str(exc), exit_status=exc.exit_status))
             continue
-        except KeyboardInterrupt:  # before its charge: this one and the rest not attempted, the summary still said
+        except (KeyboardInterrupt, SystemExit) as exc:  # before its charge: this and the rest not attempted
             stopped, interrupted = True, r.number - 1
+            signalled = _signal_status(exc)
             steps.append(Step(**step, status="not attempted", reason=f"interrupted before release {r.number}'s "
                               "charge"))
             continue
         try:
             status = budget_status(spec.ledger, r.dataset)
             spent, budget = status.epsilon_spent, status.epsilon_budget
-        except (TabreleaseError, KeyboardInterrupt):  # made and charged: the account's reading is not the release
+        except (TabreleaseError, KeyboardInterrupt, SystemExit) as exc:  # made and charged all the same
             spent = budget = None
-            stopped, interrupted = True, r.number
+            if not isinstance(exc, TabreleaseError):
+                stopped, interrupted, signalled = True, r.number, _signal_status(exc)
         steps.append(Step(**step, epsilon_spent_after=spent, epsilon_budget=budget,
                           status="made", warnings=tuple(published.warnings)))
-    return BatchResult(spec.path, False, tuple(steps), tuple(said), interrupted=interrupted is not None)
+    return BatchResult(spec.path, False, tuple(steps), tuple(said), interrupted=interrupted is not None,
+                       interrupted_status=signalled if interrupted is not None else None)
+
+
+def _signal_status(exc: BaseException) -> int:
+    """The exit status of the signal an exception stands for: 130 for an interrupt, SystemExit's 128 + N for a
+    termination or a hang-up (the batch ends with it after its summary)."""
+    if isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code > 128:
+        return exc.code
+    return 130

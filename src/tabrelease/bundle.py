@@ -389,6 +389,7 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
     out = check_release_destination(out, force)
     parent = out.resolve().parent
     staging = None
+    PLACED.clear()
     try:
         # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
         # Signals held until `staging` names it: one acted on inside mkdtemp, after its mkdir, would leave it behind.
@@ -404,14 +405,24 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
                 old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
                 os.replace(out, old / out.name)
                 os.replace(staging, out)
+                PLACED[:] = [out]
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.replace(staging, out)
+                PLACED[:] = [out]
     except BaseException:
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            # Not cut by a further signal: a Ctrl-C in the removal had left the staging folder, audit and all, on disk
+            # (a review's trial).
+            with deferred_signals(act=False):
+                shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+# The bundle this process last put in place (`write_bundle`), for a caller that must tell, after a signal held over
+# the rename, whether the bundle at its --out is its own.
+PLACED: list[Path] = []
 
 
 def write_release_bundle(

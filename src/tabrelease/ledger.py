@@ -342,9 +342,41 @@ def _lock(path: Path):
     from filelock import FileLock
 
     key = os.fspath(path)
+    held = _HELD_HERE.__dict__.setdefault("paths", set())
+    if key in held:  # this thread holds it already (`holding`, around a charge): taken once
+        yield
+        return
     with _THREAD_LOCKS_GUARD:
         thread_lock = _THREAD_LOCKS.setdefault(key, threading.Lock())
     with thread_lock, FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_SECONDS, mode=0o600):
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+
+
+# The ledgers this thread holds the lock of (`_lock` takes a lock its thread holds once).
+_HELD_HERE = threading.local()
+
+
+@contextmanager
+def holding(path):
+    """The ledger's lock, taken here and kept over the block (the charge within it takes it no more): so that the
+    wait for it (up to LOCK_TIMEOUT_SECONDS, while another release charges) is outside the signals a charge holds,
+    and a Ctrl-C or SIGTERM while waiting ends the command with nothing charged (a review's trial: a SIGTERM in the
+    wait was acted on after the charge, the budget spent and nothing published).
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Yields
+    ------
+    None
+    """
+    with _lock(_resolve(path)):
         yield
 
 

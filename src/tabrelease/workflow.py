@@ -603,17 +603,23 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         # meanwhile (a Ctrl-C while the ledger's lock was awaited, say) is not acted on after the charge, which
         # would lose it: it is the first held while the release is made (`finishing_after_charge`).
         noted = []
-        with deferred_signals(act=ledger is None, noted=noted):
-            raise_if_signalled()  # an interrupt whose exception compiled code lost (reading the table): no charge
-            if ledger is not None:
-                entry = charge_release(account, table, plan, out, mode)
+        from .ledger import holding
+
+        # The ledger's lock is awaited before the hold: a Ctrl-C or SIGTERM while another release charges ends
+        # the command with nothing charged (held, it had been acted on after the charge).
+        with holding(ledger) if ledger is not None else contextlib.nullcontext():
+            with deferred_signals(act=ledger is None, noted=noted):
+                raise_if_signalled()  # an interrupt whose exception compiled code lost (reading the table): none
+                if ledger is not None:
+                    entry = charge_release(account, table, plan, out, mode)
         if entry is not None and signal.SIGTERM in noted:  # a termination asked for during the charge: honoured
             raise SystemExit(128 + signal.SIGTERM)
         with contextlib.ExitStack() as stack:
             if entry is not None:  # charged: a first Ctrl-C is held and the release made, a second abandons it
                 held = stack.enter_context(finishing_after_charge(lambda: _say_held(entry), already=noted))
+            late: list = []
             written, release, evaluation, said = _make_and_write(table, plan, noise, spec, out, entry, ledger,
-                                                                 version or __version__, force, workbook, held)
+                                                                 version or __version__, force, workbook, held, late)
             if ledger is not None:
                 from .ledger import budget_status
 
@@ -621,13 +627,21 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
                     budget = budget_status(ledger, entry["dataset"])
                 except TabreleaseError as exc:
                     extra.append(f"released and charged, but the ledger's account could not be read back: {exc}")
+                except (KeyboardInterrupt, SystemExit):  # a signal not held here (SIGTERM): the release stands
+                    held.received.append(signal.SIGTERM)
+                    extra.append("released and charged; the ledger's account was not read back (interrupted)")
+                except Exception as exc:  # a fault reading it (a folder unreadable now): the release stands
+                    extra.append(f"released and charged, but the ledger's account could not be read back "
+                                 f"({type(exc).__name__})")
+            if late and not held:  # no ledger: a signal held over the rename, the bundle in place
+                extra.append("interrupted as the bundle was put in place: the release was published, and it stands")
             if held:
                 extra.append(f"interrupted after its charge (ledger record {entry.get('sequence')}): the release "
                              "was finished and published, and it stands")
             warnings = tuple(extra + [f"removed {p.name}, left beside {Path(out).name} by a release that was killed"
                                       for p in stale] + said)
             published = PublishedRelease(release, evaluation, written, entry, budget, warnings,
-                                         interrupted=bool(held))
+                                         interrupted=bool(held) or bool(late))
     except BaseException as exc:
         if entry is not None:
             with deferred_signals(act=False):  # a second signal must not end the command before it says which
@@ -637,7 +651,7 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
             # acted on once the bundle is in place): the release stands, and is not recorded as failed.
             raise
         raise charged_failure(ledger, entry, exc) from exc
-    if held:
+    if published.interrupted:
         # The release stands; the interrupt is acted on now, carrying it, so that a caller's loop stops as a Ctrl-C
         # asks (the command line prints the release and exits 0; a batch stops after it).
         raise ReleaseInterrupted(published)
@@ -653,10 +667,11 @@ def _say_held(entry: Mapping) -> None:
           "finished; Ctrl-C again abandons it (the charge stands)", file=sys.stderr, flush=True)
 
 
-def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force, workbook, held):
+def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force, workbook, held, late):
     """The release's noise, fit, rounding, evaluation and bundle (`publish_release`'s steps after its charge):
     (the bundle's folder, the release, its evaluation, the warnings its reader is told). `held`: the interrupts
-    held since the charge (`finishing_after_charge`), committed once the bundle is in place."""
+    held since the charge (`finishing_after_charge`), committed once the bundle is in place; `late` gets a signal
+    held over the rename of a release without a ledger, whose bundle is then in place."""
     from .bundle import write_release_bundle
     from .evaluation import evaluate_release, evaluation_warnings, release_warnings
     from .models import HierarchicalModel
@@ -673,12 +688,18 @@ def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force
                                        workbook=workbook, charge=None if entry is None else {**entry, "ledger": str(ledger)},
                                        out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
     except (KeyboardInterrupt, SystemExit):
-        # A signal held over the bundle's rename is acted on once the bundle is in place: a charged release that
-        # stands then is made (the interrupt said as held), not a failure nor an exit that says nothing was charged.
-        if entry is None or not _bundle_of(out, entry):
+        # A signal held over the bundle's rename is acted on once the bundle is in place: a release that stands then
+        # is made (the interrupt said as held), not a failure nor an exit that says nothing was charged, or (without
+        # a ledger) that the release being written was removed.
+        from .bundle import PLACED
+
+        in_place = _bundle_of(out, entry) if entry is not None else PLACED == [Path(out)]
+        if not in_place:
             raise
         written = Path(out)
-        if not held.received:  # a SIGTERM held over the rename: the release stands, said as interrupted
+        if entry is None:
+            late.append(signal.SIGINT)
+        elif not held.received:  # a SIGTERM held over the rename: the release stands, said as interrupted
             held.received.append(signal.SIGTERM)
     if isinstance(held, HeldInterrupts):
         held.committed = True  # in place: a further signal has nothing left to abandon

@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None, *, console: bool = False) -> int:
     with command_signals(_terminate):
         status = _run(argv)
         if console:
-            block_signals_at_exit()
+            try:
+                block_signals_at_exit()
+            except (KeyboardInterrupt, SystemExit):  # one pending as the last line was printed: the status stands
+                block_signals_at_exit()
         return status
 
 

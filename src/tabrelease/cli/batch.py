@@ -51,6 +51,41 @@ def run(args) -> int:
         raise TabreleaseError(f"the batch spec {args.spec} nests too deeply to read (thousands of brackets inside "
                               "each other)") from None
     result = (dry_run if args.dry_run else run_batch)(spec, set_budgets=args.set_budgets)
+    try:
+        return _say(args, spec, result)
+    except BrokenPipeError:  # piped into `head`: quiet, as for any command
+        raise
+    except (KeyboardInterrupt, SystemExit, OSError) as exc:
+        # The batch is done (its releases made or not, charged or not): a signal or a terminal gone while its summary
+        # is printed must not turn its status into one that says otherwise (a review's trial: 130 and no summary
+        # after every release was made).
+        import sys
+
+        kind = "interrupted" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else type(exc).__name__
+        try:
+            print(f"tabrelease: the batch's summary could not be printed ({kind}); `tabrelease ledger LEDGER "
+                  "--releases` lists what it charged", file=sys.stderr)
+        except (OSError, ValueError):
+            pass
+        return _status(result)
+
+
+def _status(result) -> int:
+    """The exit status of a batch run: a charged failure's 4, a refusal's own, an interrupt's 130 (or 128 + N), else 0."""
+    from ..errors import ChargedReleaseFailed
+
+    if result.charged_failure is not None:
+        return ChargedReleaseFailed.exit_status
+    refused = next((s for s in result.steps if s.exit_status is not None), None)
+    if refused is not None:
+        return refused.exit_status
+    if result.interrupted:
+        return result.interrupted_status or 130
+    return 0
+
+
+def _say(args, spec, result) -> int:
+    """The batch's summary (or its JSON), then the lines on standard error its status needs; the status."""
     if args.json:
         from ._common import print_json
 
@@ -81,14 +116,10 @@ def run(args) -> int:
         from ..errors import ChargedReleaseFailed
 
         print(f"tabrelease: error: release {failed.number}: {failed.reason}", file=sys.stderr)
-        return ChargedReleaseFailed.exit_status
-    refused = next((s for s in result.steps if s.exit_status is not None), None)
-    if refused is not None:
-        return refused.exit_status
-    if result.interrupted:  # after the summary, which says which were made
+    elif result.interrupted and next((s for s in result.steps if s.exit_status is not None), None) is None:
         import sys
 
+        # After the summary, which says which were made.
         print("tabrelease: interrupted: the releases marked made stand, charged; the rest were not attempted",
               file=sys.stderr)
-        return 130
-    return 0
+    return _status(result)
