@@ -140,10 +140,12 @@ def is_release_bundle(folder: Path) -> bool:
     Parameters
     ----------
     folder : Path
+        The folder looked in (one above a release's --out, say).
 
     Returns
     -------
     bool
+        True where both folders are there and one of those files is.
     """
     public, internal = folder / "public", folder / "internal"
     try:
@@ -160,10 +162,12 @@ def is_published_folder(folder: Path) -> bool:
     Parameters
     ----------
     folder : Path
+        The folder whose release.json is read.
 
     Returns
     -------
     bool
+        True where that file is a release's description (its `schema` is this tool's release schema).
     """
     try:
         described = json.loads((folder / "release.json").read_text(encoding="utf-8"))

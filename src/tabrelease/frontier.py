@@ -868,10 +868,12 @@ def table_fingerprint(table) -> str:
     Parameters
     ----------
     table : ContingencyTable
+        The table released (its counts and shape are digested, its names not).
 
     Returns
     -------
     str
+        Sixteen hexadecimal digits (BLAKE2b, 8 bytes).
     """
     import hashlib
 
