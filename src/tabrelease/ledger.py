@@ -376,7 +376,9 @@ def holding(path):
     ------
     None
     """
-    with _lock(_resolve(path)):
+    path = _resolve(path)
+    _load(path)  # a file that is no ledger is refused before its lock file is made (nothing written)
+    with _lock(path):
         yield
 
 
