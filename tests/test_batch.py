@@ -502,3 +502,30 @@ def test_a_sigterm_between_a_batch_s_releases_ends_it_with_its_summary(folder, c
     steps = json.loads(out)["releases"]
     assert code == 143 and [s["status"] for s in steps] == ["made"] + ["not attempted"] * 4, (calls, err)
     assert steps[1]["reason"] == "interrupted before release 2's charge"
+
+
+@pytest.mark.e2e
+def test_a_batch_release_abandoned_by_a_second_ctrl_c_is_said_interrupted_and_exits_4(folder, capsys, monkeypatch):
+    """A second review's trial: a release abandoned by a second Ctrl-C left the batch's JSON saying
+    "interrupted": false; its exit 4 (charged, then failed) was right and stays."""
+    import os
+    import signal
+
+    from tabrelease import workflow
+
+    real, calls = workflow.run_plan, []
+
+    def twice(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    spec = folder / "season.toml"
+    spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))
+    monkeypatch.setattr(workflow, "run_plan", twice)
+    code, out, _ = run(capsys, "batch", spec, "--json")
+    result = json.loads(out)
+    assert code == 4 and result["interrupted"] is True
+    assert [s["status"] for s in result["releases"]][:2] == ["failed after its charge", "not attempted"]

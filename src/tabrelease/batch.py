@@ -667,6 +667,8 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             published, stopped, interrupted = exc.published, True, r.number
         except ChargedReleaseFailed as exc:  # not a refusal: its budget is spent (a second Ctrl-C ends up here too)
             stopped = True
+            if getattr(exc, "signalled", False):  # said in the JSON as interrupted; the run still exits 4
+                interrupted = r.number
             steps.append(Step(**step, status=FAILED_AFTER_CHARGE, reason=str(exc)))
             continue
         except TabreleaseError as exc:

@@ -469,9 +469,11 @@ def charged_failure(ledger, entry: Mapping, exc: BaseException) -> ChargedReleas
     except Exception as record_exc:  # the charge stands all the same; say the failure is not in the ledger
         recorded = f"; the failure could not be recorded in the ledger ({type(record_exc).__name__})"
     loss = PrivacyGuarantee.from_dict(entry["guarantee"]).loss.describe()
-    return ChargedReleaseFailed(
+    failed = ChargedReleaseFailed(
         f"charged {loss} to {entry['dataset']} (ledger record {entry.get('sequence')}); the release failed ({kind}) "
         f"and nothing was published{recorded}", entry)
+    failed.signalled = isinstance(exc, (KeyboardInterrupt, SystemExit))  # a user's or a scheduler's stop, not a fault
+    return failed
 
 
 def _bundle_of(out, entry: Mapping) -> bool:
