@@ -482,25 +482,12 @@ def test_a_ctrl_c_held_over_a_release_stops_the_batch_after_it(folder, capsys, m
 def test_a_sigterm_between_a_batch_s_releases_ends_it_with_its_summary(folder, capsys, monkeypatch):
     """A second review's trial: a SIGTERM between releases (release 1 made and charged) ended the batch with 143 and
     no summary. It now stops there with its summary (release 1 made, the rest not attempted) and exits 143."""
-    import os
     import signal
 
-    from tabrelease import workflow
-
-    real, calls = workflow.prepare_release, []
-
-    def terminated(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2 + 5:  # the dry run's five first (the batch charges a copy of the ledger first)
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real(*args, **kwargs)
-
-    spec = folder / "season.toml"
-    spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))
-    monkeypatch.setattr(workflow, "prepare_release", terminated)
-    code, out, err = run(capsys, "batch", spec, "--json")
+    # The seventh preparation is release 2's: the dry run's five come first (the batch charges a copy first).
+    code, out, err = _batch_signalled(folder, capsys, monkeypatch, "prepare_release", 2 + 5, [signal.SIGTERM])
     steps = json.loads(out)["releases"]
-    assert code == 143 and [s["status"] for s in steps] == ["made"] + ["not attempted"] * 4, (calls, err)
+    assert code == 143 and [s["status"] for s in steps] == ["made"] + ["not attempted"] * 4, err
     assert steps[1]["reason"] == "interrupted before release 2's charge"
 
 
@@ -508,24 +495,31 @@ def test_a_sigterm_between_a_batch_s_releases_ends_it_with_its_summary(folder, c
 def test_a_batch_release_abandoned_by_a_second_ctrl_c_is_said_interrupted_and_exits_4(folder, capsys, monkeypatch):
     """A second review's trial: a release abandoned by a second Ctrl-C left the batch's JSON saying
     "interrupted": false; its exit 4 (charged, then failed) was right and stays."""
-    import os
     import signal
+
+    code, out, _ = _batch_signalled(folder, capsys, monkeypatch, "run_plan", 1, [signal.SIGINT, signal.SIGINT])
+    result = json.loads(out)
+    assert code == 4 and result["interrupted"] is True
+    assert [s["status"] for s in result["releases"]][:2] == ["failed after its charge", "not attempted"]
+
+
+def _batch_signalled(folder, capsys, monkeypatch, step: str, call: int, signals):
+    """The batch of `folder` (its budgets raised so the ledger refuses none) run with `signals` sent to this
+    process as workflow's `step` is called the `call`-th time; (exit status, stdout, stderr) of `batch --json`."""
+    import os
 
     from tabrelease import workflow
 
-    real, calls = workflow.run_plan, []
+    real, calls = getattr(workflow, step), []
 
-    def twice(*args, **kwargs):
+    def signalled(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 1:
-            os.kill(os.getpid(), signal.SIGINT)
-            os.kill(os.getpid(), signal.SIGINT)
+        if len(calls) == call:
+            for signum in signals:
+                os.kill(os.getpid(), signum)
         return real(*args, **kwargs)
 
     spec = folder / "season.toml"
     spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))
-    monkeypatch.setattr(workflow, "run_plan", twice)
-    code, out, _ = run(capsys, "batch", spec, "--json")
-    result = json.loads(out)
-    assert code == 4 and result["interrupted"] is True
-    assert [s["status"] for s in result["releases"]][:2] == ["failed after its charge", "not attempted"]
+    monkeypatch.setattr(workflow, step, signalled)
+    return run(capsys, "batch", spec, "--json")
