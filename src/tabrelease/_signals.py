@@ -1,4 +1,4 @@
-"""Holding SIGINT and SIGTERM over the few steps that must not be cut: an import of a compiled module (an
+"""Holding SIGINT, SIGTERM and SIGHUP over the few steps that must not be cut: an import of a compiled module (an
 exception raised inside one can abort the interpreter, and an abort may write a core file holding the
 confidential table), the ledger's charge (charged, or not: never charged without the caller knowing), and the
 writing of a bundle."""
@@ -14,7 +14,8 @@ from contextlib import contextmanager
 # outright, leaving a staging folder with its audit on disk and a charge not recorded as failed (a reviewer's trial).
 HANGUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 HELD = (signal.SIGINT, signal.SIGTERM) + HANGUP
-HANGUP_SIGNAL = HANGUP[0] if HANGUP else None
+# Which of several signals one hold received is acted on: a termination before a hang-up before an interrupt.
+STRENGTH = {signal.SIGTERM: 0, **{s: 1 for s in HANGUP}, signal.SIGINT: 2}
 # The signals the command's own handlers have received (`command_signals`). The exception a handler raises
 # can be lost inside compiled code: a SIGINT while pyarrow imported pandas for it (reading a file) was swallowed
 # there, and the release ran on, was charged and exited 0 (a new user's trial). So a release looks here before its
@@ -92,9 +93,9 @@ def _heeded(signals) -> tuple:
 
 @contextmanager
 def deferred_signals(*, act: bool = True, noted: list | None = None):
-    """Within the block, SIGINT and SIGTERM are noted, not acted on; at its end the first one noted is acted on as
-    it would have been (its handler is called, or the default action taken). Outside the main thread (where
-    handlers cannot be set) the block runs as it is.
+    """Within the block, SIGINT, SIGTERM and SIGHUP (those not ignored) are noted, not acted on; at its end the
+    strongest noted (`STRENGTH`) is acted on as it would have been (its handler is called, or the default action
+    taken). Outside the main thread (where handlers cannot be set) the block runs as it is.
 
     Parameters
     ----------
@@ -128,7 +129,7 @@ def deferred_signals(*, act: bool = True, noted: list | None = None):
         if received and act:
             # The strongest held, not the first: a SIGTERM after a SIGINT in one hold had been dropped (a review's
             # trial: exit 0).
-            strongest = min(received, key=lambda s: (s != signal.SIGTERM, s != HANGUP_SIGNAL, received.index(s)))
+            strongest = min(received, key=STRENGTH.__getitem__)  # the first of the strongest (min keeps order)
             _act_on(strongest, previous[strongest])
 
 

@@ -364,7 +364,8 @@ def remove_stale_staging(out) -> list[Path]:
     return removed + remove_dead_temporaries(parent)
 
 
-def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force: bool = False) -> Path:
+def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force: bool = False,
+                 held_over_rename: list | None = None) -> Path:
     """Stage DIR/public and DIR/internal, fill them with `write(public_dir, internal_dir)`, and rename them into
     place as DIR; refuse an existing DIR unless `force` (then the old bundle is replaced whole).
 
@@ -377,6 +378,10 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
         raised again after the staging folder is removed (an old bundle stays).
     force : bool
         Replace an existing release bundle.
+    held_over_rename : list or None
+        Where given, a signal that arrives while the bundle is renamed into place is appended to it, not acted on
+        once it is in place: for a caller that must say the release stands (acted on, it had ended a published,
+        charged release with an exit that says nothing was charged).
 
     Returns
     -------
@@ -393,7 +398,6 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
     out = check_release_destination(out, force)
     parent = out.resolve().parent
     staging = None
-    PLACED.clear()
     try:
         # Owner-only (mkdtemp), named with this process's id so that a later run can tell a killed run's folder.
         # Signals held until `staging` names it: one acted on inside mkdtemp, after its mkdir, would leave it behind.
@@ -404,16 +408,15 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
         public_dir.mkdir()
         internal_dir.mkdir()
         write(public_dir, internal_dir)
-        with deferred_signals():  # the bundle appears whole (and an old one goes whole), or not at all
+        # The bundle appears whole (and an old one goes whole), or not at all.
+        with deferred_signals(act=held_over_rename is None, noted=held_over_rename):
             if out.exists():
                 old = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(out)}{os.getpid()}-old-", dir=parent))
                 os.replace(out, old / out.name)
                 os.replace(staging, out)
-                PLACED[:] = [out]
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.replace(staging, out)
-                PLACED[:] = [out]
     except BaseException:
         if staging is not None:
             # Not cut by a further signal: a Ctrl-C in the removal had left the staging folder, audit and all, on disk
@@ -422,11 +425,6 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
                 shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
-
-
-# The bundle this process last put in place (`write_bundle`), for a caller that must tell, after a signal held over
-# the rename, whether the bundle at its --out is its own.
-PLACED: list[Path] = []
 
 
 def write_release_bundle(
@@ -441,6 +439,7 @@ def write_release_bundle(
     charge: Mapping | None = None,
     out_sep: str = ",",
     out_bom: bool = False,
+    held_over_rename: list | None = None,
 ) -> Path:
     """Write DIR/public and DIR/internal; refuse an existing DIR unless `force`. With `workbook`, public/ also holds
     the margins as one .xlsx workbook (its CSV files' values as cross-tabs with totals, release.json's description, and the plan's margins of error). `charge`, the ledger's
@@ -469,6 +468,8 @@ def write_release_bundle(
         The public CSV files' field separator (the character).
     out_bom : bool
         Start the public CSV files with a UTF-8 byte-order mark.
+    held_over_rename : list or None
+        As `write_bundle`'s.
 
     Returns
     -------
@@ -494,4 +495,4 @@ def write_release_bundle(
             record.update(public_sha256=digest, public_seal=public_seal(charge["ledger"], charge, digest))
             (internal_dir / CHARGE_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
-    return write_bundle(out, write, force=force)
+    return write_bundle(out, write, force=force, held_over_rename=held_over_rename)

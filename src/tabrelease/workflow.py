@@ -597,18 +597,15 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
     with deferred_signals():
         preload_release_modules(workbook, secure=mode == RELEASE, ledger=account is not None,
                                 special_functions=_uses_special_functions(plan))
+    from .ledger import holding
+
     entry = budget = None
-    held = noted = ()
-    extra = []
+    held, noted, extra = HeldInterrupts(), [], []
     try:
         # Charged and known to be, or not charged: a signal waits for the charge's end. With a ledger, one noted
-        # meanwhile (a Ctrl-C while the ledger's lock was awaited, say) is not acted on after the charge, which
-        # would lose it: it is the first held while the release is made (`finishing_after_charge`).
-        noted = []
-        from .ledger import holding
-
-        # The ledger's lock is awaited before the hold: a Ctrl-C or SIGTERM while another release charges ends
-        # the command with nothing charged (held, it had been acted on after the charge).
+        # meanwhile is not acted on after the charge, which would lose it: it is the first held while the release
+        # is made (`finishing_after_charge`). The ledger's lock is awaited before the hold: a Ctrl-C or SIGTERM
+        # while another release charges ends the command with nothing charged.
         with holding(ledger) if ledger is not None else contextlib.nullcontext():
             with deferred_signals(act=ledger is None, noted=noted):
                 raise_if_signalled()  # an interrupt whose exception compiled code lost (reading the table): none
@@ -619,9 +616,8 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
         with contextlib.ExitStack() as stack:
             if entry is not None:  # charged: a first Ctrl-C is held and the release made, a second abandons it
                 held = stack.enter_context(finishing_after_charge(lambda: _say_held(entry), already=noted))
-            late: list = []
             written, release, evaluation, said = _make_and_write(table, plan, noise, spec, out, entry, ledger,
-                                                                 version or __version__, force, workbook, held, late)
+                                                                 version or __version__, force, workbook, held)
             if ledger is not None:
                 from .ledger import budget_status
 
@@ -635,15 +631,15 @@ def publish_release(table: ContingencyTable, spec: ReleaseSpec, out: str | os.Pa
                 except Exception as exc:  # a fault reading it (a folder unreadable now): the release stands
                     extra.append(f"released and charged, but the ledger's account could not be read back "
                                  f"({type(exc).__name__})")
-            if late and not held:  # no ledger: a signal held over the rename, the bundle in place
+            if held and entry is None:  # no ledger: a signal held over the rename, the bundle in place
                 extra.append("interrupted as the bundle was put in place: the release was published, and it stands")
-            if held:
+            elif held:
                 extra.append(f"interrupted after its charge (ledger record {entry.get('sequence')}): the release "
                              "was finished and published, and it stands")
             warnings = tuple(extra + [f"removed {p.name}, left beside {Path(out).name} by a release that was killed"
                                       for p in stale] + said)
             published = PublishedRelease(release, evaluation, written, entry, budget, warnings,
-                                         interrupted=bool(held) or bool(late))
+                                         interrupted=bool(held))
     except BaseException as exc:
         if entry is not None:
             with deferred_signals(act=False):  # a second signal must not end the command before it says which
@@ -669,11 +665,11 @@ def _say_held(entry: Mapping) -> None:
           "finished; Ctrl-C again abandons it (the charge stands)", file=sys.stderr, flush=True)
 
 
-def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force, workbook, held, late):
+def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force, workbook, held):
     """The release's noise, fit, rounding, evaluation and bundle (`publish_release`'s steps after its charge):
     (the bundle's folder, the release, its evaluation, the warnings its reader is told). `held`: the interrupts
-    held since the charge (`finishing_after_charge`), committed once the bundle is in place; `late` gets a signal
-    held over the rename of a release without a ledger, whose bundle is then in place."""
+    held since the charge (`finishing_after_charge`), committed once the bundle is in place, with any signal that
+    came while it was renamed into place (the release stands then: said as interrupted, not acted on)."""
     from .bundle import write_release_bundle
     from .evaluation import evaluate_release, evaluation_warnings, release_warnings
     from .models import HierarchicalModel
@@ -685,25 +681,11 @@ def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force
     refit = HierarchicalModel(release.margins, table.k)
     evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
     said = release_warnings(release) + evaluation_warnings(evaluation, release)  # what the audit's reader is told too
-    try:
-        written = write_release_bundle(out, table, release, evaluation, version=version, force=force,
-                                       workbook=workbook, charge=None if entry is None else {**entry, "ledger": str(ledger)},
-                                       out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom)
-    except (KeyboardInterrupt, SystemExit):
-        # A signal held over the bundle's rename is acted on once the bundle is in place: a release that stands then
-        # is made (the interrupt said as held), not a failure nor an exit that says nothing was charged, or (without
-        # a ledger) that the release being written was removed.
-        from .bundle import PLACED
-
-        in_place = _bundle_of(out, entry) if entry is not None else PLACED == [Path(out)]
-        if not in_place:
-            raise
-        written = Path(out)
-        if entry is None:
-            late.append(signal.SIGINT)
-        elif not held.received:  # a SIGTERM held over the rename: the release stands, said as interrupted
-            held.received.append(signal.SIGTERM)
-    if isinstance(held, HeldInterrupts):
-        held.committed = True  # in place: a further signal has nothing left to abandon
+    over_rename: list = []
+    written = write_release_bundle(out, table, release, evaluation, version=version, force=force, workbook=workbook,
+                                   charge=None if entry is None else {**entry, "ledger": str(ledger)},
+                                   out_sep=SEPARATORS[spec.out_sep], out_bom=spec.out_bom, held_over_rename=over_rename)
+    held.received.extend(over_rename)
+    held.committed = True  # in place: a further signal has nothing left to abandon
     return written, release, evaluation, said
 
