@@ -182,8 +182,13 @@ class BatchResult:
     dry_run: bool
     steps: tuple[Step, ...]
     budget_changes: tuple[str, ...] = ()  # every budget the run sets or changes, in words
-    interrupted: bool = False  # a Ctrl-C stopped the run (the releases made before it, and the one it came in, stand)
-    interrupted_status: int | None = None  # what the run exits with then: 130, or 128 + N for signal N
+    # A signal stopped the run (the releases made before it, and the one it came in, stand): the status it exits
+    # with then, 130 or 128 + N for signal N; None where none did.
+    interrupted_status: int | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupted_status is not None
 
     @property
     def stopped(self) -> bool:
@@ -648,27 +653,26 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                             "release of the batch was made (a batch is made whole, or not at all, where the "
                             "ledger's rule can tell beforehand); see --dry-run")
     said = _apply_budgets(spec.ledger, spec, set_budgets)
-    steps, stopped, interrupted, signalled = [], False, None, 130
+    # `signalled`: the status a signal that stopped the run asks for; `why`: what the first release not attempted
+    # after it says.
+    steps, stopped, signalled, why = [], False, None, None
     for r, table, plan, labels, expected in prepared:
         step = dict(number=r.number, dataset=r.dataset, out=str(r.out), mechanism=plan.mechanism,
                     epsilon=r.spec.epsilon, margins=tuple(labels), expected_l1=expected, mode=r.spec.mode,
                     guarantee=plan.implementation.guarantee(plan, table.variables).describe())
         if stopped:
-            first = interrupted is not None and not any(s.status == "not attempted" for s in steps)
-            if first and interrupted == r.number - 1 and steps[-1].status == "made":  # the first says why
-                steps.append(Step(**step, status="not attempted", reason=f"interrupted during release {interrupted}, "
-                                  "which was finished"))
-            else:
-                steps.append(Step(**step, status="not attempted"))
+            steps.append(Step(**step, status="not attempted", reason=why))
+            why = None
             continue
         try:
             published = publish_release(table, r.spec, r.out, account=r.account(spec.ledger))
         except ReleaseInterrupted as exc:  # a Ctrl-C held over this release's making: made, and the batch stops
-            published, stopped, interrupted = exc.published, True, r.number
+            published, stopped, signalled = exc.published, True, 130
+            why = f"interrupted during release {r.number}, which was finished"
         except ChargedReleaseFailed as exc:  # not a refusal: its budget is spent (a second Ctrl-C ends up here too)
             stopped = True
             if getattr(exc, "signalled", False):  # said in the JSON as interrupted; the run still exits 4
-                interrupted = r.number
+                signalled = 130
             steps.append(Step(**step, status=FAILED_AFTER_CHARGE, reason=str(exc)))
             continue
         except TabreleaseError as exc:
@@ -676,8 +680,7 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
             steps.append(Step(**step, status="refused", reason=str(exc), exit_status=exc.exit_status))
             continue
         except (KeyboardInterrupt, SystemExit) as exc:  # before its charge: this and the rest not attempted
-            stopped, interrupted = True, r.number - 1
-            signalled = _signal_status(exc)
+            stopped, signalled = True, _signal_status(exc)
             steps.append(Step(**step, status="not attempted", reason=f"interrupted before release {r.number}'s "
                               "charge"))
             continue
@@ -687,11 +690,11 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
         except (TabreleaseError, KeyboardInterrupt, SystemExit) as exc:  # made and charged all the same
             spent = budget = None
             if not isinstance(exc, TabreleaseError):
-                stopped, interrupted, signalled = True, r.number, _signal_status(exc)
+                stopped, signalled = True, _signal_status(exc)
+                why = f"interrupted after release {r.number}, which was made"
         steps.append(Step(**step, epsilon_spent_after=spent, epsilon_budget=budget,
                           status="made", warnings=tuple(published.warnings)))
-    return BatchResult(spec.path, False, tuple(steps), tuple(said), interrupted=interrupted is not None,
-                       interrupted_status=signalled if interrupted is not None else None)
+    return BatchResult(spec.path, False, tuple(steps), tuple(said), interrupted_status=signalled)
 
 
 def _signal_status(exc: BaseException) -> int:

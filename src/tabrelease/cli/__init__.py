@@ -66,7 +66,7 @@ def entry() -> int:
 def main(argv: list[str] | None = None, *, console: bool = False) -> int:
     """Run one command (`argv`, default the process's arguments) and return its exit status; the tool's own errors,
     an interrupt and a bug each end it as one line on standard error. `console` (the console script): once the
-    status is decided, SIGINT and SIGTERM are blocked for the rest of the process (`block_signals_at_exit`)."""
+    status is decided, SIGINT, SIGTERM and SIGHUP are ignored for the rest of the process (`block_signals_at_exit`)."""
     from .._signals import block_signals_at_exit, command_signals, no_core_files
 
     no_core_files()

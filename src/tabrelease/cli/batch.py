@@ -79,9 +79,7 @@ def _status(result) -> int:
     refused = next((s for s in result.steps if s.exit_status is not None), None)
     if refused is not None:
         return refused.exit_status
-    if result.interrupted:
-        return result.interrupted_status or 130
-    return 0
+    return result.interrupted_status or 0
 
 
 def _say(args, spec, result) -> int:
@@ -116,7 +114,7 @@ def _say(args, spec, result) -> int:
         from ..errors import ChargedReleaseFailed
 
         print(f"tabrelease: error: release {failed.number}: {failed.reason}", file=sys.stderr)
-    elif result.interrupted and next((s for s in result.steps if s.exit_status is not None), None) is None:
+    elif result.interrupted and _status(result) == result.interrupted_status:
         import sys
 
         # After the summary, which says which were made.
