@@ -443,7 +443,7 @@ def test_a_file_table_s_frontier_is_internal_keeps_only_its_own_counts_and_leave
     assert stat.S_IMODE(out.stat().st_mode) == 0o700 and "Internal: the rows of my_housing are computed" in report
     assert "## Precision" in report and "Each point's mean is over 2 to 2 runs" in report
     assert json.loads((out / frontier.RUN_FILE).read_text()) == {"master_seed": frontier.MASTER_SEED, "tables": {
-        "my_housing": frontier.table_fingerprint(tr.load_table(str(path)))}}
+        "my_housing": tr.tables.counts_digest(tr.load_table(str(path)))}}
     # 300 people moved between two cells: the same n, other counts.
     lines = path.read_text().splitlines()
     first, second = lines[1].rsplit(",", 1), lines[2].rsplit(",", 1)

@@ -304,7 +304,7 @@ def check_frontier_tables(tables) -> None:
     TabreleaseError
         Two tables share a label, or one not built in takes a built-in table's name.
     """
-    from .tables import BUILTIN_TABLES, builtin_table, load_table
+    from .tables import BUILTIN_TABLES, holds_builtin_counts, load_table
 
     labels = [table_label(t) for t in tables]
     for source, label in zip(tables, labels):
@@ -312,9 +312,8 @@ def check_frontier_tables(tables) -> None:
             raise TabreleaseError(f"the frontier's tables include {label!r} twice; name each table once (a table "
                                   "from a file is named by its file's stem)")
         if label in BUILTIN_TABLES and not (isinstance(source, str) and source == label):
-            counts = load_table(source).counts  # a file's path is read; a table read already, passed through
-            built_in = builtin_table(label).counts
-            if counts.shape != built_in.shape or not np.array_equal(counts, built_in):
+            # A file's path is read; a table read already, passed through.
+            if not holds_builtin_counts(label, load_table(source)):
                 raise TabreleaseError(f"a table from a file is named {label!r}, as a built-in table is: rename the "
                                       "file (a table from a file is named by its file's stem)")
 
@@ -856,29 +855,10 @@ def _not_run_lines(not_run) -> list[str]:
     return lines
 
 
-# Beside runs.csv: the master seed, and each file table's fingerprint (`table_fingerprint`) by its label, so that
+# Beside runs.csv: the master seed, and each file table's fingerprint (`tables.counts_digest`) by its label, so that
 # `--keep-others` keeps rows only of the very seeds and counts it releases again. (Runs made before it was written
 # were made with MASTER_SEED, which is what its absence means.)
 RUN_FILE = "frontier.json"
-
-
-def table_fingerprint(table) -> str:
-    """A short digest of a table's counts and shape: whether rows kept from an earlier run are of the same counts.
-
-    Parameters
-    ----------
-    table : ContingencyTable
-        The table released (its counts and shape are digested, its names not).
-
-    Returns
-    -------
-    str
-        Sixteen hexadecimal digits (BLAKE2b, 8 bytes).
-    """
-    import hashlib
-
-    counts = np.ascontiguousarray(np.asarray(table.counts, dtype=np.int64))
-    return hashlib.blake2b(counts.tobytes() + repr(tuple(table.shape)).encode(), digest_size=8).hexdigest()
 
 
 def _remove_old_figures(out: Path) -> None:

@@ -342,7 +342,9 @@ def _lock(path: Path):
     from filelock import FileLock
 
     key = os.fspath(path)
-    held = _HELD_HERE.__dict__.setdefault("paths", set())
+    held = getattr(_HELD_HERE, "paths", None)
+    if held is None:
+        held = _HELD_HERE.paths = set()
     if key in held:  # this thread holds it already (`holding`, around a charge): taken once
         yield
         return

@@ -57,11 +57,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..errors import TabreleaseError
     from ..frontier import (EPSILONS, FRONTIER_TABLES, MASTER_SEED, REPETITIONS, STRATEGIES, WORKLOAD_CHOICES, WORKLOADS,
-                            check_frontier_tables, run_frontier, strategy, table_fingerprint, table_label,
-                            workload_margins, write_frontier)
+                            check_frontier_tables, run_frontier, strategy, table_label, workload_margins,
+                            write_frontier)
     from ..spec import source_from_settings
     from ..sweeps.driver import local_executor
-    from ..tables import BUILTIN_TABLES, load_table
+    from ..tables import BUILTIN_TABLES, counts_digest, load_table
     from ..workflow import read_source
 
     workloads = args.workloads or WORKLOADS
@@ -89,6 +89,9 @@ def run(args) -> int:
     from ..spec import EPSILON_RANGE
 
     epsilons = args.epsilon or EPSILONS
+    seed = MASTER_SEED if args.seed is None else args.seed
+    # Each file table's counts, digested once: recorded beside the runs, and what --keep-others checks kept rows by.
+    fingerprints = {table_label(t): counts_digest(load_table(t)) for t in tables if table_label(t) not in BUILTIN_TABLES}
     low, high = EPSILON_RANGE
     for epsilon in epsilons:  # as a release takes them (1e-7 had run for minutes, 701 past the sampler's domain)
         if not low <= epsilon <= high:
@@ -113,12 +116,11 @@ def run(args) -> int:
     chosen = tuple(strategy(n).name for n in (args.strategies or STRATEGIES))
     kept = None
     if args.keep_others:
-        kept = _kept_rows(args, chosen, tables, workloads, args.epsilon or EPSILONS, repetitions)
+        kept = _kept_rows(args, chosen, tables, workloads, epsilons, repetitions, seed, fingerprints)
     start = time.perf_counter()
     executor = local_executor(args.jobs)
     try:
-        runs = run_frontier(tables, args.epsilon or EPSILONS, repetitions, executor=executor,
-                            master_seed=MASTER_SEED if args.seed is None else args.seed,
+        runs = run_frontier(tables, epsilons, repetitions, executor=executor, master_seed=seed,
                             progress=None if not args.quiet else False, workloads=workloads,
                             strategies=chosen + tuple(n for n in _sources(chosen) if n not in chosen))
     finally:
@@ -128,8 +130,6 @@ def run(args) -> int:
     if kept is not None:
         import pandas as pd
 
-        from ..frontier import STRATEGIES
-
         runs = pd.concat([kept, runs], ignore_index=True)
         # In the registry's order, as a full run lists them: the report's order then does not depend on which
         # strategies were run again.
@@ -137,9 +137,7 @@ def run(args) -> int:
         runs = runs.iloc[order.argsort(kind="stable")].reset_index(drop=True)
         runs.attrs["kept"] = sorted(set(kept["strategy"]))
     runs.attrs["not_run"] = not_run
-    runs.attrs["master_seed"] = MASTER_SEED if args.seed is None else args.seed
-    runs.attrs["fingerprints"] = {table_label(t): table_fingerprint(load_table(t)) for t in tables
-                                  if table_label(t) not in BUILTIN_TABLES}
+    runs.attrs["master_seed"], runs.attrs["fingerprints"] = seed, fingerprints
     command = "tabrelease " + " ".join(sys.argv[1:]) if "frontier" in sys.argv[1:2] else "tabrelease frontier"
     out = write_frontier(args.out, runs, seconds=time.perf_counter() - start, command=command)
     if args.json:
@@ -160,7 +158,7 @@ def _sources(chosen):
     return [strategy(n).from_strategy for n in chosen if strategy(n).from_strategy is not None]
 
 
-def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
+def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions, seed, fingerprints):
     """The rows of the strategies not rerun, from the runs.csv in --out; refused unless that run is of the same
     points and repetitions."""
     from pathlib import Path
@@ -184,17 +182,15 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
     if have != points or int(old["repetition"].max()) + 1 != repetitions:
         raise TabreleaseError(f"the frontier in {args.out} is of other points or repetitions: run every strategy")
     # A table's file may hold other counts than it did under the same name: its kept rows must be of its n, and of
-    # its counts (their fingerprint, in tables.json: a file with 300 counts moved and the same n had been kept; a
-    # review's trial). A built-in table is the same counts by its name.
-    from ..frontier import MASTER_SEED, RUN_FILE, table_fingerprint
-    from ..tables import BUILTIN_TABLES
+    # its counts (`fingerprints`, against those in RUN_FILE: a file with 300 counts moved and the same n had been
+    # kept; a review's trial). A built-in table is the same counts by its name. And of the same master seed.
+    from ..frontier import MASTER_SEED, RUN_FILE
 
     try:
         described = json.loads((Path(args.out) / RUN_FILE).read_text())
     except (OSError, ValueError):
         described = {}
     recorded = described.get("tables", {}) if isinstance(described, dict) else {}
-    seed = MASTER_SEED if args.seed is None else args.seed
     if (described.get("master_seed", MASTER_SEED) if isinstance(described, dict) else MASTER_SEED) != seed:
         raise TabreleaseError(f"the frontier in {args.out} was drawn from another --seed: run every strategy")
     for t in tables:
@@ -202,7 +198,7 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions):
         if set(old.loc[old["table"] == table_label(t), "n"].astype(int)) != {int(n)}:
             raise TabreleaseError(f"the frontier in {args.out} released another table named {table_label(t)!r} (of "
                                   "another n): run every strategy")
-        if table_label(t) not in BUILTIN_TABLES and recorded.get(table_label(t)) != table_fingerprint(load_table(t)):
+        if table_label(t) in fingerprints and recorded.get(table_label(t)) != fingerprints[table_label(t)]:
             raise TabreleaseError(f"the frontier in {args.out} released other counts as {table_label(t)!r} (or did "
                                   f"not record them in {RUN_FILE}): run every strategy")
     return old[~old["strategy"].isin(chosen)]

@@ -19,7 +19,7 @@ from ..errors import TabreleaseError
 from ..models import Margin, default_model, maximal_margins
 from ..noise import check_epsilon
 from ..spec import SIMULATION, ReleaseSpec, check_releasable_loss, loss_of
-from ..tables import MAX_TABLE_CELLS, ContingencyTable
+from ..tables import MAX_TABLE_CELLS, ContingencyTable, counts_digest
 
 @dataclass(frozen=True, eq=False)
 class SweepGrid:
@@ -60,7 +60,7 @@ class SweepGrid:
         """
         return {
             "tables": [t.name for t in self.tables],
-            "table_fingerprints": [_counts_digest(t) for t in self.tables],
+            "table_fingerprints": [counts_digest(t) for t in self.tables],
             "margins": [[list(g) for g in m] for m in self.margins],
             "epsilons": list(self.epsilons),
             "repetitions": self.repetitions,
@@ -350,6 +350,3 @@ def plan_for(table: ContingencyTable, margins, spec: ReleaseSpec):
     # --sensitive by a variable's name for people too, as a release takes it (`workflow.sensitive_by_variable`).
     return plan_release(table.shape, margins, sensitive_by_variable(spec, table), table.variables)
 
-
-def _counts_digest(table: ContingencyTable) -> str:
-    return hashlib.blake2b(np.ascontiguousarray(table.counts).tobytes() + repr(table.shape).encode(), digest_size=8).hexdigest()

@@ -20,8 +20,8 @@ import pandas as pd
 from ..errors import TabreleaseError
 from ..noise import SimulationNoise
 from ..schemas import SWEEP_MARGIN_ROW, SWEEP_ROW, check_columns
-from ..tables import ContingencyTable
-from .grid import SweepChunk, SweepGrid, _counts_digest, plan_for, run_seed
+from ..tables import ContingencyTable, counts_digest
+from .grid import SweepChunk, SweepGrid, plan_for, run_seed
 
 _LOCAL = threading.local()
 # How often a worker that cannot wait on its sweep's process (no pidfd) looks whether it is still there.
@@ -124,7 +124,7 @@ def original_fit(table: ContingencyTable, margins):
     from ..models import HierarchicalModel
 
     fits = _cache("fits")
-    key = (table.name, _counts_digest(table), tuple(margins))
+    key = (table.name, counts_digest(table), tuple(margins))
     if key not in fits:
         fits[key] = fit_loglinear(table, HierarchicalModel(tuple(margins), table.k))
     return fits[key]

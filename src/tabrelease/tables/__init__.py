@@ -19,11 +19,12 @@ from .metadata import (DeclaredMetadata, read_levels_file, read_metadata, with_d
 from .readers import (CsvOptions, LEVELS_FROM_DATA, load_input, load_table, MAX_COUNT, read_csv_frame,
     read_microdata, read_table_csv, read_table_parquet, read_xlsx_frame, SEPARATORS, table_from_frame,
     table_from_microdata)
-from .catalogue import (builtin_metadata, builtin_table, BUILTIN_TABLES, describe_builtin_tables, OUTSIDE_TABLES,
-    PAPER_TABLES)
+from .catalogue import (builtin_metadata, builtin_table, BUILTIN_TABLES, counts_digest, describe_builtin_tables,
+    holds_builtin_counts, OUTSIDE_TABLES, PAPER_TABLES)
 
 __all__ = [
-    "builtin_metadata", "builtin_table", "BUILTIN_TABLES", "check_cells", "ContingencyTable", "csv_field_for_label",
+    "builtin_metadata", "builtin_table", "BUILTIN_TABLES", "check_cells", "ContingencyTable", "counts_digest",
+    "csv_field_for_label", "holds_builtin_counts",
     "csv_label_from_field", "CsvOptions", "DeclaredMetadata", "describe_builtin_tables", "describe_variables",
     "FORMULA_TRIGGERS", "LETTERS", "LEVELS_FROM_DATA", "load_input", "load_table", "long_rows", "margin_counts",
     "margin_of", "MAX_COUNT", "MAX_MARGIN_CELLS", "MAX_TABLE_CELLS", "MicrodataTable", "OUTSIDE_TABLES",

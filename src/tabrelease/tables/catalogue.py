@@ -42,6 +42,43 @@ def builtin_metadata(name: str) -> dict[str, Any]:
         return json.load(fh)
 
 
+def counts_digest(table) -> str:
+    """A short digest of a table's counts and shape (BLAKE2b, 8 bytes, in hex): whether two runs released the same
+    counts (a sweep's --resume, the frontier's --keep-others). Unkeyed: it is kept beside outputs that are internal.
+
+    Parameters
+    ----------
+    table : ContingencyTable
+        The table (its names are not digested).
+
+    Returns
+    -------
+    str
+    """
+    import hashlib
+
+    return hashlib.blake2b(np.ascontiguousarray(table.counts).tobytes() + repr(table.shape).encode(),
+                           digest_size=8).hexdigest()
+
+
+def holds_builtin_counts(name: str, table) -> bool:
+    """Whether `table` holds the counts of the built-in table `name` (a file may take a built-in table's name only
+    so: else its rows, seeds and figures would read as that table's).
+
+    Parameters
+    ----------
+    name : str
+        A built-in table's name.
+    table : ContingencyTable
+
+    Returns
+    -------
+    bool
+    """
+    built_in = builtin_table(name).counts
+    return table.counts.shape == built_in.shape and bool(np.array_equal(table.counts, built_in))
+
+
 @cache
 def builtin_table(name: str) -> ContingencyTable:
     """A built-in table (one of the paper's four, or an outside table), with its metadata."""
