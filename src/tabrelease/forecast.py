@@ -91,19 +91,17 @@ def total_noise_sds(shape: Sequence[int], margins: Sequence[Margin], epsilons: S
         of their own to read it from).
     """
     from .mechanisms import with_epsilon
-    from .planning import expected_margin_errors
 
     planned = _plan(shape, margins, spec, epsilons[0])
+    # The total is the empty margin: the mechanism's own expected error of it (`Mechanism.expected_errors`, the
+    # design's scales), for a plan whose blocks have scales of their own.
+    total_only = replace(planned, margins=((),))
     rows = []
     for epsilon in epsilons:
-        plan = with_epsilon(planned, epsilon)
-        design = plan.design
         sd = None
-        if design is not None:
-            per_value = 2.0 if design.distribution == "laplace" else 1.0  # Laplace b: variance 2 b^2
-            blocks = [(b.query, b.variables, design.basis_kind,
-                       per_value * (plan.calibration.scale * b.relative_scale) ** 2) for b in design.blocks]
-            sd = float(np.sqrt(expected_margin_errors(plan.shape, [()], blocks, design.public_total)[()].total_variance))
+        if planned.design is not None:
+            plan = with_epsilon(total_only, epsilon)
+            sd = float(np.sqrt(plan.implementation.expected_errors(plan)[()].total_variance))
         rows.append({"epsilon": float(epsilon), "total_noise_sd": sd})
     return rows
 

@@ -27,6 +27,7 @@ Nothing here is hand-typed into the report: every number and verdict is computed
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -780,8 +781,6 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     summary = summarise(runs)
     table_of_ratios = ratios(summary)
     runs.to_csv(out / "runs.csv", index=False)
-    import json
-
     (out / RUN_FILE).write_text(json.dumps({"master_seed": int(runs.attrs.get("master_seed", MASTER_SEED)),
                                             "tables": runs.attrs.get("fingerprints") or {}},
                                            indent=1, sort_keys=True) + "\n")
@@ -812,11 +811,11 @@ def write_frontier(out: str | Path, runs: pd.DataFrame, *, seconds: float, comma
     ]
     for c in acceptance(summary, runs):
         lines.append(f"| {c['check']} | {c['figure']} | {'yes' if c['holds'] else 'NO'} |")
-    lines += _not_run_lines(runs.attrs.get("not_run", []) + _points_without_rows(runs))
+    missing = runs.attrs.get("not_run", []) + _points_without_rows(runs)
+    lines += _not_run_lines(missing)
     lines += _precision_lines(summary)
     lines += ["", "## Which to choose, and why", "", "Counted from the runs below, within each class of guarantee.", ""]
     lines += comparison(summary)
-    missing = runs.attrs.get("not_run", []) + _points_without_rows(runs)
     shown_ratios = table_of_ratios.assign(epsilon=[f"{e:g}" for e in table_of_ratios["epsilon"]])
     lines += ["", "## Ratio of mean max-L1 error (planned / other)", ""]
     lines += (["'not run': a strategy with no runs at the point (see Not run above).", ""] if missing else [])
