@@ -351,6 +351,15 @@ def test_a_strategy_that_cannot_be_made_at_a_point_is_left_out_there_and_the_rep
         frontier.run_frontier([str(path)], [1.0], 2, strategies=("rap-adaptive",), workloads=(frontier.ALL_THREE_WAY,))
 
 
+def test_the_progress_bar_ends_at_its_total_where_a_strategy_is_not_run(tmp_path, capsys):
+    """The bar counted rap-adaptive's runs on a point where it cannot be made, so it stopped short of its total."""
+    path = _three_way_file(tmp_path)
+    frontier.run_frontier([str(path)], [1.0], 2, strategies=("cells", "rap-adaptive"),
+                          workloads=(frontier.ALL_THREE_WAY,), progress=True)
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert " 4/4 " in last, last  # cells' 2 runs and rap-adaptive's 2, not run there
+
+
 def test_strategies_that_released_the_same_margins_everywhere_are_one_choice_in_the_report(runs):
     """A new user's trial: where planned released exactly what cells-least-squares did at every point, the report
     said to choose cells-least-squares (the tie broken by the names' order)."""

@@ -241,9 +241,11 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
     from tqdm.auto import tqdm
 
     # Tasks (a table at one epsilon, every strategy) arrive whole: the bar says what is under way from the start.
-    releases = sum(min(int(repetitions), strategy(name).repetitions or int(repetitions)) for t in tasks
-                   for name in chosen if not strategy(name).sensitive or table_label(t.table) in FRONTIER_SENSITIVE)
-    bar = tqdm(total=releases, unit="release", desc="frontier", disable=not progress)
+    # A task's share of the bar is what it was expected to run: a strategy it finds it cannot run there (its "not
+    # run") still ends its share, so the bar ends at its total.
+    shares = [sum(min(int(repetitions), strategy(name).repetitions or int(repetitions)) for name in chosen
+                  if not strategy(name).sensitive or table_label(t.table) in FRONTIER_SENSITIVE) for t in tasks]
+    bar = tqdm(total=sum(shares), unit="release", desc="frontier", disable=not progress)
     bar.set_postfix_str(f"planning and starting {len(tasks)} tasks", refresh=True)
     futures = [executor.submit(run_task, task) for task in tasks]
     results = {}
@@ -252,7 +254,7 @@ def run_frontier(tables: Sequence[str] = FRONTIER_TABLES, epsilons: Sequence[flo
             for i, future in enumerate(futures):
                 if i not in results and future.done():
                     results[i] = future.result()
-                    bar.update(len(results[i]))
+                    bar.update(shares[i])
                     bar.set_postfix_str(f"{len(futures) - len(results)} tasks to come", refresh=False)
             bar.refresh()
             if len(results) < len(futures):
