@@ -12,7 +12,8 @@ import pytest
 
 import tabrelease as tr
 from tabrelease.errors import BudgetRefused, TabreleaseError
-from tabrelease.ledger import budget_status, charge, init_ledger, ledger_key, multiset_fingerprint, table_prints
+from tabrelease.ledger import (budget_status, canonical_multiset_fingerprint, charge, init_ledger, ledger_key,
+                               multiset_fingerprint, table_prints)
 from tabrelease.loglinear import fit_loglinear
 from tabrelease.privacy import PrivacyGuarantee, PrivacyUnit
 from tabrelease.tables import MicrodataTable, read_microdata, table_from_microdata
@@ -316,7 +317,7 @@ def test_a_table_counted_from_its_file_is_recognised_in_any_other_form(tmp_path,
     key = ledger_key(ledger)
     guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
     main, also = table_prints(streamed, key)
-    assert main == multiset_fingerprint(streamed, key) and also == []
+    assert main == multiset_fingerprint(streamed, key) and also == [canonical_multiset_fingerprint(streamed, key)]
     first = charge(tr.LedgerAccount(ledger=ledger, dataset="survey"), streamed, guarantee, mechanism="planned",
                    margins=["[AB]"], output=None, noise_mode="simulation")
     assert first["fingerprint"] == main
@@ -474,7 +475,8 @@ def test_the_command_line_releases_a_file_counted_out_of_memory_and_refuses_bad_
     json.loads(done.stdout)  # stdout is the JSON document alone
     assert (tmp_path / "r" / "public" / "q0__q1.csv").exists() and (tmp_path / "r" / "public" / "q2__q3.csv").exists()
     records = [r for r in json.loads(ledger.read_text())["records"] if r["kind"] == "release"]
-    assert len(records) == 1 and records[0]["fingerprint"] and "fingerprints_also" not in records[0]
+    # The multiset print, and beside it the canonical multiset print (order-, padding- and NFC-free).
+    assert len(records) == 1 and records[0]["fingerprint"] and len(records[0]["fingerprints_also"]) == 1
     frame.loc[2999, "q5"] = "zz"
     bad = tmp_path / "bad.parquet"
     frame.to_parquet(bad)
@@ -556,3 +558,132 @@ def test_a_dask_worker_ignores_interrupts_and_one_during_the_cluster_s_start_is_
             aggregation._client(None)
         assert _RECEIVED == [signal.SIGINT]
     assert started[0]["preload"] == ["tabrelease.tables._dask_worker"] and started[1] == "started whole"
+
+
+def _accented_people(seed=0) -> tuple[pd.DataFrame, dict]:
+    """People of a small table with accented names and labels (12 cells, within `as_files`' limit of 16)."""
+    levels = {"région": ["Côte", "Étang", "Île"], "sexe": ["femme", "homme"], "âge": ["jeune", "âgé"]}
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({v: rng.choice(lv, size=60) for v, lv in levels.items()})
+    return frame, levels
+
+
+def _nfd(text: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize("NFD", text)
+
+
+def test_the_canonical_multiset_sums_are_those_computed_by_hand_and_ignore_order_padding_and_composition():
+    """An independent computation of `record_lanes` by names and labels: per lane, the sum over people of
+    fmix64(sum over variables of the first 8 bytes (little-endian) of SHA-256 of the lane's prefix, the NFC name and
+    the NFC label), modulo 2^64. The same for the columns reordered, levels declared that no one is in, and every
+    name and label in NFD; another for one person moved."""
+    import hashlib
+    import unicodedata
+
+    frame, levels = _accented_people()
+    mask = 2**64 - 1
+
+    def fmix(x):
+        x ^= x >> 33
+        x = (x * 0xFF51AFD7ED558CCD) & mask
+        x ^= x >> 33
+        x = (x * 0xC4CEB9FE1A85EC53) & mask
+        return x ^ (x >> 33)
+
+    def by_hand(people):
+        sums = []
+        for lane in range(aggregation.LANES):
+            total = 0
+            for _, person in people.iterrows():
+                h = sum(int.from_bytes(hashlib.sha256(
+                    f"tabrelease canonical multiset v1 lane {lane}\0{unicodedata.normalize('NFC', name)}\0"
+                    f"{unicodedata.normalize('NFC', str(label))}".encode()).digest()[:8], "little")
+                    for name, label in person.items()) & mask
+                total = (total + fmix(h)) % 2**64
+            sums.append(total)
+        return tuple(sums)
+
+    table = table_from_microdata(frame, levels=levels)
+    assert aggregation.table_canonical_lanes(table) == by_hand(frame)
+    # Columns reordered, a level no one is in declared first, and every name and label decomposed.
+    other = frame[["âge", "sexe", "région"]].map(_nfd).rename(columns=_nfd).sample(frac=1, random_state=1)
+    padded = {_nfd(v): ["Aaa"] + [_nfd(label) for label in lv] for v, lv in levels.items()}
+    again = table_from_microdata(other, levels=padded, as_records=True)
+    assert again.variables != table.variables and again.shape != table.shape
+    assert aggregation.table_canonical_lanes(again) == by_hand(frame)
+    moved = frame.copy()
+    moved.loc[0, "sexe"] = "homme" if moved.loc[0, "sexe"] == "femme" else "femme"
+    assert aggregation.table_canonical_lanes(table_from_microdata(moved, levels=levels)) != by_hand(frame)
+
+
+@pytest.mark.parametrize("first_as", ["cells", "file"])
+def test_the_same_people_padded_past_the_cells_held_or_written_in_nfd_are_not_given_a_second_budget(
+        tmp_path, as_files, first_as):
+    """A reviewer's attack: microdata released under dataset A, then the same people, rows shuffled, released under
+    dataset B with 9,000 unused levels declared on an unreleased variable, which took the table past the cells
+    held: counted from its file, it had the multiset print alone (which names every declared level) and was charged
+    to a second budget. Another gave a file rewritten in NFD a second budget. Now both are refused, in either
+    order (here the cell limit is 16: the padded table, and in the second case both, are counted from the file)."""
+    frame, levels = _accented_people()
+    plain, shuffled = tmp_path / "people.csv", tmp_path / "copy.csv"
+    frame.to_csv(plain, index=False)
+    nfd = frame.sample(frac=1, random_state=2)[["sexe", "âge", "région"]].map(_nfd).rename(columns=_nfd)
+    nfd.to_csv(shuffled, index=False)
+    padded = {_nfd(v): [_nfd(label) for label in lv] for v, lv in levels.items()}
+    padded[_nfd("région")] += [f"zz{i}" for i in range(9000)]
+    if first_as == "file":
+        levels = {**levels, "âge": levels["âge"] + ["vieux"]}  # 18 cells: past the limit too
+    first = read_microdata(plain, levels=levels)
+    second = read_microdata(shuffled, levels=padded)
+    assert isinstance(second, FileTable) and isinstance(first, FileTable) == (first_as == "file")
+    ledger = init_ledger(tmp_path / "ledger.json")
+    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
+    charge(tr.LedgerAccount(ledger=ledger, dataset="A"), first, guarantee, mechanism="planned", margins=["[AB]"],
+           output=None, noise_mode="simulation")
+    with pytest.raises(BudgetRefused, match="released before under the dataset 'A'"):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="B"), second, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+
+
+@pytest.mark.parametrize("decomposed", ["the part", "the whole"])
+def test_two_columns_of_the_same_people_written_in_nfd_are_recognised_by_their_margin(tmp_path, decomposed):
+    """Held as cells: the table's canonical print and its margins' prints are of NFC names and labels, so two of
+    its columns released under another dataset are matched as a margin of the table released before, where either
+    was rewritten in NFD (as macOS tools write text)."""
+    frame, levels = _accented_people()
+    whole, whole_levels = frame, levels
+    part, part_levels = frame[["sexe", "région"]], {v: levels[v] for v in ("sexe", "région")}
+    if decomposed == "the part":
+        part, part_levels = part.map(_nfd).rename(columns=_nfd), {_nfd(v): [_nfd(x) for x in lv]
+                                                                  for v, lv in part_levels.items()}
+    else:
+        whole, whole_levels = whole.map(_nfd).rename(columns=_nfd), {_nfd(v): [_nfd(x) for x in lv]
+                                                                     for v, lv in whole_levels.items()}
+    first = table_from_microdata(whole, levels=whole_levels)
+    second = table_from_microdata(part, levels=part_levels)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
+    charge(tr.LedgerAccount(ledger=ledger, dataset="A"), first, guarantee, mechanism="planned", margins=["[AB]"],
+           output=None, noise_mode="simulation")
+    with pytest.raises(BudgetRefused, match="dataset 'A'"):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="B"), second, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+
+
+def test_a_table_not_in_nfc_also_records_the_print_releases_made_before_normalising_recorded():
+    """Releases recorded before names were normalised hold the canonical print of the names as written; a table
+    whose names or labels are not in NFC records that print beside the normalised one, so those are still matched."""
+    from tabrelease.ledger import canonical_fingerprint
+
+    frame, levels = _accented_people()
+    key = b"k" * 32
+    nfd = table_from_microdata(frame.map(_nfd).rename(columns=_nfd),
+                               levels={_nfd(v): [_nfd(x) for x in lv] for v, lv in levels.items()})
+    nfc = table_from_microdata(frame, levels=levels)
+    _, also = table_prints(nfd, key)
+    assert canonical_fingerprint(nfd, key, composed=False) in also
+    assert canonical_fingerprint(nfd, key) == canonical_fingerprint(nfc, key) in also
+    assert canonical_fingerprint(nfd, key, composed=False) != canonical_fingerprint(nfc, key)
+    assert len(table_prints(nfc, key)[1]) == len(also) - 1  # in NFC already: the two are one

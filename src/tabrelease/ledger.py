@@ -1113,6 +1113,36 @@ def multiset_fingerprint(table, key: bytes) -> str:
     return digest.hexdigest()
 
 
+def canonical_multiset_fingerprint(table, key: bytes) -> str:
+    """HMAC-SHA256, under the ledger's key, of the table's variables' names (NFC, sorted) and its records' canonical
+    multiset sums (`aggregation.table_canonical_lanes`: each record hashed by its variables' names and its labels,
+    NFC-normalised, not by their positions). Computed for every table, a table counted from its file included (in
+    the pass that counts it), it is the same whatever order its columns come in, whatever levels are declared that
+    no one is in, and whether its names and labels are written composed or decomposed: a reviewer gave the same
+    records a second budget by declaring 9,000 unused levels (which took the table past the cells held, so that only
+    the multiset print, which names every declared level, was recorded), and another by writing the file in NFD.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+    key : bytes
+
+    Returns
+    -------
+    str
+        64 hex characters.
+    """
+    import unicodedata
+
+    from .tables.aggregation import table_canonical_lanes
+
+    names = sorted(unicodedata.normalize("NFC", str(v)) for v in table.variables)
+    digest = hmac.new(key, b"canonical-multiset-v1:" + json.dumps(names, separators=(",", ":")).encode(),
+                      hashlib.sha256)
+    digest.update(b"".join(int(lane).to_bytes(8, "little") for lane in table_canonical_lanes(table)))
+    return digest.hexdigest()
+
+
 def order_free_fingerprint(table, key: bytes) -> str | None:
     """HMAC-SHA256, under the ledger's key, of the table with its variables in the order of their names: their
     names, level labels and non-zero cells (as `table_fingerprint`, the cells' codes permuted to that order and
@@ -1140,7 +1170,8 @@ def order_free_fingerprint(table, key: bytes) -> str | None:
 def table_prints(table, key: bytes, listed: tuple | None = None) -> tuple[str, list[str]]:
     """(the fingerprint a release records, the others it records beside it): the non-zero cells' fingerprint where
     the table lists them, else the multiset one; the multiset one, the legacy cells one, the order-free one
-    (`order_free_fingerprint`) and the canonical one (`canonical_fingerprint`) where computable.
+    (`order_free_fingerprint`), the canonical one (`canonical_fingerprint`) where computable, and the canonical
+    multiset one (`canonical_multiset_fingerprint`).
 
     Parameters
     ----------
@@ -1158,7 +1189,21 @@ def table_prints(table, key: bytes, listed: tuple | None = None) -> tuple[str, l
     legacy = legacy_cells_fingerprint(table, key)
     order_free = order_free_fingerprint(table, key)
     canonical = canonical_fingerprint(table, key, listed)
-    return main, [f for f in dict.fromkeys((legacy, multiset, order_free, canonical)) if f and f != main]
+    # Where a name or label is not in NFC, the print releases recorded before names were normalised, so that they
+    # are still matched.
+    as_written = (canonical_fingerprint(table, key, listed, composed=False)
+                  if canonical and not _composed(table) else None)
+    canonical_multiset = canonical_multiset_fingerprint(table, key)
+    return main, [f for f in dict.fromkeys((legacy, multiset, order_free, canonical, as_written, canonical_multiset))
+                  if f and f != main]
+
+
+def _composed(table) -> bool:
+    """Every name and label of the table is in NFC."""
+    import unicodedata
+
+    return all(unicodedata.is_normalized("NFC", str(text)) for text in
+               (*table.variables, *(label for labels in table.levels for label in labels)))
 
 
 def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
@@ -1321,7 +1366,7 @@ def source_prints(table, key: bytes) -> list[str]:
     return [digest.hexdigest()]
 
 
-def canonical_fingerprint(table, key: bytes, listed: tuple | None = None) -> str | None:
+def canonical_fingerprint(table, key: bytes, listed: tuple | None = None, *, composed: bool = True) -> str | None:
     """HMAC-SHA256, under the ledger's key, of the table in a canonical form: its variables in the order of their
     names, each one's levels that anyone is in, in the order of their labels, and its non-zero cells. The same for
     one table whatever the order of its columns or of its levels (`--levels`, `--metadata`), and whatever levels it
@@ -1333,6 +1378,8 @@ def canonical_fingerprint(table, key: bytes, listed: tuple | None = None) -> str
     key : bytes
     listed : tuple, optional
         The table's non-zero cells and counts (`_listed_cells`), where the caller listed them already.
+    composed : bool
+        Names and labels NFC-normalised first (False: as they are, the print releases recorded before).
 
     Returns
     -------
@@ -1342,19 +1389,28 @@ def canonical_fingerprint(table, key: bytes, listed: tuple | None = None) -> str
     if getattr(table, "held_as_file", False):
         return None
     rows, weights = _listed_cells(table) if listed is None else listed
-    return _canonical_digest(list(table.variables), list(table.levels), rows, weights, key)
+    return _canonical_digest(list(table.variables), list(table.levels), rows, weights, key, composed=composed)
 
 
-def _canonical_digest(variables, levels, rows: np.ndarray, counts: np.ndarray, key: bytes) -> str:
+def _canonical_digest(variables, levels, rows: np.ndarray, counts: np.ndarray, key: bytes, *,
+                      composed: bool = True) -> str:
     """The canonical fingerprint of the non-zero cells `rows` (level codes, one column per variable; distinct) with
-    `counts`: levels no row uses dropped, the rest renumbered in the order of their labels, the variables in the
-    order of their names, the rows in lexicographic order."""
+    `counts`: names and labels NFC-normalised (`composed`; a file written in NFD, as macOS writes it, is the same
+    data: a reviewer's trial gave it a second budget), levels no row uses dropped, the rest renumbered in the order
+    of their labels, the variables in the order of their names, the rows in lexicographic order. (Two labels of one
+    variable that differ only in their composition are not told apart: the cells are then not distinct and the
+    print is of other bytes, which can only fail to match.)"""
+    import unicodedata
     from math import prod
 
-    order = sorted(range(len(variables)), key=lambda a: str(variables[a]))
+    def text(value) -> str:
+        return unicodedata.normalize("NFC", str(value)) if composed else str(value)
+
+    variables = [text(v) for v in variables]
+    order = sorted(range(len(variables)), key=lambda a: variables[a])
     columns, kept_levels = [], []
     for a in order:
-        labels = [str(label) for label in levels[a]]
+        labels = [text(label) for label in levels[a]]
         used = np.flatnonzero(np.bincount(rows[:, a], minlength=len(labels))) if len(rows) else np.zeros(0, int)
         by_label = sorted(used.tolist(), key=lambda code: labels[code])
         recode = np.zeros(len(labels), np.int64)
@@ -1370,7 +1426,7 @@ def _canonical_digest(variables, levels, rows: np.ndarray, counts: np.ndarray, k
     else:
         ranked = slice(None)
     table_rows = np.column_stack(columns) if columns else np.zeros((len(rows), 0), np.int64)
-    content = {"variables": [str(variables[a]) for a in order], "levels": kept_levels}
+    content = {"variables": [variables[a] for a in order], "levels": kept_levels}
     digest = hmac.new(key, b"canonical-v1:" + json.dumps(content, separators=(",", ":")).encode(), hashlib.sha256)
     digest.update(np.ascontiguousarray(table_rows[ranked], dtype="<u4").tobytes())
     digest.update(np.ascontiguousarray(np.asarray(counts)[ranked], dtype="<i8").tobytes())

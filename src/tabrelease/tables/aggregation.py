@@ -76,6 +76,32 @@ def _lane_values(shape: tuple[int, ...]) -> tuple[tuple[np.ndarray, ...], ...]:
     return tuple(lanes)
 
 
+@lru_cache(maxsize=64)
+def _label_values(variables: tuple[str, ...], levels: tuple[tuple[str, ...], ...]
+                  ) -> tuple[tuple[np.ndarray, ...], ...]:
+    """Per lane and variable, a fixed pseudo-random 64-bit value per level from the variable's name and the level's
+    label, both NFC-normalised (SHA-256 of the lane, the name and the label), not from their positions: the multiset
+    sums built on them (`canonical_lanes`) are the same whatever order the variables come in, whatever levels are
+    declared beside those anyone is in (a reviewer padded a variable with 9,000 unused levels to give the same
+    records a second budget), and whether labels are written composed or decomposed (macOS writes NFD). Public and
+    data-independent, as `_lane_values`."""
+    import unicodedata
+
+    lanes = []
+    for lane in range(LANES):
+        per_axis = []
+        for name, labels in zip(variables, levels):
+            prefix = (f"tabrelease canonical multiset v1 lane {lane}\0" + unicodedata.normalize("NFC", str(name))
+                      + "\0").encode()
+            raw = b"".join(hashlib.sha256(prefix + unicodedata.normalize("NFC", str(label)).encode()).digest()[:8]
+                           for label in labels)
+            values = np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+            values.flags.writeable = False
+            per_axis.append(values)
+        lanes.append(tuple(per_axis))
+    return tuple(lanes)
+
+
 def _fmix64(x: np.ndarray) -> np.ndarray:
     """MurmurHash3's 64-bit finaliser (a bijection that mixes every bit into every other), in place."""
     x ^= x >> np.uint64(33)
@@ -86,7 +112,8 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[int]) -> tuple[int, ...]:
+def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[int], *,
+                 labelled: tuple | None = None) -> tuple[int, ...]:
     """The multiset sums of a block of records: per lane, the sum over records of weight x hash(record), modulo 2^64.
     Sums add, so a table's sums are the same whether it comes as cells (the non-zero cells with their counts), as
     one row per person, or as distinct records with counts, in any order and any split into batches.
@@ -99,6 +126,9 @@ def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[
         People per record (None: one each).
     shape : sequence of int
         Levels per variable.
+    labelled : tuple of (variables, levels), optional
+        Hash each record by its variables' names and its labels (`_label_values`: the canonical sums) instead of
+        by its level positions.
 
     Returns
     -------
@@ -106,7 +136,9 @@ def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[
         One sum per lane, each in [0, 2^64).
     """
     sums = []
-    for per_axis in _lane_values(tuple(int(k) for k in shape)):
+    values = (_lane_values(tuple(int(k) for k in shape)) if labelled is None
+              else _label_values(*_as_key(*labelled)))
+    for per_axis in values:
         h = np.zeros(codes.shape[0], dtype=np.uint64)
         for axis, values in enumerate(per_axis):
             h += values[codes[:, axis]]
@@ -115,6 +147,10 @@ def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[
             h *= np.asarray(weights).astype(np.uint64)
         sums.append(int(np.add.reduce(h, dtype=np.uint64)) if h.size else 0)
     return tuple(sums)
+
+
+def _as_key(variables, levels) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    return tuple(map(str, variables)), tuple(tuple(map(str, lv)) for lv in levels)
 
 
 def add_lanes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
@@ -143,14 +179,34 @@ def table_lanes(table) -> tuple[int, ...]:
     -------
     tuple of int
     """
+    return _table_lanes(table, canonical=False)
+
+
+def table_canonical_lanes(table) -> tuple[int, ...]:
+    """The canonical multiset sums of a whole table (`record_lanes` with ``labelled``: each record hashed by its
+    variables' names and its labels), held as cells, as records, or as its file (counted when it was read).
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable or FileTable
+
+    Returns
+    -------
+    tuple of int
+    """
+    return _table_lanes(table, canonical=True)
+
+
+def _table_lanes(table, canonical: bool) -> tuple[int, ...]:
     if isinstance(table, FileTable):
-        return table.lanes
+        return table.canonical_lanes if canonical else table.lanes
+    labelled = (table.variables, table.levels) if canonical else None
     if not getattr(table, "held_as_cells", True):  # records in memory, with or without weights
         total = (0,) * LANES
         for start in range(0, table.codes.shape[0], BATCH_ROWS):
             block = slice(start, start + BATCH_ROWS)
             weights = None if table.weights is None else table.weights[block]
-            total = add_lanes(total, record_lanes(table.codes[block], weights, table.shape))
+            total = add_lanes(total, record_lanes(table.codes[block], weights, table.shape, labelled=labelled))
         return total
     flat = np.asarray(table.counts).reshape(-1)
     total = (0,) * LANES
@@ -159,7 +215,7 @@ def table_lanes(table) -> tuple[int, ...]:
         where = np.flatnonzero(block)
         codes = np.column_stack(np.unravel_index(where + start, table.shape)) if where.size else np.zeros(
             (0, table.k), np.int64)
-        total = add_lanes(total, record_lanes(codes, block[where], table.shape))
+        total = add_lanes(total, record_lanes(codes, block[where], table.shape, labelled=labelled))
     return total
 
 
@@ -420,6 +476,7 @@ class Counts:
     margins: dict[tuple[int, ...], np.ndarray]
     n: int = 0
     lanes: tuple[int, ...] = (0,) * LANES
+    canonical_lanes: tuple[int, ...] = (0,) * LANES
 
     def merge(self, other: Counts) -> Counts:
         """Add another block's counts into these.
@@ -437,12 +494,16 @@ class Counts:
             self.margins[axes] = self.margins[axes] + array if axes in self.margins else array.copy()
         self.n += other.n
         self.lanes = add_lanes(self.lanes, other.lanes)
+        self.canonical_lanes = add_lanes(self.canonical_lanes, other.canonical_lanes)
         return self
 
 
-def _count_codes(codes: np.ndarray, shape: Sequence[int], margins: Sequence[tuple[int, ...]]) -> Counts:
-    """The counts of one batch of records: each margin by its mixed-radix keys, the total, the multiset sums. Every
-    engine counts through this function, which is what makes their margins identical."""
+def _count_codes(codes: np.ndarray, variables: Sequence[str], levels: Sequence[Sequence[str]],
+                 margins: Sequence[tuple[int, ...]]) -> Counts:
+    """The counts of one batch of records: each margin by its mixed-radix keys, the total, the multiset sums (by
+    level positions and by names and labels). Every engine counts through this function, which is what makes their
+    margins identical."""
+    shape = tuple(len(lv) for lv in levels)
     counted = {}
     rows = codes.shape[0]
     for axes in margins:
@@ -463,7 +524,8 @@ def _count_codes(codes: np.ndarray, shape: Sequence[int], margins: Sequence[tupl
         else:  # a large margin: a sparse batch of it, kept as (keys, counts) until it is added in
             unique, counts = np.unique(keys, return_counts=True)
             counted[axes] = _SparseBlock(unique, counts.astype(np.int64), tuple(sizes))
-    return Counts(counted, rows, record_lanes(codes, None, shape))
+    return Counts(counted, rows, record_lanes(codes, None, shape),
+                  record_lanes(codes, None, shape, labelled=(variables, levels)))
 
 
 @dataclass
@@ -532,7 +594,8 @@ def count_file(record_file: RecordFile, levels: Sequence[Sequence[str]], margins
     try:
         for batch in _arrow_batches(record_file):
             if batch.num_rows:
-                total.merge(_count_codes(batch_codes(batch, record_file.variables, levels, protected), shape, margins))
+                total.merge(_count_codes(batch_codes(batch, record_file.variables, levels, protected),
+                                         record_file.variables, levels, margins))
     except TabreleaseError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors have no common base: any failure to read is one line
@@ -646,7 +709,7 @@ def _count_partition(frame, variables, levels, margins, protected) -> Counts:
     shape = tuple(len(lv) for lv in levels)
     if len(frame) == 0:
         return Counts({axes: np.zeros([shape[a] for a in axes], dtype=np.int64) for axes in margins})
-    counted = _count_codes(batch_codes(frame, variables, levels, protected), shape, margins)
+    counted = _count_codes(batch_codes(frame, variables, levels, protected), variables, levels, margins)
     for axes, value in counted.margins.items():
         if isinstance(value, _SparseBlock):
             counted.margins[axes] = value.copy()
@@ -870,6 +933,12 @@ class FileTable(TableView):
         self._first_pass()
         return self._counted["lanes"]
 
+    @property
+    def canonical_lanes(self) -> tuple[int, ...]:
+        """The records' canonical multiset sums (`record_lanes` by names and labels), counted in the first pass."""
+        self._first_pass()
+        return self._counted["canonical_lanes"]
+
     def _from_counted(self, axes: tuple[int, ...]) -> np.ndarray | None:
         margins = self._counted.setdefault("margins", {})
         if axes in margins:
@@ -904,6 +973,7 @@ class FileTable(TableView):
         if "n" in self._counted and (counts.n, counts.lanes) != (self._counted["n"], self._counted["lanes"]):
             raise TabreleaseError(f"{self.source.path} changed while it was being released: read it again")
         self._counted["n"], self._counted["lanes"] = counts.n, counts.lanes
+        self._counted["canonical_lanes"] = counts.canonical_lanes
         margins_held = self._counted.setdefault("margins", {})
         for axes, array in counts.margins.items():
             array = np.asarray(array, dtype=np.int64)
