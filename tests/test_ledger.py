@@ -1149,3 +1149,34 @@ def test_a_release_without_a_ledger_signalled_over_its_rename_stands_and_says_so
     assert main(["release", "rochdale", "--epsilon", "0.5", "--simulate", "--out", str(tmp_path / "r")]) == 0
     assert "interrupted as the bundle was put in place: the release was published" in capsys.readouterr().out
     assert (tmp_path / "r" / "public" / "release.json").is_file()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the folder's flock is POSIX; Windows cannot delete an open file")
+def test_a_lock_file_deleted_while_it_is_held_does_not_let_a_second_process_in(tmp_path, monkeypatch):
+    """A reviewer's loop deleted L.json.lock while releases ran: the next process locked a new file of that name
+    while another still held the old one, and charges of published releases were lost. The ledger's folder is
+    locked too, so a second process still waits, and one that cannot get in says so in one line."""
+    from tabrelease import ledger as ledger_module
+
+    path = tmp_path / "L.json"
+    init_ledger(path)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom pathlib import Path\nfrom tabrelease import ledger\n"
+        f"with ledger._lock(Path({str(path.resolve())!r})):\n"
+        "    print('held', flush=True)\n    time.sleep(30)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(ledger_module, "LOCK_TIMEOUT_SECONDS", 0.5)
+        # Held, the lock file in place: the wait ends in one line (it had been filelock's Timeout, a traceback).
+        with pytest.raises(TabreleaseError, match=r"^the ledger .* is in use by another process \(waited 0.5 s"):
+            with ledger_module._lock(path.resolve()):
+                pass
+        (tmp_path / "L.json.lock").unlink()
+        with pytest.raises(TabreleaseError, match=r"^the ledger .* is in use by another process \(waited 0.5 s"):
+            with ledger_module._lock(path.resolve()):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with ledger_module._lock(path.resolve()):  # free again once the holder is gone
+        pass

@@ -44,6 +44,7 @@ import os
 import secrets
 import stat
 import threading
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -348,14 +349,59 @@ def _lock(path: Path):
     if key in held:  # this thread holds it already (`holding`, around a charge): taken once
         yield
         return
+    from filelock import Timeout
+
     with _THREAD_LOCKS_GUARD:
         thread_lock = _THREAD_LOCKS.setdefault(key, threading.Lock())
-    with thread_lock, FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_SECONDS, mode=0o600):
-        held.add(key)
+    deadline = time.monotonic() + LOCK_TIMEOUT_SECONDS
+    busy = TabreleaseError(f"the ledger {path} is in use by another process (waited {LOCK_TIMEOUT_SECONDS} s for "
+                           "its lock); try again when it is done (nothing was charged or set)")
+    with thread_lock:
         try:
-            yield
+            file_lock = FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT_SECONDS, mode=0o600)
+            file_lock.acquire()
+        except Timeout:
+            raise busy from None
+        try:
+            with _folder_lock(path.parent, deadline, busy):
+                held.add(key)
+                try:
+                    yield
+                finally:
+                    held.discard(key)
         finally:
-            held.discard(key)
+            file_lock.release()
+
+
+@contextmanager
+def _folder_lock(folder: Path, deadline: float, busy: TabreleaseError):
+    """An exclusive flock on the ledger's folder, beside its lock file: a lock file deleted while it is held (a
+    clean-up of stale locks, say) lets the next process lock a new file of that name while the first still holds
+    the old one, and a reviewer's loop deleting it lost charges of published releases. A folder cannot be deleted
+    while the ledger is in it. Where flock is not (Windows, whose open files cannot be deleted), the lock file
+    alone, as where the folder cannot be opened for reading (searchable only: its files still open)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        handle = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        yield
+        return
+    try:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise busy from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(handle)  # closing releases the flock
 
 
 # The ledgers this thread holds the lock of (`_lock` takes a lock its thread holds once).
