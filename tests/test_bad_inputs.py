@@ -556,3 +556,37 @@ def test_an_abbreviated_option_is_refused_not_read_as_the_option_it_begins(tmp_p
                  str(tmp_path / "r")]) == 2
     assert "unrecognized arguments: --margin [A]" in capsys.readouterr().err and not (tmp_path / "r").exists()
     assert main(["plan", "rochdale", "--eps", "1"]) == 2
+
+
+HAIR_EYE = "Hair,Eye,Sex,count\nBlack,Brown,Male,32\nBrown,Brown,Male,53\nBlack,Blue,Female,9\nBrown,Blue,Female,34\n"
+
+
+@pytest.mark.parametrize("case", ["no header", "utf-8 read as utf-16", "microdata without header"])
+def test_a_refusal_does_not_quote_a_first_row_that_is_data(case, tmp_path, capsys):
+    """A new user's trial: a cell file without its header was refused with "the columns are ['Black', 'Brown',
+    'Male', '32']" (a cell and its count), and a UTF-8 file read as UTF-16 with its whole text as one "column"
+    (1.1 KB, the counts back on re-encoding). Such a header is described, not quoted."""
+    path = tmp_path / "cells.csv"
+    argv = ["release", str(path), "--epsilon", "1", "--margins", "[A,B]", "--out", str(tmp_path / "r")]
+    if case == "no header":
+        path.write_text(HAIR_EYE.split("\n", 1)[1])
+    elif case == "utf-8 read as utf-16":
+        path.write_text(HAIR_EYE)
+        argv += ["--encoding", "utf-16"]
+    else:
+        path.write_text("1,2\n3,4\n1,4\n")
+        argv += ["--microdata", "--variables", "x"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not shown" in err
+    for value in ("32", "53", "Black", "Brown", "1", "3", "4"):
+        assert repr(value) not in err and f"{value}," not in err
+    assert "慈" not in err  # no text of the file in the wrong encoding
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_header_of_names_is_still_listed_in_the_refusal(tmp_path, capsys):
+    path = tmp_path / "cells.csv"
+    path.write_text(HAIR_EYE)
+    assert main(["release", str(path), "--epsilon", "1", "--count-column", "n", "--out", str(tmp_path / "r")]) == 2
+    assert "the columns are ['Hair', 'Eye', 'Sex', 'count']" in capsys.readouterr().err

@@ -10,7 +10,8 @@ import pytest
 import tabrelease as tr
 from tabrelease.errors import BudgetRefused
 from tabrelease.ledger import (charge, init_ledger, ledger_key, legacy_cells_fingerprint, multiset_fingerprint,
-                               order_free_fingerprint, table_fingerprint, canonical_fingerprint)
+                               order_free_fingerprint, table_fingerprint, canonical_fingerprint,
+                               canonical_multiset_fingerprint)
 from tabrelease.privacy import PrivacyGuarantee, PrivacyUnit
 from tabrelease.tables import MicrodataTable, table_from_frame, table_from_microdata
 from tabrelease.tables.model import MAX_TABLE_CELLS
@@ -114,7 +115,7 @@ def test_a_table_released_before_fingerprints_changed_is_still_recognised(tmp_pa
                    noise_mode="simulation")
     assert entry["fingerprint"] == table_fingerprint(table, key) != legacy
     assert entry["fingerprints_also"] == [legacy, multiset_fingerprint(table, key), order_free_fingerprint(table, key),
-                                          canonical_fingerprint(table, key)]
+                                          canonical_fingerprint(table, key), canonical_multiset_fingerprint(table, key)]
     assert entry["aliases"] == ["czech"]
     # The same table given as one row per person is the same table to the ledger.
     people = table_from_microdata(_people(table), levels=dict(zip(table.variables, map(list, table.levels))),

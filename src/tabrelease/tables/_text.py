@@ -94,3 +94,49 @@ def undeclared_values(variable, declared) -> TabreleaseError:
     return TabreleaseError(f"variable {variable!r} has values that are not among its declared levels {list(declared)} "
                            "(the values are not shown: which ones the data hold is confidential); declare every value "
                            "the column can take")
+
+
+# A column's name longer than this is not shown in a message: a file read in the wrong encoding comes as one
+# "column" holding the whole file (a new user's trial: a UTF-8 file read as UTF-16 quoted its 1.1 KB in a refusal).
+LONGEST_NAME_SHOWN = 64
+_NUMBER = re.compile(r"^\s*[-+]?(\d+([.,]\d*)?|[.,]\d+)([eE][-+]?\d+)?\s*$")
+
+
+def header_looks_like_names(columns: Sequence) -> bool:
+    """Whether a file's header can be quoted in a message: no field is a number (a count, or a numeric code, as in a
+    row of data), too long to be a name, or holds control characters. A file without a header has its first row of
+    data read as one, and a refusal that listed "the columns" quoted that row (a new user's trial: a cell and its
+    count), so a header that fails this is described, not quoted.
+
+    Parameters
+    ----------
+    columns : sequence
+        The header's fields.
+
+    Returns
+    -------
+    bool
+    """
+    texts = [str(c) for c in columns]
+    return all(len(t) <= LONGEST_NAME_SHOWN and not _NUMBER.match(t) and t.isprintable() for t in texts)
+
+
+def the_columns(columns: Sequence) -> str:
+    """A message's words for a file's columns: ``the columns are [...]`` where the header looks like names
+    (`header_looks_like_names`), else how many there are and why they are not shown.
+
+    Parameters
+    ----------
+    columns : sequence
+        The header's fields.
+
+    Returns
+    -------
+    str
+    """
+    columns = list(columns)
+    if header_looks_like_names(columns):
+        return f"the columns are {[str(c) for c in columns]}"
+    return (f"the file's first row has {len(columns)} field{'s' if len(columns) != 1 else ''}, not shown: one is a "
+            "number, very long or not printable, as a row of data or a file read in the wrong encoding would be "
+            "(does the file have a header row? is --encoding right?)")

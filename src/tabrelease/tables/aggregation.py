@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import TabreleaseError
-from ._text import LEVELS_FROM_DATA, declared_levels, detect_separator, level_order, undeclared_values
+from ._text import (LEVELS_FROM_DATA, declared_levels, detect_separator, level_order, the_columns,
+                    undeclared_values)
 from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, too_few_levels
 
 ENGINES = ("arrow", "pandas", "dask", "spark")
@@ -1089,7 +1090,7 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
     variables = [str(v) for v in (variables if variables is not None else columns)]
     missing = [v for v in variables if v not in columns]
     if missing:
-        raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {columns}")
+        raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(columns)}")
     if probe.is_parquet:
         import pyarrow.parquet as pq
 

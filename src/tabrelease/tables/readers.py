@@ -23,7 +23,7 @@ from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
 from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, level_order,
-                    undeclared_values)
+                    the_columns, undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -151,7 +151,7 @@ def table_from_frame(
     """
     frame = _named_by_text(frame, "the table")
     if count_column not in frame.columns:
-        raise TabreleaseError(f"no count column {count_column!r}; the columns are {list(frame.columns)} (one row per "
+        raise TabreleaseError(f"no count column {count_column!r}; {the_columns(frame.columns)} (one row per "
                               "person? add --microdata, or use table_from_microdata)")
     variables = [str(c) for c in frame.columns if c != count_column]
     if not variables:
@@ -321,7 +321,7 @@ def table_from_microdata(
     variables = [str(v) for v in (variables if variables is not None else frame.columns)]
     unknown = [v for v in variables if v not in frame.columns]
     if unknown:
-        raise TabreleaseError(f"microdata has no column {unknown[0]!r}; the columns are {list(frame.columns)}")
+        raise TabreleaseError(f"microdata has no column {unknown[0]!r}; {the_columns(frame.columns)}")
     if len(frame) == 0:
         raise TabreleaseError("the microdata have no rows")
     codes, level_lists = [], []
@@ -427,7 +427,7 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
             schema_names = schema.names
             missing = [c for c in (columns or []) if c not in schema_names]
             if missing:
-                raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {schema_names}")
+                raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(schema_names)}")
             from .aggregation import refuse_nested_columns
 
             refuse_nested_columns(path, schema, columns)
@@ -587,7 +587,7 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
     if columns is not None:
         missing = [c for c in columns if c not in header]
         if missing:
-            raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {header}")
+            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(header)}")
         frame = frame.loc[:, list(columns)]
     return frame.reset_index(drop=True)
 
@@ -631,7 +631,7 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
     if columns is not None:
         missing = [c for c in columns if c not in names]
         if missing:
-            raise TabreleaseError(f"{path} has no column {missing[0]!r}; the columns are {names}")
+            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(names)}")
         frame = frame.loc[:, list(columns)]
     return frame
 
@@ -845,7 +845,7 @@ def read_table_parquet(path: str | Path, count_column: str = "count", *, complet
     except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
         raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
     if count_column not in frame.columns:
-        raise TabreleaseError(f"no count column {count_column!r} in {path}; the columns are {list(frame.columns)} "
+        raise TabreleaseError(f"no count column {count_column!r} in {path}; {the_columns(frame.columns)} "
                               "(one row per person? add --microdata)")
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
