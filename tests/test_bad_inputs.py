@@ -590,3 +590,33 @@ def test_a_header_of_names_is_still_listed_in_the_refusal(tmp_path, capsys):
     path.write_text(HAIR_EYE)
     assert main(["release", str(path), "--epsilon", "1", "--count-column", "n", "--out", str(tmp_path / "r")]) == 2
     assert "the columns are ['Hair', 'Eye', 'Sex', 'count']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("written", ["0_5", "1_0", "\uff11", "\u0660.\u0665", "1e-3_0"])
+def test_a_number_not_in_ascii_decimal_notation_is_refused_not_read_as_float_reads_it(written, tmp_path, capsys):
+    """A new user's trial: float() reads 0_5 as 5 and 1_0 as 10 (and fullwidth and Arabic-Indic digits), so
+    `--epsilon 0_5` charged epsilon 5 and `--set-budget D --epsilon 1_0` set a budget of 10. Every number given as
+    text is read in ASCII decimal notation only: on the command line, in the API and in a batch's strings."""
+    from tabrelease.noise import check_delta, check_epsilon
+    from tabrelease.spec import positive_number
+
+    tr_ledger = tmp_path / "L.json"
+    assert main(["ledger", "init", str(tr_ledger)]) == 0
+    for argv in (["plan", "rochdale", "--epsilon", written], ["plan", "rochdale", "--target-l1", written],
+                 ["release", "rochdale", "--epsilon", written, "--ledger", str(tr_ledger), "--out",
+                  str(tmp_path / "r")],
+                 ["ledger", str(tr_ledger), "--set-budget", "x", "--epsilon", written],
+                 ["ledger", str(tr_ledger), "--set-budget", "x", "--epsilon", "1", "--delta", written]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "number" in err and "Traceback" not in err, err
+    assert not (tmp_path / "r").exists()
+    ledger_text = tr_ledger.read_text()
+    assert '"x"' not in ledger_text and '"release"' not in ledger_text  # no budget set, nothing charged
+    for check in (check_epsilon, positive_number):
+        with pytest.raises(TabreleaseError, match="not a number"):
+            check(written)
+    with pytest.raises(TabreleaseError):
+        check_delta("1e-6".replace("1", written))
+    assert check_epsilon(" 0.5 ") == 0.5 and check_epsilon("1e-3") == 0.001 and positive_number("2") == 2.0

@@ -39,6 +39,7 @@ LAYERS = {
     "tabrelease.spec": VALUES,
     "tabrelease._files": VALUES,
     "tabrelease._limits": VALUES,
+    "tabrelease._numbers": VALUES,
     "tabrelease._cpus": VALUES,
     "tabrelease._signals": VALUES,
     "tabrelease._highs": VALUES,

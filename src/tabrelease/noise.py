@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from .accounting import analytic_gaussian_epsilon, analytic_gaussian_sigma, gaussian_rho
+from ._numbers import number
 from .errors import TabreleaseError
 
 from .spec import RELEASE, SIMULATION  # noqa: E402  (the modes are spec values)
@@ -89,7 +90,7 @@ def check_epsilon(epsilon: float) -> float:
         If epsilon is not a number, not finite, or not positive.
     """
     try:
-        value = float(epsilon)
+        value = number(epsilon)
     except (TypeError, ValueError):
         raise TabreleaseError(f"epsilon {epsilon!r} is not a number") from None
     if not math.isfinite(value) or value <= 0:
@@ -116,7 +117,7 @@ def check_delta(delta: float) -> float:
         If delta is not a number or not in the open interval (0, 1).
     """
     try:
-        value = float(delta)
+        value = number(delta)
     except (TypeError, ValueError):
         raise TabreleaseError(f"delta {delta!r} is not a number") from None
     if not 0 < value < 1:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ._numbers import decimal_number
 from .errors import TabreleaseError
 from .privacy import ADD_REMOVE, APPROXIMATE, PURE, REPLACE, SENSITIVE, PrivacyLoss, PrivacyUnit
 
@@ -389,7 +390,7 @@ def _is_number(value) -> bool:
 def _positive_number(name: str, value) -> float:
     if isinstance(value, str):
         try:
-            value = float(value)
+            value = decimal_number(value)
         except ValueError:
             raise TabreleaseError(f"{name} {value!r} is not a number") from None
     if not (_is_number(value) and value > 0):
@@ -434,7 +435,7 @@ def fraction(value) -> float:
     """
     if isinstance(value, str):
         try:
-            value = float(value)
+            value = decimal_number(value)
         except ValueError:
             raise TabreleaseError(f"{value!r} is not a number") from None
     if not (_is_number(value) and 0 < value < 1):

@@ -8,6 +8,8 @@ import math
 import sys
 from typing import Any
 
+from .._numbers import decimal_number
+
 
 def add_table_arguments(parser) -> None:
     """The table and how to read it (`spec.INPUT_SETTINGS`, the one list of them)."""
@@ -121,11 +123,19 @@ def load_from_args(args):
     return read_source(source_from_settings(args.table, {s.name: getattr(args, s.name) for s in INPUT_SETTINGS}))
 
 
+def decimal_float(text: str) -> float:
+    """A flag's number in ASCII decimal notation (`_numbers.decimal_number`: ``0_5`` is not 5)."""
+    try:
+        return decimal_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive_float(text: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        value = decimal_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
     return value
@@ -136,7 +146,7 @@ def epsilon_list(text: str) -> tuple[float, ...]:
 
     try:
         if ":" in text:
-            start, stop, step = (float(p) for p in text.split(":"))
+            start, stop, step = (decimal_number(p) for p in text.split(":"))
             if step <= 0 or stop <= start:  # numbers, but no range (a methodologist's trial: "1:0.1:0.1")
                 raise argparse.ArgumentTypeError(f"{text!r}: START:STOP:STEP runs up from START to below STOP by a "
                                                  "positive STEP (STOP above START)")
@@ -150,7 +160,7 @@ def epsilon_list(text: str) -> tuple[float, ...]:
             parts = text.split(",")
             if any(not p.strip() for p in parts):  # "1,,2" or a trailing comma: a value left out by mistake
                 raise argparse.ArgumentTypeError(f"{text!r} has an empty value between commas")
-            values = tuple(float(p) for p in parts)
+            values = tuple(decimal_number(p) for p in parts)
             if len(values) > MAX_EPSILONS:
                 raise argparse.ArgumentTypeError(f"{len(values):,} epsilons are more than {MAX_EPSILONS:,}, the most "
                                                  "one grid may have")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import positive_float, print_json
+from ._common import decimal_float, positive_float, print_json
 
 ACTIONS = ("init", "verify", "show")
 
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     parser.add_argument("--set-budget", metavar="DATASET", help="the dataset (a built-in table's name, or the name "
                         "given with release --dataset) whose total budget to set")
     parser.add_argument("--epsilon", type=positive_float, help="the total epsilon budget (with --set-budget)")
-    parser.add_argument("--delta", type=float, default=None, help="the total delta budget (default 0)")
+    parser.add_argument("--delta", type=decimal_float, default=None, help="the total delta budget (default 0)")
     parser.add_argument("--budget-neighbours", choices=("add-remove", "replace", "sensitive-attributes"),
                         default="add-remove",
                         help="the privacy unit the budget bounds: add-remove (default; releases that publish n "

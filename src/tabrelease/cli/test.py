@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import non_negative_int, positive_int, print_json
+from ._common import decimal_float, non_negative_int, positive_int, print_json
 
 
 def register(subparsers) -> None:
@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the replicates (default 0)")
     parser.add_argument("--intervals", action="store_true", help="also noise-aware intervals for the model's cell "
                         "probabilities over each of its margins (basic bootstrap, from the same replicates)")
-    parser.add_argument("--level", type=float, default=0.95, help="the intervals' confidence level (default 0.95)")
+    parser.add_argument("--level", type=decimal_float, default=0.95, help="the intervals' confidence level (default 0.95)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="worker processes for the bootstrap's releases "
                         "(default 1; the result is the same for any number)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (it is shown on standard error "
