@@ -7,10 +7,19 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
 import tabrelease
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _doc_files() -> list[Path]:
+    """The README and every page under docs/: the documentation users read."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 SKIP_PACKAGES = ("tabrelease.cli", "tabrelease.__main__")  # the command line parses; its functions are documented by --help
 
@@ -78,13 +87,13 @@ def test_help_starts_a_user_off():
 
 def test_every_dotted_name_the_docs_give_exists():
     """A new user's trial: the tutorial named tabrelease.read_microdata and tabrelease.released_frames, which the top
-    level does not hold. Every `tabrelease.x.y` the README and the tutorial name in backticks resolves."""
+    level does not hold. Every `tabrelease.x.y` the README and the docs (docs/*.md, the tutorial among them) name in
+    backticks resolves."""
     import importlib
     import re
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    texts = [root / "README.md", root / "docs" / "tutorial.md"]
+    texts = _doc_files()
+    assert ROOT / "docs" / "tutorial.md" in texts
     names = {m for path in texts if path.exists()
              for m in re.findall(r"`(tabrelease(?:\.[A-Za-z_]\w*)+)(?:\(\))?`", path.read_text())}
     assert names, "no dotted names found: the pattern is wrong"
@@ -105,3 +114,39 @@ def test_every_dotted_name_the_docs_give_exists():
         else:
             missing.append(name)
     assert missing == []
+
+
+def _anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: lower case, punctuation but hyphens and underscores
+    dropped, spaces as hyphens, a repeated heading numbered."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", _outside_code(text), flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def _outside_code(text: str) -> str:
+    """The text without its fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+
+
+def test_every_relative_link_of_the_docs_resolves():
+    """The README was split into docs/*.md: every relative link of the README and the docs names a file that exists,
+    and an anchor (`file.md#heading`, `#heading`) names a heading of that file."""
+    broken = []
+    for path in _doc_files():
+        text = path.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", _outside_code(text)):
+            if re.match(r"^[a-z]+:", target):  # https:, mailto:
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = (path.parent / file_part).resolve() if file_part else path
+            if not linked.exists():
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked.read_text(encoding="utf-8")):
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == []
