@@ -909,7 +909,7 @@ def test_disjoint_columns_of_one_file_under_two_dataset_ids_are_refused_unless_s
     for the same people (a reviewer released three such sets of Rochdale's records at epsilon 1 each, and a batch
     spec naming the file under two datasets ran both). The ledger now prints the file a table was read from, whole,
     and refuses a second dataset id for it, whatever columns it takes; a copy of the file is the same bytes. A file
-    with one record less is other data (not recognised: said in the README). The batch's prediction refuses the
+    with one record less is other data (not recognised: said in docs/ledger.md). The batch's prediction refuses the
     spec whole, before anything is made."""
     import numpy as np
 

@@ -202,7 +202,7 @@ def test_the_gaussian_calibration_records_the_analytic_scale_its_epsilon_and_rho
 
 
 # --- the variance saved against today's zCDP route -----------------------------------------------------------------
-# (epsilon, least and greatest share of the variance saved) at delta = 1e-6; the README quotes these.
+# (epsilon, least and greatest share of the variance saved) at delta = 1e-6; docs/method.md quotes these.
 VARIANCE_SAVED = [(0.1, 0.154), (0.5, 0.138), (1.0, 0.131), (2.0, 0.123), (5.0, 0.110), (10.0, 0.099)]
 
 

@@ -1,5 +1,5 @@
-"""The README's console samples are what the tool prints: each sample whose output does not depend on its noise is
-run as written (in a fresh folder, one child process per command); every command must exit as its sample shows (0,
+"""The console samples of the README and of the docs (docs/*.md but the tutorial, which tests/test_tutorial.py runs
+as one session) are what the tool prints: each sample whose output does not depend on its noise is run as written (in a fresh folder, one child process per command); every command must exit as its sample shows (0,
 or non-zero where the sample shows an error line), and each command's output the sample shows is compared with what
 it prints, line by line.
 
@@ -18,13 +18,16 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+# Where the samples are: the README and the pages the README links to (the tutorial's are run by test_tutorial.py).
+DOCS = (README, *sorted(path for path in (ROOT / "docs").glob("*.md") if path.name != "tutorial.md"))
 # The samples run here, by their first command: those whose printed lines do not depend on the noise drawn (a
 # release's summary line is its plan's; the ledger's lines are its arithmetic).
 RUN = ("tabrelease fit journey_to_work", "tabrelease plan journey_to_work --epsilon 0.1,1",
        "tabrelease ledger init ledger.json")
-# The samples not run, and why: every console block of the README is in one of the two, so a new one is not skipped
-# unseen.
+# The samples not run, and why: every console block of the README and the docs is in one of the two, so a new one is
+# not skipped unseen.
 NOT_RUN = {
     "tabrelease release rochdale --epsilon 1 --margins \"[AB][AC][BC][DE]\" --out r":
         "commands only; the bootstrap test behind it takes half a minute",
@@ -42,10 +45,12 @@ def _command(line: str) -> tuple[str, bool]:
 
 
 def console_samples() -> dict[str, list[tuple[str, list[str]]]]:
-    """Each ```console block of the README, by its first command: its commands (after "$ ", a trailing "# ..."
-    comment left out, continuation lines joined), each with the lines printed after it."""
+    """Each ```console block of the README and the docs, by its first command: its commands (after "$ ", a trailing
+    "# ..." comment left out, continuation lines joined), each with the lines printed after it."""
     samples: dict[str, list[tuple[str, list[str]]]] = {}
-    for block in re.findall(r"```console\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S):
+    blocks = [block for path in DOCS
+              for block in re.findall(r"```console\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)]
+    for block in blocks:
         steps: list[tuple[str, list[str]]] = []
         continued = False
         for line in block.splitlines():
@@ -85,4 +90,4 @@ def test_readme_console_sample(first, tmp_path):
         # is left out of the sample, not claimed to be empty.
         if printed:
             shown = (done.stdout + done.stderr).splitlines()
-            assert shown == printed, f"README's sample of `{command}` is not what it prints"
+            assert shown == printed, f"the docs' sample of `{command}` is not what it prints"
