@@ -169,3 +169,18 @@ def test_every_relative_link_of_the_docs_resolves():
             elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked.read_text(encoding="utf-8")):
                 broken.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
     assert broken == []
+
+
+def test_the_readme_s_exit_codes_are_the_error_types_exit_statuses():
+    """The README's table of exit codes names each error type with its status, as `errors.EXIT_STATUSES` has it."""
+    import re
+    from pathlib import Path
+
+    from tabrelease import errors
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = text.split("### Exit codes", 1)[1].split("\n\n", 2)[1]
+    named = {int(status): name for status, name in re.findall(r"^\| (\d+) \| `(\w+)` \|", table, flags=re.M)}
+    assert named == {status: cls.__name__ for status, cls in errors.EXIT_STATUSES.items()}
+    statuses = {int(s) for s in re.findall(r"^\| (\d+) \|", table, flags=re.M)}
+    assert {0, 130, 143} <= statuses

@@ -65,6 +65,6 @@ class ReleaseInterrupted(KeyboardInterrupt):
         self.published = published
 
 
-# Every type, by exit status (documented in the README; a test keeps the two in step).
+# Every type, by exit status (the README's table of exit codes; tests/test_docs.py keeps the two in step).
 EXIT_STATUSES = {cls.exit_status: cls for cls in (TabreleaseError, InternalError, ChargedReleaseFailed, BudgetRefused,
                                                   LedgerIntegrityError)}

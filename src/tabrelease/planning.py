@@ -16,7 +16,7 @@ error summed over the cells of a margin A is
 where dim(T) = prod_(j in T) (k_j - 1), K_out(A) = prod_(j not in A) k_j, and lambda is 1 for a
 Fourier coefficient, 1 / K_out(S) for an Efron-Stein block and K_out(S) for the margin over S.
 (Derivation: the information matrix sum_B Q_B' Q_B / v_B of the queries Q_B is diagonal in the
-residual basis; see the README.) The privacy cost is exact: for Laplace noise of scale b_B on each
+residual basis; see docs/method.md.) The privacy cost is exact: for Laplace noise of scale b_B on each
 block, epsilon = max over neighbouring pairs of sum_B ||change_B||_1 / b_B; for Gaussian noise, the
 whitened L2 sensitivity sqrt(max sum_B ||change_B||_2^2 / sigma_B^2) goes to the analytic Gaussian
 mechanism (noise.gaussian_calibration): the blocks together are one Gaussian mechanism after whitening.

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.optimize import minimize
 
-DEFAULT_ROWS = 500  # n': the notes leave it to the user (the RAP paper uses 1000); see the README's timings
+DEFAULT_ROWS = 500  # n': the notes leave it to the user (the RAP paper uses 1000); see the timings in docs/mechanisms.md
 DEFAULT_ITERATIONS = 400  # L-BFGS iterations of the final fit
 ROUND_ITERATIONS = 100  # L-BFGS iterations of each intermediate fit of the adaptive variant (only drives selection)
 INITIAL_LOGIT_SD = 0.1  # near-uniform rows: larger starts saturate the softmax and stall (seen at 1 and 3)

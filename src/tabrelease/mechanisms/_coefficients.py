@@ -29,7 +29,7 @@ class CoefficientMechanism(Mechanism):
     basis_kind: str | None = FOURIER
     estimator = LINF_LP  # resolved by the planner: the LP is built once per plan
     rounding = NEAREST
-    bound_source = "derived here: triangle inequality over the closure with the scale actually used (see README)"
+    bound_source = "derived here: triangle inequality over the closure with the scale actually used (see docs/method.md)"
 
     def basis_for(self, shape, margins):
         """The coefficient basis of the margins' closure: `basis_kind`, or (None) Fourier for all-binary tables and
