@@ -2,6 +2,7 @@ import pandas as pd
 import pytest
 
 from tabrelease import builtin_table, default_model, parse_model, table_from_frame
+from tabrelease.errors import TabreleaseError
 from tabrelease.models import downward_closure
 
 
@@ -125,3 +126,17 @@ def test_an_unknown_variable_near_a_name_suggests_it(spec, near):
     with pytest.raises(TabreleaseError) as far:
         parse_model("[zzz]", builtin_table("rochdale"))
     assert "did you mean" not in str(far.value)
+
+
+@pytest.mark.parametrize("spec", ["Hair,Eye", "Hair,Eye Sex", "A,B+C"])
+def test_names_listed_without_brackets_are_refused_as_ambiguous(spec):
+    """A new user's trial: `--margins "Hair,Eye"` was read as the one margin [Hair,Eye]; one who meant [Hair][Eye]
+    published a finer table without being told. Names listed with commas need brackets (letters run together, "AB",
+    and generators split by spaces or plus signs, "AB BC", keep their meaning)."""
+    table = table_from_frame(pd.DataFrame({"Hair": ["a", "a", "b", "b"] * 2, "Eye": ["x", "y"] * 4,
+                                              "Sex": ["m"] * 4 + ["f"] * 4, "count": range(8)}), "count")
+    with pytest.raises(TabreleaseError, match=r"write \[.*\] for one margin of .* together, or \[.*\]\[.*\] for a "
+                                              r"margin of each alone"):
+        parse_model(spec, table)
+    assert parse_model("AB BC", table).generators == parse_model("[AB][BC]", table).generators
+    assert parse_model("[Hair,Eye]", table).generators == ((0, 1),)

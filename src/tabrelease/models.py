@@ -224,7 +224,16 @@ def _generator_tokens(spec: str) -> list[str]:
         if any(_ALL_K_WAY.fullmatch(t) is None for t in leftover):
             raise TabreleaseError(f"cannot read model {spec!r}: {' '.join(leftover)!r} is outside brackets")
         return leftover + tokens
-    return [t for t in re.split(r"[\s+]+", spec) if t]
+    tokens = [t for t in re.split(r"[\s+]+", spec) if t]
+    listed = next((t for t in tokens if "," in t), None)
+    if listed is not None:
+        # "Hair,Eye" had been read as the one margin [Hair,Eye], where a user who meant two margins of one variable
+        # each published a finer table without being told (a new user's trial): names listed need brackets.
+        names = [n.strip() for n in listed.split(",") if n.strip()]
+        raise TabreleaseError(f"cannot read model {spec!r}: write [{','.join(names)}] for one margin of "
+                              f"{' and '.join(names) if len(names) == 2 else 'these variables'} together, or "
+                              f"{''.join(f'[{n}]' for n in names)} for a margin of each alone")
+    return tokens
 
 
 def _labelled_axis(word: str, table: ContingencyTable) -> int | None:
