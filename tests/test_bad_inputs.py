@@ -620,3 +620,27 @@ def test_a_number_not_in_ascii_decimal_notation_is_refused_not_read_as_float_rea
     with pytest.raises(TabreleaseError):
         check_delta("1e-6".replace("1", written))
     assert check_epsilon(" 0.5 ") == 0.5 and check_epsilon("1e-3") == 0.001 and positive_number("2") == 2.0
+
+
+@pytest.mark.parametrize("form", ["cells", "microdata", "microdata file"])
+def test_one_label_written_both_composed_and_decomposed_is_refused_not_made_two_levels(form, tmp_path):
+    """A new user's trial: a file holding "é" both as one character (NFC) and as "e" with a combining accent (NFD)
+    had its one level published as two rows that look the same. Refused, without naming the labels; a file written
+    in NFD alone is read as it is."""
+    from tabrelease.tables import read_microdata
+
+    composed, decomposed = "\u00e9", "e\u0301"
+    rows = [(x, y) for x in (composed, decomposed, "o") for y in "ab"]
+    frame = pd.DataFrame(rows, columns=["x", "y"])
+    with pytest.raises(TabreleaseError, match="two levels that differ only in how their accents are encoded") as info:
+        if form == "cells":
+            table_from_frame(frame.assign(count=1), "count")
+        elif form == "microdata":
+            table_from_microdata(frame)
+        else:
+            path = tmp_path / "people.csv"
+            frame.to_csv(path, index=False)
+            read_microdata(path, engine="arrow")
+    assert composed not in str(info.value) and decomposed not in str(info.value)
+    only_nfd = frame[frame.x != composed].assign(count=1)
+    assert sorted(table_from_frame(only_nfd, "count").levels[0]) == sorted([decomposed, "o"])

@@ -32,7 +32,8 @@ import numpy as np
 from ..errors import TabreleaseError
 from ._text import (LEVELS_FROM_DATA, declared_levels, detect_separator, level_order, the_columns,
                     undeclared_values)
-from .model import MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, too_few_levels
+from .model import (MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, check_one_encoding,
+                    too_few_levels)
 
 ENGINES = ("arrow", "pandas", "dask", "spark")
 DEFAULT_ENGINE = "arrow"
@@ -1112,6 +1113,7 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
             raise too_few_levels(variable, level_lists[-1])
     metadata = {} if not undeclared else {LEVELS_FROM_DATA: True, "undeclared_levels": undeclared}
     shape = tuple(len(lv) for lv in level_lists)
+    check_one_encoding(variables, level_lists)  # before the pass that counts
     cells = int(np.prod(shape, dtype=object))
     if cells <= cells_counted_whole():
         check_cells(variables, shape)

@@ -47,6 +47,39 @@ def too_few_levels(variable: str, levels: Sequence) -> TabreleaseError:
     # The level is not named: read from the data, it is a confidential value (a reviewer's column held one).
     return TabreleaseError(f"variable {variable!r} has only one level; it carries no information")
 
+def check_one_encoding(variables, levels) -> None:
+    """Refuse names or labels that are one text written two ways: composed and decomposed Unicode (NFC and NFD: "é"
+    as one character, or as "e" and a combining accent). They look the same but are different strings, so a file
+    mixing both (data merged from macOS and other sources) had its one level published as two identical-looking
+    rows (a new user's trial). The labels are not named: which values the data hold may be confidential.
+
+    Parameters
+    ----------
+    variables : sequence of str
+    levels : sequence of sequence of str
+
+    Raises
+    ------
+    TabreleaseError
+        Two variables' names, or two levels of one variable, are equal once NFC-normalised.
+    """
+    import unicodedata
+
+    def composed(texts):
+        return [unicodedata.normalize("NFC", str(t)) for t in texts]
+
+    fix = ("the file mixes composed and decomposed Unicode (NFC and NFD); write it one way, NFC (Python's "
+           "unicodedata.normalize, or `uconv -x any-nfc`)")
+    names = composed(variables)
+    if len(set(names)) != len(names) and len(set(map(str, variables))) == len(names):
+        raise TabreleaseError(f"two variables' names differ only in how their accents are encoded: {fix}")
+    for variable, lv in zip(variables, levels):
+        labels = composed(lv)
+        if len(set(labels)) != len(labels) and len(set(map(str, lv))) == len(labels):
+            raise TabreleaseError(f"variable {str(variable)!r} has two levels that differ only in how their accents "
+                                  f"are encoded: {fix}")
+
+
 @dataclass(frozen=True, eq=False)
 class ContingencyTable:
     """A complete k-way table of counts.
@@ -67,6 +100,7 @@ class ContingencyTable:
             raise TabreleaseError("a table needs at least one variable")
         if len(set(self.variables)) != len(self.variables):
             raise TabreleaseError(f"duplicate variable names: {list(self.variables)}")
+        check_one_encoding(self.variables, self.levels)
         if counts.shape != tuple(len(lv) for lv in self.levels) or len(self.levels) != len(self.variables):
             raise TabreleaseError(
                 f"counts of shape {counts.shape} do not match the levels "
@@ -360,6 +394,7 @@ class MicrodataTable(TableView):
             raise TabreleaseError("records must have one code column per variable")
         if len(set(self.variables)) != len(self.variables):
             raise TabreleaseError(f"duplicate variable names: {list(self.variables)}")
+        check_one_encoding(self.variables, self.levels)
         for variable, lv in zip(self.variables, self.levels):
             if len(lv) < 2:
                 raise too_few_levels(variable, lv)
