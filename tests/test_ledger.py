@@ -1180,3 +1180,20 @@ def test_a_lock_file_deleted_while_it_is_held_does_not_let_a_second_process_in(t
         holder.wait()
     with ledger_module._lock(path.resolve()):  # free again once the holder is gone
         pass
+
+
+def test_a_ledger_gone_from_beside_its_anchor_is_said_to_be_missing_not_to_be_made(tmp_path, capsys):
+    """A new user's trial: with the ledger moved away, a release said "no ledger ...; make one with `tabrelease
+    ledger init`", and that init was then refused because the anchor records a ledger there. The release (and the
+    ledger's display) now say the ledger was moved or deleted and must be restored: exit 6, nothing charged."""
+    path = tmp_path / "L.json"
+    assert main(["ledger", "init", str(path)]) == 0
+    assert main(["ledger", str(path), "--set-budget", "czech", "--epsilon", "1"]) == 0
+    path.rename(tmp_path / "away.json")
+    capsys.readouterr()
+    for argv in (["release", "czech", "--epsilon", "0.5", "--ledger", str(path), "--out", str(tmp_path / "r")],
+                 ["ledger", str(path)]):
+        assert main(argv) == 6
+        err = capsys.readouterr().err
+        assert "records one there" in err and "restore it" in err and "ledger init" not in err
+    assert not (tmp_path / "r").exists() and not path.exists()

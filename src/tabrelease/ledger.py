@@ -301,6 +301,12 @@ def _resolve(path, must_exist: bool = True) -> Path:
     if not path.parent.exists():
         raise TabreleaseError(f"the ledger's folder {path.parent} does not exist")
     if must_exist and not path.exists():
+        earlier = [line for line in _anchor_lines(path) if line.get("path") == os.fspath(path)]
+        if earlier:  # `init` would refuse it: the ledger went missing, and its spending with it (a new user's trial)
+            raise LedgerIntegrityError(
+                f"no ledger at {path}, but the anchor {anchor_path(path)} records one there (id "
+                f"{earlier[-1].get('ledger_id')}, {earlier[-1].get('count')} records): it was moved or deleted; "
+                "restore it (a new ledger there would restart spending from zero); nothing was charged or set")
         raise TabreleaseError(f"no ledger at {path}; make one with `tabrelease ledger init {path}`")
     if path.exists():
         info = os.stat(path)
