@@ -523,3 +523,19 @@ def _batch_signalled(folder, capsys, monkeypatch, step: str, call: int, signals)
     spec.write_text(spec.read_text().replace("budget = 1.5", "budget = 3.0"))
     monkeypatch.setattr(workflow, step, signalled)
     return run(capsys, "batch", spec, "--json")
+
+
+def test_under_a_rho_budget_the_summary_says_the_rho_spent_not_nan(tmp_path, capsys):
+    """A reviewer's trial: under `budget_rho` the dry run printed "cz spent nan" (the epsilon spent is no number
+    under a zCDP budget), and its JSON held NaN. A pure release of epsilon 0.5 spends rho 0.5^2 / 2 = 0.125."""
+    init_ledger(tmp_path / "L.json")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('ledger = "L.json"\n[datasets.cz]\nbuiltin = "czech"\nbudget_rho = 0.5\n\n[[releases]]\n'
+                    'dataset = "cz"\nmargins = "[AB][CD]"\nepsilon = 0.5\nout = "p1"\nsimulate = true\nseed = 1\n')
+    assert main(["batch", str(spec), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "cz spent rho 0.125 of 0.5" in out and "nan" not in out
+    assert main(["batch", str(spec), "--dry-run", "--json"]) == 0
+    text = capsys.readouterr().out
+    step = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))["releases"][0]
+    assert (step["rho_spent_after"], step["rho_budget"], step["epsilon_spent_after"]) == (0.125, 0.5, None)

@@ -149,8 +149,10 @@ class Step:
     margins: tuple[str, ...] = ()
     expected_l1: dict[str, float] = field(default_factory=dict)  # the plan's, per margin, where it has one
     mode: str = "release"  # "release" (secure noise, publishable) or "simulation" (seeded: not for publication)
-    epsilon_spent_after: float | None = None  # the dataset's, after this release
+    epsilon_spent_after: float | None = None  # the dataset's, after this release (None under a rho budget)
     epsilon_budget: float | None = None
+    rho_spent_after: float | None = None  # under a zCDP budget: the rho spent after this release, and the budget
+    rho_budget: float | None = None
     # made | would be made | refused | would be refused | failed after its charge | not attempted
     status: str = "made"
     reason: str | None = None
@@ -172,6 +174,7 @@ class Step:
                 "epsilon": self.epsilon, "mode": self.mode, "margins": list(self.margins),
                 "expected_l1": dict(self.expected_l1),
                 "epsilon_spent_after": self.epsilon_spent_after, "epsilon_budget": self.epsilon_budget,
+                "rho_spent_after": self.rho_spent_after, "rho_budget": self.rho_budget,
                 "status": self.status, "reason": self.reason, "exit_status": self.exit_status,
                 "guarantee": self.guarantee, "warnings": list(self.warnings)}
 
@@ -595,9 +598,7 @@ def _charged_on_a_copy(spec: BatchSpec, prepared: list, set_budgets: bool):
                     refusal = type(exc)(reason)
                     steps.append(Step(**step, status="would be refused", reason=reason, exit_status=exc.exit_status))
                     continue
-                status = budget_status(copy, r.dataset)
-                steps.append(Step(**step, epsilon_spent_after=status.epsilon_spent,
-                                  epsilon_budget=status.epsilon_budget, status="would be made"))
+                steps.append(Step(**step, **_spent_after(budget_status(copy, r.dataset)), status="would be made"))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return steps, said, refusal
@@ -685,16 +686,22 @@ def run_batch(spec: BatchSpec, set_budgets: bool = False) -> BatchResult:
                               "charge"))
             continue
         try:
-            status = budget_status(spec.ledger, r.dataset)
-            spent, budget = status.epsilon_spent, status.epsilon_budget
+            spent = _spent_after(budget_status(spec.ledger, r.dataset))
         except (TabreleaseError, KeyboardInterrupt, SystemExit) as exc:  # made and charged all the same
-            spent = budget = None
+            spent = {}
             if not isinstance(exc, TabreleaseError):
                 stopped, signalled = True, _signal_status(exc)
                 why = f"interrupted after release {r.number}, which was made"
-        steps.append(Step(**step, epsilon_spent_after=spent, epsilon_budget=budget,
-                          status="made", warnings=tuple(published.warnings)))
+        steps.append(Step(**step, **spent, status="made", warnings=tuple(published.warnings)))
     return BatchResult(spec.path, False, tuple(steps), tuple(said), interrupted_status=signalled)
+
+
+def _spent_after(status) -> dict:
+    """A step's spending fields from the dataset's budget status: rho under a zCDP budget (its epsilon spent is not
+    a number there: a dry run had said "spent nan"), epsilon otherwise."""
+    if status.rho_budget is not None:
+        return {"rho_spent_after": status.rho_spent, "rho_budget": status.rho_budget}
+    return {"epsilon_spent_after": status.epsilon_spent, "epsilon_budget": status.epsilon_budget}
 
 
 def _signal_status(exc: BaseException) -> int:

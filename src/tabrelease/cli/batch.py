@@ -94,9 +94,12 @@ def _say(args, spec, result) -> int:
         for change in result.budget_changes:
             print(f"budget: {'would ' if result.dry_run else ''}{change}")
         for step in result.steps:
-            spent = ("" if step.epsilon_spent_after is None else
-                     f"; {step.dataset} spent {step.epsilon_spent_after:g}"
-                     + ("" if step.epsilon_budget is None else f" of {step.epsilon_budget:g}"))
+            if step.rho_spent_after is not None:
+                spent = f"; {step.dataset} spent rho {step.rho_spent_after:.6g} of {step.rho_budget:.6g}"
+            else:
+                spent = ("" if step.epsilon_spent_after is None else
+                         f"; {step.dataset} spent {step.epsilon_spent_after:g}"
+                         + ("" if step.epsilon_budget is None else f" of {step.epsilon_budget:g}"))
             errors = ", ".join(f"{m} {e:.3g}" for m, e in step.expected_l1.items())
             print(f"{step.number:>3}. {step.status:<17} {step.dataset} {' '.join(step.margins)} with "
                   f"{step.guarantee} ({step.mechanism}{SIMULATED if step.mode != 'release' else ''}) -> {step.out}"
