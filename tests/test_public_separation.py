@@ -187,3 +187,16 @@ def test_a_copy_of_a_bundle_s_public_folder_is_a_bundle_s_and_an_unreadable_fold
 
     monkeypatch.setattr(Path, "is_file", unsearchable)
     assert bundle.enclosing_bundle(srv / "data" / "r1") is None
+
+
+def test_internal_is_owner_only_itself(tmp_path):
+    """A reviewer's trial: internal/ was 0755 and its audit and released table 0644, protected only by the bundle's
+    0700 folder, so opening that folder up to publish public/ exposed them. internal/ and everything in it are
+    owner-only themselves."""
+    out = tmp_path / "r"
+    assert main(["release", "czech", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(out)]) == 0
+    internal = out / "internal"
+    assert internal.stat().st_mode & 0o777 == 0o700
+    files = [p for p in internal.rglob("*") if p.is_file()]
+    assert files and all(p.stat().st_mode & 0o777 == 0o600 for p in files), [oct(p.stat().st_mode) for p in files]
+    assert {"audit.json", "audit.html", "released_table.csv"} <= {p.name for p in files}

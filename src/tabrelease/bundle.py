@@ -406,8 +406,11 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
         public_dir = staging / "public"
         internal_dir = staging / "internal"
         public_dir.mkdir()
-        internal_dir.mkdir()
+        # internal/ is owner-only itself, not only inside the owner-only bundle: a bundle's folder opened up later to
+        # publish public/ (chmod of DIR) had exposed the audit and the released table (a reviewer's trial).
+        internal_dir.mkdir(mode=0o700)
         write(public_dir, internal_dir)
+        _owner_only(internal_dir)
         # The bundle appears whole (and an old one goes whole), or not at all.
         with deferred_signals(act=held_over_rename is None, noted=held_over_rename):
             if out.exists():
@@ -425,6 +428,17 @@ def write_bundle(out: str | Path, write: Callable[[Path, Path], None], *, force:
                 shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _owner_only(folder: Path) -> None:
+    """Make a folder's files 0600 and its folders 0700, itself included (links are left alone)."""
+    for root, folders, files in os.walk(folder):
+        for name in files:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), 0o600)
+        for name in folders:
+            os.chmod(os.path.join(root, name), 0o700)
+    os.chmod(folder, 0o700)
 
 
 def write_release_bundle(
