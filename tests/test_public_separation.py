@@ -200,3 +200,20 @@ def test_internal_is_owner_only_itself(tmp_path):
     files = [p for p in internal.rglob("*") if p.is_file()]
     assert files and all(p.stat().st_mode & 0o777 == 0o600 for p in files), [oct(p.stat().st_mode) for p in files]
     assert {"audit.json", "audit.html", "released_table.csv"} <= {p.name for p in files}
+
+
+def test_warnings_that_read_the_true_counts_are_in_the_audit_and_only_counted_on_the_terminal(tmp_path, capsys):
+    """A reviewer's trial: "the released total n' is more than 10% away from the true n" and "N categories that exist
+    in the data were released as zero" went to the terminal and --json, which end up in logs. They are the audit's;
+    the terminal says how many there are and where. (Edwards at epsilon 0.05, seed 1: both arise.)"""
+    out = tmp_path / "r"
+    assert main(["release", "edwards", "--epsilon", "0.05", "--simulate", "--seed", "1", "--out", str(out),
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    said = json.loads(captured.out)["warnings"]
+    notes = json.loads((out / "internal" / "audit.json").read_text())["notes"]
+    confidential = [n for n in notes if "true n" in n or "exist in the data" in n]
+    assert len(confidential) == 2
+    assert "2 warnings that read the confidential counts are in the audit (internal/audit.html)" in " ".join(said)
+    for text in (captured.out, captured.err):
+        assert "true n" not in text and "exist in the data" not in text

@@ -452,14 +452,66 @@ def evaluation_warnings(evaluation: ReleaseEvaluation, release: Release | None =
         converge, a simulated error whose world's total the release barely tells (an empty release: its error is n),
         or whose world is built on margins that are mostly noise (a release unfit to publish).
     """
+    return confidential_warnings(evaluation) + released_warnings(evaluation, release)
+
+
+def confidential_warnings(evaluation: ReleaseEvaluation) -> list[str]:
+    """The audit's warnings that read the true counts: a released total more than 10% off n, and categories that
+    exist in the data released as zero. For the audit alone: the terminal and `--json` say how many there are and
+    where, not what they say (a reviewer's trial: a terminal's output ends up in logs).
+
+    Parameters
+    ----------
+    evaluation : ReleaseEvaluation
+
+    Returns
+    -------
+    list of str
+    """
     out = []
-    # What a publisher must see before publishing (internal: these read the true counts).
     if evaluation.n > 0 and abs(evaluation.n_released - evaluation.n) > N_OFF_SHARE * evaluation.n:
         out.append(f"the released total n' is more than {N_OFF_SHARE:.0%} away from the true n: the release misstates "
                    "the population's size (see n and n_released in the audit)")
     if evaluation.zeroed_categories:
         out.append(f"{len(evaluation.zeroed_categories)} categories that exist in the data were released as zero "
                    "or less (zeroed_categories in the audit): the release says nobody has them")
+    return out
+
+
+def confidential_warnings_pointer(count: int) -> list[str]:
+    """What the terminal says in place of `confidential_warnings`: how many, and where they are.
+
+    Parameters
+    ----------
+    count : int
+
+    Returns
+    -------
+    list of str
+        One line, or none where there are none.
+    """
+    if not count:
+        return []
+    return [f"{count} warning{'s' if count > 1 else ''} that read{'' if count > 1 else 's'} the confidential counts "
+            f"{'are' if count > 1 else 'is'} in the audit (internal/audit.html), not shown here: a terminal's output "
+            "can end up in logs"]
+
+
+def released_warnings(evaluation: ReleaseEvaluation, release: Release | None = None) -> list[str]:
+    """The audit's warnings about its own figures that read only the release and its simulation (no true count):
+    a refit that did not converge, a simulated error resting on a total the release barely tells, or on margins
+    that are mostly noise.
+
+    Parameters
+    ----------
+    evaluation : ReleaseEvaluation
+    release : Release or None
+
+    Returns
+    -------
+    list of str
+    """
+    out = []
     if evaluation.released_fit_converged is False:
         out.append(
             "the refit of the model to the released margins did NOT converge: G2 of the release and the MLE "
