@@ -286,7 +286,8 @@ def test_records_rewritten_by_the_key_holder_are_found_by_the_anchor(tmp_path, c
         record["mac"] = hmac.new(key, previous.encode() + b"|" + json.dumps(
             body, sort_keys=True, separators=(",", ":")).encode(), hashlib.sha256).hexdigest()
         previous = record["mac"]
-    data["head"]["mac"] = hmac.new(key, f"head|2|{previous}|{data['ledger_id']}|anchored".encode(),
+    assert data["anchor"] == "beside"  # the anchor the ledger is bound to, under the head's MAC
+    data["head"]["mac"] = hmac.new(key, f"head|2|{previous}|{data['ledger_id']}|anchored|anchor=beside".encode(),
                                    hashlib.sha256).hexdigest()
     ledger.write_text(json.dumps(data))
     problems = verify_ledger(ledger)
@@ -1092,3 +1093,58 @@ def test_the_public_digest_is_the_same_on_every_system_and_copy(tmp_path):
     assert public_digest(one) == expected.hexdigest()
     (one / "extra").mkdir()
     assert public_digest(one) != public_digest(other)
+
+
+@pytest.mark.e2e
+def test_an_anchor_put_in_the_place_of_the_ledger_s_own_is_refused(tmp_path, capsys, monkeypatch):
+    """A reviewer's trial: with the anchor on append-only storage ($TABRELEASE_LEDGER_ANCHOR), an old copy of the
+    ledger was put back and the variable pointed at a copy of the anchor without its last line (or that copy put
+    beside the ledger, the variable unset): the copy verified and a spent budget was spent again. The ledger records
+    its anchor under its head's MAC, and any other anchor is refused; a ledger moved with its anchor beside it
+    still works."""
+    worm = tmp_path / "worm.anchor"
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(worm))
+    ledger = init_ledger(tmp_path / "L.json")
+    set_budget(ledger, "czech", 1.0)
+    backup = ledger.read_text()
+    assert release(capsys, ledger, tmp_path / "r1", "--epsilon", "1")[0] == 0
+    ledger.write_text(backup)  # the rollback
+    lines = worm.read_text().splitlines(keepends=True)
+    forged = tmp_path / "forged.anchor"
+    forged.write_text("".join(lines[:-1]))
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(forged))
+    (problem,) = verify_ledger(ledger)
+    assert problem.startswith(f"the ledger is anchored at {os.path.realpath(worm)} ($TABRELEASE_LEDGER_ANCHOR), but "
+                              f"the anchor in use is {os.path.realpath(forged)}")
+    assert release(capsys, ledger, tmp_path / "r2", "--epsilon", "1")[0] == 6
+    monkeypatch.delenv("TABRELEASE_LEDGER_ANCHOR")
+    shutil.copy(forged, tmp_path / "L.json.anchor")
+    (problem,) = verify_ledger(ledger)
+    assert "but the anchor in use is" in problem and "(beside it)" in problem
+    assert not (tmp_path / "r2").exists()
+    # With its own anchor again, the rollback is found as before.
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(worm))
+    assert "an older copy was put back" in verify_ledger(ledger)[0]
+    # A ledger whose anchor is beside it moves with it.
+    monkeypatch.delenv("TABRELEASE_LEDGER_ANCHOR")
+    here = tmp_path / "here"
+    here.mkdir()
+    moved = init_ledger(here / "M.json")
+    set_budget(moved, "czech", 1.0)
+    assert json.loads(moved.read_text())["anchor"] == "beside"
+    there = tmp_path / "there"
+    here.rename(there)
+    assert verify_ledger(there / "M.json") == []
+    assert release(capsys, there / "M.json", tmp_path / "r3", "--epsilon", "0.5")[0] == 0
+
+
+def test_a_ledger_written_before_ledgers_recorded_their_anchor_is_bound_at_its_next_write(tmp_path):
+    ledger = init_ledger(tmp_path / "L.json")
+    key = ledger_key(ledger)
+    data = json.loads(ledger.read_text())
+    del data["anchor"]  # as an earlier version wrote it: the head's MAC without the anchor
+    data["head"]["mac"] = hmac.new(key, f"head|0||{data['ledger_id']}|anchored".encode(), hashlib.sha256).hexdigest()
+    ledger.write_text(json.dumps(data))
+    assert verify_ledger(ledger) == []
+    set_budget(ledger, "czech", 1.0)
+    assert json.loads(ledger.read_text())["anchor"] == "beside" and verify_ledger(ledger) == []

@@ -177,7 +177,7 @@ def test_the_ledger_holds_no_data_and_its_key_is_owner_only(tmp_path):
     set_budget(ledger, "edwards", 1.0)
     release_charge(ledger, builtin_table("edwards"))
     data = json.loads(ledger.read_text())
-    assert set(data) == {"version", "ledger_id", "key_id", "records", "head"}
+    assert set(data) == {"version", "ledger_id", "key_id", "records", "head", "anchor"}
     # A table held as cells also names the keyed fingerprint earlier versions recorded and its multiset fingerprint
     # (fingerprints_also), says which fingerprints it carries (prints), and keeps its margins' keyed fingerprints
     # with how many variables each has (margin_prints), never their names or counts.

@@ -464,8 +464,11 @@ def _mac(key: bytes, previous: str, record: dict) -> str:
     return hmac.new(key, previous.encode() + b"|" + _canonical(body), hashlib.sha256).hexdigest()
 
 
-def _head_mac(key: bytes, count: int, last: str, ledger_id: str | None = None, scratch: bool = False) -> str:
+def _head_mac(key: bytes, count: int, last: str, ledger_id: str | None = None, scratch: bool = False,
+              anchor: str | None = None) -> str:
     text = f"head|{count}|{last}" if ledger_id is None else f"head|{count}|{last}|{ledger_id}|anchored"
+    # Which anchor the ledger is bound to (`anchor_binding`), under the MAC, where the ledger records it.
+    text += "" if anchor is None else f"|anchor={anchor}"
     # A batch's throw-away copy says so in its head (`copy_ledger`), under the MAC: taking the mark off takes the key.
     return hmac.new(key, (text + ("|scratch" if scratch else "")).encode(), hashlib.sha256).hexdigest()
 
@@ -532,11 +535,51 @@ def _problems(data: dict, key: bytes, path: Path | None = None, anchor_lines: li
     head = data["head"]
     count = len(data["records"])
     if head.get("count") != count or not isinstance(head.get("mac"), str) or not hmac.compare_digest(
-            head["mac"], _head_mac(key, count, previous, _ledger_id(data), _scratch(data))):
+            head["mac"], _head_mac(key, count, previous, _ledger_id(data), _scratch(data), _bound(data))):
         out.append("the end of the ledger does not match its head: records were removed from or added to its end")
     if path is not None and not out:
-        out.extend(_anchor_problems(path, data, key, anchor_lines))
+        # A batch's throw-away copy has its own anchor beside it (`copy_ledger`), whatever its ledger's was.
+        bound, used = (None, None) if _scratch(data) else (_bound(data), anchor_binding(path))
+        if bound is not None and used is not None and bound != used:
+            out.append(f"the ledger is anchored at {_binding_words(bound, path)}, but the anchor in use is "
+                       f"{_binding_words(used, path)}: an anchor put in its place would let an older copy of the "
+                       f"ledger pass; use the ledger's own anchor (${ANCHOR_ENVIRONMENT}), or have an auditor move it")
+        else:
+            out.extend(_anchor_problems(path, data, key, anchor_lines))
     return out
+
+
+def _bound(data: dict) -> str | None:
+    """The anchor the ledger records it is bound to (None: a ledger written before ledgers recorded it)."""
+    value = data.get("anchor")
+    return value if isinstance(value, str) else None
+
+
+def anchor_binding(path) -> str | None:
+    """The anchor a ledger at `path` is bound to, as the ledger records it: "beside" (FILE.anchor, which moves with
+    the ledger) or the real path of $TABRELEASE_LEDGER_ANCHOR. None inside a batch's prediction, whose throw-away
+    copy has a throw-away anchor (`anchored_at`). A reviewer's trial restored an old copy of a ledger and pointed
+    $TABRELEASE_LEDGER_ANCHOR at a copy of its append-only anchor without the last line (or put that copy beside the
+    ledger): the copy verified and was charged again. A ledger records its anchor under its head's MAC, and an
+    anchor other than that one is refused.
+
+    Parameters
+    ----------
+    path : path-like
+        The ledger.
+
+    Returns
+    -------
+    str or None
+    """
+    if _ANCHOR_OVERRIDE.get() is not None:
+        return None
+    env = os.environ.get(ANCHOR_ENVIRONMENT)
+    return "beside" if not env else os.path.realpath(anchor_path(path))
+
+
+def _binding_words(binding: str, path) -> str:
+    return f"{path}.anchor (beside it)" if binding == "beside" else f"{binding} (${ANCHOR_ENVIRONMENT})"
 
 
 def _finite_non_negative(value) -> bool:
@@ -671,7 +714,9 @@ def _write(path: Path, data: dict, key: bytes) -> None:
     last = data["records"][-1]["mac"] if data["records"] else ""
     count = len(data["records"])
     scratch = _scratch(data)
-    data["head"] = {"count": count, "mac": _head_mac(key, count, last, data["ledger_id"], scratch),
+    if _bound(data) is None and anchor_binding(path) is not None:  # bound from its first write on
+        data["anchor"] = anchor_binding(path)
+    data["head"] = {"count": count, "mac": _head_mac(key, count, last, data["ledger_id"], scratch, _bound(data)),
                     **({"scratch": True} if scratch else {})}
     _refuse_an_unwritable(path)
     # The anchor is opened before the ledger is written (an anchor that cannot be opened refuses the write whole),
@@ -819,9 +864,9 @@ def copy_ledger(path, folder: Path) -> Path:
     ledger_id = _ledger_id(data)
     count, last = len(data["records"]), str(data["records"][-1].get("mac", "") if data["records"] else "")
     held = isinstance(data["head"].get("mac"), str) and hmac.compare_digest(
-        data["head"]["mac"], _head_mac(key, count, last, ledger_id, _scratch(data)))
+        data["head"]["mac"], _head_mac(key, count, last, ledger_id, _scratch(data), _bound(data)))
     data["head"] = {**data["head"], "scratch": True,
-                    **({"mac": _head_mac(key, count, last, ledger_id, True)} if held else {})}
+                    **({"mac": _head_mac(key, count, last, ledger_id, True, _bound(data))} if held else {})}
     copy = Path(folder) / "ledger.json"
     _write_private(copy, json.dumps(data, indent=2, allow_nan=False) + "\n")
     anchor = Path(folder) / "anchor"
