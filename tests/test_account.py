@@ -1148,3 +1148,26 @@ def test_a_ledger_written_before_ledgers_recorded_their_anchor_is_bound_at_its_n
     assert verify_ledger(ledger) == []
     set_budget(ledger, "czech", 1.0)
     assert json.loads(ledger.read_text())["anchor"] == "beside" and verify_ledger(ledger) == []
+
+
+def test_two_copies_of_a_version_2_ledger_take_one_id_and_the_second_is_refused_as_a_copy(tmp_path, monkeypatch):
+    """A reviewer's trial: a version-2 ledger (no id) copied with its key, before its upgrade; each copy took a random
+    id at its first write, so the shared append-only anchor never linked them, and each spent the whole budget.
+    The id is now drawn from the key and the first record's MAC: the copies take one id, and the second to be
+    written is a copy of a ledger that still stands."""
+    monkeypatch.setenv("TABRELEASE_LEDGER_KEY", "v" * 40)
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(tmp_path / "shared.anchor"))
+    budget = {"kind": "budget", "dataset": "czech", "epsilon": 1.0, "delta": 0.0, "neighbours": "add-remove"}
+    ledger = _version_2_ledger(tmp_path, [budget])
+    copy = tmp_path / "copy.json"
+    shutil.copy(ledger, copy)
+    copy.chmod(0o600)
+    charge_guarantee(ledger, guarantee(epsilon=0.5))
+    with pytest.raises(LedgerIntegrityError, match="copy"):
+        charge_guarantee(copy, guarantee(epsilon=0.5))
+    first, second = json.loads(ledger.read_text()), json.loads(copy.read_text())
+    assert first["version"] == 3 and second["version"] == 2  # the copy was not written
+    assert copied_from(copy) is None  # a version-2 file is not yet anyone's copy ...
+    other = _version_2_ledger(tmp_path, [{**budget, "epsilon": 2.0}], name="other.json")
+    charge_guarantee(other, guarantee(epsilon=0.5))  # ... and another version-2 ledger takes an id of its own
+    assert json.loads(other.read_text())["ledger_id"] != first["ledger_id"]

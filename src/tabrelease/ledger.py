@@ -627,11 +627,11 @@ def _read_verified(path: Path, key: bytes, *, writing: bool = False) -> dict:
             f"the ledger {path} fails verification ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}"
             f"); nothing is spent or set until an auditor resolves it (`tabrelease ledger verify {path}`)")
     if writing:  # a copy is read (a backup verifies) but never written
-        _refuse_a_copy(path, data, lines)
+        _refuse_a_copy(path, data, lines, key)
     return data
 
 
-def _refuse_a_copy(path: Path, data: dict, lines: list[dict]) -> None:
+def _refuse_a_copy(path: Path, data: dict, lines: list[dict], key: bytes | None = None) -> None:
     """Raise LedgerIntegrityError where the ledger at `path` is a copy of one still standing (`_copied_from`), or a
     batch's throw-away copy (`copy_ledger`) outside the block that made it (`scratch_copy`)."""
     scratch = _SCRATCH.get()
@@ -643,7 +643,7 @@ def _refuse_a_copy(path: Path, data: dict, lines: list[dict]) -> None:
         raise LedgerIntegrityError(
             f"the ledger {path} is a throw-away copy that a batch's prediction made (its head says so): charging it "
             "would give each dataset a second budget; nothing is spent or set")
-    original = _copied_from(path, data, lines)
+    original = _copied_from(path, data, lines, key)
     if original is not None:
         raise LedgerIntegrityError(
             f"the ledger {path} is a copy of the one its anchor last saw at {original}, which is still there: "
@@ -710,7 +710,7 @@ def _refuse_an_unwritable(path: Path) -> None:
 def _write(path: Path, data: dict, key: bytes) -> None:
     if data.get("version", 2) < LEDGER_VERSION:  # a version 2 ledger gets an id and an anchor from now on
         data["version"] = LEDGER_VERSION
-        data["ledger_id"] = secrets.token_hex(8)
+        data["ledger_id"] = _upgraded_id(key, data)
     last = data["records"][-1]["mac"] if data["records"] else ""
     count = len(data["records"])
     scratch = _scratch(data)
@@ -731,6 +731,15 @@ def _write(path: Path, data: dict, key: bytes) -> None:
 
             warnings.warn(f"the ledger {path} was written but its anchor {anchor_path(path)} could not be appended "
                           f"to ({exc.strerror}); the next write anchors it", RuntimeWarning, stacklevel=3)
+
+
+def _upgraded_id(key: bytes, data: dict) -> str:
+    """The id a version-2 ledger takes at its first write: drawn from its key and its first record's MAC, not at
+    random, so that two copies of one version-2 ledger take one id and the anchor tells them apart as copies (a
+    reviewer copied a version-2 ledger and its key, and each copy, given a random id of its own at its first write,
+    spent the whole budget again, both verifying, even beside a shared append-only anchor)."""
+    first = data["records"][0].get("mac", "") if data["records"] else ""
+    return hmac.new(key, f"version-2 ledger upgraded|{first}".encode(), hashlib.sha256).hexdigest()[:16]
 
 
 def _append(data: dict, key: bytes, record: dict) -> dict:
@@ -1015,8 +1024,12 @@ def copied_from(path) -> str | None:
     return _copied_from(path, _load(path), _anchor_lines(path))
 
 
-def _copied_from(path: Path, data: dict, lines: list[dict]) -> str | None:
+def _copied_from(path: Path, data: dict, lines: list[dict], key: bytes | None = None) -> str | None:
     ledger_id = _ledger_id(data)
+    if ledger_id is None and key is not None and data.get("version", 2) < LEDGER_VERSION:
+        # A version-2 ledger, about to be written: the id its upgrade takes (`_upgraded_id`), which a copy of it
+        # upgraded first holds already.
+        ledger_id = _upgraded_id(key, data)
     if ledger_id is None:
         return None
     mine = [line for line in lines if line.get("ledger_id") == ledger_id]
