@@ -125,13 +125,13 @@ PROFILE_POINTS = [  # (epsilon, mu = Delta / sigma): delta from about 0.5 down t
 def test_profile_equals_the_privacy_loss_integral(epsilon, mu):
     exact = plrv_delta(epsilon, mu)
     for sensitivity in (1.0, 0.37, 250.0):  # it depends on Delta / sigma only
-        assert analytic_gaussian_delta(epsilon, sensitivity, sensitivity / mu) == pytest.approx(exact, rel=1e-9)
+        assert analytic_gaussian_delta(epsilon, sensitivity, sensitivity / mu) == pytest.approx(exact, rel=1e-9, abs=0)
 
 
 @pytest.mark.parametrize("epsilon, mu", [(1.0, 1.0), (10.0, 1.464), (50.0, 5.546), (0.1, 0.4)])
 def test_profile_equals_the_hockey_stick_divergence_of_the_outputs(epsilon, mu):
     assert analytic_gaussian_delta(epsilon, 2.0, 2.0 / mu) == pytest.approx(hockey_stick(epsilon, 2.0, 2.0 / mu),
-                                                                            rel=1e-9)
+                                                                            rel=1e-9, abs=0)
 
 
 def test_profile_keeps_its_precision_far_in_the_tail():
@@ -140,7 +140,7 @@ def test_profile_keeps_its_precision_far_in_the_tail():
     for mu, size in ((1 / 21.0, 1e-95), (1 / 33.0, 1e-230)):
         delta = analytic_gaussian_delta(1.0, 1.0, 1 / mu)
         assert 0 < delta < size
-        assert delta == pytest.approx(plrv_delta(1.0, mu), rel=1e-8)
+        assert delta == pytest.approx(plrv_delta(1.0, mu), rel=1e-8, abs=0)
 
 
 # --- calibration ---------------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_sigma_is_the_smallest_and_its_outputs_meet_delta(epsilon, delta):
     # solver's tolerance (1e-9 relative margin kept below delta), and never above it.
     divergence = hockey_stick(epsilon, sensitivity, sigma)
     assert divergence <= delta
-    assert divergence == pytest.approx(delta, rel=1e-8)
+    assert divergence == pytest.approx(delta, rel=1e-8, abs=0)
     assert plrv_delta(epsilon, sensitivity / sigma) <= delta
     # A hair less noise breaks it.
     assert hockey_stick(epsilon, sensitivity, sigma * (1 - 1e-6)) > delta
@@ -301,18 +301,18 @@ def test_gaussian_rho_and_pure_to_rho_match_opendp():
 def test_group_privacy():
     assert group_pure(0.7, 3) == pytest.approx(2.1)
     assert group_pure(0.7) == pytest.approx(1.4)
-    assert group_approx(0.5, 1e-6, 2) == pytest.approx((1.0, (1 + math.exp(0.5)) * 1e-6), rel=1e-15)
+    assert group_approx(0.5, 1e-6, 2) == pytest.approx((1.0, (1 + math.exp(0.5)) * 1e-6), rel=1e-15, abs=0)
     assert group_approx(0.5, 1e-6) == group_approx(0.5, 1e-6, 2)
-    assert group_approx(0.5, 1e-6, 1) == pytest.approx((0.5, 1e-6))
+    assert group_approx(0.5, 1e-6, 1) == pytest.approx((0.5, 1e-6), abs=0)
     # k steps of the definition: delta_k = e^epsilon delta_(k-1) + delta, below the textbook k e^((k-1) eps) delta.
     for k in range(2, 7):
         chained = 0.0
         for _ in range(k):
             chained = math.exp(0.3) * chained + 2e-7
         eps_k, delta_k = group_approx(0.3, 2e-7, k)
-        assert eps_k == pytest.approx(0.3 * k) and delta_k == pytest.approx(chained, rel=1e-12)
+        assert eps_k == pytest.approx(0.3 * k) and delta_k == pytest.approx(chained, rel=1e-12, abs=0)
         assert delta_k <= k * math.exp((k - 1) * 0.3) * 2e-7
-    assert group_approx(0.0, 1e-6, 4)[1] == pytest.approx(4e-6)
+    assert group_approx(0.0, 1e-6, 4)[1] == pytest.approx(4e-6, abs=0)
     assert group_rho(0.02, 3) == pytest.approx(0.18)
     assert group_rho(0.02) == pytest.approx(0.08)
 
@@ -329,7 +329,9 @@ def test_group_privacy_at_an_epsilon_whose_exponential_overflows():
     for epsilon, delta, k in ((350.1, 1e-200, 2), (240.0, 1e-250, 3), (0.5, 1e-6, 1500), (1.0, 1e-310, 701)):
         exact = sum(Decimal(i * epsilon).exp() for i in range(k)) * Decimal(delta)
         eps_k, delta_k = group_approx(epsilon, delta, k)
-        assert eps_k == pytest.approx(k * epsilon) and delta_k == pytest.approx(float(min(exact, 1)), rel=1e-12)
+        # abs=0: pytest.approx's default absolute tolerance (1e-12) would accept any delta this small.
+        assert eps_k == pytest.approx(k * epsilon)
+        assert delta_k == pytest.approx(float(min(exact, 1)), rel=1e-12, abs=0)
     assert group_approx(800.0, 1e-6) == (1600.0, 1.0)
     assert group_approx(800.0, 0.0) == (1600.0, 0.0)
 
@@ -338,7 +340,7 @@ def test_sigma_for_a_delta_whose_reciprocal_overflows():
     """1.25 / delta overflows below about 2.2e-308 (the starting guess took its log): the sigma is still the one
     whose hockey-stick divergence is delta."""
     sigma = analytic_gaussian_sigma(1.0, 1.0, 1e-310)
-    assert math.isfinite(sigma) and hockey_stick(1.0, 1.0, sigma) == pytest.approx(1e-310, rel=1e-6)
+    assert math.isfinite(sigma) and hockey_stick(1.0, 1.0, sigma) == pytest.approx(1e-310, rel=1e-6, abs=0)
 
 
 def test_group_bounds_hold_for_the_gaussian_mechanism():

@@ -544,3 +544,18 @@ def test_plan_command_says_how_noisy_the_released_total_is(capsys):
                      f"{expected[1]['total_noise_sd']:.4g} at epsilon 1 (counts)") in line[0]
     assert main(["plan", "rochdale", "--epsilon", "1", "--public-total"]) == 0
     assert "total: released exactly, with no noise" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("neighbours, public_total, note", [
+    ("replace", False, "replace"), ("add-remove", True, "public"), ("replace", True, "public"),
+    ("add-remove", False, None)])
+def test_the_plan_says_why_its_total_is_exact(neighbours, public_total, note):
+    """A plan whose total is measured exactly says why: replace neighbours never change n (sensitivity 0), or n was
+    asked to be public; a plan of add-remove neighbours without a public total says neither (its total is noisy)."""
+    from tabrelease.mechanisms.planned import PUBLIC_TOTAL_NOTE, REPLACE_TOTAL_NOTE
+
+    plan = get_mechanism("planned").plan((2, 3, 2), ((0, 1), (1, 2)), 1.0, neighbours=neighbours, delta=None,
+                                         calibration="exact", options={"public_total": public_total})
+    said = {REPLACE_TOTAL_NOTE: "replace", PUBLIC_TOTAL_NOTE: "public"}
+    assert [said[n] for n in plan.notes if n in said] == ([note] if note else [])
+    assert plan.design.public_total == (note is not None)
