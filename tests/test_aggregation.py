@@ -687,3 +687,13 @@ def test_a_table_not_in_nfc_also_records_the_print_releases_made_before_normalis
     assert canonical_fingerprint(nfd, key) == canonical_fingerprint(nfc, key) in also
     assert canonical_fingerprint(nfd, key, composed=False) != canonical_fingerprint(nfc, key)
     assert len(table_prints(nfc, key)[1]) == len(also) - 1  # in NFC already: the two are one
+
+
+def test_both_lanes_in_one_pass_are_the_two_record_lanes():
+    table = tr.builtin_table("rochdale")
+    rows = np.argwhere(table.counts > 0)
+    codes = np.repeat(rows, table.counts[table.counts > 0], axis=0)
+    positional, canonical = aggregation.both_lanes(codes, table.variables, table.levels)
+    assert positional == record_lanes(codes, None, table.shape) == table_lanes(table)
+    assert canonical == record_lanes(codes, None, table.shape, labelled=(table.variables, table.levels))
+    assert canonical == aggregation.table_canonical_lanes(table) != positional

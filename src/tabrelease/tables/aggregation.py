@@ -151,6 +151,40 @@ def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[
     return tuple(sums)
 
 
+def both_lanes(codes: np.ndarray, variables: Sequence[str], levels: Sequence[Sequence[str]]
+               ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`record_lanes` of a block of records (one each) by positions and by names and labels, in one pass over its
+    columns: each column read once, contiguous, for all four lanes (the two calls took twice as long again: the
+    canonical sums would have added half to counting 10^8 records).
+
+    Parameters
+    ----------
+    codes : numpy.ndarray
+        Records by variables, level positions.
+    variables : sequence of str
+    levels : sequence of sequence of str
+
+    Returns
+    -------
+    tuple of (tuple of int, tuple of int)
+        The positional sums and the canonical sums.
+    """
+    shape = tuple(len(lv) for lv in levels)
+    tables = _lane_values(shape) + _label_values(*_as_key(variables, levels))
+    if not codes.shape[0]:
+        return (0,) * LANES, (0,) * LANES
+    columns = np.ascontiguousarray(codes.T)
+    sums = [np.zeros(codes.shape[0], dtype=np.uint64) for _ in tables]
+    for axis, column in enumerate(columns):
+        for h, per_axis in zip(sums, tables):
+            h += per_axis[axis][column]
+    out = []
+    for h in sums:
+        _fmix64(h)
+        out.append(int(np.add.reduce(h, dtype=np.uint64)))
+    return tuple(out[:LANES]), tuple(out[LANES:])
+
+
 def _as_key(variables, levels) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
     return tuple(map(str, variables)), tuple(tuple(map(str, lv)) for lv in levels)
 
@@ -526,8 +560,7 @@ def _count_codes(codes: np.ndarray, variables: Sequence[str], levels: Sequence[S
         else:  # a large margin: a sparse batch of it, kept as (keys, counts) until it is added in
             unique, counts = np.unique(keys, return_counts=True)
             counted[axes] = _SparseBlock(unique, counts.astype(np.int64), tuple(sizes))
-    return Counts(counted, rows, record_lanes(codes, None, shape),
-                  record_lanes(codes, None, shape, labelled=(variables, levels)))
+    return Counts(counted, rows, *both_lanes(codes, variables, levels))
 
 
 @dataclass
