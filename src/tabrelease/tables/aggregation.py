@@ -57,6 +57,10 @@ def cells_counted_whole() -> int:
 
 # --- the multiset fingerprint ------------------------------------------------------------------------------
 LANES = 2  # two independent 64-bit sums: 128 bits
+# The canonical sums (`_label_values`) have one lane: a print that recognises the same data needs no resistance to a
+# forged match (a false match refuses a release as an alias, which no one gains by), and at 2^-64 two honest tables
+# never match by chance; a second lane would have cost a fifth again of counting a file of records.
+CANONICAL_LANES = 1
 
 
 @lru_cache(maxsize=64)
@@ -90,7 +94,7 @@ def _label_values(variables: tuple[str, ...], levels: tuple[tuple[str, ...], ...
     import unicodedata
 
     lanes = []
-    for lane in range(LANES):
+    for lane in range(CANONICAL_LANES):
         per_axis = []
         for name, labels in zip(variables, levels):
             prefix = (f"tabrelease canonical multiset v1 lane {lane}\0" + unicodedata.normalize("NFC", str(name))
@@ -172,7 +176,7 @@ def both_lanes(codes: np.ndarray, variables: Sequence[str], levels: Sequence[Seq
     shape = tuple(len(lv) for lv in levels)
     tables = _lane_values(shape) + _label_values(*_as_key(variables, levels))
     if not codes.shape[0]:
-        return (0,) * LANES, (0,) * LANES
+        return (0,) * LANES, (0,) * CANONICAL_LANES
     columns = np.ascontiguousarray(codes.T)
     sums = [np.zeros(codes.shape[0], dtype=np.uint64) for _ in tables]
     for axis, column in enumerate(columns):
@@ -237,15 +241,16 @@ def _table_lanes(table, canonical: bool) -> tuple[int, ...]:
     if isinstance(table, FileTable):
         return table.canonical_lanes if canonical else table.lanes
     labelled = (table.variables, table.levels) if canonical else None
+    empty = (0,) * (CANONICAL_LANES if canonical else LANES)
     if not getattr(table, "held_as_cells", True):  # records in memory, with or without weights
-        total = (0,) * LANES
+        total = empty
         for start in range(0, table.codes.shape[0], BATCH_ROWS):
             block = slice(start, start + BATCH_ROWS)
             weights = None if table.weights is None else table.weights[block]
             total = add_lanes(total, record_lanes(table.codes[block], weights, table.shape, labelled=labelled))
         return total
     flat = np.asarray(table.counts).reshape(-1)
-    total = (0,) * LANES
+    total = empty
     for start in range(0, flat.size, BATCH_ROWS * 16):
         block = flat[start:start + BATCH_ROWS * 16]
         where = np.flatnonzero(block)
@@ -512,7 +517,7 @@ class Counts:
     margins: dict[tuple[int, ...], np.ndarray]
     n: int = 0
     lanes: tuple[int, ...] = (0,) * LANES
-    canonical_lanes: tuple[int, ...] = (0,) * LANES
+    canonical_lanes: tuple[int, ...] = (0,) * CANONICAL_LANES
 
     def merge(self, other: Counts) -> Counts:
         """Add another block's counts into these.
