@@ -83,7 +83,7 @@ STRATEGY_LIST = (
              from_strategy="paper-lp", why="the paper's very measurements post-processed as the planned release "
              "is: what planning adds over equal scales"),
     Strategy("cells", _spec("cells"), 2, why="noise on every cell of the full table (sensitivity 1), clipped and rounded: "
-             "its error grows with the number of cells each margin sums"),
+             "each released margin cell sums the noise of the cells it holds"),
     Strategy("cells-least-squares", _spec("cells", estimator="least-squares", rounding="controlled"), 2,
              from_strategy="cells", why="the very cells of the full table noised by `cells`, fitted by non-negative "
              "least squares with the total pinned and rounded under control (as the planned release is): one "
@@ -97,8 +97,8 @@ STRATEGY_LIST = (
              "from noisy one-way counts only"),
     Strategy("randomized-response", _spec("randomized-response"), 6, guarantee="local epsilon-DP (n public)",
              why="each record's cell randomised by k-ary randomized response before anyone sees it, then unbiased "
-             "margins, least squares and controlled rounding: no curator sees a true record, and the noise grows with "
-             "the number of cells"),
+             "margins, least squares and controlled rounding: no curator sees a true record, and a record keeps its "
+             "own cell with probability e^epsilon / (e^epsilon + k - 1) for k cells"),
     Strategy("planned-gaussian", _spec("planned", FRONTIER_DELTA), 10, guarantee=f"(epsilon, delta)-DP, delta = {_DELTA_SHOWN}",
              why="the planned release with Gaussian noise on residual blocks (ResidualPlanner's closed form), "
              "least squares and controlled rounding"),
