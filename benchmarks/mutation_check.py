@@ -66,7 +66,7 @@ src/tabrelease/ledger.py::_status
 # The tests run against a change in a module: those of its subject (all: `-x` stops at the first failure).
 TESTS = {
     "noise.py": ["test_release_noise.py", "test_randomized_response.py", "test_calibration_by_mechanism.py",
-                 "test_guarantee_contract.py"],
+                 "test_guarantee_contract.py", "test_exact.py", "test_mechanisms.py", "test_mechanism_contract.py"],
     "accounting.py": ["test_accounting.py", "test_release_noise.py", "test_guarantee_contract.py", "test_account.py"],
     "privacy.py": ["test_account.py", "test_guarantee_contract.py", "test_ledger.py", "test_governance.py"],
     "ledger.py": ["test_ledger.py", "test_account.py", "test_governance.py"],
@@ -113,6 +113,12 @@ def mutants(path: Path, first: int, last: int):
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", default=None, help="only the targets whose names contain this text")
+    args = parser.parse_args()
+    targets = [t for t in TARGETS if args.targets is None or args.targets in t]
     started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
         clone = Path(scratch) / "repo"
@@ -122,7 +128,7 @@ def main() -> None:
         env = {"PYTHONPATH": str(clone / "src"), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
                "HOME": str(Path.home())}
         rows, survivors = [], []
-        for target in TARGETS:
+        for target in targets:
             relative, name = target.split("::")
             path = clone / relative
             original = path.read_text()
@@ -143,12 +149,13 @@ def main() -> None:
                     survivors.append((target, line, changed))
                 print(f"{'killed  ' if killed else 'SURVIVED'} {target}:{line}: {changed}", file=sys.stderr, flush=True)
     print(f"python {platform.python_version()}, {platform.machine()}; the privacy-critical functions of HEAD "
-          f"{head}, {len(TARGETS)} functions, {len(rows)} changes, each against its module's tests "
-          f"(`python benchmarks/mutation_check.py`); {time.time() - started:.0f} s on one process")
+          f"{head}, {len(targets)} functions, {len(rows)} changes, each against its module's tests "
+          f"(`python benchmarks/mutation_check.py{'' if args.targets is None else f' --targets {args.targets}'}`); "
+          f"{time.time() - started:.0f} s on one process")
     print(f"killed {sum(k for *_, k in rows)} of {len(rows)}; survived {len(survivors)}:")
     for target, line, changed in survivors:
         print(f"  {target}:{line}: {changed}")
-    print(json.dumps({"functions": len(TARGETS), "changes": len(rows), "survived": len(survivors)}))
+    print(json.dumps({"functions": len(targets), "changes": len(rows), "survived": len(survivors)}))
 
 
 if __name__ == "__main__":

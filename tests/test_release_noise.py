@@ -319,3 +319,14 @@ def test_simulation_gaussian_noise_has_the_certified_scale(name):
     assert cal.sensitivity == pytest.approx(l2, rel=1e-12)
     assert analytic_gaussian_sigma(l2, EPSILON, DELTA) <= cal.scale <= zcdp_sufficient_sigma(l2, EPSILON, DELTA)
     assert_gaussian(call.outputs - call.inputs, cal.scale, f"{name} gaussian (simulation)")
+
+
+@pytest.mark.parametrize("l2", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_gaussian_calibration_refuses_a_sensitivity_that_is_not_positive_and_finite(l2):
+    """Found by the mutation check: no test gave the Gaussian calibration a zero, negative or non-finite sensitivity,
+    which would give no noise (0), or a scale of no meaning; each is refused in one line."""
+    from tabrelease.errors import TabreleaseError
+    from tabrelease.noise import gaussian_calibration
+
+    with pytest.raises(TabreleaseError, match="a Gaussian scale needs a positive L2 sensitivity"):
+        gaussian_calibration(l2, 1.0, 1e-6, "add-remove")
