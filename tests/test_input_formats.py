@@ -258,3 +258,15 @@ def test_a_clean_file_takes_the_fast_reader(tmp_path, monkeypatch):
     from tabrelease.tables import read_csv_frame
 
     assert read_csv_frame(path)["count"].tolist() == ["1", "2"]
+
+
+def test_a_workbook_named_csv_is_said_to_be_a_workbook(tmp_path, capsys):
+    """A new user's trial: an .xlsx file renamed .csv was refused as text of the wrong encoding, with the advice to
+    try --encoding latin-1, which does not help."""
+    path = _workbook(tmp_path / "book.xlsx", {"t": [["region", "count"], ["north", 3], ["south", 4]]})
+    named = path.rename(tmp_path / "table.csv")
+    assert main(["release", str(named), "--epsilon", "1", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "is a zip archive, as an Excel workbook is, not CSV text" in err and "latin-1" not in err
+    assert main(["release", str(named), "--microdata", "--epsilon", "1", "--out", str(tmp_path / "r")]) == 2
+    assert "is a zip archive, as an Excel workbook is, not CSV text" in capsys.readouterr().err

@@ -332,6 +332,9 @@ def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
     encoding = _csv_encoding(record_file)
     with open(record_file.path, "rb") as handle:
         head = handle.read(1 << 16)
+    if head[:4] == b"PK\x03\x04":  # a zip archive: a workbook named .csv had been "a row has another number of fields"
+        raise TabreleaseError(f"{record_file.path} is a zip archive, as an Excel workbook is, not CSV text: give a "
+                              "workbook its .xlsx name (read with --engine pandas), or save it as CSV")
     try:
         text = head.decode("utf-8-sig" if encoding == "utf8" else encoding, errors="replace")
     except LookupError:

@@ -468,6 +468,9 @@ def _decode(path: Path, encoding: str) -> str:
         raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
     except UnicodeDecodeError as exc:
         # Never the offending bytes: they could be part of a confidential count or label.
+        if data[:4] == b"PK\x03\x04":  # a zip archive: an .xlsx workbook named .csv (latin-1 would not help)
+            raise TabreleaseError(f"{path} is a zip archive, as an Excel workbook is, not CSV text: give a workbook "
+                                  "its .xlsx name (the sheet read is --sheet), or save it as CSV") from None
         line = data[: exc.start].count(b"\n") + 1
         raise TabreleaseError(f"{path} is not valid {encoding} text (line {line}); if it was saved by Excel or an "
                               "older system, try --encoding latin-1 or --encoding cp1252") from None
