@@ -1171,3 +1171,60 @@ def test_two_copies_of_a_version_2_ledger_take_one_id_and_the_second_is_refused_
     other = _version_2_ledger(tmp_path, [{**budget, "epsilon": 2.0}], name="other.json")
     charge_guarantee(other, guarantee(epsilon=0.5))  # ... and another version-2 ledger takes an id of its own
     assert json.loads(other.read_text())["ledger_id"] != first["ledger_id"]
+
+
+@pytest.mark.e2e
+def test_the_anchor_binding_compares_files_and_a_batch_s_prediction_checks_it(tmp_path, capsys, monkeypatch):
+    """A review's trials of the binding: the variable naming the ledger's own FILE.anchor, or the anchor reached by
+    a link (as two mounts of one share reach it), is the ledger's anchor; a bound anchor this machine cannot see is
+    let be; and a batch's prediction refuses an anchor put in the place of the ledger's own, as its run does (it had
+    said "would be made")."""
+    ledger = init_ledger(tmp_path / "L.json")
+    set_budget(ledger, "czech", 3.0)
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(tmp_path / "L.json.anchor"))
+    assert verify_ledger(ledger) == []
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "L.json.anchor", tmp_path / "elsewhere" / "same.anchor")
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(tmp_path / "elsewhere" / "same.anchor"))
+    assert verify_ledger(ledger) == []
+    shutil.copy(tmp_path / "L.json.anchor", tmp_path / "copy.anchor")
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(tmp_path / "copy.anchor"))
+    assert "but the anchor in use is" in verify_ledger(ledger)[0]
+    spec = tmp_path / "spec.toml"
+    spec.write_text('ledger = "L.json"\n[datasets.czech]\nbuiltin = "czech"\n[[releases]]\ndataset = "czech"\n'
+                    'margins = "[A,B]"\nepsilon = 0.5\nout = "r1"\nsimulate = true\nseed = 1\n')
+    capsys.readouterr()
+    assert main(["batch", str(spec), "--dry-run"]) == 6
+    assert "but the anchor in use is" in capsys.readouterr().err
+    # Bound to an anchor this machine does not see (another host's mount of a shared one): not told, let be.
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(tmp_path / "mnt" / "shared.anchor"))
+    (tmp_path / "mnt").mkdir()
+    other = init_ledger(tmp_path / "M.json")
+    set_budget(other, "czech", 3.0)
+    (tmp_path / "mnt").rename(tmp_path / "mnt-elsewhere")
+    (tmp_path / "mnt2").mkdir()
+    (tmp_path / "mnt-elsewhere" / "shared.anchor").rename(tmp_path / "mnt2" / "shared.anchor")
+    monkeypatch.setenv("TABRELEASE_LEDGER_ANCHOR", str(tmp_path / "mnt2" / "shared.anchor"))
+    assert verify_ledger(other) == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="flock is POSIX")
+def test_a_file_system_that_cannot_flock_a_folder_keeps_the_lock_file_alone(tmp_path, monkeypatch):
+    """A review's trial: on NFS flock is emulated and a folder opened read-only gets EBADF; every ledger command
+    failed ("Bad file descriptor"). The lock file alone is used there, as before."""
+    import errno
+    import fcntl
+    import stat as stat_module
+
+    real = fcntl.flock
+
+    def nfs_like(fd, operation):
+        if stat_module.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+        return real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", nfs_like)
+    ledger = init_ledger(tmp_path / "L.json")
+    set_budget(ledger, "czech", 1.0)
+    charge_guarantee(ledger, guarantee(epsilon=0.5))
+    assert budget_status(ledger, "czech").epsilon_spent == pytest.approx(0.5) and verify_ledger(ledger) == []

@@ -697,3 +697,33 @@ def test_both_lanes_in_one_pass_are_the_two_record_lanes():
     assert positional == record_lanes(codes, None, table.shape) == table_lanes(table)
     assert canonical == record_lanes(codes, None, table.shape, labelled=(table.variables, table.levels))
     assert canonical == aggregation.table_canonical_lanes(table) != positional
+
+
+def test_a_margin_released_before_prints_were_normalised_is_still_recognised(tmp_path, monkeypatch):
+    """A review's trial: a two-way table with NFD labels released by the previous version (its canonical prints of
+    the names as written) went unrecognised as a margin of a three-way table of the same people released after the
+    change. A table not in NFC records its margins' prints as written beside the normalised ones."""
+    import functools
+
+    from tabrelease import ledger as ledger_module
+
+    frame, levels = _accented_people()
+    nfd = frame.map(_nfd).rename(columns=_nfd)
+    nfd_levels = {_nfd(v): [_nfd(x) for x in lv] for v, lv in levels.items()}
+    two = [_nfd("région"), "sexe"]
+    part = table_from_microdata(nfd[two], levels={v: nfd_levels[v] for v in two})
+    whole = table_from_microdata(nfd, levels=nfd_levels)
+    ledger = init_ledger(tmp_path / "ledger.json")
+    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
+    with monkeypatch.context() as before:  # as the version before normalising printed it
+        before.setattr(ledger_module, "_canonical_digest",
+                       functools.partial(ledger_module._canonical_digest, composed=False))
+        as_written = ledger_module.canonical_fingerprint
+        before.setattr(ledger_module, "canonical_fingerprint",
+                       lambda t, k, listed=None, composed=True: as_written(t, k, listed, composed=False))
+        before.setattr(ledger_module, "canonical_multiset_fingerprint", lambda *a: "0" * 64)
+        charge(tr.LedgerAccount(ledger=ledger, dataset="two"), part, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+    with pytest.raises(BudgetRefused, match="dataset 'two'"):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="three"), whole, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
