@@ -644,3 +644,15 @@ def test_one_label_written_both_composed_and_decomposed_is_refused_not_made_two_
     assert composed not in str(info.value) and decomposed not in str(info.value)
     only_nfd = frame[frame.x != composed].assign(count=1)
     assert sorted(table_from_frame(only_nfd, "count").levels[0]) == sorted([decomposed, "o"])
+
+
+@pytest.mark.parametrize("rows, said", [("1,2\n3,4\n1,4\n", "a variable (its name not shown"),
+                                        ("1,2\n3,4\n1,5\n3,4\n", "2 variables undeclared, not named")])
+def test_microdata_without_a_header_do_not_have_their_first_row_named(rows, said, tmp_path, capsys):
+    """A review's trial: microdata without a header have their first record read as names; the refusals of a
+    variable of one level and of undeclared levels named those values. Numbers are not shown as names."""
+    path = tmp_path / "people.csv"
+    path.write_text(rows)
+    assert main(["release", str(path), "--microdata", "--epsilon", "1", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "'1'" not in err and "'2'" not in err, err

@@ -42,10 +42,17 @@ def too_few_levels(variable: str, levels: Sequence) -> TabreleaseError:
     TabreleaseError
         The error to raise.
     """
+    from ._text import header_looks_like_names
+
+    # A name that is a number (a file without its header has a row of data for names) is not shown either.
+    named = (f"variable {variable!r}" if header_looks_like_names([variable]) else
+             "a variable (its name not shown: it is a number, very long or not printable, as a row of data would be; "
+             "does the file have a header row?)")
     if len(levels) == 0:
-        return TabreleaseError(f"variable {variable!r} has no values: the data have no rows")
+        return TabreleaseError(f"{named} has no values: the data have no rows")
     # The level is not named: read from the data, it is a confidential value (a reviewer's column held one).
-    return TabreleaseError(f"variable {variable!r} has only one level; it carries no information")
+    return TabreleaseError(f"{named} has only one level; it carries no information")
+
 
 def check_one_encoding(variables, levels) -> None:
     """Refuse names or labels that are one text written two ways: composed and decomposed Unicode (NFC and NFD: "é"
