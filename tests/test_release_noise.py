@@ -330,3 +330,19 @@ def test_a_gaussian_calibration_refuses_a_sensitivity_that_is_not_positive_and_f
 
     with pytest.raises(TabreleaseError, match="a Gaussian scale needs a positive L2 sensitivity"):
         gaussian_calibration(l2, 1.0, 1e-6, "add-remove")
+
+
+def test_secure_noise_scales_values_to_the_sampler_s_integers_itself_where_none_are_given():
+    """Found by the mutation check: the secure sampler's own scaling of values to integers (no integers passed) was
+    run only at scale 1, where multiplying and dividing agree. At scale 2, 0.5 and 1.5 are the integers 1 and 3, and
+    values that are not integers once scaled are refused."""
+    import numpy as np
+
+    from tabrelease.errors import TabreleaseError
+    from tabrelease.noise import SecureNoise, laplace_calibration
+
+    calibration = laplace_calibration(1.0, 1e6, "add-remove")  # noise of scale 1e-6: the values come back
+    noisy = SecureNoise().perturb(np.array([0.5, 1.5]), calibration, integer_scale=2.0)
+    assert np.allclose(noisy, [0.5, 1.5], atol=1e-3)
+    with pytest.raises(TabreleaseError, match="not integers"):
+        SecureNoise().perturb(np.array([0.25]), calibration, integer_scale=2.0)
