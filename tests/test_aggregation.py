@@ -568,6 +568,17 @@ def _accented_people(seed=0) -> tuple[pd.DataFrame, dict]:
     return frame, levels
 
 
+def _second_dataset_refused(tmp_path, first, second, match: str) -> None:
+    """`first` charged to dataset A of a new ledger, then `second` refused under dataset B as the same data."""
+    ledger = init_ledger(tmp_path / "ledger.json")
+    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
+    charge(tr.LedgerAccount(ledger=ledger, dataset="A"), first, guarantee, mechanism="planned", margins=["[AB]"],
+           output=None, noise_mode="simulation")
+    with pytest.raises(BudgetRefused, match=match):
+        charge(tr.LedgerAccount(ledger=ledger, dataset="B"), second, guarantee, mechanism="planned",
+               margins=["[AB]"], output=None, noise_mode="simulation")
+
+
 def _nfd(text: str) -> str:
     import unicodedata
 
@@ -638,13 +649,7 @@ def test_the_same_people_padded_past_the_cells_held_or_written_in_nfd_are_not_gi
     first = read_microdata(plain, levels=levels)
     second = read_microdata(shuffled, levels=padded)
     assert isinstance(second, FileTable) and isinstance(first, FileTable) == (first_as == "file")
-    ledger = init_ledger(tmp_path / "ledger.json")
-    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
-    charge(tr.LedgerAccount(ledger=ledger, dataset="A"), first, guarantee, mechanism="planned", margins=["[AB]"],
-           output=None, noise_mode="simulation")
-    with pytest.raises(BudgetRefused, match="released before under the dataset 'A'"):
-        charge(tr.LedgerAccount(ledger=ledger, dataset="B"), second, guarantee, mechanism="planned",
-               margins=["[AB]"], output=None, noise_mode="simulation")
+    _second_dataset_refused(tmp_path, first, second, "released before under the dataset 'A'")
 
 
 @pytest.mark.parametrize("decomposed", ["the part", "the whole"])
@@ -663,13 +668,7 @@ def test_two_columns_of_the_same_people_written_in_nfd_are_recognised_by_their_m
                                                                      for v, lv in whole_levels.items()}
     first = table_from_microdata(whole, levels=whole_levels)
     second = table_from_microdata(part, levels=part_levels)
-    ledger = init_ledger(tmp_path / "ledger.json")
-    guarantee = PrivacyGuarantee(unit=PrivacyUnit(kind="add-remove"), loss=tr.loss_of(1.0))
-    charge(tr.LedgerAccount(ledger=ledger, dataset="A"), first, guarantee, mechanism="planned", margins=["[AB]"],
-           output=None, noise_mode="simulation")
-    with pytest.raises(BudgetRefused, match="dataset 'A'"):
-        charge(tr.LedgerAccount(ledger=ledger, dataset="B"), second, guarantee, mechanism="planned",
-               margins=["[AB]"], output=None, noise_mode="simulation")
+    _second_dataset_refused(tmp_path, first, second, "dataset 'A'")
 
 
 def test_a_table_not_in_nfc_also_records_the_print_releases_made_before_normalising_recorded():
