@@ -396,8 +396,7 @@ def _folder_lock(folder: Path, deadline: float, busy: TabreleaseError):
     except OSError:
         yield
         return
-    locked = True
-    try:
+    try:  # closing the handle releases the flock
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -407,19 +406,10 @@ def _folder_lock(folder: Path, deadline: float, busy: TabreleaseError):
                     raise busy from None
                 time.sleep(0.01)
             except OSError:  # a file system that cannot flock a folder (NFS emulates flock and refuses: EBADF)
-                locked = False
                 break
-    except BaseException:
-        os.close(handle)
-        raise
-    if not locked:
-        os.close(handle)
-        yield
-        return
-    try:
         yield
     finally:
-        os.close(handle)  # closing releases the flock
+        os.close(handle)
 
 
 # The ledgers this thread holds the lock of (`_lock` takes a lock its thread holds once).
@@ -551,7 +541,7 @@ def _problems(data: dict, key: bytes, path: Path | None = None, anchor_lines: li
         out.append("the end of the ledger does not match its head: records were removed from or added to its end")
     if path is not None and not out:
         # A batch's throw-away copy has its own anchor beside it (`copy_ledger`), whatever its ledger's was.
-        problem = None if _scratch(data) else _binding_problem(path, data, anchor_binding(path))
+        problem = None if _scratch(data) else _binding_problem(path, data, anchor_binding())
         out.extend([problem] if problem else _anchor_problems(path, data, key, anchor_lines))
     return out
 
@@ -584,18 +574,13 @@ def _bound(data: dict) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def anchor_binding(path) -> str | None:
-    """The anchor a ledger at `path` is bound to, as the ledger records it: "beside" (FILE.anchor, which moves with
-    the ledger) or the real path of $TABRELEASE_LEDGER_ANCHOR. None inside a batch's prediction, whose throw-away
-    copy has a throw-away anchor (`anchored_at`). A reviewer's trial restored an old copy of a ledger and pointed
-    $TABRELEASE_LEDGER_ANCHOR at a copy of its append-only anchor without the last line (or put that copy beside the
-    ledger): the copy verified and was charged again. A ledger records its anchor under its head's MAC, and an
-    anchor other than that one is refused.
-
-    Parameters
-    ----------
-    path : path-like
-        The ledger.
+def anchor_binding() -> str | None:
+    """The anchor a ledger written now is bound to, as the ledger records it: "beside" (FILE.anchor, which moves
+    with the ledger) or the real path of $TABRELEASE_LEDGER_ANCHOR. None inside a batch's prediction, whose
+    throw-away copy has a throw-away anchor (`anchored_at`). A reviewer's trial restored an old copy of a ledger and
+    pointed $TABRELEASE_LEDGER_ANCHOR at a copy of its append-only anchor without the last line (or put that copy
+    beside the ledger): the copy verified and was charged again. A ledger records its anchor under its head's MAC,
+    and an anchor other than that one is refused (`_binding_problem`).
 
     Returns
     -------
@@ -603,15 +588,13 @@ def anchor_binding(path) -> str | None:
     """
     if _ANCHOR_OVERRIDE.get() is not None:
         return None
-    return _binding_from_environment(path)
+    return _binding_from_environment()
 
 
-def _binding_from_environment(path) -> str:
+def _binding_from_environment() -> str:
     """`anchor_binding` as the environment alone says it (a batch's prediction checks the real ledger's so)."""
-    env = os.environ.get(ANCHOR_ENVIRONMENT)
-    if env and not os.path.isabs(env):
-        anchor_path(path)  # refuses a relative path in one line
-    return "beside" if not env else os.path.realpath(env)
+    env = _environment_anchor()
+    return "beside" if env is None else os.path.realpath(env)
 
 
 def _binding_words(binding: str, path) -> str:
@@ -659,12 +642,17 @@ def _read_verified(path: Path, key: bytes, *, writing: bool = False) -> dict:
     data = _load(path)
     problems = _problems(data, key, path, lines)
     if problems:
-        raise LedgerIntegrityError(
-            f"the ledger {path} fails verification ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''}"
-            f"); nothing is spent or set until an auditor resolves it (`tabrelease ledger verify {path}`)")
+        raise _fails_verification(path, problems)
     if writing:  # a copy is read (a backup verifies) but never written
         _refuse_a_copy(path, data, lines, key)
     return data
+
+
+def _fails_verification(path: Path, problems: list[str]) -> LedgerIntegrityError:
+    """The refusal of a ledger that fails verification: its first problem, how many more, and what to run."""
+    more = f"; {len(problems) - 1} more" if len(problems) > 1 else ""
+    return LedgerIntegrityError(f"the ledger {path} fails verification ({problems[0]}{more}); nothing is spent or set "
+                                f"until an auditor resolves it (`tabrelease ledger verify {path}`)")
 
 
 def _refuse_a_copy(path: Path, data: dict, lines: list[dict], key: bytes | None = None) -> None:
@@ -750,8 +738,9 @@ def _write(path: Path, data: dict, key: bytes) -> None:
     last = data["records"][-1]["mac"] if data["records"] else ""
     count = len(data["records"])
     scratch = _scratch(data)
-    if _bound(data) is None and anchor_binding(path) is not None:  # bound from its first write on
-        data["anchor"] = anchor_binding(path)
+    binding = anchor_binding()
+    if _bound(data) is None and binding is not None:  # bound from its first write on
+        data["anchor"] = binding
     data["head"] = {"count": count, "mac": _head_mac(key, count, last, data["ledger_id"], scratch, _bound(data)),
                     **({"scratch": True} if scratch else {})}
     _refuse_an_unwritable(path)
@@ -814,11 +803,17 @@ def anchor_path(path: str | os.PathLike) -> Path:
     override = _ANCHOR_OVERRIDE.get()
     if override is not None:
         return override
+    env = _environment_anchor()
+    return Path(env) if env else Path(f"{os.path.realpath(path)}.anchor")
+
+
+def _environment_anchor() -> str | None:
+    """$TABRELEASE_LEDGER_ANCHOR, or None where it is not set (or empty); a relative path is refused."""
     env = os.environ.get(ANCHOR_ENVIRONMENT)
     if env and not os.path.isabs(env):
         raise TabreleaseError(f"${ANCHOR_ENVIRONMENT} must be an absolute path (a relative one would name another "
                               f"file from every folder), not {env!r}")
-    return Path(env) if env else Path(f"{os.path.realpath(path)}.anchor")
+    return env or None
 
 
 @contextmanager
@@ -904,10 +899,9 @@ def copy_ledger(path, folder: Path) -> Path:
     _refuse_a_copy(path, data, lines)  # the copy's lines below name the copy: it would pass for the ledger
     # The copy has an anchor of its own, so the real ledger's binding is checked here: the prediction must refuse
     # what the run would (a review's trial: a dry run said "would be made" where the run refused, exit 6).
-    problem = _binding_problem(path, data, _binding_from_environment(path))
+    problem = _binding_problem(path, data, _binding_from_environment())
     if problem:
-        raise LedgerIntegrityError(f"the ledger {path} fails verification ({problem}); nothing is spent or set until "
-                                   f"an auditor resolves it (`tabrelease ledger verify {path}`)")
+        raise _fails_verification(path, [problem])
     key = ledger_key(path)
     # The copy's head is marked a throw-away copy's, under its MAC (`_refuse_a_copy`); a head that did not verify is
     # marked with its MAC as it was, so that the copy fails as the ledger does (a prediction must not pass a ledger
@@ -1284,11 +1278,10 @@ def canonical_multiset_fingerprint(table, key: bytes) -> str:
     str
         64 hex characters.
     """
-    import unicodedata
-
+    from .tables._text import nfc
     from .tables.aggregation import table_canonical_lanes
 
-    names = sorted(unicodedata.normalize("NFC", str(v)) for v in table.variables)
+    names = sorted(nfc(v) for v in table.variables)
     digest = hmac.new(key, b"canonical-multiset-v1:" + json.dumps(names, separators=(",", ":")).encode(),
                       hashlib.sha256)
     digest.update(b"".join(int(lane).to_bytes(8, "little") for lane in table_canonical_lanes(table)))
@@ -1352,10 +1345,9 @@ def table_prints(table, key: bytes, listed: tuple | None = None) -> tuple[str, l
 
 def _composed(table) -> bool:
     """Every name and label of the table is in NFC."""
-    import unicodedata
+    from .tables._text import all_nfc
 
-    return all(unicodedata.is_normalized("NFC", str(text)) for text in
-               (*table.variables, *(label for labels in table.levels for label in labels)))
+    return all_nfc((*table.variables, *(label for labels in table.levels for label in labels)))
 
 
 def legacy_cells_fingerprint(table: ContingencyTable, key: bytes) -> str | None:
@@ -1554,14 +1546,13 @@ def _canonical_digest(variables, levels, rows: np.ndarray, counts: np.ndarray, k
     """The canonical fingerprint of the non-zero cells `rows` (level codes, one column per variable; distinct) with
     `counts`: names and labels NFC-normalised (`composed`; a file written in NFD, as macOS writes it, is the same
     data: a reviewer's trial gave it a second budget), levels no row uses dropped, the rest renumbered in the order
-    of their labels, the variables in the order of their names, the rows in lexicographic order. (Two labels of one
-    variable that differ only in their composition are not told apart: the cells are then not distinct and the
-    print is of other bytes, which can only fail to match.)"""
-    import unicodedata
+    of their labels, the variables in the order of their names, the rows in lexicographic order. (No table has two
+    labels of one variable that differ only in their composition: `tables.model.check_one_encoding` refuses it.)"""
     from math import prod
 
-    def text(value) -> str:
-        return unicodedata.normalize("NFC", str(value)) if composed else str(value)
+    from .tables._text import nfc
+
+    text = nfc if composed else str
 
     variables = [text(v) for v in variables]
     order = sorted(range(len(variables)), key=lambda a: variables[a])

@@ -95,7 +95,7 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         With one line naming the problem; nothing is charged or written.
     """
     from .tables import LEVELS_FROM_DATA, ContingencyTable
-    from .tables._text import header_looks_like_names
+    from .tables._text import NOT_A_NAME, header_looks_like_names
     from .tables.model import TableView
 
     if not isinstance(table, (ContingencyTable, TableView)):
@@ -115,11 +115,12 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         check_report_support(spec.workbook)
     if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         missing, others = table.metadata.get("undeclared_levels"), table.metadata.get("levels_not_in_table")
-        which = ((f" (undeclared: {', '.join(missing)})" if header_looks_like_names(missing)
-                  else f" ({len(missing)} variable{'s' if len(missing) != 1 else ''} undeclared, not named: one "
-                       "name is a number, very long or not printable, as a row of data would be; does the file have "
-                       "a header row?)")
-                 if missing else "")
+        which = ""
+        if missing and header_looks_like_names(missing):
+            which = f" (undeclared: {', '.join(missing)})"
+        elif missing:
+            which = (f" ({len(missing)} variable{'s' if len(missing) != 1 else ''} undeclared, not named: one name "
+                     f"is {NOT_A_NAME}; does the file have a header row?)")
         if missing and others:  # the user's own names, from the levels file: not the data's
             which += f"; the levels file declares {', '.join(others)}, which the table does not have"
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "

@@ -132,10 +132,7 @@ def decimal_float(text: str) -> float:
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = decimal_number(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    value = decimal_float(text)
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
     return value

@@ -4,6 +4,7 @@ the order of levels read from data, declared levels, the CSV separator of a head
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 
 from .._files import CSV_SEPARATORS
@@ -96,6 +97,39 @@ def undeclared_values(variable, declared) -> TabreleaseError:
                            "the column can take")
 
 
+def nfc(text) -> str:
+    """Text in Unicode's composed form (NFC: "é" one character, not "e" and a combining accent), as every
+    fingerprint and every comparison of names and labels across files takes it: macOS tools write NFD.
+
+    Parameters
+    ----------
+    text : object
+        Made a str first.
+
+    Returns
+    -------
+    str
+    """
+    return unicodedata.normalize("NFC", str(text))
+
+
+def all_nfc(texts: Iterable) -> bool:
+    """Whether every text is in NFC already (`nfc` would change none): a quick check, no text made.
+
+    Parameters
+    ----------
+    texts : iterable
+
+    Returns
+    -------
+    bool
+    """
+    return all(unicodedata.is_normalized("NFC", str(t)) for t in texts)
+
+
+# Why a name is not quoted in a message (`header_looks_like_names`).
+NOT_A_NAME = "a number, very long or not printable, as a row of data would be"
+
 # A column's name longer than this is not shown in a message: a file read in the wrong encoding comes as one
 # "column" holding the whole file (a new user's trial: a UTF-8 file read as UTF-16 quoted its 1.1 KB in a refusal).
 LONGEST_NAME_SHOWN = 64
@@ -137,6 +171,6 @@ def the_columns(columns: Sequence) -> str:
     columns = list(columns)
     if header_looks_like_names(columns):
         return f"the columns are {[str(c) for c in columns]}"
-    return (f"the file's first row has {len(columns)} field{'s' if len(columns) != 1 else ''}, not shown: one is a "
-            "number, very long or not printable, as a row of data or a file read in the wrong encoding would be "
-            "(does the file have a header row? is --encoding right?)")
+    return (f"the file's first row has {len(columns)} field{'s' if len(columns) != 1 else ''}, not shown: one is "
+            f"{NOT_A_NAME}, or a file read in the wrong encoding (does the file have a header row? is --encoding "
+            "right?)")

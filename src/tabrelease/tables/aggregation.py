@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TabreleaseError
-from ._text import (LEVELS_FROM_DATA, declared_levels, detect_separator, level_order, the_columns,
+from ._text import (LEVELS_FROM_DATA, declared_levels, detect_separator, level_order, nfc, the_columns,
                     undeclared_values)
 from .model import (MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, check_one_encoding,
                     too_few_levels)
@@ -91,16 +91,12 @@ def _label_values(variables: tuple[str, ...], levels: tuple[tuple[str, ...], ...
     declared beside those anyone is in (a reviewer padded a variable with 9,000 unused levels to give the same
     records a second budget), and whether labels are written composed or decomposed (macOS writes NFD). Public and
     data-independent, as `_lane_values`."""
-    import unicodedata
-
     lanes = []
     for lane in range(CANONICAL_LANES):
         per_axis = []
         for name, labels in zip(variables, levels):
-            prefix = (f"tabrelease canonical multiset v1 lane {lane}\0" + unicodedata.normalize("NFC", str(name))
-                      + "\0").encode()
-            raw = b"".join(hashlib.sha256(prefix + unicodedata.normalize("NFC", str(label)).encode()).digest()[:8]
-                           for label in labels)
+            prefix = f"tabrelease canonical multiset v1 lane {lane}\0{nfc(name)}\0".encode()
+            raw = b"".join(hashlib.sha256(prefix + nfc(label).encode()).digest()[:8] for label in labels)
             values = np.frombuffer(raw, dtype="<u8").astype(np.uint64)
             values.flags.writeable = False
             per_axis.append(values)
@@ -141,25 +137,40 @@ def record_lanes(codes: np.ndarray, weights: np.ndarray | None, shape: Sequence[
     tuple of int
         One sum per lane, each in [0, 2^64).
     """
-    sums = []
     values = (_lane_values(tuple(int(k) for k in shape)) if labelled is None
               else _label_values(*_as_key(*labelled)))
-    for per_axis in values:
-        h = np.zeros(codes.shape[0], dtype=np.uint64)
-        for axis, values in enumerate(per_axis):
-            h += values[codes[:, axis]]
+    return _lane_sums(codes, weights, values)
+
+
+def _lane_sums(codes: np.ndarray, weights: np.ndarray | None, lanes) -> tuple[int, ...]:
+    """Per lane (a value table per axis), the sum over records of weight x fmix64(the sum of the record's values),
+    modulo 2^64. Each column is read once, contiguous, for every lane, and gathered into one buffer without bounds
+    checks (the codes were checked against the levels when read, `batch_codes`): a fresh array per gather had cost
+    page faults, a third of the time."""
+    if not codes.shape[0]:
+        return (0,) * len(lanes)
+    columns = np.ascontiguousarray(codes.T)
+    sums = [np.zeros(codes.shape[0], dtype=np.uint64) for _ in lanes]
+    gathered = np.empty(codes.shape[0], dtype=np.uint64)
+    for axis, column in enumerate(columns):
+        for h, per_axis in zip(sums, lanes):
+            np.take(per_axis[axis], column, out=gathered, mode="clip")
+            h += gathered
+    multiplier = None if weights is None else np.asarray(weights).astype(np.uint64)
+    out = []
+    for h in sums:
         _fmix64(h)
-        if weights is not None:
-            h *= np.asarray(weights).astype(np.uint64)
-        sums.append(int(np.add.reduce(h, dtype=np.uint64)) if h.size else 0)
-    return tuple(sums)
+        if multiplier is not None:
+            h *= multiplier
+        out.append(int(np.add.reduce(h, dtype=np.uint64)))
+    return tuple(out)
 
 
 def both_lanes(codes: np.ndarray, variables: Sequence[str], levels: Sequence[Sequence[str]]
                ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """`record_lanes` of a block of records (one each) by positions and by names and labels, in one pass over its
-    columns: each column read once, contiguous, for every lane (two calls of `record_lanes` took twice as long again:
-    the canonical sums would have added half to counting 10^8 records).
+    columns (two calls of `record_lanes` read each column twice: the canonical sums would have added half to
+    counting 10^8 records).
 
     Parameters
     ----------
@@ -174,23 +185,8 @@ def both_lanes(codes: np.ndarray, variables: Sequence[str], levels: Sequence[Seq
         The positional sums and the canonical sums.
     """
     shape = tuple(len(lv) for lv in levels)
-    tables = _lane_values(shape) + _label_values(*_as_key(variables, levels))
-    if not codes.shape[0]:
-        return (0,) * LANES, (0,) * CANONICAL_LANES
-    columns = np.ascontiguousarray(codes.T)
-    sums = [np.zeros(codes.shape[0], dtype=np.uint64) for _ in tables]
-    # One buffer for every gather (a fresh array per gather cost page faults: a third of the time), and no bounds
-    # check: the codes were checked against the levels when the batch was read (`batch_codes`).
-    gathered = np.empty(codes.shape[0], dtype=np.uint64)
-    for axis, column in enumerate(columns):
-        for h, per_axis in zip(sums, tables):
-            np.take(per_axis[axis], column, out=gathered, mode="clip")
-            h += gathered
-    out = []
-    for h in sums:
-        _fmix64(h)
-        out.append(int(np.add.reduce(h, dtype=np.uint64)))
-    return tuple(out[:LANES]), tuple(out[LANES:])
+    out = _lane_sums(codes, None, _lane_values(shape) + _label_values(*_as_key(variables, levels)))
+    return out[:LANES], out[LANES:]
 
 
 def _as_key(variables, levels) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:

@@ -16,6 +16,7 @@ import numpy as np
 # The rule against formulas in CSV files (OWASP) is one of _files' rules of writing files; write_long_csv applies it.
 from .._files import CSV_SEPARATORS, csv_field_for_label
 from ..errors import TabreleaseError
+from ._text import NOT_A_NAME, all_nfc, header_looks_like_names, nfc
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -42,12 +43,9 @@ def too_few_levels(variable: str, levels: Sequence) -> TabreleaseError:
     TabreleaseError
         The error to raise.
     """
-    from ._text import header_looks_like_names
-
     # A name that is a number (a file without its header has a row of data for names) is not shown either.
     named = (f"variable {variable!r}" if header_looks_like_names([variable]) else
-             "a variable (its name not shown: it is a number, very long or not printable, as a row of data would be; "
-             "does the file have a header row?)")
+             f"a variable (its name not shown: it is {NOT_A_NAME}; does the file have a header row?)")
     if len(levels) == 0:
         return TabreleaseError(f"{named} has no values: the data have no rows")
     # The level is not named: read from the data, it is a confidential value (a reviewer's column held one).
@@ -70,19 +68,15 @@ def check_one_encoding(variables, levels) -> None:
     TabreleaseError
         Two variables' names, or two levels of one variable, are equal once NFC-normalised.
     """
-    import unicodedata
-
-    def composed(texts):
-        return [unicodedata.normalize("NFC", str(t)) for t in texts]
+    def two_ways(texts) -> bool:  # distinct as written, not once composed (texts in NFC already cannot be)
+        return not all_nfc(texts) and len({nfc(t) for t in texts}) < len(set(map(str, texts))) == len(texts)
 
     fix = ("the file mixes composed and decomposed Unicode (NFC and NFD); write it one way, NFC (Python's "
            "unicodedata.normalize, or `uconv -x any-nfc`)")
-    names = composed(variables)
-    if len(set(names)) != len(names) and len(set(map(str, variables))) == len(names):
+    if two_ways(variables):
         raise TabreleaseError(f"two variables' names differ only in how their accents are encoded: {fix}")
     for variable, lv in zip(variables, levels):
-        labels = composed(lv)
-        if len(set(labels)) != len(labels) and len(set(map(str, lv))) == len(labels):
+        if two_ways(lv):
             raise TabreleaseError(f"variable {str(variable)!r} has two levels that differ only in how their accents "
                                   f"are encoded: {fix}")
 
