@@ -163,6 +163,26 @@ def test_rerunning_some_strategies_keeps_the_others_rows_and_reproduces_its_own(
     assert "other points or repetitions" in capsys.readouterr().err
 
 
+def test_every_row_of_the_frontier_s_files_says_simulation_noise_made_it(tmp_path):
+    """runs.csv and summary.csv name the noise mode in every row (a copy away from report.md still says it), and a
+    runs.csv written before the column (the committed reports') is kept with its rows marked so, as they were made."""
+    out = tmp_path / "f"
+    common = ["frontier", "--out", str(out), "--tables", "titanic", "--epsilon", "0.5", "--repetitions", "2",
+              "--workloads", "model", "--quiet", "--strategies", "planned,cells"]
+    assert main(common) == 0
+    for name in ("runs.csv", "summary.csv"):
+        assert set(pd.read_csv(out / name)["noise_mode"]) == {"simulation"}, name
+    old = pd.read_csv(out / "runs.csv")
+    old.drop(columns="noise_mode").to_csv(out / "runs.csv", index=False)
+    assert main(common + ["--force", "--keep-others", "--strategies", "planned"]) == 0
+    kept = pd.read_csv(out / "runs.csv")
+    assert list(kept.columns) == list(frontier.RUN_COLUMNS)
+    assert set(kept.loc[kept.strategy == "cells", "noise_mode"]) == {"simulation"}
+    # A file that is not a frontier's runs is refused in one line, not read half-way.
+    (out / "runs.csv").write_text("table,workload\nx,y\n")
+    assert main(common + ["--force", "--keep-others", "--strategies", "planned"]) == 2
+
+
 def _housing_file(folder):
     """The built-in housing table's cells written as a long CSV of a new name: a table the frontier reads from a
     file, with no paper model."""

@@ -269,6 +269,7 @@ def test_sweep_command_writes_summary_and_figures(tmp_path, browser):
     assert {"summary.csv", "max_l1_error.svg", "n_drift.svg", "runs.csv"} <= names
     summary = pd.read_csv(out / "summary.csv")
     runs = pd.read_csv(out / "runs.csv")
+    assert set(summary.noise_mode) == set(runs.noise_mode) == {"simulation"}  # every row says what made it
     # The summary's figures are those of the runs (recomputed here with pandas, independently of the grouping).
     point = runs[(runs.mechanism == "fourier") & (runs.epsilon == 0.5)]
     row = summary[(summary.mechanism == "fourier") & (summary.epsilon == 0.5)].iloc[0]

@@ -173,7 +173,20 @@ def _kept_rows(args, chosen, tables, workloads, epsilons, repetitions, seed, fin
     path = Path(args.out) / "runs.csv"
     if not path.is_file():
         raise TabreleaseError(f"--keep-others needs a previous frontier in {args.out} (no runs.csv there)")
-    old = pd.read_csv(path)
+    from ..frontier import RUN_COLUMNS
+
+    try:
+        old = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise TabreleaseError(f"--keep-others cannot read {path}: {type(exc).__name__}") from None
+    if "noise_mode" not in old:
+        # A runs.csv written before the column: every frontier has been made by simulation noise (it has no
+        # release mode), so its rows are marked as what made them.
+        old = old.assign(noise_mode="simulation")
+    if set(RUN_COLUMNS) - set(old.columns):
+        raise TabreleaseError(f"{path} is not a frontier's runs.csv (it lacks "
+                              f"{', '.join(sorted(set(RUN_COLUMNS) - set(old.columns)))}): run every strategy")
+    old = old[list(RUN_COLUMNS)]
     from ..frontier import table_label
     from ..tables import load_table
 

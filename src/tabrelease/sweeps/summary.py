@@ -36,7 +36,8 @@ def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        One row per table, mechanism, calibration and epsilon (in the order first met): `runs`, and for each
+        One row per table, mechanism, calibration and epsilon (in the order first met): `runs`, `noise_mode`
+        (the noise that made them), and for each
         measure of `MEASURES` the columns `<measure>_defined` (runs with a value), `_mean`, `_sd`, `_median`, `_q10`
         and `_q90`.
     """
@@ -44,7 +45,8 @@ def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
     # left as a column of None, which pandas cannot take quantiles of.
     runs = runs.assign(**{column: pd.to_numeric(runs[column]) for column, _ in MEASURES.values()})
     grouped = runs.groupby(KEYS, sort=False)
-    pieces = {"runs": grouped.size()}
+    # Which noise made the runs, in every row, so that a copy of summary.csv away from its sweep.json says so.
+    pieces = {"runs": grouped.size(), "noise_mode": grouped["noise_mode"].agg(lambda m: "+".join(sorted(set(m))))}
     for name, (column, _) in MEASURES.items():
         values = grouped[column]
         pieces[f"{name}_defined"] = values.count()
