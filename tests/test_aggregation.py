@@ -141,6 +141,26 @@ def test_lines_before_the_header_are_skipped_as_arrow_counts_them(tmp_path, text
     assert counted.counts.tolist() == [[1, 1], [0, 1]]
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+@pytest.mark.parametrize("batch_rows", [64, 1 << 16])
+def test_a_blank_row_of_a_one_column_file_is_a_missing_value_in_every_engine(tmp_path, blank, batch_rows):
+    """In a file of one column a blank line is that one field empty: the streaming reader had skipped it (and the
+    in-memory reader's fast path a line of spaces), counting 999 people of 1,000. Now every engine refuses it by its
+    data row, inside a batch or at a batch's end, and drops trailing blank rows, as the in-memory reader always did."""
+    values = ["f", "m"] * 500
+    path = tmp_path / "one.csv"
+    for row in (1, 63, 64, 977):  # data rows: inside the first batch, a batch's last row, a next batch's first, later
+        inside = values[:row - 1] + [blank] + values[row - 1:]
+        path.write_text("sex\n" + "\n".join(inside) + "\n")
+        for engine in ("arrow", "pandas"):
+            with pytest.raises(TabreleaseError, match=f"data row {row} is blank \\(only trailing blank rows"):
+                read_microdata(path, engine=engine, batch_rows=batch_rows) if engine == "arrow" else \
+                    read_microdata(path, engine=engine)
+    path.write_text("sex\n" + "\n".join(values + [blank] * 70) + "\n")
+    streamed, in_memory = read_microdata(path, batch_rows=batch_rows), read_microdata(path, engine="pandas")
+    assert streamed.counts.tolist() == in_memory.counts.tolist() == [500, 500]
+
+
 def test_labels_are_read_as_the_in_memory_reader_reads_them(tmp_path):
     # A protected label (a leading quote before a tab) is stripped after its quote is removed; a stored category
     # no row has is not a value of the file.

@@ -173,6 +173,16 @@ CLI_CASES = [
     ("a long table with a quote not closed", _csv('A,B,count\n0,0,3\n0,1,1\n"1,0,2\n1,1,4\n'),
      ["release", "t.csv", "--margins", "[A][B]", "--epsilon", "1", "--simulate", "--out", "o"],
      "t.csv: data row 3 has 1 fields where the header has 3 (is the separator ',' right, and every quote closed?)"),
+    # Microdata, read by the streaming reader: the ragged row named by its line (Arrow does not know it; its text is
+    # not quoted), as the in-memory reader names its data row. Line 5: a quoted field holds a line break, and a blank
+    # line (skipped) comes before it.
+    ("microdata with a short row", _csv("sex,age,region\nf,1,n\nm,2,s\nf,3\nm,1,n\n"),
+     ["release", "t.csv", "--microdata", "--margins", "[sex,age]", "--epsilon", "1", "--simulate", "--out", "o"],
+     "t.csv: line 4 has 2 fields where the header has 3 (is the separator ',' right, and every quote closed?)"),
+    ("microdata with a long row after a quoted line break",
+     _csv('sex,age,region\nf,1,n\n\n"m\nx",2,s\nf,3,n,extra\n'),
+     ["release", "t.csv", "--microdata", "--margins", "[sex,age]", "--epsilon", "1", "--simulate", "--out", "o"],
+     "t.csv: line 6 has 4 fields where the header has 3 (is the separator ',' right, and every quote closed?)"),
     ("no default model for a CSV", _csv(GOOD), ["fit", "t.csv"],
      "this table has no default model: name one with --model, e.g. '[A][B]' (its variables, by letter or name: A, B)"),
     ("no default model, named variables", _csv(GOOD.replace("A,B,", "sex,age,")), ["fit", "t.csv"],

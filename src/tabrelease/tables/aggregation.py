@@ -307,9 +307,49 @@ def _reason(exc: Exception) -> str:
     row they stopped at)."""
     if isinstance(exc, MemoryError) or "Memory" in type(exc).__name__:
         return "out of memory while reading a batch of its rows"
-    if "Expected" in str(exc) and ("columns" in str(exc) or "fields" in str(exc)):
+    if _is_ragged(exc):
         return "a row has another number of fields than the header, or a quote is not closed"
     return type(exc).__name__
+
+
+def _is_ragged(exc: Exception) -> bool:
+    return "Expected" in str(exc) and ("columns" in str(exc) or "fields" in str(exc))
+
+
+def _read_failure(record_file: RecordFile, exc: Exception) -> TabreleaseError:
+    """The one-line refusal of a file the streaming reader stopped in. A row with another number of fields is
+    named by its line, as the in-memory reader names it: Arrow's streaming reader does not know the row it stopped
+    at, so the file is read again here, with Python's csv module, to the first such row (on this failure only)."""
+    line = _ragged_line(record_file) if _is_ragged(exc) and not record_file.is_parquet else None
+    if line is None:
+        return TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})")
+    number, fields, width = line
+    sep = _csv_header(record_file)[1]
+    return TabreleaseError(f"{record_file.path}: line {number:,} has {fields} fields where the header has {width} "
+                           f"(is the separator {sep!r} right, and every quote closed?)")
+
+
+def _ragged_line(record_file: RecordFile) -> tuple[int, int, int] | None:
+    """(its line number, its fields, the header's) of the first row after the header whose number of fields is
+    not the header's, blank lines skipped as Arrow skips them; None where Python's csv module finds none (Arrow
+    and it may read a stray quote differently). The row's text is not kept: it is confidential."""
+    import csv
+
+    names, sep, skip = _csv_header(record_file)
+    width = len(names)
+    encoding = _csv_encoding(record_file)
+    encoding = "utf-8-sig" if encoding == "utf8" else encoding
+    try:
+        with open(record_file.path, encoding=encoding, errors="replace", newline="") as handle:
+            rows = csv.reader(handle, delimiter=sep)
+            for _ in range(skip):
+                next(rows, None)
+            for row in rows:
+                if row and len(row) != width:
+                    return rows.line_num, len(row), width
+    except (OSError, csv.Error, UnicodeError):
+        return None
+    return None
 
 
 def _csv_encoding(record_file: RecordFile) -> str:
@@ -363,8 +403,30 @@ def _csv_reader(record_file: RecordFile, columns: Sequence[str] | None):
         strings_can_be_null=False, quoted_strings_can_be_null=False)
     read = pacsv.ReadOptions(encoding=_csv_encoding(record_file), block_size=1 << 22, column_names=arrow_names,
                              skip_rows=skip)
-    return pacsv.open_csv(record_file.path, read_options=read, parse_options=pacsv.ParseOptions(delimiter=sep),
-                          convert_options=convert)
+    # Arrow skips blank lines. In a file of one column a blank line is a row with that one field empty (a missing
+    # value, which the in-memory reader refuses), not nothing: there Arrow keeps them, for _without_trailing_blanks.
+    parse = pacsv.ParseOptions(delimiter=sep, ignore_empty_lines=len(names) != 1)
+    return pacsv.open_csv(record_file.path, read_options=read, parse_options=parse, convert_options=convert)
+
+
+def _without_trailing_blanks(batches, path: Path):
+    """The batches of a one-column CSV file with its trailing blank rows dropped, as the in-memory reader drops
+    them; a blank row before the last value is refused, named by its data row as that reader names it."""
+    import pyarrow.compute as pc
+
+    held, rows = 0, 0  # blank rows at the end of what has been read; rows read
+    for batch in batches:
+        blank = pc.equal(pc.utf8_trim_whitespace(batch.column(0).cast("string")), "").to_numpy(zero_copy_only=False)
+        filled = np.flatnonzero(~blank)
+        if filled.size and (held or blank[: filled[-1]].any()):
+            first = rows - held if held else rows + int(np.flatnonzero(blank[: filled[-1]])[0])
+            raise TabreleaseError(f"{path}: data row {first + 1:,} is blank (only trailing blank rows are allowed)")
+        if filled.size:
+            yield batch.slice(0, int(filled[-1]) + 1)
+            held = batch.num_rows - int(filled[-1]) - 1
+        else:
+            held += batch.num_rows
+        rows += batch.num_rows
 
 
 def _arrow_batches(record_file: RecordFile):
@@ -381,7 +443,7 @@ def _arrow_batches(record_file: RecordFile):
         yield from parquet.iter_batches(batch_size=record_file.batch_rows, columns=columns, use_threads=True)
     else:
         reader = _csv_reader(record_file, columns)
-        yield from reader
+        yield from (_without_trailing_blanks(reader, path) if len(_csv_header(record_file)[0]) == 1 else reader)
 
 
 def _labels_of(dictionary, variable: str, protected: bool) -> list[str]:
@@ -642,7 +704,7 @@ def count_file(record_file: RecordFile, levels: Sequence[Sequence[str]], margins
     except TabreleaseError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors have no common base: any failure to read is one line
-        raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
+        raise _read_failure(record_file, exc) from None
     for axes in margins:  # a file with no rows (refused by the caller) or a margin no batch reached
         if axes not in total.margins:
             total.margins[axes] = np.zeros([shape[a] for a in axes], dtype=np.int64)
@@ -676,7 +738,7 @@ def read_labels(record_file: RecordFile, *, engine: str = DEFAULT_ENGINE, schedu
     except TabreleaseError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
+        raise _read_failure(record_file, exc) from None
     return found
 
 

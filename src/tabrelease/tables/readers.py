@@ -572,7 +572,10 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
     if body.count(sep) != (body.count("\n") + 1) * (len(header) - 1):
         return None  # a row with more or fewer fields (pandas pads a short row silently)
     try:
+        # skip_blank_lines=False: pandas skips a line of spaces too, which in a file of one column is a row with
+        # its one field empty (a missing value): kept, it is refused below as the careful reader refuses it.
         frame = pd.read_csv(io.StringIO(body), sep=sep, dtype=str, keep_default_na=False, engine="c",
+                            skip_blank_lines=False,
                             usecols=None if columns is None else [c for c in columns if c in header])
     except (pd.errors.ParserError, ValueError, UnicodeError):
         return None
