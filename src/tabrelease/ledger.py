@@ -1469,8 +1469,9 @@ def source_prints(table, key: bytes) -> list[str]:
     file by `tables.load_input` (the command line's and a batch's reader; a built-in table; one made in Python). Two
     releases of one file under two dataset ids are the same people's data even where they share no variable (a
     reviewer released disjoint columns of one microdata file under three ids, each with a full budget): the ledger
-    matches them by this print (`_overlap`). A copy of the file is the same bytes; a file cut into its columns, or
-    rewritten, is not recognised.
+    matches them by this print (`_overlap`). A copy of the file is the same bytes; a text file's second print, of
+    its lines (`_TextPrint`), is the same for a copy that differs only in its line breaks or a byte-order mark. A
+    file cut into its columns, or rewritten otherwise, is not recognised.
 
     Parameters
     ----------
@@ -1481,7 +1482,7 @@ def source_prints(table, key: bytes) -> list[str]:
     Returns
     -------
     list of str
-        One print (64 hex characters), or none.
+        The prints (64 hex characters each): of the bytes, then, for a text file, of its lines; or none.
 
     Raises
     ------
@@ -1494,6 +1495,7 @@ def source_prints(table, key: bytes) -> list[str]:
     if not isinstance(read, dict) or not isinstance(read.get("path"), str):
         return []
     path = read["path"]
+    text = read.get("sheet") is None and Path(path).suffix.lower() not in BINARY_SUFFIXES
     # The print is of the file as it is now: one changed or gone since it was read would give the print of other
     # bytes than those released (and match the wrong releases), so the release is refused before its charge.
     changed = (f"the file {path} changed after it was read (its size or modification time differs): the ledger "
@@ -1505,14 +1507,67 @@ def source_prints(table, key: bytes) -> list[str]:
                 raise TabreleaseError(changed)
             # A workbook's sheets are different tables: the sheet read is part of the print.
             digest = hmac.new(key, b"source-file-v1:" + json.dumps(read.get("sheet")).encode() + b":", hashlib.sha256)
+            lines = _TextPrint(hmac.new(key, b"source-text-v1:", hashlib.sha256)) if text else None
             while chunk := handle.read(SOURCE_PRINT_CHUNK):
                 digest.update(chunk)
+                if lines is not None:
+                    lines.update(chunk)
             if os.fstat(handle.fileno()).st_size != info.st_size:
                 raise TabreleaseError(changed)
     except OSError:
         raise TabreleaseError(f"the file {path} could not be read again after it was read: the ledger could not "
                               "fingerprint the data released; nothing was released") from None
-    return [digest.hexdigest()]
+    return [digest.hexdigest()] + ([lines.hexdigest()] if lines is not None else [])
+
+
+def _lf(text: bytes) -> bytes:
+    """Every line break (CRLF, CR, LF) made LF."""
+    return text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+
+# Files whose bytes are not lines of text: their source print is of the bytes alone.
+BINARY_SUFFIXES = (".parquet", ".xlsx", ".xlsm", ".gz", ".bz2", ".xz", ".zst", ".zip")
+
+
+class _TextPrint:
+    """The print of a text file's lines, streamed: its bytes with a leading UTF-8 byte-order mark dropped, every line
+    break (CRLF, CR, LF) made LF and the line breaks at its end dropped. A copy saved with Windows line endings, a
+    byte-order mark or one more (or one fewer) newline at its end is the same people's file, and the readers read it
+    so (a reviewer released disjoint columns of one file under three dataset ids, a full budget each, after a CRLF
+    copy and one with a newline added, each of whose raw bytes were new). A run of line-break bytes is held back
+    until a byte that is not one follows it, so the print does not depend on where the chunks fall."""
+
+    def __init__(self, digest):
+        self._digest, self._held, self._started = digest, b"", False
+
+    def update(self, chunk: bytes) -> None:
+        if not self._started:
+            data = self._held + chunk
+            if len(data) < 3 and b"\xef\xbb\xbf".startswith(data):
+                self._held = data  # too little yet to tell a byte-order mark
+                return
+            self._started, self._held, chunk = True, b"", data.removeprefix(b"\xef\xbb\xbf")
+        # Without copying the chunk where it holds no CR (most files): its leading run of line breaks is joined to
+        # the run held (a CRLF may fall across chunks), its trailing run held, and the body between hashed as it is.
+        end = len(chunk)
+        while end and chunk[end - 1] in b"\r\n":
+            end -= 1
+        if not end:
+            self._held += chunk
+            return
+        start = 0
+        while chunk[start] in b"\r\n":
+            start += 1
+        self._digest.update(_lf(self._held + chunk[:start]))
+        self._digest.update(_lf(chunk[start:end]) if chunk.find(b"\r", start, end) >= 0
+                            else memoryview(chunk)[start:end])
+        self._held = chunk[end:]
+
+    def hexdigest(self) -> str:
+        if not self._started:  # a file of one or two bytes, the start of a byte-order mark: kept
+            self._digest.update(self._held)
+            self._held, self._started = b"", True
+        return self._digest.hexdigest()  # what is held at the end is the line breaks there, dropped
 
 
 def canonical_fingerprint(table, key: bytes, listed: tuple | None = None, *, composed: bool = True) -> str | None:
