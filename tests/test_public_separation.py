@@ -119,6 +119,51 @@ def test_sheet_names_are_valid_and_distinct():
     assert not any(set(n) & set("[]:*?/\\") for n in names) and "release" not in [n.lower() for n in names]
 
 
+@pytest.mark.parametrize("shape", [(3,), (2, 5), (4, 2, 3), (2, 3, 2, 2)])
+def test_a_margin_s_sheet_extent_is_that_of_the_sheet_written(shape):
+    """`sheet_extent`, which refuses before the charge a margin too large for Excel, against the sheet openpyxl holds
+    once `_write_margin` has written that margin."""
+    pytest.importorskip("openpyxl")
+    from openpyxl import Workbook
+
+    from tabrelease.workbook import _write_margin, sheet_extent
+
+    variables = [{"name": f"v{i}", "levels": [f"l{j}" for j in range(k)]} for i, k in enumerate(shape)]
+    sheet = Workbook().active
+    _write_margin(sheet, {"label": "[m]"}, variables, np.arange(np.prod(shape)).reshape(shape), None, "notes")
+    assert sheet_extent(shape) == (sheet.max_row, sheet.max_column)
+
+
+def test_a_margin_too_wide_or_too_long_for_excel_is_refused_before_the_charge(tmp_path, capsys, monkeypatch):
+    """A review's trial: a two-way margin of 2 x 19,000 levels with --xlsx was charged, then failed (openpyxl names
+    no column past 18,278), at every retry; one of 16,385 columns was written, which Excel cannot open. Refused
+    now before the charge, in one line; a margin of 16,382 levels across is written."""
+    pytest.importorskip("openpyxl")
+    monkeypatch.chdir(tmp_path)
+    assert main(["ledger", "init", "l.json"]) == 0
+    assert main(["ledger", "l.json", "--set-budget", "wide", "--epsilon", "10"]) == 0
+    capsys.readouterr()
+    before = (tmp_path / "l.json").read_bytes()
+    rows = [f"x{i},y{j},1" for i in range(2) for j in range(16_383)]
+    (tmp_path / "wide.csv").write_text("a,b,count\n" + "\n".join(rows) + "\n")
+    assert main(["release", "wide.csv", "--margins", "[a,b]", "--epsilon", "1", "--xlsx", "--simulate",
+                 "--ledger", "l.json", "--dataset", "wide", "--out", "r"]) == 2
+    err = capsys.readouterr().err
+    assert "would have 16,385 columns (Excel holds 16,384)" in err and err.count("\n") == 1, err
+    assert (tmp_path / "l.json").read_bytes() == before and not (tmp_path / "r").exists()
+    # Rows: a margin this long is past the fit's own limits today, so the check is called on its shape.
+    from tabrelease.workbook import check_workbook_fits
+
+    check_workbook_fits([(2, 524_283, 2)])  # 1,048,576 rows: fits
+    with pytest.raises(TabreleaseError, match=r"would have 1,048,578 rows \(Excel holds 1,048,576\)"):
+        check_workbook_fits([(3,), (2, 524_284, 2)])
+    (tmp_path / "fits.csv").write_text("a,b,count\n" + "\n".join(f"x{i},y{j},1" for i in range(2)
+                                                                for j in range(16_382)) + "\n")
+    assert main(["release", "fits.csv", "--margins", "[a,b]", "--epsilon", "1", "--xlsx", "--simulate",
+                 "--ledger", "l.json", "--dataset", "wide", "--out", "r"]) == 0
+    capsys.readouterr()
+
+
 def test_xlsx_without_openpyxl_is_refused_before_the_charge(tmp_path, capsys, monkeypatch):
     import sys
 

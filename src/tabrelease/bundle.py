@@ -28,11 +28,11 @@ from .errors import TabreleaseError
 @dataclass(frozen=True)
 class ReportWriter:
     """The report content of a bundle: `write(public_dir, internal_dir, table, release, evaluation, *,
-    version, workbook, charge, out_sep, out_bom)` fills the staged folders; `check(workbook)` refuses, before the charge, what it
-    cannot write."""
+    version, workbook, charge, out_sep, out_bom)` fills the staged folders; `check(workbook, margin_shapes)` refuses,
+    before the charge, what it cannot write (`margin_shapes`: the released margins' shapes, empty before the plan)."""
 
     write: Callable[..., None]
-    check: Callable[[bool], None]
+    check: Callable[..., None]
 
 
 _WRITER: list[ReportWriter] = []
@@ -65,20 +65,24 @@ def report_writer() -> ReportWriter:
     return _WRITER[0]
 
 
-def check_report_support(workbook: bool = False) -> None:
-    """Refuse, before any charge, report content the writer cannot produce here (a workbook without openpyxl).
+def check_report_support(workbook: bool = False, margin_shapes=()) -> None:
+    """Refuse, before any charge, report content the writer cannot produce here (a workbook without openpyxl, or a
+    margin too large for a sheet).
 
     Parameters
     ----------
     workbook : bool
         The release asks for an .xlsx workbook.
+    margin_shapes : sequence of sequence of int
+        The released margins' shapes, where the plan is known (checked again then).
 
     Raises
     ------
     TabreleaseError
-        The registered writer cannot write it here (the package's: `workbook` without openpyxl).
+        The registered writer cannot write it here (the package's: `workbook` without openpyxl, or a margin whose
+        sheet Excel cannot hold).
     """
-    report_writer().check(workbook)
+    report_writer().check(workbook, margin_shapes)
 
 
 def check_release_destination(out, force: bool) -> Path:

@@ -514,23 +514,27 @@ def write_release_contents(
     (internal_dir / "audit.html").write_text(render_audit_html(audit, audit_figures(table, release, evaluation)))
 
 
-def check_report_support(workbook: bool = False) -> None:
-    """Refuse, before the charge, report content this installation cannot write (a workbook without openpyxl).
+def check_report_support(workbook: bool = False, margin_shapes=()) -> None:
+    """Refuse, before the charge, report content this installation cannot write (a workbook without openpyxl) or
+    Excel cannot hold (a margin's sheet past its rows or columns).
 
     Parameters
     ----------
     workbook : bool
         The release asks for an .xlsx workbook.
+    margin_shapes : sequence of sequence of int
+        The released margins' shapes, where the plan is known (none before it).
 
     Raises
     ------
     TabreleaseError
-        `workbook` without openpyxl installed.
+        `workbook` without openpyxl installed, or with a margin too large for a sheet.
     """
     if workbook:
-        from .workbook import check_workbook_support
+        from .workbook import check_workbook_fits, check_workbook_support
 
         check_workbook_support()
+        check_workbook_fits(margin_shapes)
 
 
 # The workflow writes a bundle's content through this hook (it imports no presentation module).

@@ -30,6 +30,61 @@ def check_workbook_support() -> None:
         raise TabreleaseError("--xlsx writes the margins with openpyxl: pip install 'tabrelease[excel]'")
 
 
+# Excel's limits on a sheet (openpyxl writes past them, and past 18,278 columns fails: after the charge, a review's
+# trial found, at every retry): a margin whose sheet would not fit is refused before the charge.
+EXCEL_MAX_ROWS = 1_048_576
+EXCEL_MAX_COLUMNS = 16_384
+
+
+def sheet_extent(shape: Sequence[int]) -> tuple[int, int]:
+    """The rows and columns of a margin's sheet as `_write_margin` lays it out, from the margin's shape alone.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The margin's levels per variable, in its order.
+
+    Returns
+    -------
+    (int, int)
+        Rows and columns: a one-way margin is its title, a header, its levels, a total, a blank row and the note, in
+        two columns; a higher margin its title, two header rows, then per combination of the levels of all but its
+        last two variables (one block where there are none) a block title (only where there are such variables),
+        a row per level of the second last, a total and a blank row, then the note; in a column of row labels, one
+        per level of the last variable, and one of totals.
+    """
+    from math import prod
+
+    shape = [int(k) for k in shape]
+    if len(shape) == 1:
+        return shape[0] + 5, 2
+    blocks = prod(shape[:-2])
+    return 3 + blocks * ((len(shape) > 2) + shape[-2] + 2) + 1, shape[-1] + 2
+
+
+def check_workbook_fits(margin_shapes: Sequence[Sequence[int]]) -> None:
+    """Refuse, before the charge, margins whose sheets Excel cannot hold (`sheet_extent`).
+
+    Parameters
+    ----------
+    margin_shapes : sequence of sequence of int
+        Each released margin's shape.
+
+    Raises
+    ------
+    TabreleaseError
+        A margin's sheet has more rows or columns than Excel's limits; nothing is charged.
+    """
+    for shape in margin_shapes:
+        rows, columns = sheet_extent(shape)
+        if columns > EXCEL_MAX_COLUMNS or rows > EXCEL_MAX_ROWS:
+            what = (f"{columns:,} columns (Excel holds {EXCEL_MAX_COLUMNS:,})" if columns > EXCEL_MAX_COLUMNS
+                    else f"{rows:,} rows (Excel holds {EXCEL_MAX_ROWS:,})")
+            raise TabreleaseError(f"--xlsx: the sheet of a margin of shape {' x '.join(map(str, shape))} would have "
+                                  f"{what}: release without --xlsx (the CSV files hold every margin); nothing was "
+                                  "charged")
+
+
 def sheet_names(files: Sequence[str]) -> list[str]:
     """A valid, distinct sheet name for each margin file: its name without .csv (or .simulation.csv), NFC-normalised,
     as it is but for what Excel forbids, shortened where needed.

@@ -152,6 +152,10 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         table.count_margins(plan.implementation.margins_read(plan) + margins_the_audit_reads(plan.margins, plan.shape))
         table.freeze()
     check_before_charge(plan, table, spec.mode)
+    if out is not None and spec.workbook:  # the workbook's sheets, now that the margins are known
+        from .bundle import check_report_support
+
+        check_report_support(spec.workbook, [[table.shape[a] for a in m] for m in plan.margins])
     from .tables import people_names
 
     plan = replace(plan, variable_names=people_names(table)[0])
