@@ -497,6 +497,9 @@ def test_a_batch_release_abandoned_by_a_second_ctrl_c_is_said_interrupted_and_ex
     "interrupted": false; its exit 4 (charged, then failed) was right and stays."""
     import signal
 
+    from tabrelease import _signals
+
+    monkeypatch.setattr(_signals, "ONE_SIGNAL_SECONDS", -1.0)  # the second later than a double delivery
     code, out, _ = _batch_signalled(folder, capsys, monkeypatch, "run_plan", 1, [signal.SIGINT, signal.SIGINT])
     result = json.loads(out)
     assert code == 4 and result["interrupted"] is True

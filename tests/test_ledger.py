@@ -821,11 +821,20 @@ def test_a_ctrl_c_after_the_charge_is_held_and_the_release_made_and_a_second_aba
     assert (tmp_path / "held" / "public" / "release.json").is_file()
     assert main(["ledger", "verify", str(path), "--bundles", str(tmp_path / "held")]) == 0
     capsys.readouterr()
+    # Two at once are one signal delivered twice (GNU timeout signals the command and its process group; an
+    # adversarial review's `timeout -s INT` had abandoned a charged release): held as one, the release made.
     _interrupting_run_plan(monkeypatch, 2)
+    assert main(argv + ["--out", str(tmp_path / "twice")]) == 0
+    assert "interrupt held" in capsys.readouterr().err and (tmp_path / "twice" / "public" / "release.json").is_file()
+    # A second one later than that (here: the window closed at once) abandons it.
+    from tabrelease import _signals
+
+    monkeypatch.setattr(_signals, "ONE_SIGNAL_SECONDS", -1.0)
     assert main(argv + ["--out", str(tmp_path / "abandoned")]) == 4
     assert "the release failed (interrupted) and nothing was published" in capsys.readouterr().err
     assert not (tmp_path / "abandoned").exists()
-    assert [bool(e["failed"]) for e in ledger_entries(path)] == [False, True]  # made, then abandoned: two charges
+    # made, made, then abandoned: three charges
+    assert [bool(e["failed"]) for e in ledger_entries(path)] == [False, False, True]
     _interrupting_run_plan(monkeypatch, 1)
     assert main(argv[:4] + ["--simulate", "--out", str(tmp_path / "no-ledger")]) == 130
     assert capsys.readouterr().err.endswith("tabrelease: interrupted\n")
@@ -951,6 +960,9 @@ def test_a_hangup_after_the_charge_is_held_as_a_ctrl_c_is_and_stays_ignored_unde
     assert main(argv + [str(tmp_path / "held")]) == 0
     assert "interrupt held: the release is charged" in capsys.readouterr().err
     times[:] = [2]
+    from tabrelease import _signals
+
+    monkeypatch.setattr(_signals, "ONE_SIGNAL_SECONDS", -1.0)  # the second later than a double delivery
     assert main(argv + [str(tmp_path / "abandoned")]) == 4
     assert "the release failed (terminated by signal 1) and nothing was published" in capsys.readouterr().err
     assert [e["failed"] for e in ledger_entries(path)] == [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from contextlib import contextmanager
 
 # SIGHUP (a dropped SSH session, a closed terminal) ends the command as SIGTERM does: it had killed a release
@@ -133,13 +134,21 @@ def deferred_signals(*, act: bool = True, noted: list | None = None):
             _act_on(strongest, previous[strongest])
 
 
+# A second signal this soon after the first held is the same one, delivered twice: GNU timeout sends its signal to
+# the command and then to the command's process group, and batch schedulers signal every process of a job, so one
+# `timeout -s INT` had abandoned a charged release (an adversarial review). A person's second Ctrl-C comes later.
+ONE_SIGNAL_SECONDS = 1.0
+
+
 class HeldInterrupts:
-    """What `finishing_after_charge` held: the signals noted (`received`), and whether the release is in place
-    (`committed`: after it, a further signal is noted, never acted on, since there is nothing left to abandon)."""
+    """What `finishing_after_charge` held: the signals noted (`received`), when the first was (`first_at`, the
+    monotonic clock), and whether the release is in place (`committed`: after it, a further signal is noted, never
+    acted on, since there is nothing left to abandon)."""
 
     def __init__(self, received=()):
         self.received = list(received)
         self.committed = False
+        self.first_at = 0.0
 
     def __bool__(self) -> bool:
         return bool(self.received)
@@ -148,7 +157,8 @@ class HeldInterrupts:
 @contextmanager
 def finishing_after_charge(say, already=()):
     """Within the block (a charged release being made), the first SIGINT (or SIGHUP, where it is heeded) is held,
-    not acted on: `say()` is called to tell the user so, and the release goes on to its end; a second one abandons it
+    not acted on: `say()` is called to tell the user so, and the release goes on to its end; a second one, more than
+    `ONE_SIGNAL_SECONDS` after the first (sooner, it is the same signal delivered twice), abandons it
     (KeyboardInterrupt, or SystemExit(128 + signum) for a hang-up: the charge stands, and the caller records the
     failure), unless the release is in place by then (`HeldInterrupts.committed`). SIGTERM is left as it is.
     Outside the main thread the block runs as it is.
@@ -170,6 +180,7 @@ def finishing_after_charge(say, already=()):
     HeldInterrupts
     """
     state = HeldInterrupts(s for s in already if s in _heeded((signal.SIGINT,) + HANGUP))
+    state.first_at = time.monotonic()  # a signal held during the charge: its second within the window is the same
     if threading.current_thread() is not threading.main_thread():
         yield state
         return
@@ -181,12 +192,13 @@ def finishing_after_charge(say, already=()):
             pass
 
     def hold(signum, frame):
-        if state.received and not state.committed:
+        if state.received and not state.committed and time.monotonic() - state.first_at > ONE_SIGNAL_SECONDS:
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise SystemExit(128 + signum)
         state.received.append(signum)
         if len(state.received) == 1:
+            state.first_at = time.monotonic()
             tell()
 
     if state.received:
