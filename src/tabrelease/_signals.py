@@ -148,7 +148,9 @@ class HeldInterrupts:
     def __init__(self, received=()):
         self.received = list(received)
         self.committed = False
-        self.first_at = 0.0
+        # From the block's start: a signal held during the charge counts as the first, and its second delivery
+        # within the window is the same signal.
+        self.first_at = time.monotonic()
 
     def __bool__(self) -> bool:
         return bool(self.received)
@@ -180,7 +182,6 @@ def finishing_after_charge(say, already=()):
     HeldInterrupts
     """
     state = HeldInterrupts(s for s in already if s in _heeded((signal.SIGINT,) + HANGUP))
-    state.first_at = time.monotonic()  # a signal held during the charge: its second within the window is the same
     if threading.current_thread() is not threading.main_thread():
         yield state
         return

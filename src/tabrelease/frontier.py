@@ -477,7 +477,8 @@ def _row(task, label, rep, name, release, truth, n, seconds) -> dict:
     released = [np.asarray(m, float) for m in release.released_margins]
     return {
         "table": label, "workload": task.workload, "epsilon": task.epsilon, "repetition": rep, "strategy": name,
-        "mechanism": release.mechanism, "privacy": release.privacy, "noise_mode": release.noise_mode, "max_l1": max(errors), "mean_l1": float(np.mean(errors)),
+        "mechanism": release.mechanism, "privacy": release.privacy, "noise_mode": release.noise_mode,
+        "max_l1": max(errors), "mean_l1": float(np.mean(errors)),
         "abs_dn": abs(release.n_released - n), "n": n,
         "integer": all(np.array_equal(m, np.round(m)) for m in released),
         "nonnegative": all(float(m.min()) >= 0 for m in released),
@@ -499,9 +500,11 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         One row per table, strategy and epsilon: runs; the noise mode that made them; the mean and sd of max_l1,
         mean_l1 and abs_dn; the shares of integer, non-negative and consistent outputs; the median seconds.
     """
+    from .sweeps.summary import noise_modes
+
     grouped = runs.groupby(["table", "workload", "strategy", "epsilon"], sort=False)
     summary = grouped.agg(
-        runs=("max_l1", "size"), noise_mode=("noise_mode", _one_mode),
+        runs=("max_l1", "size"), noise_mode=("noise_mode", noise_modes),
         max_l1_mean=("max_l1", "mean"), max_l1_sd=("max_l1", "std"),
         mean_l1_mean=("mean_l1", "mean"), mean_l1_sd=("mean_l1", "std"),
         abs_dn_mean=("abs_dn", "mean"), abs_dn_sd=("abs_dn", "std"),
@@ -509,11 +512,6 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
         consistent_share=("consistent", "mean"), seconds_median=("seconds", "median"),
     ).reset_index()
     return summary
-
-
-def _one_mode(modes: pd.Series) -> str:
-    """The one noise mode of a point's runs ("simulation" or "release"), or both, joined, should they differ."""
-    return "+".join(sorted(set(modes)))
 
 
 def error_ratio(numerator, denominator):

@@ -24,6 +24,20 @@ SUMMARY_FILE = "summary.csv"
 SUMMARY_OUTPUTS = (SUMMARY_FILE,) + tuple(f"{m}.svg" for m in MEASURES)
 
 
+def noise_modes(modes) -> str:
+    """The one noise mode of a point's runs ("simulation" or "release"), or each, joined by "+", should they differ.
+
+    Parameters
+    ----------
+    modes : iterable of str
+
+    Returns
+    -------
+    str
+    """
+    return "+".join(sorted(set(modes)))
+
+
 def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
     """Per grid point: the runs, and each measure's mean, sd, median and 10% / 90% quantiles (NaN-aware: a run
     whose refit is undefined, e.g. inconsistent margins, does not count towards that measure).
@@ -46,7 +60,7 @@ def summarise_sweep(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.assign(**{column: pd.to_numeric(runs[column]) for column, _ in MEASURES.values()})
     grouped = runs.groupby(KEYS, sort=False)
     # Which noise made the runs, in every row, so that a copy of summary.csv away from its sweep.json says so.
-    pieces = {"runs": grouped.size(), "noise_mode": grouped["noise_mode"].agg(lambda m: "+".join(sorted(set(m))))}
+    pieces = {"runs": grouped.size(), "noise_mode": grouped["noise_mode"].agg(noise_modes)}
     for name, (column, _) in MEASURES.items():
         values = grouped[column]
         pieces[f"{name}_defined"] = values.count()

@@ -323,16 +323,15 @@ def _read_failure(record_file: RecordFile, exc: Exception) -> TabreleaseError:
     line = _ragged_line(record_file) if _is_ragged(exc) and not record_file.is_parquet else None
     if line is None:
         return TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})")
-    number, fields, width = line
-    sep = _csv_header(record_file)[1]
+    number, fields, width, sep = line
     return TabreleaseError(f"{record_file.path}: line {number:,} has {fields} fields where the header has {width} "
                            f"(is the separator {sep!r} right, and every quote closed?)")
 
 
-def _ragged_line(record_file: RecordFile) -> tuple[int, int, int] | None:
-    """(its line number, its fields, the header's) of the first row after the header whose number of fields is
-    not the header's, blank lines skipped as Arrow skips them; None where Python's csv module finds none (Arrow
-    and it may read a stray quote differently). The row's text is not kept: it is confidential."""
+def _ragged_line(record_file: RecordFile) -> tuple[int, int, int, str] | None:
+    """(its line number, its fields, the header's, the separator) of the first row after the header whose number
+    of fields is not the header's, blank lines skipped as Arrow skips them; None where Python's csv module finds
+    none (Arrow and it may read a stray quote differently). The row's text is not kept: it is confidential."""
     import csv
 
     names, sep, skip = _csv_header(record_file)
@@ -346,7 +345,7 @@ def _ragged_line(record_file: RecordFile) -> tuple[int, int, int] | None:
                 next(rows, None)
             for row in rows:
                 if row and len(row) != width:
-                    return rows.line_num, len(row), width
+                    return rows.line_num, len(row), width, sep
     except (OSError, csv.Error, UnicodeError):
         return None
     return None
@@ -405,8 +404,10 @@ def _csv_reader(record_file: RecordFile, columns: Sequence[str] | None):
                              skip_rows=skip)
     # Arrow skips blank lines. In a file of one column a blank line is a row with that one field empty (a missing
     # value, which the in-memory reader refuses), not nothing: there Arrow keeps them, for _without_trailing_blanks.
-    parse = pacsv.ParseOptions(delimiter=sep, ignore_empty_lines=len(names) != 1)
-    return pacsv.open_csv(record_file.path, read_options=read, parse_options=parse, convert_options=convert)
+    one_column = len(names) == 1
+    parse = pacsv.ParseOptions(delimiter=sep, ignore_empty_lines=not one_column)
+    reader = pacsv.open_csv(record_file.path, read_options=read, parse_options=parse, convert_options=convert)
+    return _without_trailing_blanks(reader, record_file.path) if one_column else reader
 
 
 def _without_trailing_blanks(batches, path: Path):
@@ -442,8 +443,7 @@ def _arrow_batches(record_file: RecordFile):
         parquet = pq.ParquetFile(path, read_dictionary=strings or None)
         yield from parquet.iter_batches(batch_size=record_file.batch_rows, columns=columns, use_threads=True)
     else:
-        reader = _csv_reader(record_file, columns)
-        yield from (_without_trailing_blanks(reader, path) if len(_csv_header(record_file)[0]) == 1 else reader)
+        yield from _csv_reader(record_file, columns)
 
 
 def _labels_of(dictionary, variable: str, protected: bool) -> list[str]:
