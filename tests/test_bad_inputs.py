@@ -159,7 +159,7 @@ CLI_CASES = [
      "variable 'A' has only one level"),
     ("microdata with a header and no rows", _csv("cyl,gear\n"),
      ["release", "t.csv", "--microdata", "--margins", "[cyl,gear]", "--epsilon", "1", "--simulate", "--out", "o"],
-     "variable 'cyl' has no values: the data have no rows"),
+     "variable 1 has no values: the data have no rows (the columns are numbered"),
     # A long table read with --microdata was released as row counts (vcd's Suicide: n = 90 for 53,182 people).
     ("a long table read as microdata", _csv("sex,method,count\nf,a,10\nf,b,3\nm,a,7\nm,b,0\n"),
      ["release", "t.csv", "--microdata", "--variables", "sex,method", "--margins", "[sex,method]", "--epsilon", "1",
@@ -666,3 +666,57 @@ def test_microdata_without_a_header_do_not_have_their_first_row_named(rows, said
     assert main(["release", str(path), "--microdata", "--epsilon", "1", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert said in err and "'1'" not in err and "'2'" not in err, err
+
+
+RECORDS_WITHOUT_HEADER = "male,urban,yes\nfemale,rural,no\nmale,rural,no\nfemale,urban,yes\n"
+RECORD_VALUES = ("male", "urban", "yes", "female", "rural", "no")
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+@pytest.mark.parametrize("case", ["variables asked", "levels of other names", "nothing declared", "missing value",
+                                  "one level", "plan", "without --microdata"])
+def test_microdata_of_text_without_a_header_row_have_no_record_quoted(engine, case, tmp_path, capsys):
+    """A new user's trial: microdata of text codes saved without their header row have their first record read as
+    names, and it holds no number: "has no column 'sex'; the columns are ['male', 'urban', 'yes']" quoted a
+    person's record. A header is quoted only where it is known to be one (a name the user gave in it, or a column
+    of numbers below a name); a refusal that names a column numbers it instead."""
+    path = tmp_path / "people.csv"
+    text = {"missing value": RECORDS_WITHOUT_HEADER.replace("female,rural", "female,"),
+            "one level": RECORDS_WITHOUT_HEADER.replace("rural", "urban")}.get(case, RECORDS_WITHOUT_HEADER)
+    path.write_text(text)
+    (tmp_path / "lv.json").write_text('{"sex": ["female", "male"], "area": ["rural", "urban"], "smoker": ["no", '
+                                      '"yes"]}')
+    options = {"variables asked": ["--variables", "sex,area"], "levels of other names": ["--levels",
+                                                                                         str(tmp_path / "lv.json")],
+               "missing value": ["--simulate", "--seed", "1"], "one level": ["--simulate", "--seed", "1"]}
+    command = ["plan", str(path), "--microdata", "--variables", "sex,area", "--epsilon", "1"] if case == "plan" else [
+        "release", str(path), "--microdata", *options.get(case, []), "--margins", "[AB]", "--epsilon", "1", "--out",
+        str(tmp_path / "r")]
+    if case == "without --microdata":  # read as a table of cells: its count column is missing
+        command.remove("--microdata")
+    assert main([*command, *(["--engine", engine] if "--microdata" in command else [])]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for value in RECORD_VALUES:
+        assert repr(value) not in err and f"{value}," not in err and f"{value})" not in err, (value, err)
+    said = {"missing value": "column 2 has missing values (the columns are numbered",
+            "one level": "variable 2 has only one level", "nothing declared": "3 variables undeclared, not named",
+            "levels of other names": "the levels file declares area, sex, smoker, which the table does not have"}
+    assert said.get(case, "the file's first row has 3 fields, not shown") in err, err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+def test_a_header_known_to_be_one_is_still_named(engine, tmp_path, capsys):
+    """The counterpart: a header holding a name the user gave, or a levels file's variable, is quoted as before."""
+    path = tmp_path / "people.csv"
+    path.write_text("sex,area,smoker\n" + RECORDS_WITHOUT_HEADER)
+    (tmp_path / "lv.json").write_text('{"sex": ["female", "male"]}')
+    out = ["--margins", "[AB]", "--epsilon", "1", "--out", str(tmp_path / "r"), "--engine", engine]
+    assert main(["release", str(path), "--microdata", "--variables", "sex,age", *out]) == 2
+    assert "has no column 'age'; the columns are ['sex', 'area', 'smoker']" in capsys.readouterr().err
+    assert main(["release", str(path), "--microdata", "--levels", str(tmp_path / "lv.json"), *out]) == 2
+    assert "(undeclared: area, smoker)" in capsys.readouterr().err
+    path.write_text("sex,area,smoker\nmale,,yes\nfemale,rural,no\n")
+    assert main(["release", str(path), "--microdata", "--levels", str(tmp_path / "lv.json"), *out]) == 2
+    assert "column 'area' has missing values" in capsys.readouterr().err

@@ -115,12 +115,17 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
         check_report_support(spec.workbook)
     if spec.mode == RELEASE and table.metadata.get(LEVELS_FROM_DATA):
         missing, others = table.metadata.get("undeclared_levels"), table.metadata.get("levels_not_in_table")
-        which = ""
-        if missing and header_looks_like_names(missing):
+        which, named = "", table.metadata.get("undeclared_named", False)
+        if missing and named and header_looks_like_names(missing):
             which = f" (undeclared: {', '.join(missing)})"
         elif missing:
-            which = (f" ({len(missing)} variable{'s' if len(missing) != 1 else ''} undeclared, not named: one name "
-                     f"is {NOT_A_NAME}; does the file have a header row?)")
+            # A headerless file's first record is its "names": they are shown only where the header is known to be
+            # one (the user named a variable in it), and never where they look like data.
+            why = (f"one name is {NOT_A_NAME}" if not header_looks_like_names(missing) else
+                   "none of the table's variables was named by you or declared, and a file without a header row "
+                   "would have a record quoted")
+            which = (f" ({len(missing)} variable{'s' if len(missing) != 1 else ''} undeclared, not named: {why}; "
+                     "does the file have a header row?)")
         if missing and others:  # the user's own names, from the levels file: not the data's
             which += f"; the levels file declares {', '.join(others)}, which the table does not have"
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "

@@ -155,22 +155,90 @@ def header_looks_like_names(columns: Sequence) -> bool:
     return all(len(t) <= LONGEST_NAME_SHOWN and not _NUMBER.match(t) and t.isprintable() for t in texts)
 
 
-def the_columns(columns: Sequence) -> str:
-    """A message's words for a file's columns: ``the columns are [...]`` where the header looks like names
-    (`header_looks_like_names`), else how many there are and why they are not shown.
+def header_confirmed(columns: Sequence, names: Iterable = (), rows: Iterable = ()) -> bool:
+    """Whether a file's first row is known to be its header: it holds a name the user gave (a column asked for, a
+    variable of the levels file), or a field that is not a number over a column of numbers (a count column's name,
+    as no row of data holds: the rows below are data of one kind). A file without a header row has its first
+    record read as one, and a record's fields need not look like data (a new user's trial: ``male,urban,yes`` was
+    quoted as "the columns"), so only such a row is quoted in a message.
+
+    Parameters
+    ----------
+    columns : sequence
+        The first row's fields.
+    names : iterable
+        The user's names.
+    rows : iterable of sequences
+        A few rows below it (the first twenty are looked at).
+
+    Returns
+    -------
+    bool
+    """
+    columns = [str(c) for c in columns]
+    fields = {nfc(c) for c in columns}
+    if any(nfc(name) in fields for name in names):
+        return True
+    below = [[str(v) for v in row] for _, row in zip(range(20), rows)]
+    return any(not _NUMBER.match(name) and below and all(len(row) > j and _NUMBER.match(row[j]) for row in below)
+               for j, name in enumerate(columns))
+
+
+def the_columns(columns: Sequence, names: Iterable = (), rows: Iterable = (), *, schema: bool = False) -> str:
+    """A message's words for a file's columns: ``the columns are [...]`` where the first row is known to be a header
+    (`header_confirmed` by the user's `names` or the `rows` below it) and looks like names
+    (`header_looks_like_names`); else how many fields it has and why they are not shown.
 
     Parameters
     ----------
     columns : sequence
         The header's fields.
+    names : iterable
+        The names the user gave: the columns asked for, the levels file's variables.
+    rows : iterable of sequences
+        A few rows of data below the header (`header_confirmed`).
+    schema : bool
+        The columns are a file format's schema (Parquet's), never a row of data.
 
     Returns
     -------
     str
     """
-    columns = list(columns)
-    if header_looks_like_names(columns):
-        return f"the columns are {[str(c) for c in columns]}"
-    return (f"the file's first row has {len(columns)} field{'s' if len(columns) != 1 else ''}, not shown: one is "
-            f"{NOT_A_NAME}, or a file read in the wrong encoding (does the file have a header row? is --encoding "
-            "right?)")
+    columns, names = [str(c) for c in columns], [str(n) for n in names]
+    if header_looks_like_names(columns) and (schema or header_confirmed(columns, names, rows)):
+        return f"the columns are {columns}"
+    count = f"the file's first row has {len(columns)} field{'s' if len(columns) != 1 else ''}, not shown"
+    if not header_looks_like_names(columns):
+        return (f"{count}: one is {NOT_A_NAME}, or a file read in the wrong encoding (does the file have a header "
+                "row? is --encoding right?)")
+    # Not even a field that differs from a name asked for only in case: the user's word may be a record's value.
+    return (f"{count}: none is a name you gave, and a file without a header row would have a record quoted (does the "
+            "file have a header row?)")
+
+
+def undeclared_metadata(variables: Sequence, levels, asked: bool) -> dict:
+    """The metadata of a table whose levels were read from its data: which variables the levels file left out (a
+    levels file naming other variables, a typo among them, had left a release refused with "declare every
+    variable's levels" and no word of which: a new user's trial), as microdata's refusal names them, and whether
+    those names may be shown: only where the header is known to be one (`asked`: the variables were named by the
+    user or found beside a count column, or the levels file declares one of them), not a headerless file's first
+    record.
+
+    Parameters
+    ----------
+    variables : sequence of str
+        The table's variables.
+    levels : mapping or None
+        The declared levels.
+    asked : bool
+        Whether the variables' names are known to be a header's.
+
+    Returns
+    -------
+    dict
+    """
+    missing = [v for v in variables if levels is None or v not in levels]
+    others = sorted(set(levels or ()) - set(variables))  # names the file declares that the table lacks: a typo?
+    return {LEVELS_FROM_DATA: True, "undeclared_levels": missing,
+            "undeclared_named": bool(asked or len(missing) < len(variables)),
+            **({"levels_not_in_table": others} if others else {})}

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import TabreleaseError
-from ._text import (LEVELS_FROM_DATA, declared_levels, detect_separator, level_order, nfc, the_columns,
-                    undeclared_values)
+from ._text import (declared_levels, detect_separator, level_order, nfc, the_columns,
+                    undeclared_metadata, undeclared_values)
 from .model import (MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, check_one_encoding,
                     too_few_levels)
 
@@ -349,6 +349,23 @@ def _ragged_line(record_file: RecordFile) -> tuple[int, int, int, str] | None:
     except (OSError, csv.Error, UnicodeError):
         return None
     return None
+
+
+def _rows_below_header(record_file: RecordFile, count: int = 20) -> list[list[str]]:
+    """The first rows of data of a CSV file, to tell its header from a record in a refusal (`the_columns`); read
+    only when a refusal is made, and never quoted."""
+    import csv
+    import itertools
+
+    _, sep, skip = _csv_header(record_file)
+    encoding = _csv_encoding(record_file)
+    try:
+        with open(record_file.path, encoding="utf-8-sig" if encoding == "utf8" else encoding, errors="replace",
+                  newline="") as handle:
+            rows = (row for row in itertools.islice(csv.reader(handle, delimiter=sep), skip, None) if row)
+            return list(itertools.islice(rows, count))
+    except (OSError, csv.Error, UnicodeError):
+        return []
 
 
 def _csv_encoding(record_file: RecordFile) -> str:
@@ -1191,10 +1208,13 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
         raise TabreleaseError(f"the {engine} engine reads Parquet and CSV files, not {path.name}: use --engine pandas")
     probe = RecordFile(path=path, variables=(), csv=csv_options, batch_rows=batch_rows)
     columns = _file_columns(probe)
+    asked = variables is not None
     variables = [str(v) for v in (variables if variables is not None else columns)]
     missing = [v for v in variables if v not in columns]
     if missing:
-        raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(columns)}")
+        rows = () if probe.is_parquet else _rows_below_header(probe)
+        named = the_columns(columns, [*variables, *(levels or ())], rows, schema=probe.is_parquet)
+        raise TabreleaseError(f"{path} has no column {missing[0]!r}; {named}")
     if probe.is_parquet:
         import pyarrow.parquet as pq
 
@@ -1214,7 +1234,7 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
             level_lists.append(level_order(found[j]))
         if len(level_lists[-1]) < 2:
             raise too_few_levels(variable, level_lists[-1])
-    metadata = {} if not undeclared else {LEVELS_FROM_DATA: True, "undeclared_levels": undeclared}
+    metadata = {} if not undeclared else undeclared_metadata(variables, levels, asked)
     shape = tuple(len(lv) for lv in level_lists)
     check_one_encoding(variables, level_lists)  # before the pass that counts
     cells = int(np.prod(shape, dtype=object))

@@ -22,8 +22,8 @@ from ..errors import TabreleaseError
 from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
-from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, level_order,
-                    the_columns, undeclared_values)
+from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, header_confirmed,
+                    level_order, the_columns, undeclared_metadata, undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -151,8 +151,10 @@ def table_from_frame(
     """
     frame = _named_by_text(frame, "the table")
     if count_column not in frame.columns:
-        raise TabreleaseError(f"no count column {count_column!r}; {the_columns(frame.columns)} (one row per "
-                              "person? add --microdata, or use table_from_microdata)")
+        given = [count_column, *(levels or ())]
+        columns = the_columns(frame.columns, given, _head(frame))
+        raise TabreleaseError(f"no count column {count_column!r}; {columns} (one row per person? add --microdata, or "
+                              "use table_from_microdata)")
     variables = [str(c) for c in frame.columns if c != count_column]
     if not variables:
         raise TabreleaseError("a long table needs at least one variable column besides the count column")
@@ -182,7 +184,7 @@ def table_from_frame(
         codes = np.column_stack([pd.Categorical(keys[var], categories=lv).codes for var, lv in zip(variables, level_lists)])
         metadata = dict(metadata or {})
         if not _all_declared(variables, levels):
-            metadata.update(_undeclared(variables, levels))
+            metadata.update(undeclared_metadata(variables, levels, asked=True))
         return MicrodataTable(tuple(variables), tuple(map(tuple, level_lists)), codes, name, metadata,
                               weights=counts.astype(np.int64))
     if cells > MAX_TABLE_CELLS:
@@ -205,7 +207,8 @@ def table_from_frame(
     array[index] = counts
     metadata = dict(metadata or {})
     if not complete and not _all_declared(variables, levels):
-        metadata.update(_undeclared(variables, levels))  # a level nobody has would be missing from the schema
+        # A level nobody has would be missing from the schema; the names are the header beside the count column.
+        metadata.update(undeclared_metadata(variables, levels, asked=True))
     return ContingencyTable(tuple(variables), tuple(map(tuple, level_lists)), array, name, metadata)
 
 
@@ -249,13 +252,14 @@ def _codes(column) -> np.ndarray:
     return pd.factorize(column)[0].astype(np.int64)
 
 
-def _undeclared(variables, levels) -> dict:
-    """The metadata of a table whose levels were read from its data: which variables the levels file left out (a
-    levels file naming other variables, a typo among them, had left a release refused with "declare every
-    variable's levels" and no word of which: a new user's trial), as microdata's refusal names them."""
-    missing = [v for v in variables if levels is None or v not in levels]
-    others = sorted(set(levels or ()) - set(variables))  # names the file declares that the table lacks: a typo?
-    return {LEVELS_FROM_DATA: True, "undeclared_levels": missing, **({"levels_not_in_table": others} if others else {})}
+def _head(frame: pd.DataFrame) -> list:
+    """A frame's first rows as lists of text (to tell a header from a record: `the_columns`)."""
+    return frame.head(20).astype(str).to_numpy().tolist()
+
+
+def _split_lines(body: str, sep: str) -> list[list[str]]:
+    """The first rows of a CSV text without quotes, split at the separator."""
+    return [line.split(sep) for line in body.split("\n", 20)[:20]]
 
 
 def _named_by_text(frame: pd.DataFrame, what: str) -> pd.DataFrame:
@@ -318,10 +322,13 @@ def table_from_microdata(
         levels, or a variable has one level.
     """
     frame = _named_by_text(frame, "the microdata frame")
+    asked = variables is not None
     variables = [str(v) for v in (variables if variables is not None else frame.columns)]
     unknown = [v for v in variables if v not in frame.columns]
     if unknown:
-        raise TabreleaseError(f"microdata has no column {unknown[0]!r}; {the_columns(frame.columns)}")
+        given = [*variables, *(levels or ())]
+        raise TabreleaseError(f"microdata has no column {unknown[0]!r}; "
+                              f"{the_columns(frame.columns, given, _head(frame))}")
     if len(frame) == 0:
         raise TabreleaseError("the microdata have no rows")
     codes, level_lists = [], []
@@ -330,7 +337,7 @@ def table_from_microdata(
         codes.append(column_codes)
         level_lists.append(column_levels)
     shape = tuple(len(lv) for lv in level_lists)
-    metadata = {} if _all_declared(variables, levels) else _undeclared(variables, levels)
+    metadata = {} if _all_declared(variables, levels) else undeclared_metadata(variables, levels, asked)
     cells = int(np.prod(shape, dtype=object))
     if cells > MAX_TABLE_CELLS if as_records is None else as_records:
         # Too many cells to hold: the table stays as its records, and the release path asks it for margins.
@@ -403,6 +410,55 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
         If the file cannot be read, a variable is named twice or missing, or the data do not make a table.
     """
     path = _regular_file(path)
+    try:
+        return _read_microdata(path, variables, levels, csv_options, engine, scheduler, batch_rows)
+    except TabreleaseError as error:
+        if variables is not None:  # the names are the user's own
+            raise
+        raise _header_names_hidden(error, path, levels, csv_options) from None
+
+
+def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options) -> TabreleaseError:
+    """The refusal with the header's names taken out where the header is not known to be one
+    (`header_confirmed`: no variable was named, the levels file declares none of them, and no column of numbers
+    lies below a name): a file without its header row has its first record for names, and a refusal that named a
+    column ("column 'male' has missing values", "variable 'yes' has only one level") quoted that record."""
+    import copy
+
+    names, rows = _first_rows(path, csv_options)
+    message = str(error)
+    if not names or header_confirmed(names, levels or (), rows):
+        return error
+    for j, name in sorted(enumerate(names), key=lambda item: -len(item[1])):  # 'ab' before 'a' (quotes bound both)
+        message = (message.replace(f"column {name!r}", f"column {j + 1}")
+                   .replace(f"variable {name!r}", f"variable {j + 1}").replace(repr(name), f"column {j + 1}'s name"))
+    if message == str(error):
+        return error
+    hidden = copy.copy(error)
+    hidden.args = (f"{message} (the columns are numbered, not named: none is a name you gave, and a file without a "
+                   "header row would have a record quoted)",)
+    return hidden
+
+
+def _first_rows(path: Path, csv_options) -> tuple[list[str], list[list[str]]]:
+    """(the header's names, the first rows of data) of a CSV or .xlsx file, for a refusal only; a Parquet file's
+    names are its schema's, always names: ([], [])."""
+    from .aggregation import RecordFile, _csv_header, _rows_below_header
+
+    try:
+        if path.suffix.lower() == ".parquet":
+            return [], []
+        if path.suffix.lower() == ".xlsx":
+            frame = read_xlsx_frame(path, (csv_options or CsvOptions()).sheet)
+            return [str(c) for c in frame.columns], _head(frame)
+        record_file = RecordFile(path=path, variables=(), csv=csv_options)
+        return _csv_header(record_file)[0], _rows_below_header(record_file)
+    except Exception:  # noqa: BLE001 - a file that cannot be read has no names in its refusal
+        return [], []
+
+
+def _read_microdata(path: Path, variables, levels, csv_options, engine, scheduler, batch_rows):
+    """`read_microdata`'s work, its refusals as they are made."""
     columns = None if variables is None else [str(v) for v in variables]
     if columns is not None and len(set(columns)) != len(columns):
         repeated = sorted({c for c in columns if columns.count(c) > 1})
@@ -427,7 +483,8 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
             schema_names = schema.names
             missing = [c for c in (columns or []) if c not in schema_names]
             if missing:
-                raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(schema_names)}")
+                raise TabreleaseError(f"{path} has no column {missing[0]!r}; "
+                                      f"{the_columns(schema_names, schema=True)}")
             from .aggregation import refuse_nested_columns
 
             refuse_nested_columns(path, schema, columns)
@@ -593,7 +650,8 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
     if columns is not None:
         missing = [c for c in columns if c not in header]
         if missing:
-            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(header)}")
+            raise TabreleaseError(f"{path} has no column {missing[0]!r}; "
+                                  f"{the_columns(header, columns, _split_lines(body, sep))}")
         frame = frame.loc[:, list(columns)]
     return frame.reset_index(drop=True)
 
@@ -632,12 +690,12 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
         raise TabreleaseError(f"{path}: column {names.index('') + 1} has no name")
     repeated = sorted({h for h in names if names.count(h) > 1})
     if repeated:
-        raise TabreleaseError(f"{path} has duplicate column names: {', '.join(repeated)}")
+        raise TabreleaseError(f"{path} has duplicate column names: {', '.join(map(repr, repeated))}")
     frame = pd.DataFrame(body, columns=names, dtype=str)
     if columns is not None:
         missing = [c for c in columns if c not in names]
         if missing:
-            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(names)}")
+            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(names, columns, body)}")
         frame = frame.loc[:, list(columns)]
     return frame
 
@@ -851,7 +909,8 @@ def read_table_parquet(path: str | Path, count_column: str = "count", *, complet
     except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
         raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
     if count_column not in frame.columns:
-        raise TabreleaseError(f"no count column {count_column!r} in {path}; {the_columns(frame.columns)} "
+        raise TabreleaseError(f"no count column {count_column!r} in {path}; "
+                              f"{the_columns(frame.columns, schema=True)} "
                               "(one row per person? add --microdata)")
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
