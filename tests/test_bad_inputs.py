@@ -159,7 +159,7 @@ CLI_CASES = [
      "variable 'A' has only one level"),
     ("microdata with a header and no rows", _csv("cyl,gear\n"),
      ["release", "t.csv", "--microdata", "--margins", "[cyl,gear]", "--epsilon", "1", "--simulate", "--out", "o"],
-     "variable 1 has no values: the data have no rows (the columns are numbered"),
+     "t.csv: the microdata have no rows"),
     # A long table read with --microdata was released as row counts (vcd's Suicide: n = 90 for 53,182 people).
     ("a long table read as microdata", _csv("sex,method,count\nf,a,10\nf,b,3\nm,a,7\nm,b,0\n"),
      ["release", "t.csv", "--microdata", "--variables", "sex,method", "--margins", "[sex,method]", "--epsilon", "1",
@@ -720,3 +720,42 @@ def test_a_header_known_to_be_one_is_still_named(engine, tmp_path, capsys):
     path.write_text("sex,area,smoker\nmale,,yes\nfemale,rural,no\n")
     assert main(["release", str(path), "--microdata", "--levels", str(tmp_path / "lv.json"), *out]) == 2
     assert "column 'area' has missing values" in capsys.readouterr().err
+
+
+def _truncated_parquet(path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"sex": ["f", "m"] * 50, "area": ["u", "r"] * 50}), path)
+    path.write_bytes(path.read_bytes()[:-40])  # a copy cut short: its footer gone
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+@pytest.mark.parametrize("name, write, said", [
+    ("latin.csv", lambda p: p.write_bytes("sex,area\nmale,urban\nm\u00e4le,rural\nmale,rural\n".encode("latin-1")),
+     "latin.csv is not valid utf-8 text (line 3); if it was saved by Excel or an older system, try --encoding "
+     "latin-1 or --encoding cp1252"),
+    ("header.csv", lambda p: p.write_text("sex,area"), "header.csv: the microdata have no rows"),
+    ("header.csv", lambda p: p.write_text("sex,area\n"), "header.csv: the microdata have no rows"),
+    ("cut.parquet", _truncated_parquet, "cut.parquet is not a readable Parquet file: it lacks Parquet's closing mark"),
+    ("text.parquet", lambda p: p.write_text("sex,area\nmale,urban\n"), "text.parquet is not a readable Parquet file"),
+    ("people.csv.gz", lambda p: p.write_bytes(__import__("gzip").compress(b"sex,area\nmale,urban\n")),
+     "people.csv.gz is compressed (.gz); tables and microdata are read uncompressed: decompress it first"),
+    ("gap.csv", lambda p: p.write_text("sex,area\nmale,urban\nfemale,\nmale,rural\n"),
+     "gap.csv: column 'area' has missing values"),
+])
+def test_a_microdata_file_that_cannot_be_read_is_named_with_its_reason_in_either_engine(name, write, said, engine,
+                                                                                        tmp_path, capsys):
+    """A new user's trial: the streaming engine said only "(ArrowInvalid)" of a latin-1 file, a header without
+    rows, a cut-short Parquet file and a CSV named .parquet, where the in-memory reader gave the line and the
+    --encoding hint; a .csv.gz was advised to try latin-1; "column ... has missing values" named no file. Either
+    engine now says the same, naming the file."""
+    path = tmp_path / name
+    write(path)
+    argv = ["release", str(path), "--microdata", "--variables", "sex,area", "--engine", engine, "--margins", "[AB]",
+            "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(tmp_path / "r")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and said in err and "Arrow" not in err, err
+    assert "\u00e4" not in err and "urban" not in err
+    assert not (tmp_path / "r").exists()

@@ -299,7 +299,7 @@ def _file_columns(record_file: RecordFile) -> list[str]:
     except TabreleaseError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors have no common base
-        raise TabreleaseError(f"cannot read {path} ({_reason(exc)})") from None
+        raise _read_failure(record_file, exc) from None
 
 
 def _reason(exc: Exception) -> str:
@@ -320,12 +320,63 @@ def _read_failure(record_file: RecordFile, exc: Exception) -> TabreleaseError:
     """The one-line refusal of a file the streaming reader stopped in. A row with another number of fields is
     named by its line, as the in-memory reader names it: Arrow's streaming reader does not know the row it stopped
     at, so the file is read again here, with Python's csv module, to the first such row (on this failure only)."""
+    path, text = record_file.path, str(exc)
+    if not record_file.is_parquet and "invalid UTF8" in text:  # the in-memory reader's words, with the line
+        encoding = getattr(record_file.csv, "encoding", "utf-8")
+        at = _first_undecodable_line(path, encoding)
+        return TabreleaseError(f"{path} is not valid {encoding} text{f' (line {at:,})' if at else ''}; if it was "
+                               "saved by Excel or an older system, try --encoding latin-1 or --encoding cp1252")
+    if not record_file.is_parquet and "Could not skip initial" in text:  # a header and no line after it
+        return TabreleaseError(f"{path}: the microdata have no rows")
+    if record_file.is_parquet:
+        return parquet_failure(path, exc)
     line = _ragged_line(record_file) if _is_ragged(exc) and not record_file.is_parquet else None
     if line is None:
-        return TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})")
+        return TabreleaseError(f"cannot read {path} ({_reason(exc)})")
     number, fields, width, sep = line
     return TabreleaseError(f"{record_file.path}: line {number:,} has {fields} fields where the header has {width} "
                            f"(is the separator {sep!r} right, and every quote closed?)")
+
+
+def parquet_failure(path: Path, exc: Exception) -> TabreleaseError:
+    """The one-line refusal of a Parquet file pyarrow cannot read: its kind of failure, never its message (which
+    may quote a value); a file without Parquet's closing mark is said to be one.
+
+    Parameters
+    ----------
+    path : Path
+    exc : Exception
+        pyarrow's error.
+
+    Returns
+    -------
+    TabreleaseError
+    """
+    if "magic bytes not found" in str(exc):
+        return TabreleaseError(f"{path} is not a readable Parquet file: it lacks Parquet's closing mark (a copy cut "
+                               "short, or a file of another format named .parquet)")
+    return TabreleaseError(f"cannot read {path} as Parquet ({_reason(exc)})")
+
+
+def _first_undecodable_line(path: Path, encoding: str) -> int | None:
+    """The line holding the first bytes that are not text in `encoding`, read a block at a time (on this failure
+    only); None where the whole file decodes. The bytes themselves are never shown: they may be a record's."""
+    import codecs
+
+    name = "utf-8-sig" if encoding.lower().replace("_", "-") in {"utf-8", "utf8"} else encoding
+    try:
+        decoder = codecs.getincrementaldecoder(name)()
+    except LookupError:
+        return None
+    lines = 1
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as exc:
+                return lines + block[: max(exc.start, 0)].count(b"\n")
+            lines += block.count(b"\n")
+    return None
 
 
 def _ragged_line(record_file: RecordFile) -> tuple[int, int, int, str] | None:

@@ -46,8 +46,8 @@ def too_few_levels(variable: str, levels: Sequence) -> TabreleaseError:
     # A name that is a number (a file without its header has a row of data for names) is not shown either.
     named = (f"variable {variable!r}" if header_looks_like_names([variable]) else
              f"a variable (its name not shown: it is {NOT_A_NAME}; does the file have a header row?)")
-    if len(levels) == 0:
-        return TabreleaseError(f"{named} has no values: the data have no rows")
+    if len(levels) == 0:  # levels read from data that have no rows (as the in-memory reader says it)
+        return TabreleaseError("the microdata have no rows")
     # The level is not named: read from the data, it is a confidential value (a reviewer's column held one).
     return TabreleaseError(f"{named} has only one level; it carries no information")
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy as _copy
 import csv
 import io
 import os
@@ -413,9 +414,18 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     try:
         return _read_microdata(path, variables, levels, csv_options, engine, scheduler, batch_rows)
     except TabreleaseError as error:
-        if variables is not None:  # the names are the user's own
-            raise
-        raise _header_names_hidden(error, path, levels, csv_options) from None
+        hidden = error if variables is not None else _header_names_hidden(error, path, levels, csv_options)
+        raise _naming_the_file(hidden, path) from None
+
+
+def _naming_the_file(error: TabreleaseError, path: Path) -> TabreleaseError:
+    """The refusal with the file it is about named first, where it does not name it ("column 'x' has missing
+    values" had left a batch of several files unsure which)."""
+    if str(path) in str(error):
+        return error
+    named = _copy.copy(error)
+    named.args = (f"{path}: {error}",)
+    return named
 
 
 def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options) -> TabreleaseError:
@@ -423,8 +433,6 @@ def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options
     (`header_confirmed`: no variable was named, the levels file declares none of them, and no column of numbers
     lies below a name): a file without its header row has its first record for names, and a refusal that named a
     column ("column 'male' has missing values", "variable 'yes' has only one level") quoted that record."""
-    import copy
-
     names, rows = _first_rows(path, csv_options)
     message = str(error)
     if not names or header_confirmed(names, levels or (), rows):
@@ -434,7 +442,7 @@ def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options
                    .replace(f"variable {name!r}", f"variable {j + 1}").replace(repr(name), f"column {j + 1}'s name"))
     if message == str(error):
         return error
-    hidden = copy.copy(error)
+    hidden = _copy.copy(error)
     hidden.args = (f"{message} (the columns are numbered, not named: none is a name you gave, and a file without a "
                    "header row would have a record quoted)",)
     return hidden
@@ -492,7 +500,9 @@ def _read_microdata(path: Path, variables, levels, csv_options, engine, schedule
         except TabreleaseError:
             raise
         except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
-            raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
+            from .aggregation import parquet_failure
+
+            raise parquet_failure(path, exc) from None
     elif path.suffix.lower() == ".xlsx":
         frame = read_xlsx_frame(path, (csv_options or CsvOptions()).sheet, columns)
     else:
@@ -791,7 +801,15 @@ def _regular_file(path) -> Path:
         raise TabreleaseError(f"{path} is a directory, not a data file")
     if not path.is_file():  # a FIFO, a device (/dev/zero), a socket: reading could block or never end
         raise TabreleaseError(f"{path} is not a regular file")
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        # A new user's trial: a .csv.gz was refused as "not valid utf-8 text, try --encoding latin-1".
+        raise TabreleaseError(f"{path} is compressed ({path.suffix}); tables and microdata are read uncompressed: "
+                              "decompress it first (or save it as Parquet, which compresses inside the file)")
     return path
+
+
+# Files no reader here opens: compressed archives and streams.
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".7z", ".lz4", ".tgz")
 
 
 def read_table_csv(path: str | Path, count_column: str = "count", *, complete: bool = True,
@@ -907,7 +925,9 @@ def read_table_parquet(path: str | Path, count_column: str = "count", *, complet
 
         frame = pq.read_table(path).to_pandas()
     except Exception as exc:  # pyarrow's errors have no common base: any failure to read is one line
-        raise TabreleaseError(f"cannot read {path} as Parquet ({type(exc).__name__})") from None
+        from .aggregation import parquet_failure
+
+        raise parquet_failure(path, exc) from None
     if count_column not in frame.columns:
         raise TabreleaseError(f"no count column {count_column!r} in {path}; "
                               f"{the_columns(frame.columns, schema=True)} "
