@@ -630,14 +630,22 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
     short row inside. Otherwise None, and the careful reader runs (and names the row that is wrong)."""
     import pandas as pd
 
-    header = [h.strip() for h in first.split(sep)]
-    if '"' in text or "" in header or len(set(header)) < len(header):
+    quoted = '"' in text
+    try:
+        header = [h.strip() for h in (next(csv.reader([first], delimiter=sep)) if quoted else first.split(sep))]
+    except (csv.Error, StopIteration):
+        return None
+    if "" in header or len(set(header)) < len(header):
         return None
     body = text.strip("\r\n")
     if "\n\n" in body or "\n\r\n" in body:
         return None  # a blank line inside: the careful reader refuses it by number
-    if body.count(sep) != (body.count("\n") + 1) * (len(header) - 1):
-        return None  # a row with more or fewer fields (pandas pads a short row silently)
+    # A row with more or fewer fields: pandas pads a short row silently. Without quotes the separators are counted;
+    # with them (R's write.csv quotes every label) the csv module counts each row's fields, keeping none: the
+    # careful reader's rows had cost 10 GB for 10^7 rows. pandas' tokenizer reads quotes as the csv module does.
+    if not (_every_row_has(body, sep, len(header)) if quoted else
+            body.count(sep) == (body.count("\n") + 1) * (len(header) - 1)):
+        return None
     try:
         # skip_blank_lines=False: pandas skips a line of spaces too, which in a file of one column is a row with
         # its one field empty (a missing value): kept, it is refused below as the careful reader refuses it.
@@ -646,11 +654,13 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
                             usecols=None if columns is None else [c for c in columns if c in header])
     except (pd.errors.ParserError, ValueError, UnicodeError):
         return None
-    if frame.isna().to_numpy().any() or [str(c) for c in frame.columns] != (
-            header if columns is None else [c for c in header if c in columns]):
-        return None  # a short row (filled with NaN), or names pandas changed
-    if " " in body or "\t" in body.replace(sep, ""):
-        frame = frame.apply(lambda column: column.str.strip())  # padded fields (most files have none)
+    if frame.isna().to_numpy().any() or not isinstance(frame.index, pd.RangeIndex) or [
+            str(c) for c in frame.columns] != (header if columns is None else [c for c in header if c in columns]):
+        return None  # a short row (filled with NaN), a first column taken for the index, or names pandas changed
+    if quoted or _PADDING.search(body):
+        # Padded fields (most files have none), as the careful reader strips them: any space (a no-break space
+        # too), and a quoted field's line breaks.
+        frame = frame.apply(lambda column: column.str.strip())
     empty = (frame == "").all(axis=1).to_numpy()
     if empty.any():
         last = len(empty) - np.argmax(~empty[::-1]) if (~empty).any() else 0
@@ -664,6 +674,17 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
                                   f"{the_columns(header, columns, _split_lines(body, sep))}")
         frame = frame.loc[:, list(columns)]
     return frame.reset_index(drop=True)
+
+
+_PADDING = re.compile(r"[^\S\r\n]")  # whitespace other than line breaks
+
+
+def _every_row_has(body: str, sep: str, width: int) -> bool:
+    """Whether every row of a CSV text (quotes read as the csv module reads them) has `width` fields."""
+    try:
+        return all(len(row) == width for row in csv.reader(io.StringIO(body, newline=""), delimiter=sep))
+    except csv.Error:
+        return False
 
 
 def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequence[str] | None) -> pd.DataFrame:
@@ -684,17 +705,14 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
         raise TabreleaseError(f"{path} has no column names")
     body = []
     for number, row in enumerate(rows[1:], start=1):  # data rows, the header not counted
-        extra = row[width:]
-        if any(extra):
-            raise TabreleaseError(f"{path}: data row {number} has {len(row)} fields where the header has {width} "
-                                  f"(is {hint} right, and every quote closed?)")
-        row = row[:width]
         if not any(row):
             raise TabreleaseError(f"{path}: data row {number} is blank (only trailing blank rows are allowed)")
-        if len(row) < width:
-            raise TabreleaseError(f"{path}: data row {number} has {len(row)} fields where the header has {width} "
-                                  f"(is {hint} right, and every quote closed?)")
-        body.append(row)
+        # Every row has the header's fields, its trailing separators too (a spreadsheet writes them on every row):
+        # a row with more, even empty, or fewer is ragged, as the streaming reader finds it.
+        if len(row) != len(header):
+            raise TabreleaseError(f"{path}: data row {number} has {len(row)} fields where the header has "
+                                  f"{len(header)} (is {hint} right, and every quote closed?)")
+        body.append(row[:width])
     names = header[:width]
     if "" in names:
         raise TabreleaseError(f"{path}: column {names.index('') + 1} has no name")
