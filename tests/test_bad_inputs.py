@@ -759,3 +759,37 @@ def test_a_microdata_file_that_cannot_be_read_is_named_with_its_reason_in_either
     assert len(err.strip().splitlines()) == 1 and said in err and "Arrow" not in err, err
     assert "\u00e4" not in err and "urban" not in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_levels_file_and_a_batch_spec_saved_with_a_byte_order_mark_are_read(tmp_path, capsys):
+    """A new user's trial: a levels file saved by Windows Notepad (UTF-8 with a BOM) was refused as "not valid
+    JSON (Unexpected UTF-8 BOM)"; the metadata file was read. Both are read; so is a batch spec."""
+    import json
+
+    from tabrelease.batch import read_spec
+
+    (tmp_path / "people.csv").write_text("sex,area\nmale,urban\nfemale,rural\nmale,rural\n")
+    (tmp_path / "lv.json").write_bytes(b'\xef\xbb\xbf{"sex": ["female", "male"], "area": ["rural", "urban"]}')
+    assert main(["release", str(tmp_path / "people.csv"), "--microdata", "--levels", str(tmp_path / "lv.json"),
+                 "--margins", "[AB]", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(tmp_path / "r")]) == 0
+    described = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
+    assert "rural" in json.dumps(described)
+    (tmp_path / "b.toml").write_bytes(b'\xef\xbb\xbfledger = "L.json"\n[datasets.czech]\nbuiltin = "czech"\n'
+                                      b'[[releases]]\ndataset = "czech"\nepsilon = 0.5\nout = "r1"\nsimulate = true\n')
+    assert [release.spec.epsilon for release in read_spec(tmp_path / "b.toml").releases] == [0.5]
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+def test_codes_stored_as_floats_are_said_to_be_floats_when_levels_declared_as_integers_do_not_match(engine, tmp_path,
+                                                                                                  capsys):
+    """A new user's trial: Parquet codes that pandas had stored as floats (1.0, 2.0) were refused as "not among
+    its declared levels ['1', '2']" with no word of why; the refusal now says the column's type (not its values)."""
+    pd.DataFrame({"sex": [1.0, 2.0] * 5, "area": ["u", "r"] * 5}).to_parquet(tmp_path / "p.parquet")
+    (tmp_path / "lv.json").write_text('{"sex": ["1", "2"], "area": ["r", "u"]}')
+    argv = ["release", str(tmp_path / "p.parquet"), "--microdata", "--engine", engine, "--levels",
+            str(tmp_path / "lv.json"), "--margins", "[AB]", "--epsilon", "1", "--simulate", "--seed", "1", "--out",
+            str(tmp_path / "r")]
+    assert main(argv) == 2
+    assert "the column is stored as floating-point numbers, read as text such as '1.0'" in capsys.readouterr().err
+    (tmp_path / "lv.json").write_text('{"sex": ["1.0", "2.0"], "area": ["r", "u"]}')
+    assert main(argv) == 0

@@ -238,7 +238,7 @@ def read_spec(path: str | Path) -> BatchSpec:
     """
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # Notepad writes a BOM
     except FileNotFoundError:
         raise TabreleaseError(f"no batch spec {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -75,7 +75,7 @@ def detect_separator(header_line: str) -> str:
     return best if counts[best] > 0 else ","
 
 
-def undeclared_values(variable, declared) -> TabreleaseError:
+def undeclared_values(variable, declared, floats: bool = False) -> TabreleaseError:
     """The refusal of a variable whose data hold values its declared levels lack. The values are not named: which
     values the confidential data hold (a rare category among them) is not for an error message or a log (a new
     user's trial found a category of seven records named so).
@@ -86,15 +86,20 @@ def undeclared_values(variable, declared) -> TabreleaseError:
         The variable.
     declared : sequence of str
         Its declared levels (named: they are the user's, not the data's).
+    floats : bool
+        The column is stored as floating-point numbers (its type, not its values): its values read as text such as
+        "1.0", which is not a level "1" (a new user's trial: Parquet codes written by pandas as floats).
 
     Returns
     -------
     TabreleaseError
         To raise.
     """
+    hint = ("; the column is stored as floating-point numbers, read as text such as '1.0' (not '1'): declare the "
+            "levels as written, or store the codes as integers or text") if floats else ""
     return TabreleaseError(f"variable {variable!r} has values that are not among its declared levels {list(declared)} "
                            "(the values are not shown: which ones the data hold is confidential); declare every value "
-                           "the column can take")
+                           f"the column can take{hint}")
 
 
 def nfc(text) -> str:

@@ -531,6 +531,18 @@ def _labels_of(dictionary, variable: str, protected: bool) -> list[str]:
     return labels
 
 
+def _stored_as_floats(batch, variable: str) -> bool:
+    """Whether a batch's column is of a floating-point type (an Arrow batch's, or a pandas partition's)."""
+    import pyarrow as pa
+
+    if hasattr(batch, "num_rows"):
+        kind = batch.schema.field(variable).type
+        return pa.types.is_floating(kind.value_type if pa.types.is_dictionary(kind) else kind)
+    import pandas as pd
+
+    return pd.api.types.is_float_dtype(batch[variable].dtype)
+
+
 def _encoded(column, variable: str):
     """(indices into the dictionary, the dictionary) of one column of a batch."""
     import pyarrow as pa
@@ -596,7 +608,7 @@ def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]]
         where = {label: i for i, label in enumerate(declared)}
         unknown = sorted({label for label in labels if label not in where})
         if unknown:
-            raise undeclared_values(variable, declared)
+            raise undeclared_values(variable, declared, _stored_as_floats(batch, variable))
         lookup = np.array([where[label] for label in labels], dtype=dtype)
         codes[:, j] = lookup[indices] if lookup.size else 0
     return codes

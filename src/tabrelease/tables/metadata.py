@@ -50,7 +50,7 @@ def read_metadata(path: str | Path) -> DeclaredMetadata:
         listed twice, labels for undeclared levels, or is declared twice.
     """
     path = Path(path)
-    meta = _read_side_json(path, "metadata file", "utf-8-sig")
+    meta = _read_side_json(path, "metadata file")
     entries = meta.get("variables") if isinstance(meta, dict) else None
     if not isinstance(entries, list) or not entries or not all(isinstance(v, dict) for v in entries):
         raise TabreleaseError(f"the metadata file {path} needs a list \"variables\" of objects with a name and levels")
@@ -136,7 +136,7 @@ def with_declared_metadata(table, declared: DeclaredMetadata):
     return replace(table, metadata=metadata)
 
 
-def _read_side_json(path, what: str, encoding: str = "utf-8"):
+def _read_side_json(path, what: str, encoding: str = "utf-8-sig"):
     """A small JSON file (levels, metadata), read whole: a pipe, a device, a file past the side-file limit, text
     that is not JSON and JSON nested past what the parser can follow are each one line."""
     data = read_side_file(path, what)

@@ -362,7 +362,7 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
         given = _declared_levels(variable, declared)
         unknown = sorted(set(labels) - set(given))
         if unknown:
-            raise undeclared_values(variable, given)
+            raise undeclared_values(variable, given, pd.api.types.is_float_dtype(column.dtype))
         order = given
     else:
         order = _level_order(pd.Series(labels))
