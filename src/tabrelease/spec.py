@@ -646,7 +646,8 @@ INPUT_SETTINGS: tuple[Setting, ...] = (
             "a release needs", flag=True),
     Setting("variables", "with --microdata: the columns to tabulate (default: all)", name_list, metavar="V1,V2,..."),
     Setting("levels", 'a JSON file declaring each variable\'s levels in order, {"sex": ["f", "m"], ...}: needed in '
-            "release mode for a --sparse table", _text, metavar="FILE"),
+            "release mode for --microdata and a --sparse table, whose data need not show every level", _text,
+            metavar="FILE"),
     Setting("metadata", "a JSON file declaring the variables in order, each one's levels in order and optional label "
             "and level_labels (the shape of tables/*.json)", _text, metavar="FILE"),
     Setting("sheet", "the sheet of an .xlsx workbook (default: the first); needs the excel extra (openpyxl)", _text),
