@@ -133,7 +133,7 @@ CLI_CASES = [
     ("not a CSV (binary bytes)", lambda d: (d / "t.csv").write_bytes(b"\x00\xff\xfe\x00garbage"), ["fit", "t.csv"],
      "t.csv is not valid utf-8 text (line 1); if it was saved by Excel or an older system, try --encoding latin-1"),
     ("no count column", _csv("A,B,n\n0,0,1\n0,1,1\n1,0,1\n1,1,1\n"), ["fit", "t.csv"],
-     "no count column 'count'; the columns are ['A', 'B', 'n'] (one row per person? add --microdata"),
+     "no count column 'count'; the file's first row has 3 fields, not shown: none is a name you gave"),
     ("an empty epsilon in a list", None, ["plan", "czech", "--epsilon", "1,,2"], "'1,,2' has an empty value between commas"),
     ("negative count", _csv(GOOD.replace("0,0,3", "0,0,-3")), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
      "a negative count in column 'count' (data row 1)"),
@@ -465,7 +465,7 @@ API_CASES = [
         pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["p", "p", "p", "q"], "count": [1, 2, 3, 4]})),
      "a cell is listed more than once: data rows 1 and 2 describe the same cell"),
     ("duplicate column names", lambda: table_from_frame(_frame([1, 2, 3, 4]).set_axis(["a", "a", "count"], axis=1)),
-     "the table has two columns named 'a'"),
+     "the table: columns 1 and 2 have the same name"),
     ("one-level variable", lambda: table_from_frame(pd.DataFrame({"a": ["x", "x"], "b": ["p", "q"], "count": [1, 2]})),
      "variable 'a' has only one level; it carries no information"),
     ("sparse table without complete=False", lambda: table_from_frame(
@@ -595,11 +595,16 @@ def test_a_refusal_does_not_quote_a_first_row_that_is_data(case, tmp_path, capsy
     assert not (tmp_path / "r").exists()
 
 
-def test_a_header_of_names_is_still_listed_in_the_refusal(tmp_path, capsys):
+def test_a_header_of_names_is_still_listed_in_the_refusal_where_it_holds_a_name_given(tmp_path, capsys):
     path = tmp_path / "cells.csv"
     path.write_text(HAIR_EYE)
-    assert main(["release", str(path), "--epsilon", "1", "--count-column", "n", "--out", str(tmp_path / "r")]) == 2
+    (tmp_path / "lv.json").write_text('{"Hair": ["Black", "Brown"]}')
+    argv = ["release", str(path), "--epsilon", "1", "--count-column", "n", "--out", str(tmp_path / "r")]
+    assert main([*argv, "--sparse", "--levels", str(tmp_path / "lv.json")]) == 2
     assert "the columns are ['Hair', 'Eye', 'Sex', 'count']" in capsys.readouterr().err
+    # Without one, not even a column of numbers below a word makes it a header: a record's number may be missing.
+    assert main(argv) == 2
+    assert "the file's first row has 4 fields, not shown" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("written", ["0_5", "1_0", "\uff11", "\u0660.\u0665", "1e-3_0"])
@@ -674,7 +679,8 @@ RECORD_VALUES = ("male", "urban", "yes", "female", "rural", "no")
 
 @pytest.mark.parametrize("engine", ["arrow", "pandas"])
 @pytest.mark.parametrize("case", ["variables asked", "levels of other names", "nothing declared", "missing value",
-                                  "one level", "plan", "without --microdata"])
+                                  "one level", "plan", "without --microdata", "a number missing", "a repeated value",
+                                  "margins by name"])
 def test_microdata_of_text_without_a_header_row_have_no_record_quoted(engine, case, tmp_path, capsys):
     """A new user's trial: microdata of text codes saved without their header row have their first record read as
     names, and it holds no number: "has no column 'sex'; the columns are ['male', 'urban', 'yes']" quoted a
@@ -682,26 +688,35 @@ def test_microdata_of_text_without_a_header_row_have_no_record_quoted(engine, ca
     of numbers below a name); a refusal that names a column numbers it instead."""
     path = tmp_path / "people.csv"
     text = {"missing value": RECORDS_WITHOUT_HEADER.replace("female,rural", "female,"),
-            "one level": RECORDS_WITHOUT_HEADER.replace("rural", "urban")}.get(case, RECORDS_WITHOUT_HEADER)
+            "one level": RECORDS_WITHOUT_HEADER.replace("rural", "urban"),
+            # a review's trials: a first record whose number is missing over a column of numbers, and one that
+            # holds a value twice (read as two columns of one name)
+            "a number missing": "male,urban,NA\nfemale,rural,34\nmale,rural,51\n",
+            "a repeated value": "yes,yes,male\nno,no,female\n"}.get(case, RECORDS_WITHOUT_HEADER)
     path.write_text(text)
     (tmp_path / "lv.json").write_text('{"sex": ["female", "male"], "area": ["rural", "urban"], "smoker": ["no", '
                                       '"yes"]}')
     options = {"variables asked": ["--variables", "sex,area"], "levels of other names": ["--levels",
                                                                                          str(tmp_path / "lv.json")],
-               "missing value": ["--simulate", "--seed", "1"], "one level": ["--simulate", "--seed", "1"]}
+               "missing value": ["--simulate", "--seed", "1"], "one level": ["--simulate", "--seed", "1"],
+               "a number missing": ["--variables", "sex,area"], "a repeated value": ["--simulate", "--seed", "1"]}
     command = ["plan", str(path), "--microdata", "--variables", "sex,area", "--epsilon", "1"] if case == "plan" else [
-        "release", str(path), "--microdata", *options.get(case, []), "--margins", "[AB]", "--epsilon", "1", "--out",
-        str(tmp_path / "r")]
+        "release", str(path), "--microdata", *options.get(case, []), "--margins",
+        "[sex,area]" if case == "margins by name" else "[AB]", "--epsilon", "1", "--out", str(tmp_path / "r")]
+    if case == "margins by name":
+        command += ["--simulate", "--seed", "1"]
     if case == "without --microdata":  # read as a table of cells: its count column is missing
         command.remove("--microdata")
     assert main([*command, *(["--engine", engine] if "--microdata" in command else [])]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    for value in RECORD_VALUES:
+    for value in (*RECORD_VALUES, "NA", "34"):
         assert repr(value) not in err and f"{value}," not in err and f"{value})" not in err, (value, err)
     said = {"missing value": "column 2 has missing values (the columns are numbered",
             "one level": "variable 2 has only one level", "nothing declared": "3 variables undeclared, not named",
-            "levels of other names": "the levels file declares area, sex, smoker, which the table does not have"}
+            "levels of other names": "the levels file declares area, sex, smoker, which the table does not have",
+            "a repeated value": "columns 1 and 2 have the same name",
+            "margins by name": "the table has 3 variables, A, B, C by letter (their names not shown"}
     assert said.get(case, "the file's first row has 3 fields, not shown") in err, err
     assert not (tmp_path / "r").exists()
 
@@ -793,3 +808,23 @@ def test_codes_stored_as_floats_are_said_to_be_floats_when_levels_declared_as_in
     assert "the column is stored as floating-point numbers, read as text such as '1.0'" in capsys.readouterr().err
     (tmp_path / "lv.json").write_text('{"sex": ["1.0", "2.0"], "area": ["r", "u"]}')
     assert main(argv) == 0
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+def test_a_header_or_a_row_not_text_in_its_encoding_is_refused_alike_and_a_last_empty_record_is_missing(
+        engine, tmp_path, capsys):
+    """A review's trials: the streaming engine read a latin-1 header with its bad byte replaced (a variable
+    's\\ufffdx' published) and said "(UnicodeDecodeError)" of a cp1252 file holding byte 0x81; the in-memory reader
+    dropped a last record empty in the one column read, taking it for a trailing blank row."""
+    out = ["--margins", "[AB]", "--epsilon", "1", "--simulate", "--seed", "1", "--out", str(tmp_path / "r"),
+           "--engine", engine]
+    cases = [("s\xe9x,area\nmale,urban\nfemale,rural\n".encode("latin-1"), [], "is not valid utf-8 text (line 1)"),
+             (b"sex,area\nm,u\nm,u\nf,r\x81\n", ["--encoding", "cp1252"], "is not valid cp1252 text (line 4)"),
+             (b'sex,area\n"m","u"\n"f","r"\n"","u"\n', ["--variables", "sex", "--margins", "[A]"],
+              "column 'sex' has missing values")]
+    for data, options, said in cases:
+        (tmp_path / "p.csv").write_bytes(data)
+        assert main(["release", str(tmp_path / "p.csv"), "--microdata", *out, *options]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "\ufffd" not in err and "Error)" not in err, err
+        assert not (tmp_path / "r").exists()

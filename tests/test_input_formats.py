@@ -275,11 +275,11 @@ def test_a_workbook_named_csv_is_said_to_be_a_workbook(tmp_path, capsys):
 
 def _random_csv(rng) -> str:
     """A small CSV file of awkward fields: quoted or not, with separators, quotes, spaces, line breaks inside; now
-    and then a short or long row, a blank row, trailing blank rows, CRLF."""
+    and then a short or long row, a blank row, trailing blank rows, CRLF, a carriage return alone."""
     import csv as csv_module
     import io as io_module
 
-    pieces = ["a", "b", "x y", " p ", "", ",", '"', "\n", "\r\n", "\t", "\u00a0", "1", "'=q"]
+    pieces = ["a", "b", "x y", " p ", "", ",", '"', "\n", "\r\n", "\r", "\t", "\u00a0", "1", "'=q"]
     width = int(rng.integers(1, 4))
     rows = [[f"c{j}" for j in range(width)]]
     for _ in range(int(rng.integers(1, 6))):
@@ -287,11 +287,12 @@ def _random_csv(rng) -> str:
         rows.append(["".join(rng.choice(pieces, int(rng.integers(0, 3)))) or "v" for _ in range(max(n, 1))])
     out = io_module.StringIO()
     quoting = [csv_module.QUOTE_MINIMAL, csv_module.QUOTE_ALL, csv_module.QUOTE_NONNUMERIC][int(rng.integers(0, 3))]
-    csv_module.writer(out, quoting=quoting, lineterminator=str(rng.choice(["\n", "\r\n"]))).writerows(rows)
+    ending = str(rng.choice(["\n", "\r\n", "\r"], p=[0.45, 0.45, 0.1]))
+    csv_module.writer(out, quoting=quoting, lineterminator=ending).writerows(rows)
     text = out.getvalue()
     if rng.random() < 0.1:
         lines = text.split("\n")
-        lines.insert(int(rng.integers(1, len(lines))), "")
+        lines.insert(int(rng.integers(1, max(len(lines), 2))), "")
         text = "\n".join(lines)
     return text + ("\n\n" if rng.random() < 0.2 else "")
 

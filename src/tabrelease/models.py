@@ -275,10 +275,13 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
         # names a user types (the published files' names for people, then the variables' own where they differ).
         from .tables import people_names
 
+        from .tables.model import describe_variables, names_not_shown, near_miss
+
         shown = people_names(table)[0]
         names = ", ".join(shown) + ("" if tuple(shown) == tuple(table.variables) else
                                     " (or " + ", ".join(table.variables) + ")")
-        from .tables.model import near_miss
+        if names_not_shown(table):
+            names = describe_variables(table)
 
         raise TabreleaseError(f"model names unknown variable {token!r} in [{token}]{near_miss(token, table)}; the table "
                               f"has {names}")
@@ -287,8 +290,11 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
         if ch in table.variables or ch in table.letters:
             axes.append(table.axis(ch))
         else:
+            from .tables.model import describe_variables, names_not_shown
+
             raise TabreleaseError(f"model names unknown variable {ch!r} in [{token}]; the table has "
-                                  + ", ".join(table.variables))
+                                  + (describe_variables(table) if names_not_shown(table) else
+                                     ", ".join(table.variables)))
     if len(set(axes)) != len(axes):
         raise TabreleaseError(f"margin [{token}] names a variable twice")
     return tuple(sorted(axes))

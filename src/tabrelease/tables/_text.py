@@ -160,12 +160,12 @@ def header_looks_like_names(columns: Sequence) -> bool:
     return all(len(t) <= LONGEST_NAME_SHOWN and not _NUMBER.match(t) and t.isprintable() for t in texts)
 
 
-def header_confirmed(columns: Sequence, names: Iterable = (), rows: Iterable = ()) -> bool:
+def header_confirmed(columns: Sequence, names: Iterable = ()) -> bool:
     """Whether a file's first row is known to be its header: it holds a name the user gave (a column asked for, a
-    variable of the levels file), or a field that is not a number over a column of numbers (a count column's name,
-    as no row of data holds: the rows below are data of one kind). A file without a header row has its first
-    record read as one, and a record's fields need not look like data (a new user's trial: ``male,urban,yes`` was
-    quoted as "the columns"), so only such a row is quoted in a message.
+    variable of the levels file, the count column). A file without a header row has its first record read as one,
+    and a record's fields need not look like data (a new user's trial: ``male,urban,yes`` was quoted as "the
+    columns"), so only such a row is quoted in a message. No guess from the rows below: a column of numbers under
+    a word is also a first record whose number is missing (``male,urban,NA``: a review's trial).
 
     Parameters
     ----------
@@ -173,25 +173,18 @@ def header_confirmed(columns: Sequence, names: Iterable = (), rows: Iterable = (
         The first row's fields.
     names : iterable
         The user's names.
-    rows : iterable of sequences
-        A few rows below it (the first twenty are looked at).
 
     Returns
     -------
     bool
     """
-    columns = [str(c) for c in columns]
     fields = {nfc(c) for c in columns}
-    if any(nfc(name) in fields for name in names):
-        return True
-    below = [[str(v) for v in row] for _, row in zip(range(20), rows)]
-    return any(not _NUMBER.match(name) and below and all(len(row) > j and _NUMBER.match(row[j]) for row in below)
-               for j, name in enumerate(columns))
+    return any(nfc(name) in fields for name in names)
 
 
-def the_columns(columns: Sequence, names: Iterable = (), rows: Iterable = (), *, schema: bool = False) -> str:
+def the_columns(columns: Sequence, names: Iterable = (), *, schema: bool = False) -> str:
     """A message's words for a file's columns: ``the columns are [...]`` where the first row is known to be a header
-    (`header_confirmed` by the user's `names` or the `rows` below it) and looks like names
+    (`header_confirmed` by the user's `names`) and looks like names
     (`header_looks_like_names`); else how many fields it has and why they are not shown.
 
     Parameters
@@ -200,8 +193,6 @@ def the_columns(columns: Sequence, names: Iterable = (), rows: Iterable = (), *,
         The header's fields.
     names : iterable
         The names the user gave: the columns asked for, the levels file's variables.
-    rows : iterable of sequences
-        A few rows of data below the header (`header_confirmed`).
     schema : bool
         The columns are a file format's schema (Parquet's), never a row of data.
 
@@ -210,7 +201,7 @@ def the_columns(columns: Sequence, names: Iterable = (), rows: Iterable = (), *,
     str
     """
     columns, names = [str(c) for c in columns], [str(n) for n in names]
-    if header_looks_like_names(columns) and (schema or header_confirmed(columns, names, rows)):
+    if header_looks_like_names(columns) and (schema or header_confirmed(columns, names)):
         return f"the columns are {columns}"
     count = f"the file's first row has {len(columns)} field{'s' if len(columns) != 1 else ''}, not shown"
     if not header_looks_like_names(columns):
@@ -247,3 +238,24 @@ def undeclared_metadata(variables: Sequence, levels, asked: bool) -> dict:
     return {LEVELS_FROM_DATA: True, "undeclared_levels": missing,
             "undeclared_named": bool(asked or len(missing) < len(variables)),
             **({"levels_not_in_table": others} if others else {})}
+
+
+def same_name_columns(names: Sequence) -> str | None:
+    """Where two columns share a name, the words that say which (by position: a file without a header row has a
+    record for names, and ``yes,yes,male`` is not to be quoted); None where every name is distinct.
+
+    Parameters
+    ----------
+    names : sequence of str
+
+    Returns
+    -------
+    str or None
+        Such as ``"columns 1 and 2 have the same name"``.
+    """
+    first: dict[str, int] = {}
+    for j, name in enumerate(names):
+        if name in first:
+            return f"columns {first[name] + 1} and {j + 1} have the same name"
+        first[name] = j
+    return None

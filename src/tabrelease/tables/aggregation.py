@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TabreleaseError
-from ._text import (declared_levels, detect_separator, level_order, nfc, the_columns,
+from ._text import (declared_levels, detect_separator, level_order, nfc, same_name_columns, the_columns,
                     undeclared_metadata, undeclared_values)
 from .model import (MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, check_one_encoding,
                     too_few_levels)
@@ -321,11 +321,9 @@ def _read_failure(record_file: RecordFile, exc: Exception) -> TabreleaseError:
     named by its line, as the in-memory reader names it: Arrow's streaming reader does not know the row it stopped
     at, so the file is read again here, with Python's csv module, to the first such row (on this failure only)."""
     path, text = record_file.path, str(exc)
-    if not record_file.is_parquet and "invalid UTF8" in text:  # the in-memory reader's words, with the line
-        encoding = getattr(record_file.csv, "encoding", "utf-8")
-        at = _first_undecodable_line(path, encoding)
-        return TabreleaseError(f"{path} is not valid {encoding} text{f' (line {at:,})' if at else ''}; if it was "
-                               "saved by Excel or an older system, try --encoding latin-1 or --encoding cp1252")
+    if not record_file.is_parquet and ("invalid UTF8" in text or isinstance(exc, UnicodeError)):
+        encoding = getattr(record_file.csv, "encoding", "utf-8")  # the in-memory reader's words, with the line
+        return _not_text(path, encoding, _first_undecodable_line(path, encoding))
     if not record_file.is_parquet and "Could not skip initial" in text:  # a header and no line after it
         return TabreleaseError(f"{path}: the microdata have no rows")
     if record_file.is_parquet:
@@ -336,6 +334,12 @@ def _read_failure(record_file: RecordFile, exc: Exception) -> TabreleaseError:
     number, fields, width, sep = line
     return TabreleaseError(f"{record_file.path}: line {number:,} has {fields} fields where the header has {width} "
                            f"(is the separator {sep!r} right, and every quote closed?)")
+
+
+def _not_text(path: Path, encoding: str, line: int | None) -> TabreleaseError:
+    """The refusal of a file that is not text in its encoding, as the in-memory reader words it."""
+    return TabreleaseError(f"{path} is not valid {encoding} text{f' (line {line})' if line else ''}; if it was "
+                           "saved by Excel or an older system, try --encoding latin-1 or --encoding cp1252")
 
 
 def parquet_failure(path: Path, exc: Exception) -> TabreleaseError:
@@ -402,23 +406,6 @@ def _ragged_line(record_file: RecordFile) -> tuple[int, int, int, str] | None:
     return None
 
 
-def _rows_below_header(record_file: RecordFile, count: int = 20) -> list[list[str]]:
-    """The first rows of data of a CSV file, to tell its header from a record in a refusal (`the_columns`); read
-    only when a refusal is made, and never quoted."""
-    import csv
-    import itertools
-
-    _, sep, skip = _csv_header(record_file)
-    encoding = _csv_encoding(record_file)
-    try:
-        with open(record_file.path, encoding="utf-8-sig" if encoding == "utf8" else encoding, errors="replace",
-                  newline="") as handle:
-            rows = (row for row in itertools.islice(csv.reader(handle, delimiter=sep), skip, None) if row)
-            return list(itertools.islice(rows, count))
-    except (OSError, csv.Error, UnicodeError):
-        return []
-
-
 def _csv_encoding(record_file: RecordFile) -> str:
     encoding = getattr(record_file.csv, "encoding", "utf-8")
     return "utf8" if encoding.lower().replace("_", "-") in {"utf-8", "utf8", "utf-8-sig"} else encoding
@@ -438,10 +425,17 @@ def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
     if head[:4] == b"PK\x03\x04":  # a zip archive: a workbook named .csv had been "a row has another number of fields"
         raise TabreleaseError(f"{record_file.path} is a zip archive, as an Excel workbook is, not CSV text: give a "
                               "workbook its .xlsx name (read with --engine pandas), or save it as CSV")
+    import codecs
+
     try:
-        text = head.decode("utf-8-sig" if encoding == "utf8" else encoding, errors="replace")
+        # Strictly: a header read with errors="replace" had published a variable 's\ufffdx' (a review's trial).
+        # Incremental, so that a character cut by the end of the block is not taken for bad text.
+        text = codecs.getincrementaldecoder("utf-8-sig" if encoding == "utf8" else encoding)().decode(head)
     except LookupError:
         raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
+    except UnicodeDecodeError as exc:
+        raise _not_text(record_file.path, getattr(record_file.csv, "encoding", "utf-8"),
+                        head[: exc.start].count(b"\n") + 1) from None
     # Lines as Arrow counts them (\n, \r\n, \r), not as str.splitlines (which also splits at form feeds and \u2028):
     # the rows skipped before the data must be the header's.
     lines = re.split(r"\r\n|\r|\n", text)
@@ -452,9 +446,9 @@ def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
     sep = chosen if chosen is not None else detect_separator(lines[index])
     fields = next(csv.reader([lines[index]], delimiter=sep), [])
     names = [csv_label_from_field(f.strip()) for f in fields]
-    named = [n for n in names if n]
-    if len(set(named)) != len(named):
-        raise TabreleaseError(f"{record_file.path} has two columns of the same name")
+    repeated = same_name_columns([n if n else f"\x00unnamed {j}" for j, n in enumerate(names)])
+    if repeated:
+        raise TabreleaseError(f"{record_file.path}: {repeated}; every column needs its own name")
     return names, sep, index + 1
 
 
@@ -1271,12 +1265,11 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
         raise TabreleaseError(f"the {engine} engine reads Parquet and CSV files, not {path.name}: use --engine pandas")
     probe = RecordFile(path=path, variables=(), csv=csv_options, batch_rows=batch_rows)
     columns = _file_columns(probe)
-    asked = variables is not None
+    asked = variables is not None or probe.is_parquet  # a Parquet schema's names are names, never a record
     variables = [str(v) for v in (variables if variables is not None else columns)]
     missing = [v for v in variables if v not in columns]
     if missing:
-        rows = () if probe.is_parquet else _rows_below_header(probe)
-        named = the_columns(columns, [*variables, *(levels or ())], rows, schema=probe.is_parquet)
+        named = the_columns(columns, [*variables, *(levels or ())], schema=probe.is_parquet)
         raise TabreleaseError(f"{path} has no column {missing[0]!r}; {named}")
     if probe.is_parquet:
         import pyarrow.parquet as pq

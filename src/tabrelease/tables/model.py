@@ -783,10 +783,27 @@ def near_miss(token: str, table) -> str:
     """
     import difflib
 
+    if names_not_shown(table):
+        return ""
     names = list(dict.fromkeys([*people_names(table)[0], *table.variables]))
     folded = {name.casefold(): name for name in names}
     close = difflib.get_close_matches(token.casefold(), list(folded), n=1, cutoff=0.75)
     return f" (did you mean {folded[close[0]]!r}?)" if close else ""
+
+
+def names_not_shown(table) -> bool:
+    """Whether a table's variable names are not for a message: read from a file's first row that is not known to
+    be a header (`_text.undeclared_metadata`: no name of it given by the user), they may be a record's values.
+
+    Parameters
+    ----------
+    table : ContingencyTable or MicrodataTable
+
+    Returns
+    -------
+    bool
+    """
+    return (getattr(table, "metadata", None) or {}).get("undeclared_named") is False
 
 
 def describe_variables(table: ContingencyTable) -> str:
@@ -804,6 +821,9 @@ def describe_variables(table: ContingencyTable) -> str:
         table's variables are letters: ``"variables smoking (A), mental (B)"``, as a margin's unknown word is
         answered).
     """
+    if names_not_shown(table):
+        return (f"{table.k} variables, {', '.join(table.letters)} by letter (their names not shown: none is a name "
+                "you gave, and a file without a header row would have a record quoted)")
     shown = people_names(table)[0]
     if tuple(shown) == tuple(table.letters):
         return "variables " + ", ".join(shown)

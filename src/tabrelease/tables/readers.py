@@ -24,7 +24,7 @@ from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
 from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, header_confirmed,
-                    level_order, the_columns, undeclared_metadata, undeclared_values)
+                    level_order, same_name_columns, the_columns, undeclared_metadata, undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -153,7 +153,7 @@ def table_from_frame(
     frame = _named_by_text(frame, "the table")
     if count_column not in frame.columns:
         given = [count_column, *(levels or ())]
-        columns = the_columns(frame.columns, given, _head(frame))
+        columns = the_columns(frame.columns, given)
         raise TabreleaseError(f"no count column {count_column!r}; {columns} (one row per person? add --microdata, or "
                               "use table_from_microdata)")
     variables = [str(c) for c in frame.columns if c != count_column]
@@ -253,25 +253,13 @@ def _codes(column) -> np.ndarray:
     return pd.factorize(column)[0].astype(np.int64)
 
 
-def _head(frame: pd.DataFrame) -> list:
-    """A frame's first rows as lists of text (to tell a header from a record: `the_columns`)."""
-    return frame.head(20).astype(str).to_numpy().tolist()
-
-
-def _split_lines(body: str, sep: str) -> list[list[str]]:
-    """The first rows of a CSV text without quotes, split at the separator."""
-    return [line.split(sep) for line in body.split("\n", 20)[:20]]
-
-
 def _named_by_text(frame: pd.DataFrame, what: str) -> pd.DataFrame:
     """The frame with its column names as text, refused in one line if two are the same (pandas would hand back a
     frame where a column is asked for, and fail somewhere else)."""
     names = [str(c) for c in frame.columns]
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise TabreleaseError(f"{what} has two columns named {name!r}; every column needs its own name")
-        seen.add(name)
+    repeated = same_name_columns(names)
+    if repeated:
+        raise TabreleaseError(f"{what}: {repeated}; every column needs its own name")
     if all(isinstance(c, str) for c in frame.columns):
         return frame
     return frame.set_axis(names, axis=1)
@@ -329,7 +317,7 @@ def table_from_microdata(
     if unknown:
         given = [*variables, *(levels or ())]
         raise TabreleaseError(f"microdata has no column {unknown[0]!r}; "
-                              f"{the_columns(frame.columns, given, _head(frame))}")
+                              f"{the_columns(frame.columns, given)}")
     if len(frame) == 0:
         raise TabreleaseError("the microdata have no rows")
     codes, level_lists = [], []
@@ -433,9 +421,9 @@ def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options
     (`header_confirmed`: no variable was named, the levels file declares none of them, and no column of numbers
     lies below a name): a file without its header row has its first record for names, and a refusal that named a
     column ("column 'male' has missing values", "variable 'yes' has only one level") quoted that record."""
-    names, rows = _first_rows(path, csv_options)
+    names = _first_row(path, csv_options)
     message = str(error)
-    if not names or header_confirmed(names, levels or (), rows):
+    if not names or header_confirmed(names, levels or ()):
         return error
     for j, name in sorted(enumerate(names), key=lambda item: -len(item[1])):  # 'ab' before 'a' (quotes bound both)
         message = (message.replace(f"column {name!r}", f"column {j + 1}")
@@ -448,21 +436,19 @@ def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options
     return hidden
 
 
-def _first_rows(path: Path, csv_options) -> tuple[list[str], list[list[str]]]:
-    """(the header's names, the first rows of data) of a CSV or .xlsx file, for a refusal only; a Parquet file's
-    names are its schema's, always names: ([], [])."""
-    from .aggregation import RecordFile, _csv_header, _rows_below_header
+def _first_row(path: Path, csv_options) -> list[str]:
+    """The header's names of a CSV or .xlsx file, for a refusal only; [] for a Parquet file (its names are its
+    schema's, always names) and for a file whose header cannot be read."""
+    from .aggregation import RecordFile, _csv_header
 
     try:
         if path.suffix.lower() == ".parquet":
-            return [], []
+            return []
         if path.suffix.lower() == ".xlsx":
-            frame = read_xlsx_frame(path, (csv_options or CsvOptions()).sheet)
-            return [str(c) for c in frame.columns], _head(frame)
-        record_file = RecordFile(path=path, variables=(), csv=csv_options)
-        return _csv_header(record_file)[0], _rows_below_header(record_file)
+            return [str(c) for c in read_xlsx_frame(path, (csv_options or CsvOptions()).sheet).columns]
+        return _csv_header(RecordFile(path=path, variables=(), csv=csv_options))[0]
     except Exception:  # noqa: BLE001 - a file that cannot be read has no names in its refusal
-        return [], []
+        return []
 
 
 def _read_microdata(path: Path, variables, levels, csv_options, engine, scheduler, batch_rows):
@@ -507,6 +493,8 @@ def _read_microdata(path: Path, variables, levels, csv_options, engine, schedule
         frame = read_xlsx_frame(path, (csv_options or CsvOptions()).sheet, columns)
     else:
         frame = read_csv_frame(path, csv_options, columns)
+    if columns is None and path.suffix.lower() == ".parquet":  # a Parquet schema's names are names, never a record
+        columns = [str(c) for c in frame.columns]
     return table_from_microdata(frame, columns, levels=levels, name=path.stem)
 
 
@@ -637,9 +625,13 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
         return None
     if "" in header or len(set(header)) < len(header):
         return None
-    body = text.strip("\r\n")
+    # Trailing rows of separators and spaces only are dropped as the careful reader drops them, here in the text:
+    # in the frame, with only some columns read, a last record empty in those columns looked like one (a review).
+    body = re.sub(rf"(?:\r?\n(?:[^\S\r\n]|{re.escape(sep)})*)+\Z", "", text.strip("\r\n"))
     if "\n\n" in body or "\n\r\n" in body:
         return None  # a blank line inside: the careful reader refuses it by number
+    if _LONE_CR.search(body):
+        return None  # a line ended by a carriage return alone (old Mac files): pandas and the csv module differ
     # A row with more or fewer fields: pandas pads a short row silently. Without quotes the separators are counted;
     # with them (R's write.csv quotes every label) the csv module counts each row's fields, keeping none: the
     # careful reader's rows had cost 10 GB for 10^7 rows. pandas' tokenizer reads quotes as the csv module does.
@@ -661,21 +653,18 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
         # Padded fields (most files have none), as the careful reader strips them: any space (a no-break space
         # too), and a quoted field's line breaks.
         frame = frame.apply(lambda column: column.str.strip())
-    empty = (frame == "").all(axis=1).to_numpy()
-    if empty.any():
-        last = len(empty) - np.argmax(~empty[::-1]) if (~empty).any() else 0
-        if empty[:last].any():
-            return None  # a row of separators only, inside the table
-        frame = frame.iloc[:last]  # trailing rows of separators only
+    if (frame == "").all(axis=1).to_numpy().any():
+        return None  # a row empty in the columns read: the careful reader says which (blank, or missing values)
     if columns is not None:
         missing = [c for c in columns if c not in header]
         if missing:
             raise TabreleaseError(f"{path} has no column {missing[0]!r}; "
-                                  f"{the_columns(header, columns, _split_lines(body, sep))}")
+                                  f"{the_columns(header, columns)}")
         frame = frame.loc[:, list(columns)]
     return frame.reset_index(drop=True)
 
 
+_LONE_CR = re.compile(r"\r(?!\n)")
 _PADDING = re.compile(r"[^\S\r\n]")  # whitespace other than line breaks
 
 
@@ -716,14 +705,14 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
     names = header[:width]
     if "" in names:
         raise TabreleaseError(f"{path}: column {names.index('') + 1} has no name")
-    repeated = sorted({h for h in names if names.count(h) > 1})
+    repeated = same_name_columns(names)
     if repeated:
-        raise TabreleaseError(f"{path} has duplicate column names: {', '.join(map(repr, repeated))}")
+        raise TabreleaseError(f"{path}: {repeated}; every column needs its own name")
     frame = pd.DataFrame(body, columns=names, dtype=str)
     if columns is not None:
         missing = [c for c in columns if c not in names]
         if missing:
-            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(names, columns, body)}")
+            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(names, columns)}")
         frame = frame.loc[:, list(columns)]
     return frame
 
