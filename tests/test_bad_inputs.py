@@ -133,7 +133,7 @@ CLI_CASES = [
     ("not a CSV (binary bytes)", lambda d: (d / "t.csv").write_bytes(b"\x00\xff\xfe\x00garbage"), ["fit", "t.csv"],
      "t.csv is not valid utf-8 text (line 1); if it was saved by Excel or an older system, try --encoding latin-1"),
     ("no count column", _csv("A,B,n\n0,0,1\n0,1,1\n1,0,1\n1,1,1\n"), ["fit", "t.csv"],
-     "no count column 'count'; the file's first row has 3 fields, not shown: none is a name you gave"),
+     "no count column 'count'; the file's first row has 3 fields, not shown: the first row is not known to be a header"),
     ("an empty epsilon in a list", None, ["plan", "czech", "--epsilon", "1,,2"], "'1,,2' has an empty value between commas"),
     ("negative count", _csv(GOOD.replace("0,0,3", "0,0,-3")), ["release", "t.csv", "--epsilon", "1", "--out", "o"],
      "a negative count in column 'count' (data row 1)"),
@@ -828,3 +828,33 @@ def test_a_header_or_a_row_not_text_in_its_encoding_is_refused_alike_and_a_last_
         err = capsys.readouterr().err
         assert said in err and "\ufffd" not in err and "Error)" not in err, err
         assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+def test_a_first_record_holding_a_variables_name_is_still_not_taken_for_a_header(engine, tmp_path, capsys):
+    """A second review's trial: a category named as its variable (``employed``) let a headerless file's first
+    record ``male,employed,yes`` pass for a header holding a name the user gave, and be quoted; so did the
+    examples of `fit`'s refusal and a batch's budget_attributes. A field that is a declared level, or recurs in its
+    column below, is a record's."""
+    path = tmp_path / "e.csv"
+    path.write_text("male,employed,yes\nfemale,unemployed,no\nmale,unemployed,no\nfemale,employed,yes\n")
+    (tmp_path / "lv.json").write_text('{"sex": ["female", "male"], "employed": ["employed", "unemployed"], '
+                                      '"smoker": ["no", "yes"]}')
+    source = [str(path), "--microdata", "--engine", engine]
+    for argv in (["release", *source, "--levels", str(tmp_path / "lv.json"), "--epsilon", "1", "--margins",
+                  "all-2-way", "--out", str(tmp_path / "r")],
+                 ["plan", *source, "--variables", "sex,employed", "--epsilon", "1"],
+                 ["plan", *source, "--epsilon", "1", "--margins", "[sex]"],
+                 ["fit", *source]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "'male'" not in err and "male," not in err, err
+        assert "yes" not in err and "(male" not in err and ", yes" not in err, err
+    # A header holding the names given, none of them a value below, is named as before; one whose name is also a
+    # value in its column is not (a record's would be), the safe side.
+    path.write_text("sex,work,smoker\nmale,employed,yes\nfemale,unemployed,no\n")
+    assert main(["plan", *source, "--variables", "sex,job", "--epsilon", "1"]) == 2
+    assert "the columns are ['sex', 'work', 'smoker']" in capsys.readouterr().err
+    path.write_text("sex,employed,smoker\nmale,employed,yes\nfemale,unemployed,no\n")
+    assert main(["plan", *source, "--variables", "sex,job", "--epsilon", "1"]) == 2
+    assert "not shown" in capsys.readouterr().err

@@ -122,8 +122,8 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
             # A headerless file's first record is its "names": they are shown only where the header is known to be
             # one (the user named a variable in it), and never where they look like data.
             why = (f"one name is {NOT_A_NAME}" if not header_looks_like_names(missing) else
-                   "none of the table's variables was named by you or declared, and a file without a header row "
-                   "would have a record quoted")
+                   "the first row is not known to be a header, and a file without a header row would have a "
+                   "record quoted")
             which = (f" ({len(missing)} variable{'s' if len(missing) != 1 else ''} undeclared, not named: {why}; "
                      "does the file have a header row?)")
         if missing and others:  # the user's own names, from the levels file: not the data's
@@ -229,13 +229,15 @@ def variables_named(words, table, what: str, *, known: bool = False) -> tuple[st
         named = {v for v, label in zip(variables, labels) if word in (v, label)}
         if len(word) == 1 and word.upper() in LETTERS[:len(variables)]:
             named.add(variables[LETTERS.index(word.upper())])
-        if len(named) > 1:
+        if len(named) > 1:  # the word is the user's, and so (matched) is the name
             which = " or ".join(f"{v} (letter {LETTERS[i]}, called {label!r})"
                                 for i, (v, label) in enumerate(zip(variables, labels)) if v in named)
             raise TabreleaseError(f"{what} {word!r} could name {which}: use a word that names one of them alone")
         if not named and known:
-            raise TabreleaseError(f"{what} {word!r} names no variable of the table (its variables: "
-                                  f"{', '.join(variables)})")
+            from .tables.model import describe_variables, names_not_shown
+
+            listed = describe_variables(table) if names_not_shown(table) else ", ".join(variables)
+            raise TabreleaseError(f"{what} {word!r} names no variable of the table (its variables: {listed})")
         found.append(named.pop() if named else word)
     return tuple(found)
 

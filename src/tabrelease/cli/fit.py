@@ -29,8 +29,11 @@ def run(args) -> int:
         raise TabreleaseError("--max-iter must be at least 1")
     table = load_from_args(args)
     if args.model is None and not (table.metadata or {}).get("model"):
-        # Said here in fit's own terms (the library's message also names release's --margins and the API's).
-        names = table.variables
+        from ..tables.model import names_not_shown
+
+        # Said here in fit's own terms (the library's message also names release's --margins and the API's); by
+        # letter only where the names are a first row not known to be a header (they may be a record's values).
+        names = table.letters if names_not_shown(table) else table.variables
         # An unsaturated example: independence of two variables; else two-way terms (of the first three variables).
         pairs = ("".join(f"[{v}]" for v in names) if len(names) <= 2 else
                  "".join(f"[{a},{b}]" for a, b in [(names[0], names[1]), (names[0], names[2]), (names[1], names[2])]))

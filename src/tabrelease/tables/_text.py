@@ -160,12 +160,14 @@ def header_looks_like_names(columns: Sequence) -> bool:
     return all(len(t) <= LONGEST_NAME_SHOWN and not _NUMBER.match(t) and t.isprintable() for t in texts)
 
 
-def header_confirmed(columns: Sequence, names: Iterable = ()) -> bool:
+def header_confirmed(columns: Sequence, names: Iterable = (), rows: Iterable = (), levels=None) -> bool:
     """Whether a file's first row is known to be its header: it holds a name the user gave (a column asked for, a
-    variable of the levels file, the count column). A file without a header row has its first record read as one,
-    and a record's fields need not look like data (a new user's trial: ``male,urban,yes`` was quoted as "the
-    columns"), so only such a row is quoted in a message. No guess from the rows below: a column of numbers under
-    a word is also a first record whose number is missing (``male,urban,NA``: a review's trial).
+    variable of the levels file, the count column), and nothing in it looks like data: no field is a declared
+    level of any variable, and none recurs in its column among the rows below (a record's categories do; a
+    header's names do not). A file without a header row has its first record read as one, and a record's fields
+    need not look like data (a new user's trial: ``male,urban,yes`` was quoted as "the columns"; a review's: a
+    record's ``employed`` is also a variable's name). No guess from numbers: a column of numbers under a word is
+    also a first record whose number is missing (``male,urban,NA``).
 
     Parameters
     ----------
@@ -173,16 +175,27 @@ def header_confirmed(columns: Sequence, names: Iterable = ()) -> bool:
         The first row's fields.
     names : iterable
         The user's names.
+    rows : iterable of sequences
+        Rows below it (the first thousand are looked at).
+    levels : mapping, optional
+        Declared levels.
 
     Returns
     -------
     bool
     """
-    fields = {nfc(c) for c in columns}
-    return any(nfc(name) in fields for name in names)
+    fields = [nfc(c) for c in columns]
+    if not any(nfc(name) in set(fields) for name in names):
+        return False
+    declared = {nfc(level) for values in (levels or {}).values() for level in values}
+    if declared.intersection(fields):
+        return False
+    below = [[nfc(str(v).strip()) for v in row] for _, row in zip(range(1000), rows)]
+    return not any(len(row) > j and row[j] == field for row in below for j, field in enumerate(fields))
 
 
-def the_columns(columns: Sequence, names: Iterable = (), *, schema: bool = False) -> str:
+def the_columns(columns: Sequence, names: Iterable = (), rows: Iterable = (), levels=None, *,
+                schema: bool = False) -> str:
     """A message's words for a file's columns: ``the columns are [...]`` where the first row is known to be a header
     (`header_confirmed` by the user's `names`) and looks like names
     (`header_looks_like_names`); else how many fields it has and why they are not shown.
@@ -193,6 +206,10 @@ def the_columns(columns: Sequence, names: Iterable = (), *, schema: bool = False
         The header's fields.
     names : iterable
         The names the user gave: the columns asked for, the levels file's variables.
+    rows : iterable of sequences
+        Rows of data below the header (`header_confirmed`).
+    levels : mapping, optional
+        Declared levels (`header_confirmed`).
     schema : bool
         The columns are a file format's schema (Parquet's), never a row of data.
 
@@ -201,15 +218,15 @@ def the_columns(columns: Sequence, names: Iterable = (), *, schema: bool = False
     str
     """
     columns, names = [str(c) for c in columns], [str(n) for n in names]
-    if header_looks_like_names(columns) and (schema or header_confirmed(columns, names)):
+    if header_looks_like_names(columns) and (schema or header_confirmed(columns, names, rows, levels)):
         return f"the columns are {columns}"
     count = f"the file's first row has {len(columns)} field{'s' if len(columns) != 1 else ''}, not shown"
     if not header_looks_like_names(columns):
         return (f"{count}: one is {NOT_A_NAME}, or a file read in the wrong encoding (does the file have a header "
                 "row? is --encoding right?)")
     # Not even a field that differs from a name asked for only in case: the user's word may be a record's value.
-    return (f"{count}: none is a name you gave, and a file without a header row would have a record quoted (does the "
-            "file have a header row?)")
+    return (f"{count}: the first row is not known to be a header (it holds no name you gave, or a value of the "
+            "data), and a file without a header row would have a record quoted (does the file have a header row?)")
 
 
 def undeclared_metadata(variables: Sequence, levels, asked: bool) -> dict:

@@ -406,6 +406,33 @@ def _ragged_line(record_file: RecordFile) -> tuple[int, int, int, str] | None:
     return None
 
 
+def rows_below_header(record_file: RecordFile, count: int = 1000) -> list[list[str]]:
+    """The first rows of data of a CSV file, to tell its header from a record (`the_columns`); read only for
+    that, and never quoted.
+
+    Parameters
+    ----------
+    record_file : RecordFile
+    count : int
+
+    Returns
+    -------
+    list of list of str
+    """
+    import csv
+    import itertools
+
+    _, sep, skip = _csv_header(record_file)
+    encoding = _csv_encoding(record_file)
+    try:
+        with open(record_file.path, encoding="utf-8-sig" if encoding == "utf8" else encoding, errors="replace",
+                  newline="") as handle:
+            rows = (row for row in itertools.islice(csv.reader(handle, delimiter=sep), skip, None) if row)
+            return list(itertools.islice(rows, count))
+    except (OSError, csv.Error, UnicodeError):
+        return []
+
+
 def _csv_encoding(record_file: RecordFile) -> str:
     encoding = getattr(record_file.csv, "encoding", "utf-8")
     return "utf8" if encoding.lower().replace("_", "-") in {"utf-8", "utf8", "utf-8-sig"} else encoding
@@ -1269,7 +1296,8 @@ def read_microdata_file(path: Path, variables: Sequence[str] | None, levels: Map
     variables = [str(v) for v in (variables if variables is not None else columns)]
     missing = [v for v in variables if v not in columns]
     if missing:
-        named = the_columns(columns, [*variables, *(levels or ())], schema=probe.is_parquet)
+        rows = () if probe.is_parquet else rows_below_header(probe)
+        named = the_columns(columns, [*variables, *(levels or ())], rows, levels, schema=probe.is_parquet)
         raise TabreleaseError(f"{path} has no column {missing[0]!r}; {named}")
     if probe.is_parquet:
         import pyarrow.parquet as pq

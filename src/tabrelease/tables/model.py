@@ -822,8 +822,8 @@ def describe_variables(table: ContingencyTable) -> str:
         answered).
     """
     if names_not_shown(table):
-        return (f"{table.k} variables, {', '.join(table.letters)} by letter (their names not shown: none is a name "
-                "you gave, and a file without a header row would have a record quoted)")
+        return (f"{table.k} variables, {', '.join(table.letters)} by letter (their names not shown: the first row "
+                "is not known to be a header, and a file without a header row would have a record quoted)")
     shown = people_names(table)[0]
     if tuple(shown) == tuple(table.letters):
         return "variables " + ", ".join(shown)

@@ -153,7 +153,7 @@ def table_from_frame(
     frame = _named_by_text(frame, "the table")
     if count_column not in frame.columns:
         given = [count_column, *(levels or ())]
-        columns = the_columns(frame.columns, given)
+        columns = the_columns(frame.columns, given, _head(frame), levels)
         raise TabreleaseError(f"no count column {count_column!r}; {columns} (one row per person? add --microdata, or "
                               "use table_from_microdata)")
     variables = [str(c) for c in frame.columns if c != count_column]
@@ -253,6 +253,21 @@ def _codes(column) -> np.ndarray:
     return pd.factorize(column)[0].astype(np.int64)
 
 
+def _head(frame: pd.DataFrame) -> list:
+    """A frame's first rows as lists of text (to tell a header from a record: `the_columns`)."""
+    return frame.head(1000).astype(str).to_numpy().tolist()
+
+
+def _leading_rows(body: str, sep: str) -> list[list[str]]:
+    """The first rows of data of a CSV text (its header skipped), read by the csv module."""
+    import itertools
+
+    try:
+        return list(itertools.islice(csv.reader(io.StringIO(body, newline=""), delimiter=sep), 1, 1001))
+    except csv.Error:
+        return []
+
+
 def _named_by_text(frame: pd.DataFrame, what: str) -> pd.DataFrame:
     """The frame with its column names as text, refused in one line if two are the same (pandas would hand back a
     frame where a column is asked for, and fail somewhere else)."""
@@ -317,7 +332,7 @@ def table_from_microdata(
     if unknown:
         given = [*variables, *(levels or ())]
         raise TabreleaseError(f"microdata has no column {unknown[0]!r}; "
-                              f"{the_columns(frame.columns, given)}")
+                              f"{the_columns(frame.columns, given, _head(frame), levels)}")
     if len(frame) == 0:
         raise TabreleaseError("the microdata have no rows")
     codes, level_lists = [], []
@@ -400,10 +415,23 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     """
     path = _regular_file(path)
     try:
-        return _read_microdata(path, variables, levels, csv_options, engine, scheduler, batch_rows)
+        table = _read_microdata(path, variables, levels, csv_options, engine, scheduler, batch_rows)
     except TabreleaseError as error:
         hidden = error if variables is not None else _header_names_hidden(error, path, levels, csv_options)
         raise _naming_the_file(hidden, path) from None
+    if variables is None and table.metadata.get("undeclared_named") and not _confirmed(path, levels, csv_options):
+        # Its names are a first row not known to be a header: later messages (a margin's unknown name, a model's)
+        # letter the variables instead (`model.names_not_shown`).
+        from dataclasses import replace
+
+        table = replace(table, metadata={**table.metadata, "undeclared_named": False})
+    return table
+
+
+def _confirmed(path: Path, levels, csv_options) -> bool:
+    """Whether the file's first row is known to be its header (`header_confirmed`), read again for this."""
+    names, rows = _first_rows(path, csv_options)
+    return not names or header_confirmed(names, levels or (), rows, levels)
 
 
 def _naming_the_file(error: TabreleaseError, path: Path) -> TabreleaseError:
@@ -421,9 +449,9 @@ def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options
     (`header_confirmed`: no variable was named, the levels file declares none of them, and no column of numbers
     lies below a name): a file without its header row has its first record for names, and a refusal that named a
     column ("column 'male' has missing values", "variable 'yes' has only one level") quoted that record."""
-    names = _first_row(path, csv_options)
+    names, rows = _first_rows(path, csv_options)
     message = str(error)
-    if not names or header_confirmed(names, levels or ()):
+    if not names or header_confirmed(names, levels or (), rows, levels):
         return error
     for j, name in sorted(enumerate(names), key=lambda item: -len(item[1])):  # 'ab' before 'a' (quotes bound both)
         message = (message.replace(f"column {name!r}", f"column {j + 1}")
@@ -431,24 +459,27 @@ def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options
     if message == str(error):
         return error
     hidden = _copy.copy(error)
-    hidden.args = (f"{message} (the columns are numbered, not named: none is a name you gave, and a file without a "
-                   "header row would have a record quoted)",)
+    hidden.args = (f"{message} (the columns are numbered, not named: the first row is not known to be a header, and "
+                   "a file without a header row would have a record quoted)",)
     return hidden
 
 
-def _first_row(path: Path, csv_options) -> list[str]:
-    """The header's names of a CSV or .xlsx file, for a refusal only; [] for a Parquet file (its names are its
-    schema's, always names) and for a file whose header cannot be read."""
-    from .aggregation import RecordFile, _csv_header
+def _first_rows(path: Path, csv_options) -> tuple[list[str], list]:
+    """(the header's names, the first thousand rows below it) of a CSV or .xlsx file, to tell a header from a
+    record; ([], []) for a Parquet file (its names are its schema's, always names) and for one that cannot be
+    read."""
+    from .aggregation import RecordFile, _csv_header, rows_below_header
 
     try:
         if path.suffix.lower() == ".parquet":
-            return []
+            return [], []
         if path.suffix.lower() == ".xlsx":
-            return [str(c) for c in read_xlsx_frame(path, (csv_options or CsvOptions()).sheet).columns]
-        return _csv_header(RecordFile(path=path, variables=(), csv=csv_options))[0]
+            frame = read_xlsx_frame(path, (csv_options or CsvOptions()).sheet)
+            return [str(c) for c in frame.columns], _head(frame)
+        record_file = RecordFile(path=path, variables=(), csv=csv_options)
+        return _csv_header(record_file)[0], rows_below_header(record_file)
     except Exception:  # noqa: BLE001 - a file that cannot be read has no names in its refusal
-        return []
+        return [], []
 
 
 def _read_microdata(path: Path, variables, levels, csv_options, engine, scheduler, batch_rows):
@@ -659,7 +690,7 @@ def _fast_frame(path: Path, text: str, first: str, sep: str, columns: Sequence[s
         missing = [c for c in columns if c not in header]
         if missing:
             raise TabreleaseError(f"{path} has no column {missing[0]!r}; "
-                                  f"{the_columns(header, columns)}")
+                                  f"{the_columns(header, columns, _leading_rows(body, sep))}")
         frame = frame.loc[:, list(columns)]
     return frame.reset_index(drop=True)
 
@@ -724,7 +755,7 @@ def _frame_from_rows(path: Path, rows: list[list[str]], hint: str, columns: Sequ
     if columns is not None:
         missing = [c for c in columns if c not in names]
         if missing:
-            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(names, columns)}")
+            raise TabreleaseError(f"{path} has no column {missing[0]!r}; {the_columns(names, columns, body)}")
         frame = frame.loc[:, list(columns)]
     return frame
 
