@@ -446,9 +446,10 @@ def _naming_the_file(error: TabreleaseError, path: Path) -> TabreleaseError:
 
 def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options) -> TabreleaseError:
     """The refusal with the header's names taken out where the header is not known to be one
-    (`header_confirmed`: no variable was named, the levels file declares none of them, and no column of numbers
-    lies below a name): a file without its header row has its first record for names, and a refusal that named a
-    column ("column 'male' has missing values", "variable 'yes' has only one level") quoted that record."""
+    (`header_confirmed`: no variable was named and the levels file declares none of its names, or a field of it
+    is a declared level or recurs in its column): a file without its header row has its first record for names,
+    and a refusal that named a column ("column 'male' has missing values", "variable 'yes' has only one level")
+    quoted that record."""
     names, rows = _first_rows(path, csv_options)
     message = str(error)
     if not names or header_confirmed(names, levels or (), rows, levels):
