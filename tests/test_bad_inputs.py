@@ -858,3 +858,22 @@ def test_a_first_record_holding_a_variables_name_is_still_not_taken_for_a_header
     path.write_text("sex,employed,smoker\nmale,employed,yes\nfemale,unemployed,no\n")
     assert main(["plan", *source, "--variables", "sex,job", "--epsilon", "1"]) == 2
     assert "not shown" in capsys.readouterr().err
+
+
+def test_a_batch_budget_attribute_that_names_no_variable_of_a_headerless_file_is_answered_by_letter(tmp_path,
+                                                                                                   capsys):
+    """The second review's trial: a batch's budget_attributes naming no variable listed the variables, that is
+    the first record of a file without its header row."""
+    (tmp_path / "h.csv").write_text(RECORDS_WITHOUT_HEADER)
+    assert main(["ledger", "init", str(tmp_path / "L.json")]) == 0
+    (tmp_path / "b.toml").write_text(
+        'ledger = "L.json"\n[datasets.d]\nfile = "h.csv"\nmicrodata = true\nbudget = 5.0\n'
+        'budget_neighbours = "sensitive-attributes"\nbudget_attributes = ["sex"]\n'
+        '[[releases]]\ndataset = "d"\nepsilon = 0.5\nout = "r1"\nsimulate = true\nmargins = "[AB]"\n')
+    capsys.readouterr()
+    assert main(["batch", "--dry-run", str(tmp_path / "b.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "budget_attributes 'sex' names no variable of the table (its variables: 3 variables, A, B, C by letter" \
+        in err, err
+    for value in RECORD_VALUES:
+        assert repr(value) not in err and f"{value}," not in err and f"{value})" not in err, (value, err)
