@@ -102,6 +102,41 @@ def undeclared_values(variable, declared, floats: bool = False) -> TabreleaseErr
                            f"the column can take{hint}")
 
 
+def python_codec(encoding: str) -> str:
+    """The Python codec that reads text written in `encoding`: UTF-8 read with its byte-order mark dropped.
+
+    Parameters
+    ----------
+    encoding : str
+        As the user names it (``utf-8``, ``utf8``, ``latin-1``, ...).
+
+    Returns
+    -------
+    str
+    """
+    return "utf-8-sig" if encoding.lower().replace("_", "-") in {"utf-8", "utf8", "utf-8-sig"} else encoding
+
+
+def not_text(path, encoding: str, line: int | None) -> TabreleaseError:
+    """The refusal of a file that is not text in its encoding, by line, never its bytes (they could be part of a
+    confidential count or label), with the encodings to try.
+
+    Parameters
+    ----------
+    path : path-like
+    encoding : str
+        As the user named it.
+    line : int or None
+        The line of the first bytes that are not text, where known.
+
+    Returns
+    -------
+    TabreleaseError
+    """
+    return TabreleaseError(f"{path} is not valid {encoding} text{f' (line {line})' if line else ''}; if it was "
+                           "saved by Excel or an older system, try --encoding latin-1 or --encoding cp1252")
+
+
 def nfc(text) -> str:
     """Text in Unicode's composed form (NFC: "é" one character, not "e" and a combining accent), as every
     fingerprint and every comparison of names and labels across files takes it: macOS tools write NFD.
@@ -185,7 +220,7 @@ def header_confirmed(columns: Sequence, names: Iterable = (), rows: Iterable = (
     bool
     """
     fields = [nfc(c) for c in columns]
-    if not any(nfc(name) in set(fields) for name in names):
+    if set(fields).isdisjoint(nfc(name) for name in names):
         return False
     declared = {nfc(level) for values in (levels or {}).values() for level in values}
     if declared.intersection(fields):

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import TabreleaseError
-from ._text import (declared_levels, detect_separator, level_order, nfc, same_name_columns, the_columns,
-                    undeclared_metadata, undeclared_values)
+from ._text import (declared_levels, detect_separator, level_order, nfc, not_text, python_codec, same_name_columns,
+                    the_columns, undeclared_metadata, undeclared_values)
 from .model import (MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, check_one_encoding,
                     too_few_levels)
 
@@ -321,25 +321,19 @@ def _read_failure(record_file: RecordFile, exc: Exception) -> TabreleaseError:
     named by its line, as the in-memory reader names it: Arrow's streaming reader does not know the row it stopped
     at, so the file is read again here, with Python's csv module, to the first such row (on this failure only)."""
     path, text = record_file.path, str(exc)
-    if not record_file.is_parquet and ("invalid UTF8" in text or isinstance(exc, UnicodeError)):
-        encoding = getattr(record_file.csv, "encoding", "utf-8")  # the in-memory reader's words, with the line
-        return _not_text(path, encoding, _first_undecodable_line(path, encoding))
-    if not record_file.is_parquet and "Could not skip initial" in text:  # a header and no line after it
-        return TabreleaseError(f"{path}: the microdata have no rows")
     if record_file.is_parquet:
         return parquet_failure(path, exc)
-    line = _ragged_line(record_file) if _is_ragged(exc) and not record_file.is_parquet else None
+    if "invalid UTF8" in text or isinstance(exc, UnicodeError):  # the in-memory reader's words, with the line
+        encoding = getattr(record_file.csv, "encoding", "utf-8")
+        return not_text(path, encoding, _first_undecodable_line(path, encoding))
+    if "Could not skip initial" in text:  # a header and no line after it
+        return TabreleaseError(f"{path}: the microdata have no rows")
+    line = _ragged_line(record_file) if _is_ragged(exc) else None
     if line is None:
         return TabreleaseError(f"cannot read {path} ({_reason(exc)})")
     number, fields, width, sep = line
     return TabreleaseError(f"{record_file.path}: line {number:,} has {fields} fields where the header has {width} "
                            f"(is the separator {sep!r} right, and every quote closed?)")
-
-
-def _not_text(path: Path, encoding: str, line: int | None) -> TabreleaseError:
-    """The refusal of a file that is not text in its encoding, as the in-memory reader words it."""
-    return TabreleaseError(f"{path} is not valid {encoding} text{f' (line {line})' if line else ''}; if it was "
-                           "saved by Excel or an older system, try --encoding latin-1 or --encoding cp1252")
 
 
 def parquet_failure(path: Path, exc: Exception) -> TabreleaseError:
@@ -367,9 +361,8 @@ def _first_undecodable_line(path: Path, encoding: str) -> int | None:
     only); None where the whole file decodes. The bytes themselves are never shown: they may be a record's."""
     import codecs
 
-    name = "utf-8-sig" if encoding.lower().replace("_", "-") in {"utf-8", "utf8"} else encoding
     try:
-        decoder = codecs.getincrementaldecoder(name)()
+        decoder = codecs.getincrementaldecoder(python_codec(encoding))()
     except LookupError:
         return None
     lines = 1
@@ -391,10 +384,8 @@ def _ragged_line(record_file: RecordFile) -> tuple[int, int, int, str] | None:
 
     names, sep, skip = _csv_header(record_file)
     width = len(names)
-    encoding = _csv_encoding(record_file)
-    encoding = "utf-8-sig" if encoding == "utf8" else encoding
     try:
-        with open(record_file.path, encoding=encoding, errors="replace", newline="") as handle:
+        with open(record_file.path, encoding=_python_codec(record_file), errors="replace", newline="") as handle:
             rows = csv.reader(handle, delimiter=sep)
             for _ in range(skip):
                 next(rows, None)
@@ -423,14 +414,16 @@ def rows_below_header(record_file: RecordFile, count: int = 1000) -> list[list[s
     import itertools
 
     _, sep, skip = _csv_header(record_file)
-    encoding = _csv_encoding(record_file)
     try:
-        with open(record_file.path, encoding="utf-8-sig" if encoding == "utf8" else encoding, errors="replace",
-                  newline="") as handle:
+        with open(record_file.path, encoding=_python_codec(record_file), errors="replace", newline="") as handle:
             rows = (row for row in itertools.islice(csv.reader(handle, delimiter=sep), skip, None) if row)
             return list(itertools.islice(rows, count))
     except (OSError, csv.Error, UnicodeError):
         return []
+
+
+def _python_codec(record_file: RecordFile) -> str:
+    return python_codec(getattr(record_file.csv, "encoding", "utf-8"))
 
 
 def _csv_encoding(record_file: RecordFile) -> str:
@@ -457,12 +450,12 @@ def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
     try:
         # Strictly: a header read with errors="replace" had published a variable 's\ufffdx' (a review's trial).
         # Incremental, so that a character cut by the end of the block is not taken for bad text.
-        text = codecs.getincrementaldecoder("utf-8-sig" if encoding == "utf8" else encoding)().decode(head)
+        text = codecs.getincrementaldecoder(_python_codec(record_file))().decode(head)
     except LookupError:
         raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
     except UnicodeDecodeError as exc:
-        raise _not_text(record_file.path, getattr(record_file.csv, "encoding", "utf-8"),
-                        head[: exc.start].count(b"\n") + 1) from None
+        raise not_text(record_file.path, getattr(record_file.csv, "encoding", "utf-8"),
+                       head[: exc.start].count(b"\n") + 1) from None
     # Lines as Arrow counts them (\n, \r\n, \r), not as str.splitlines (which also splits at form feeds and \u2028):
     # the rows skipped before the data must be the header's.
     lines = re.split(r"\r\n|\r|\n", text)
@@ -863,11 +856,10 @@ def _dask_frame(record_file: RecordFile):
     if record_file.is_parquet:
         return dd.read_parquet(str(record_file.path), columns=columns)
     names, sep, skip = _csv_header(record_file)
-    encoding = _csv_encoding(record_file)
     # Every column is read, then the counted ones kept: with usecols, pandas would drop a row's extra fields silently.
     frame = dd.read_csv(str(record_file.path), sep=sep, header=None, names=[n or f"\x00unnamed {i}" for i, n in
                         enumerate(names)], skiprows=skip, dtype=str,
-                        encoding="utf-8-sig" if encoding == "utf8" else encoding, keep_default_na=False,
+                        encoding=_python_codec(record_file), keep_default_na=False,
                         na_values=[], skip_blank_lines=True, blocksize=64 << 20)
     return frame[columns]
 

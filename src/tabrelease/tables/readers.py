@@ -24,7 +24,8 @@ from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
 from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, header_confirmed,
-                    level_order, same_name_columns, the_columns, undeclared_metadata, undeclared_values)
+                    level_order, not_text, python_codec, same_name_columns, the_columns, undeclared_metadata,
+                    undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -419,7 +420,7 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     except TabreleaseError as error:
         hidden = error if variables is not None else _header_names_hidden(error, path, levels, csv_options)
         raise _naming_the_file(hidden, path) from None
-    if variables is None and table.metadata.get("undeclared_named") and not _confirmed(path, levels, csv_options):
+    if variables is None and table.metadata.get("undeclared_named") and _unconfirmed_names(path, levels, csv_options):
         # Its names are a first row not known to be a header: later messages (a margin's unknown name, a model's)
         # letter the variables instead (`model.names_not_shown`).
         from dataclasses import replace
@@ -428,10 +429,10 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     return table
 
 
-def _confirmed(path: Path, levels, csv_options) -> bool:
-    """Whether the file's first row is known to be its header (`header_confirmed`), read again for this."""
+def _unconfirmed_names(path: Path, levels, csv_options) -> list[str]:
+    """The file's first row, read again, where it is not known to be its header (`header_confirmed`); else []."""
     names, rows = _first_rows(path, csv_options)
-    return not names or header_confirmed(names, levels or (), rows, levels)
+    return [] if not names or header_confirmed(names, levels or (), rows, levels) else names
 
 
 def _naming_the_file(error: TabreleaseError, path: Path) -> TabreleaseError:
@@ -450,10 +451,8 @@ def _header_names_hidden(error: TabreleaseError, path: Path, levels, csv_options
     is a declared level or recurs in its column): a file without its header row has its first record for names,
     and a refusal that named a column ("column 'male' has missing values", "variable 'yes' has only one level")
     quoted that record."""
-    names, rows = _first_rows(path, csv_options)
+    names = _unconfirmed_names(path, levels, csv_options)
     message = str(error)
-    if not names or header_confirmed(names, levels or (), rows, levels):
-        return error
     for j, name in sorted(enumerate(names), key=lambda item: -len(item[1])):  # 'ab' before 'a' (quotes bound both)
         message = (message.replace(f"column {name!r}", f"column {j + 1}")
                    .replace(f"variable {name!r}", f"variable {j + 1}").replace(repr(name), f"column {j + 1}'s name"))
@@ -548,9 +547,8 @@ class CsvOptions:
 
 def _decode(path: Path, encoding: str) -> str:
     data = path.read_bytes()
-    name = "utf-8-sig" if encoding.lower().replace("_", "-") in {"utf-8", "utf8"} else encoding
     try:
-        return data.decode(name)
+        return data.decode(python_codec(encoding))
     except LookupError:
         raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
     except UnicodeDecodeError as exc:
@@ -558,9 +556,7 @@ def _decode(path: Path, encoding: str) -> str:
         if data[:4] == b"PK\x03\x04":  # a zip archive: an .xlsx workbook named .csv (latin-1 would not help)
             raise TabreleaseError(f"{path} is a zip archive, as an Excel workbook is, not CSV text: give a workbook "
                                   "its .xlsx name (the sheet read is --sheet), or save it as CSV") from None
-        line = data[: exc.start].count(b"\n") + 1
-        raise TabreleaseError(f"{path} is not valid {encoding} text (line {line}); if it was saved by Excel or an "
-                              "older system, try --encoding latin-1 or --encoding cp1252") from None
+        raise not_text(path, encoding, data[: exc.start].count(b"\n") + 1) from None
 
 
 _detect_separator = detect_separator
