@@ -13,6 +13,7 @@ once; the cases that used to be spread over test_cli_fit, test_cli_release, test
 test_models and test_sweeps are all here.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -662,7 +663,8 @@ def test_one_label_written_both_composed_and_decomposed_is_refused_not_made_two_
 
 
 @pytest.mark.parametrize("rows, said", [("1,2\n3,4\n1,4\n", "a variable (its name not shown"),
-                                        ("1,2\n3,4\n1,5\n3,4\n", "2 variables undeclared, not named")])
+                                        ("1,2\n3,4\n1,5\n3,4\n", "looks like a record: in column 1 it holds"),
+                                        ("1,2\n3,4\n5,6\n3,4\n", "2 variables undeclared, not named")])
 def test_microdata_without_a_header_do_not_have_their_first_row_named(rows, said, tmp_path, capsys):
     """A review's trial: microdata without a header have their first record read as names; the refusals of a
     variable of one level and of undeclared levels named those values. Numbers are not shown as names."""
@@ -675,12 +677,14 @@ def test_microdata_without_a_header_do_not_have_their_first_row_named(rows, said
 
 RECORDS_WITHOUT_HEADER = "male,urban,yes\nfemale,rural,no\nmale,rural,no\nfemale,urban,yes\n"
 RECORD_VALUES = ("male", "urban", "yes", "female", "rural", "no")
+FIRST_RECORD_UNLIKE_THE_REST = "male,urban,yes\nfemale,rural,no\nother,suburb,unknown\nfemale,suburb,no\n"
 
 
 @pytest.mark.parametrize("engine", ["arrow", "pandas"])
 @pytest.mark.parametrize("case", ["variables asked", "levels of other names", "nothing declared", "missing value",
                                   "one level", "plan", "without --microdata", "a number missing", "a repeated value",
-                                  "margins by name"])
+                                  "margins by name", "margins by name, a first record unlike the rest",
+                                  "nothing declared, a first record unlike the rest"])
 def test_microdata_of_text_without_a_header_row_have_no_record_quoted(engine, case, tmp_path, capsys):
     """A new user's trial: microdata of text codes saved without their header row have their first record read as
     names, and it holds no number: "has no column 'sex'; the columns are ['male', 'urban', 'yes']" quoted a
@@ -693,6 +697,8 @@ def test_microdata_of_text_without_a_header_row_have_no_record_quoted(engine, ca
             # holds a value twice (read as two columns of one name)
             "a number missing": "male,urban,NA\nfemale,rural,34\nmale,rural,51\n",
             "a repeated value": "yes,yes,male\nno,no,female\n"}.get(case, RECORDS_WITHOUT_HEADER)
+    if "unlike the rest" in case:  # no field recurs below: not seen to be a record, but not known to be a header
+        text, case = FIRST_RECORD_UNLIKE_THE_REST, case.split(",")[0]
     path.write_text(text)
     (tmp_path / "lv.json").write_text('{"sex": ["female", "male"], "area": ["rural", "urban"], "smoker": ["no", '
                                       '"yes"]}')
@@ -712,11 +718,14 @@ def test_microdata_of_text_without_a_header_row_have_no_record_quoted(engine, ca
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     for value in (*RECORD_VALUES, "NA", "34"):
         assert repr(value) not in err and f"{value}," not in err and f"{value})" not in err, (value, err)
+    record = "looks like a record: in columns 1, 2 and 3 it holds a value found again below it"
     said = {"missing value": "column 2 has missing values (the columns are numbered",
-            "one level": "variable 2 has only one level", "nothing declared": "3 variables undeclared, not named",
-            "levels of other names": "the levels file declares area, sex, smoker, which the table does not have",
-            "a repeated value": "columns 1 and 2 have the same name",
-            "margins by name": "the table has 3 variables, A, B, C by letter (their names not shown"}
+            "one level": "variable 2 has only one level", "nothing declared": record,
+            "levels of other names": record, "a repeated value": "columns 1 and 2 have the same name",
+            "margins by name": record}
+    if text == FIRST_RECORD_UNLIKE_THE_REST:
+        said = {"nothing declared": "3 variables undeclared, not named",
+                "margins by name": "the table has 3 variables, A, B, C by letter (their names not shown"}
     assert said.get(case, "the file's first row has 3 fields, not shown") in err, err
     assert not (tmp_path / "r").exists()
 
@@ -864,7 +873,7 @@ def test_a_batch_budget_attribute_that_names_no_variable_of_a_headerless_file_is
                                                                                                    capsys):
     """The second review's trial: a batch's budget_attributes naming no variable listed the variables, that is
     the first record of a file without its header row."""
-    (tmp_path / "h.csv").write_text(RECORDS_WITHOUT_HEADER)
+    (tmp_path / "h.csv").write_text(FIRST_RECORD_UNLIKE_THE_REST)
     assert main(["ledger", "init", str(tmp_path / "L.json")]) == 0
     (tmp_path / "b.toml").write_text(
         'ledger = "L.json"\n[datasets.d]\nfile = "h.csv"\nmicrodata = true\nbudget = 5.0\n'
@@ -877,3 +886,31 @@ def test_a_batch_budget_attribute_that_names_no_variable_of_a_headerless_file_is
         in err, err
     for value in RECORD_VALUES:
         assert repr(value) not in err and f"{value}," not in err and f"{value})" not in err, (value, err)
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+def test_a_simulation_of_a_file_without_its_header_row_is_refused_not_published_with_a_record_for_names(engine,
+                                                                                                        tmp_path,
+                                                                                                        capsys):
+    """A file saved without its header row, simulated without --variables or levels, had its first person's record
+    published as the variables' names (public/release.json, the margins' file names, a sensitive-attribute
+    unit's attributes) and left out of the counts. A first row holding a value found again in its column is
+    refused; so is a header repeated below (its copies would be counted as people). A header is read as before."""
+    path = tmp_path / "people.csv"
+    out = ["--epsilon", "1", "--simulate", "--seed", "1", "--neighbours", "replace", "--margins", "all-2-way",
+           "--engine", engine, "--out", str(tmp_path / "r")]
+    for text, said in ((RECORDS_WITHOUT_HEADER * 3, "in columns 1, 2 and 3 it holds a value found again below it"),
+                       ("sex,area,smoker\n" + RECORDS_WITHOUT_HEADER + "sex,area,smoker\n" + RECORDS_WITHOUT_HEADER,
+                        "in columns 1, 2 and 3 it holds")):
+        path.write_text(text)
+        for options in ([], ["--mechanism", "sensitive-attributes", "--sensitive", "A"]):
+            assert main(["release", str(path), "--microdata", *out, *options]) == 2
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and said in err and "--variables" in err, err
+            for value in RECORD_VALUES:
+                assert repr(value) not in err and f"{value}," not in err, (value, err)
+            assert not (tmp_path / "r").exists()
+    path.write_text("sex,area,smoker\n" + RECORDS_WITHOUT_HEADER * 3)
+    assert main(["release", str(path), "--microdata", *out]) == 0
+    described = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
+    assert [v["name"] for v in described["variables"]] == ["sex", "area", "smoker"]

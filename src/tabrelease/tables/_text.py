@@ -219,14 +219,35 @@ def header_confirmed(columns: Sequence, names: Iterable = (), rows: Iterable = (
     -------
     bool
     """
+    if set(nfc(c) for c in columns).isdisjoint(nfc(name) for name in names):
+        return False
+    return not fields_like_a_record(columns, rows, levels)
+
+
+def fields_like_a_record(columns: Sequence, rows: Iterable = (), levels=None) -> list[int]:
+    """The first row's fields that look like a record's, numbered from 1: a declared level of any variable, or a
+    value that recurs in its column among the first thousand rows below (a record's categories do; a header's
+    names do not).
+
+    Parameters
+    ----------
+    columns : sequence
+        The first row's fields.
+    rows : iterable of sequences
+        Rows below it.
+    levels : mapping, optional
+        Declared levels.
+
+    Returns
+    -------
+    list of int
+        The fields' numbers (1 for the first); empty where none looks like data.
+    """
     fields = [nfc(c) for c in columns]
-    if set(fields).isdisjoint(nfc(name) for name in names):
-        return False
     declared = {nfc(level) for values in (levels or {}).values() for level in values}
-    if declared.intersection(fields):
-        return False
     below = [[nfc(str(v).strip()) for v in row] for _, row in zip(range(1000), rows)]
-    return not any(len(row) > j and row[j] == field for row in below for j, field in enumerate(fields))
+    return [j + 1 for j, field in enumerate(fields)
+            if field in declared or any(len(row) > j and row[j] == field for row in below)]
 
 
 def the_columns(columns: Sequence, names: Iterable = (), rows: Iterable = (), levels=None, *,

@@ -23,8 +23,8 @@ from ..errors import TabreleaseError
 from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
-from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, header_confirmed,
-                    level_order, not_text, python_codec, same_name_columns, the_columns, undeclared_metadata,
+from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, fields_like_a_record,
+                    header_confirmed, level_order, not_text, python_codec, same_name_columns, the_columns, undeclared_metadata,
                     undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -420,6 +420,8 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
     except TabreleaseError as error:
         hidden = error if variables is not None else _header_names_hidden(error, path, levels, csv_options)
         raise _naming_the_file(hidden, path) from None
+    if variables is None:
+        _refuse_a_record_for_names(path, levels, csv_options)
     if variables is None and table.metadata.get("undeclared_named") and _unconfirmed_names(path, levels, csv_options):
         # Its names are a first row not known to be a header: later messages (a margin's unknown name, a model's)
         # letter the variables instead (`model.names_not_shown`).
@@ -427,6 +429,21 @@ def read_microdata(path: str | Path, variables: Sequence[str] | None = None, *,
 
         table = replace(table, metadata={**table.metadata, "undeclared_named": False})
     return table
+
+
+def _refuse_a_record_for_names(path: Path, levels, csv_options) -> None:
+    """Refuse a file read without --variables whose first row looks like a record (`fields_like_a_record`): a file
+    saved without its header row had its first person's record published as the variables' names (in a
+    simulation's public files, its sensitive-attribute unit and margins' file names) and left out of the counts."""
+    names, rows = _first_rows(path, csv_options)
+    # An empty field is no evidence: a trailing separator's unnamed column is empty below too.
+    numbers = [j for j in fields_like_a_record(names, rows, levels) if str(names[j - 1]).strip()] if names else []
+    if numbers:
+        which = numbers[0] if len(numbers) == 1 else f"{', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+        raise TabreleaseError(f"{path}: its first row, read as the header, looks like a record: in "
+                              f"column{'s' if len(numbers) > 1 else ''} {which} it holds a value found again below it "
+                              "or a declared level; add a header row naming the columns (or, if that row is the "
+                              "header, remove its copies below, or name the columns to read with --variables)")
 
 
 def _unconfirmed_names(path: Path, levels, csv_options) -> list[str]:
