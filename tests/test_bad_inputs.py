@@ -719,7 +719,7 @@ def test_microdata_of_text_without_a_header_row_have_no_record_quoted(engine, ca
     for value in (*RECORD_VALUES, "NA", "34"):
         assert repr(value) not in err and f"{value}," not in err and f"{value})" not in err, (value, err)
     record = "looks like a record: in columns 1, 2 and 3 it holds a value found again below it"
-    said = {"missing value": "column 2 has missing values (the columns are numbered",
+    said = {"missing value": "column 2 has missing values: --missing-level LABEL reads them as a level",
             "one level": "variable 2 has only one level", "nothing declared": record,
             "levels of other names": record, "a repeated value": "columns 1 and 2 have the same name",
             "margins by name": record}

@@ -317,6 +317,9 @@ def _input_case(name, folder):
     if name == "thousands":
         _write(folder, "t.csv", "A,B,count\nx,p,1.234\nx,q,1\ny,p,2\ny,q,5\n")
         return {"file": "t.csv", "thousands": "."}, ".", lambda t: t.n == 1242
+    if name == "missing_level":
+        _write(folder, "t.csv", "A,B,count\nx,p,3\nx,,1\ny,p,2\ny,,5\n")
+        return {"file": "t.csv", "missing_level": "none"}, "none", lambda t: t.levels[1] == ("none", "p")
     raise AssertionError(f"no case for the input setting {name}")
 
 

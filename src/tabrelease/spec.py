@@ -528,6 +528,14 @@ def _text(value) -> str:
     return value
 
 
+def _missing_label(value) -> str:
+    """The level a missing value is read as: text, stripped as every field is, not empty (empty is what is missing)."""
+    label = _text(value).strip()
+    if not label:
+        raise TabreleaseError("the missing level is a label that is not empty (e.g. --missing-level unknown)")
+    return label
+
+
 # Every setting of a release, in the order `--help` shows them. `epsilon` is required by `release` and `batch`; a
 # sweep takes a list of epsilons (and of mechanisms and calibrations) in their place.
 SETTINGS: tuple[Setting, ...] = (
@@ -604,6 +612,8 @@ class TableSource:
         A long table may omit zero cells.
     sep, encoding, decimal, thousands, sheet
         How the file is written (`INPUT_SETTINGS` says each one).
+    missing_level : str or None
+        The level an empty field (or a Parquet null) is read as; None: a missing value is refused.
     engine, scheduler : str or None
         With `microdata`: who counts the file ("arrow", streaming, by default; "pandas"; "dask"; "spark") and the
         Dask scheduler's address or the Spark master URL.
@@ -621,6 +631,7 @@ class TableSource:
     decimal: str | None = None
     thousands: str | None = None
     sheet: str | None = None
+    missing_level: str | None = None
     engine: str | None = None
     scheduler: str | None = None
 
@@ -658,6 +669,9 @@ INPUT_SETTINGS: tuple[Setting, ...] = (
     Setting("decimal", "the decimal mark of the count column (default . or, with --thousands ., a comma); counts must "
             "still be whole numbers", _text),
     Setting("thousands", "the thousands mark of the count column, e.g. . or ' (default none)", _text),
+    Setting("missing_level", "the level an empty field (or a Parquet null) is read as, LABEL, in every variable "
+            "read; by default a missing value is refused (in release mode, declare LABEL among the levels)",
+            _missing_label, metavar="LABEL"),
     Setting("engine", "with --microdata: who counts the file: arrow (default: streams Parquet or CSV, memory flat in "
             "the rows), pandas (reads it whole; .xlsx), dask (on a Dask cluster), spark (on Spark; the spark extra)",
             _text, choices=ENGINE_NAMES),

@@ -272,7 +272,8 @@ def read_source(source: TableSource):
     from .tables import CsvOptions, load_input
 
     csv = CsvOptions(sep=None if source.sep is None else SEPARATORS[source.sep], encoding=source.encoding,
-                     decimal=source.decimal, sheet=source.sheet, thousands=source.thousands)
+                     decimal=source.decimal, sheet=source.sheet, thousands=source.thousands,
+                     missing=source.missing_level)
     return load_input(source.source, microdata=source.microdata, variables=source.variables,
                       levels_file=source.levels, metadata_file=source.metadata, count_column=source.count_column,
                       sparse=source.sparse, csv_options=csv, engine=source.engine, scheduler=source.scheduler)

@@ -332,3 +332,20 @@ def same_name_columns(names: Sequence) -> str | None:
             return f"columns {first[name] + 1} and {j + 1} have the same name"
         first[name] = j
     return None
+
+
+def missing_values(variable) -> TabreleaseError:
+    """The refusal of a column with a missing value (a null, or a field empty once stripped), with the way to read
+    one as a level of its own.
+
+    Parameters
+    ----------
+    variable : str
+        The column's name (numbered instead by the reader where the header is not known to be one).
+
+    Returns
+    -------
+    TabreleaseError
+    """
+    return TabreleaseError(f"column {variable!r} has missing values: --missing-level LABEL reads them as a level of "
+                           "their own (declared among its levels in release mode)")

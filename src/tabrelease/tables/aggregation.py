@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import TabreleaseError
-from ._text import (declared_levels, detect_separator, level_order, nfc, not_text, python_codec, same_name_columns,
-                    the_columns, undeclared_metadata, undeclared_values)
+from ._text import (declared_levels, detect_separator, level_order, missing_values, nfc, not_text, python_codec,
+                    same_name_columns, the_columns, undeclared_metadata, undeclared_values)
 from .model import (MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, check_one_encoding,
                     too_few_levels)
 
@@ -286,6 +286,11 @@ class RecordFile:
     def is_parquet(self) -> bool:
         return self.path.suffix.lower() == ".parquet"
 
+    @property
+    def missing(self) -> str | None:
+        """The level a missing value is read as (`CsvOptions.missing`), or None: refused."""
+        return getattr(self.csv, "missing", None)
+
 
 def _file_columns(record_file: RecordFile) -> list[str]:
     """The columns the file has (its header), read without reading its rows."""
@@ -528,19 +533,20 @@ def _arrow_batches(record_file: RecordFile):
         yield from _csv_reader(record_file, columns)
 
 
-def _labels_of(dictionary, variable: str, protected: bool) -> list[str]:
-    """A column's distinct values as the labels the in-memory reader gives them (stripped text)."""
+def _labels_of(dictionary, variable: str, protected: bool, missing: str | None = None) -> list[str]:
+    """A column's distinct values as the labels the in-memory reader gives them (stripped text); a missing one
+    (None, or empty) as `missing` where it is given, else refused."""
     from .._files import csv_label_from_field
 
     labels = []
     for value in dictionary.to_pylist():
-        if value is None:
-            raise TabreleaseError(f"column {variable!r} has missing values")
-        label = str(value).strip()
-        if protected:  # as the in-memory reader: the field stripped, read back from its quote, stripped again
+        label = "" if value is None else str(value).strip()
+        if protected and label:  # as the in-memory reader: the field stripped, read back from its quote, stripped
             label = csv_label_from_field(label).strip()
         if label == "":
-            raise TabreleaseError(f"column {variable!r} has missing values")
+            if missing is None:
+                raise missing_values(variable)
+            label = missing
         labels.append(label)
     return labels
 
@@ -557,15 +563,20 @@ def _stored_as_floats(batch, variable: str) -> bool:
     return pd.api.types.is_float_dtype(batch[variable].dtype)
 
 
-def _encoded(column, variable: str):
-    """(indices into the dictionary, the dictionary) of one column of a batch."""
+def _encoded(column, variable: str, missing: str | None = None):
+    """(indices into the dictionary, the dictionary) of one column of a batch; its nulls refused, or, where a
+    `missing` level is given, a null entry of the dictionary (`_labels_of` reads it as that level)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if column.null_count:
-        raise TabreleaseError(f"column {variable!r} has missing values")
+        if missing is None:
+            raise missing_values(variable)
+        if pa.types.is_dictionary(column.type):
+            column = column.dictionary_decode()
+        column = pc.dictionary_encode(column, null_encoding="encode")
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
     indices = column.indices.to_numpy(zero_copy_only=False)
@@ -581,7 +592,8 @@ def _encoded(column, variable: str):
     return indices, dictionary
 
 
-def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]], protected: bool) -> np.ndarray:
+def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]], protected: bool,
+                missing: str | None = None) -> np.ndarray:
     """One batch's records as level positions (records by variables), checked against the levels.
 
     Parameters
@@ -593,6 +605,8 @@ def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]]
         Each variable's levels, in order.
     protected : bool
         Whether fields may carry the CSV writer's protective quote.
+    missing : str, optional
+        The level a missing value is read as (None: refused).
 
     Returns
     -------
@@ -610,15 +624,10 @@ def batch_codes(batch, variables: Sequence[str], levels: Sequence[Sequence[str]]
     codes = np.empty((rows, len(variables)), dtype=dtype, order="F")
     for j, (variable, declared) in enumerate(zip(variables, levels)):
         if hasattr(batch, "num_rows"):
-            indices, dictionary = _encoded(batch.column(variable), variable)
-            labels = _labels_of(dictionary, variable, protected)
+            indices, dictionary = _encoded(batch.column(variable), variable, missing)
         else:
-            import pandas as pd
-
-            indices, uniques = pd.factorize(batch[variable], use_na_sentinel=True)
-            if (indices < 0).any():
-                raise TabreleaseError(f"column {variable!r} has missing values")
-            labels = _labels_of(_PyList(uniques), variable, protected)
+            indices, dictionary = _factorized_partition(batch[variable], variable, missing)
+        labels = _labels_of(dictionary, variable, protected, missing)
         where = {label: i for i, label in enumerate(declared)}
         unknown = sorted({label for label in labels if label not in where})
         if unknown:
@@ -638,7 +647,22 @@ class _PyList:
         return [None if v is None or v != v else v for v in self.uniques.tolist()]
 
 
-def batch_labels(batch, variables: Sequence[str], protected: bool) -> list[set[str]]:
+def _factorized_partition(column, variable: str, missing: str | None):
+    """(indices, a dictionary with `to_pylist`) of a pandas partition's column, as `_encoded` gives an Arrow
+    column's: a missing value refused, or, where a `missing` level is given, one more entry (None) for it."""
+    import pandas as pd
+
+    indices, uniques = pd.factorize(column, use_na_sentinel=True)
+    dictionary = _PyList(uniques)
+    if (indices < 0).any():
+        if missing is None:
+            raise missing_values(variable)
+        indices = np.where(indices < 0, len(uniques), indices)
+        dictionary = _PyList(pd.Index([*uniques.tolist(), None], dtype=object))
+    return indices, dictionary
+
+
+def batch_labels(batch, variables: Sequence[str], protected: bool, missing: str | None = None) -> list[set[str]]:
     """Each variable's distinct labels in one batch (for levels read from the data).
 
     Parameters
@@ -647,6 +671,8 @@ def batch_labels(batch, variables: Sequence[str], protected: bool) -> list[set[s
     variables : sequence of str
     protected : bool
         Whether fields may carry the CSV writer's protective quote.
+    missing : str, optional
+        The level a missing value is read as (None: refused).
 
     Returns
     -------
@@ -655,15 +681,10 @@ def batch_labels(batch, variables: Sequence[str], protected: bool) -> list[set[s
     found = []
     for variable in variables:
         if hasattr(batch, "num_rows"):
-            _, dictionary = _encoded(batch.column(variable), variable)
+            _, dictionary = _encoded(batch.column(variable), variable, missing)
         else:
-            import pandas as pd
-
-            indices, uniques = pd.factorize(batch[variable], use_na_sentinel=True)
-            if (indices < 0).any():
-                raise TabreleaseError(f"column {variable!r} has missing values")
-            dictionary = _PyList(uniques)
-        found.append(set(_labels_of(dictionary, variable, protected)))
+            _, dictionary = _factorized_partition(batch[variable], variable, missing)
+        found.append(set(_labels_of(dictionary, variable, protected, missing)))
     return found
 
 
@@ -793,8 +814,8 @@ def count_file(record_file: RecordFile, levels: Sequence[Sequence[str]], margins
     try:
         for batch in _arrow_batches(record_file):
             if batch.num_rows:
-                total.merge(_count_codes(batch_codes(batch, record_file.variables, levels, protected),
-                                         record_file.variables, levels, margins))
+                total.merge(_count_codes(batch_codes(batch, record_file.variables, levels, protected,
+                                                     record_file.missing), record_file.variables, levels, margins))
     except TabreleaseError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors have no common base: any failure to read is one line
@@ -827,7 +848,7 @@ def read_labels(record_file: RecordFile, *, engine: str = DEFAULT_ENGINE, schedu
     found = [set() for _ in record_file.variables]
     try:
         for batch in _arrow_batches(record_file):
-            for seen, labels in zip(found, batch_labels(batch, record_file.variables, protected)):
+            for seen, labels in zip(found, batch_labels(batch, record_file.variables, protected, record_file.missing)):
                 seen |= labels
     except TabreleaseError:
         raise
@@ -903,11 +924,11 @@ def _client(scheduler: str | None):
 _LOCAL_CLUSTER = None
 
 
-def _count_partition(frame, variables, levels, margins, protected) -> Counts:
+def _count_partition(frame, variables, levels, margins, protected, missing=None) -> Counts:
     shape = tuple(len(lv) for lv in levels)
     if len(frame) == 0:
         return Counts({axes: np.zeros([shape[a] for a in axes], dtype=np.int64) for axes in margins})
-    counted = _count_codes(batch_codes(frame, variables, levels, protected), variables, levels, margins)
+    counted = _count_codes(batch_codes(frame, variables, levels, protected, missing), variables, levels, margins)
     for axes, value in counted.margins.items():
         if isinstance(value, _SparseBlock):
             counted.margins[axes] = value.copy()
@@ -931,8 +952,8 @@ def _dask_count(record_file: RecordFile, levels, margins, scheduler) -> Counts:
     except Exception as exc:  # noqa: BLE001 - dask reads the file's head to plan, and fails as the reader fails
         raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
     protected = not record_file.is_parquet
-    parts = [dask.delayed(_count_partition)(p, record_file.variables, [list(lv) for lv in levels], margins, protected)
-             for p in frame.to_delayed()]
+    parts = [dask.delayed(_count_partition)(p, record_file.variables, [list(lv) for lv in levels], margins, protected,
+                                            record_file.missing) for p in frame.to_delayed()]
     while len(parts) > 1:  # a tree of sums: no worker holds more than two partitions' margins at once
         parts = [dask.delayed(_merge_all)(parts[i:i + 2]) for i in range(0, len(parts), 2)]
     client, cluster = _client(scheduler)
@@ -948,8 +969,8 @@ def _dask_count(record_file: RecordFile, levels, margins, scheduler) -> Counts:
             cluster.close()
 
 
-def _partition_labels(frame, variables, protected):
-    return batch_labels(frame, variables, protected)
+def _partition_labels(frame, variables, protected, missing=None):
+    return batch_labels(frame, variables, protected, missing)
 
 
 def _union_labels(parts):
@@ -966,7 +987,8 @@ def _dask_labels(record_file: RecordFile, scheduler) -> list[set[str]]:
     except Exception as exc:  # noqa: BLE001
         raise TabreleaseError(f"cannot read {record_file.path} ({_reason(exc)})") from None
     protected = not record_file.is_parquet
-    parts = [dask.delayed(_partition_labels)(p, record_file.variables, protected) for p in frame.to_delayed()]
+    parts = [dask.delayed(_partition_labels)(p, record_file.variables, protected, record_file.missing)
+             for p in frame.to_delayed()]
     client, cluster = _client(scheduler)
     try:
         return client.compute(dask.delayed(_union_labels)(parts)).result()
@@ -1065,10 +1087,11 @@ def _spark_run(record_file: RecordFile, master: str | None, work) -> list:
 
 def _spark_count(record_file: RecordFile, levels, margins, master) -> Counts:
     variables, level_lists = record_file.variables, [list(lv) for lv in levels]
-    protected = not record_file.is_parquet
+    protected, missing = not record_file.is_parquet, record_file.missing
 
     def count(batches):
-        return _merge_all([_count_partition(frame, variables, level_lists, margins, protected) for frame in batches])
+        return _merge_all([_count_partition(frame, variables, level_lists, margins, protected, missing)
+                           for frame in batches])
 
     total = _merge_all(_spark_run(record_file, master, count))
     shape = tuple(len(lv) for lv in levels)
@@ -1078,10 +1101,10 @@ def _spark_count(record_file: RecordFile, levels, margins, master) -> Counts:
 
 
 def _spark_labels(record_file: RecordFile, master) -> list[set[str]]:
-    variables, protected = record_file.variables, not record_file.is_parquet
+    variables, protected, missing = record_file.variables, not record_file.is_parquet, record_file.missing
 
     def labels(batches):
-        return _union_labels([batch_labels(frame, variables, protected) for frame in batches]
+        return _union_labels([batch_labels(frame, variables, protected, missing) for frame in batches]
                              or [[set() for _ in variables]])
 
     return _union_labels(_spark_run(record_file, master, labels))

@@ -24,8 +24,8 @@ from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
 from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, fields_like_a_record,
-                    header_confirmed, level_order, not_text, python_codec, same_name_columns, the_columns, undeclared_metadata,
-                    undeclared_values)
+                    header_confirmed, level_order, missing_values, not_text, python_codec, same_name_columns,
+                    the_columns, undeclared_metadata, undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -60,11 +60,11 @@ def _as_text(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     out = frame.loc[:, list(columns)].copy()
     for col in columns:
         if out[col].isna().any():
-            raise TabreleaseError(f"column {col!r} has missing values")
+            raise missing_values(col)
         # Vectorised (a million rows per column in well under a second, where a Python map took seconds).
         out[col] = out[col].astype(str).str.strip()
         if (out[col] == "").any():
-            raise TabreleaseError(f"column {col!r} has missing values")
+            raise missing_values(col)
     return out
 
 
@@ -361,7 +361,7 @@ def _factorized(column: pd.Series, variable: str, declared: Sequence[str] | None
     positions, uniques = pd.factorize(column, use_na_sentinel=True)
     labels = [str(u).strip() for u in uniques]
     if (positions < 0).any() or "" in labels:
-        raise TabreleaseError(f"column {variable!r} has missing values")
+        raise missing_values(variable)
     if declared is not None:
         given = _declared_levels(variable, declared)
         unknown = sorted(set(labels) - set(given))
@@ -543,7 +543,42 @@ def _read_microdata(path: Path, variables, levels, csv_options, engine, schedule
         frame = read_csv_frame(path, csv_options, columns)
     if columns is None and path.suffix.lower() == ".parquet":  # a Parquet schema's names are names, never a record
         columns = [str(c) for c in frame.columns]
+    frame = missing_as(frame, columns if columns is not None else frame.columns, (csv_options or CsvOptions()).missing)
     return table_from_microdata(frame, columns, levels=levels, name=path.stem)
+
+
+def missing_as(frame: pd.DataFrame, columns: Sequence, label: str | None) -> pd.DataFrame:
+    """The frame with every missing value of `columns` (a null, or a field empty once stripped) read as the level
+    `label`, as the streaming engine reads it (`aggregation._labels_of`); the frame itself where `label` is None.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+    columns : sequence
+        The variables' columns (never a count column).
+    label : str or None
+        The level; None leaves missing values to be refused.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    if label is None:
+        return frame
+    import pandas as pd
+
+    out = frame.copy(deep=False)
+    for column in columns:
+        values = out[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            values = values.astype(object)
+        empty = values.isna().to_numpy().copy()
+        present = ~empty
+        if values.dtype == object or pd.api.types.is_string_dtype(values.dtype):
+            empty[present] = values[present].astype(str).str.strip().eq("").to_numpy()
+        if empty.any():
+            out[column] = values.astype(object).where(~empty, label)
+    return out
 
 
 # --- CSV reading options ---------------------------------------------------------------------------
@@ -552,14 +587,16 @@ SEPARATORS = CSV_SEPARATORS
 
 @dataclass(frozen=True)
 class CsvOptions:
-    """How a CSV file is written: separator (None: detected from the header among , ; tab |), text encoding, and
-    the decimal and thousands marks of the count column."""
+    """How a file is written: separator (None: detected from the header among , ; tab |), text encoding, the
+    decimal and thousands marks of the count column, and the level a missing value stands for (a CSV's empty
+    field, a Parquet null; None: refused), in any file."""
 
     sep: str | None = None
     encoding: str = "utf-8"
     sheet: str | None = None  # of an .xlsx workbook: None is the first
     decimal: str | None = None  # None: a point, or a comma when the thousands mark is a point
     thousands: str | None = None
+    missing: str | None = None
 
 
 def _decode(path: Path, encoding: str) -> str:
@@ -909,6 +946,7 @@ def read_table_csv(path: str | Path, count_column: str = "count", *, complete: b
     if path.is_dir():
         raise TabreleaseError(f"{path} is a directory, not a CSV file")
     frame = _normalise_counts(read_csv_frame(path, options, as_written=(count_column,)), count_column, options)
+    frame = missing_as(frame, [c for c in frame.columns if c != count_column], options.missing)
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
 
@@ -950,16 +988,19 @@ def load_table(source: str | Path | ContingencyTable, count_column: str = "count
             f"{str(source)!r} is neither a built-in table ({', '.join(BUILTIN_TABLES)}) nor an existing CSV file"
         )
     if path.suffix.lower() == ".parquet":
-        return read_table_parquet(path, count_column, complete=complete, levels=levels)
+        return read_table_parquet(path, count_column, complete=complete, levels=levels,
+                                  missing=(csv_options or CsvOptions()).missing)
     if path.suffix.lower() == ".xlsx":
         options = csv_options or CsvOptions()
         frame = _normalise_counts(read_xlsx_frame(path, options.sheet), count_column, options)
+        frame = missing_as(frame, [c for c in frame.columns if c != count_column], options.missing)
         return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
     return read_table_csv(path, count_column, complete=complete, levels=levels, csv_options=csv_options)
 
 
 def read_table_parquet(path: str | Path, count_column: str = "count", *, complete: bool = True,
-                       levels: Mapping[str, Sequence[str]] | None = None) -> ContingencyTable:
+                       levels: Mapping[str, Sequence[str]] | None = None,
+                       missing: str | None = None) -> ContingencyTable:
     """A long-format Parquet file (one column per variable and a count column); labels read as text.
 
     Parameters
@@ -972,6 +1013,8 @@ def read_table_parquet(path: str | Path, count_column: str = "count", *, complet
         Whether every cell must be listed (False takes unlisted cells as zero).
     levels : mapping of str to sequence of str, optional
         Declared levels of some or all variables, in order.
+    missing : str, optional
+        The level a missing value is read as (None: refused).
 
     Returns
     -------
@@ -996,6 +1039,7 @@ def read_table_parquet(path: str | Path, count_column: str = "count", *, complet
         raise TabreleaseError(f"no count column {count_column!r} in {path}; "
                               f"{the_columns(frame.columns, schema=True)} "
                               "(one row per person? add --microdata)")
+    frame = missing_as(frame, [c for c in frame.columns if c != count_column], missing)
     return table_from_frame(frame, count_column, complete=complete, name=path.stem, levels=levels)
 
 
