@@ -184,7 +184,7 @@ def release_from_measurements(plan: MechanismPlan, measurements: Measurements, *
         rounded = round_estimate(estimate, plan.margins, rounding, plan.calibration.scale)
         fell_back.append("controlled rounding found no integer table or margins next to the cells as measured; "
                          "they were rounded to the nearest integers instead")
-    notes = list(plan.notes) + list(estimate.notes) + fell_back
+    notes = list(plan.notes) + list(estimate.notes) + fell_back + ([rounded.note] if rounded.note else [])
     if not rounded.consistent:
         notes.append("the released margins are mutually inconsistent: they disagree on shared sub-margins, and no "
                      "table has them all")
