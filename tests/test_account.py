@@ -23,6 +23,7 @@ import math
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 from tabrelease import builtin_table
@@ -1266,3 +1267,49 @@ def test_a_file_system_that_cannot_flock_a_folder_keeps_the_lock_file_alone(tmp_
     set_budget(ledger, "czech", 1.0)
     charge_guarantee(ledger, guarantee(epsilon=0.5))
     assert budget_status(ledger, "czech").epsilon_spent == pytest.approx(0.5) and verify_ledger(ledger) == []
+
+
+def test_a_sensitive_attribute_budget_protects_its_columns_not_only_their_names(tmp_path, capsys):
+    """A review's trial: a budget for sensitive-attributes(income) took any release whose --sensitive named a
+    variable called income. With two headers swapped, the column really holding income was released exactly as the
+    insensitive "age" (the true income x smoke margin in public/) while "income" was charged. The ledger now
+    records the protected columns' keyed prints (names left out) and refuses a release that protects some
+    attributes alone where a protected name holds another column, or another name holds a protected column;
+    nothing is charged. A record-level release of the same file protects every column and is charged."""
+    import pandas as pd
+
+    czech = builtin_table("czech")
+    frame = pd.DataFrame([(*(czech.levels[a][i] for a, i in enumerate(cell)), int(czech.counts[cell]))
+                          for cell in np.ndindex(czech.shape)],
+                         columns=["income", "age", "smoke", "work", "press", "family", "count"])
+    frame.to_csv(tmp_path / "survey.csv", index=False)
+    frame.rename(columns={"income": "age", "age": "income"}).to_csv(tmp_path / "swapped.csv", index=False)
+    # A copy of income under another name beside it (every cell listed: its off-diagonal ones 0).
+    copied = frame.groupby(["income", "smoke"], as_index=False)["count"].sum()
+    levels = sorted(set(frame["income"]))
+    pd.DataFrame([(i, j, s, c if i == j else 0) for i, s, c in copied.itertuples(index=False) for j in levels],
+                 columns=["income", "salary", "smoke", "count"])[["income", "salary", "smoke", "count"]].to_csv(
+        tmp_path / "copied.csv", index=False)
+    ledger = tmp_path / "L.json"
+    assert main(["ledger", "init", str(ledger)]) == 0
+    assert main(["ledger", str(ledger), "--set-budget", "survey", "--epsilon", "3", "--budget-neighbours",
+                 "sensitive-attributes", "--budget-attributes", "income"]) == 0
+
+    def release(name, *options, out):
+        capsys.readouterr()
+        code = main(["release", str(tmp_path / name), "--epsilon", "0.5", "--neighbours", "replace", *options,
+                     "--margins", "[AB][AC]", "--ledger", str(ledger), "--dataset", "survey", "--out",
+                     str(tmp_path / out)])
+        return code, capsys.readouterr().err
+
+    sensitive = ("--sensitive", "income", "--mechanism", "sensitive-attributes")
+    assert release("survey.csv", *sensitive, out="r1")[0] == 0
+    code, err = release("swapped.csv", *sensitive, out="r2")
+    assert code == 5 and "the variable 'income', which survey's budget protects, is not the column" in err, err
+    code, err = release("copied.csv", *sensitive, out="r3")
+    assert code == 5 and "the variable 'salary' holds the counts by level of a column" in err, err
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "r3").exists()
+    records = json.loads(ledger.read_text())["records"]
+    assert [r["kind"] for r in records] == ["budget", "release"]  # nothing charged for the two refused
+    assert release("survey.csv", *sensitive, out="r4")[0] == 0  # the same columns again
+    assert release("swapped.csv", out="r5")[0] == 0  # record-level: every column protected, whatever its name

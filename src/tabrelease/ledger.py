@@ -627,6 +627,10 @@ def _check_record(record: dict) -> str:
             sources = record.get("source_prints", [])
             if not isinstance(sources, list) or not all(map(_is_print, sources)):
                 return "a release's source files' fingerprints must be a list of 64 hexadecimal characters each"
+            attributes = record.get("attribute_prints", {})
+            if not isinstance(attributes, dict) or not all(isinstance(n, str) and _is_print(f)
+                                                           for n, f in attributes.items()):
+                return "a release's protected columns' fingerprints must map names to 64 hexadecimal characters"
     except TabreleaseError as exc:
         return str(exc)
     return ""
@@ -1975,8 +1979,10 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
             raise BudgetRefused(
                 f"the ledger has budgets but none for the dataset {dataset!r}; set one (`tabrelease ledger FILE "
                 f"--set-budget {dataset} --epsilon E`) or say --allow-unbudgeted; nothing was released")
+        attribute_prints = {}
         if budget is not None:
             _check_fits(data, dataset, budget, guarantee)
+            attribute_prints = _protected_columns(data, dataset, budget, table, key, guarantee)
         entry = _append(data, key, {
             "kind": "release", "dataset": dataset, "fingerprint": fingerprint,
             **({"fingerprints_also": also} if also else {}), "table": table.name,
@@ -1986,11 +1992,69 @@ def charge(account, table: ContingencyTable, guarantee: PrivacyGuarantee, *, mec
             "release_id": secrets.token_hex(16), "aliases": aliases, "prints": PRINTS_VERSION,
             **({"margin_prints": margins_printed} if margins_printed else {}),
             **({"source_prints": sources} if sources else {}),
+            **({"attribute_prints": attribute_prints} if attribute_prints else {}),
             **({} if margin_names is None else {"margin_names": [[str(v) for v in g] for g in margin_names]}),
         })
         sequence = len(data["records"])
         _write(path, data, key)
     return {**entry, "sequence": sequence, "ledger_id": data["ledger_id"]}
+
+
+def column_print(labels, counts, key: bytes) -> str:
+    """A keyed fingerprint of one variable's column, without its name: its labels (NFC) with the count of each,
+    those nobody has left out, in the order of the labels (so a level order declared otherwise is the same column).
+
+    Parameters
+    ----------
+    labels : sequence of str
+    counts : numpy.ndarray
+        The variable's one-way margin.
+    key : bytes
+
+    Returns
+    -------
+    str
+        64 hexadecimal characters.
+    """
+    from .tables._text import nfc
+
+    pairs = sorted((nfc(str(label)), int(count)) for label, count in zip(labels, np.ravel(counts)) if count > 0)
+    return hmac.new(key, json.dumps(["column", pairs]).encode(), hashlib.sha256).hexdigest()
+
+
+def _protected_columns(data: dict, dataset: str, budget: dict, table, key: bytes,
+                       guarantee: PrivacyGuarantee) -> dict[str, str]:
+    """The prints (`column_print`) of the columns a sensitive-attribute budget protects, as this release records
+    them; refused where the table's column of a protected name is not the one earlier releases of the dataset
+    recorded under it, or a column by another name is (a review's trial: with two headers swapped, the true
+    income was released exactly as the insensitive "age" while "income" was charged; the budget names
+    variables, and names are only what a file's header says). Refused only for a release that protects some
+    attributes alone (a record-level one protects every column, whatever its name). {} for any other budget."""
+    unit = _budget_terms(budget)[0]
+    if unit.kind != SENSITIVE:
+        return {}
+    current = {name: column_print(table.levels[j], table.margin_counts((j,)), key)
+               for j, name in enumerate(table.variables)}
+    if guarantee.unit.kind != SENSITIVE:
+        return {name: current[name] for name in unit.attributes if name in current}
+    bound = {}
+    for record in _releases(data, dataset):
+        for name, printed in (record.get("attribute_prints") or {}).items():
+            bound.setdefault(name, printed)
+    for name in unit.attributes:
+        if name in bound and name in current and current[name] != bound[name]:
+            raise BudgetRefused(f"the variable {name!r}, which {dataset}'s budget protects, is not the column of "
+                                f"that name released before (its counts by level differ, by their keyed "
+                                f"fingerprints): its name may have moved to another column; release the table "
+                                f"those releases came from; nothing was released")
+    moved = sorted(name for name, printed in current.items()
+                   if name not in unit.attributes and printed in set(bound.values()))
+    if moved:
+        raise BudgetRefused(f"the variable {moved[0]!r} holds the counts by level of a column {dataset}'s budget "
+                            f"protects, released before under another name (by their keyed fingerprints): a "
+                            f"protected column renamed would be released as an insensitive one; nothing was "
+                            f"released")
+    return {name: current[name] for name in unit.attributes if name in current}
 
 
 def _check_fits(data: dict, dataset: str, budget: dict, guarantee: PrivacyGuarantee) -> None:

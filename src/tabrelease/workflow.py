@@ -151,10 +151,12 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                                                  "release for publication)",))
     if hasattr(table, "count_margins"):
         # A table counted from its file: every margin the measurement and the audit read, in one pass, before any
-        # charge; then nothing more is read from the file (what else the audit would read, it leaves out).
+        # charge; then nothing more is read from the file (what else the audit would read, it leaves out). The
+        # one-way margins too: the ledger fingerprints a sensitive-attribute budget's columns by them.
         from .evaluation import margins_the_audit_reads
 
-        table.count_margins(plan.implementation.margins_read(plan) + margins_the_audit_reads(plan.margins, plan.shape))
+        table.count_margins(plan.implementation.margins_read(plan) + margins_the_audit_reads(plan.margins, plan.shape)
+                            + [(j,) for j in range(len(plan.shape))])
         table.freeze()
     check_before_charge(plan, table, spec.mode)
     if out is not None and spec.workbook:  # the workbook's sheets, now that the margins are known
