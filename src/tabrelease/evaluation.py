@@ -478,25 +478,6 @@ def confidential_warnings(evaluation: ReleaseEvaluation) -> list[str]:
     return out
 
 
-def confidential_warnings_pointer(count: int) -> list[str]:
-    """What the terminal says in place of `confidential_warnings`: how many, and where they are.
-
-    Parameters
-    ----------
-    count : int
-
-    Returns
-    -------
-    list of str
-        One line, or none where there are none.
-    """
-    if not count:
-        return []
-    return [f"{count} warning{'s' if count > 1 else ''} that read{'' if count > 1 else 's'} the confidential counts "
-            f"{'are' if count > 1 else 'is'} in the audit (internal/audit.html), not shown here: a terminal's output "
-            "can end up in logs"]
-
-
 def released_warnings(evaluation: ReleaseEvaluation, release: Release | None = None) -> list[str]:
     """The audit's warnings about its own figures that read only the release and its simulation (no true count):
     a refit that did not converge, a simulated error resting on a total the release barely tells, or on margins

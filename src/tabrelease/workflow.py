@@ -691,8 +691,7 @@ def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force
     held since the charge (`finishing_after_charge`), committed once the bundle is in place, with any signal that
     came while it was renamed into place (the release stands then: said as interrupted, not acted on)."""
     from .bundle import write_release_bundle
-    from .evaluation import (confidential_warnings, confidential_warnings_pointer, evaluate_release,
-                             release_warnings, released_warnings)
+    from .evaluation import evaluate_release, release_warnings, released_warnings
     from .models import HierarchicalModel
 
     release = run_plan(plan, table, noise)
@@ -701,9 +700,10 @@ def _make_and_write(table, plan, noise, spec, out, entry, ledger, version, force
                                                                          people_names(table)[0])))
     refit = HierarchicalModel(release.margins, table.k)
     evaluation = evaluate_release(table, release, refit, bound_delta=spec.bound_delta, simulate=True)
-    # What the terminal says (the audit says it all): the warnings that read the true counts only by their number.
-    said = (release_warnings(release) + confidential_warnings_pointer(len(confidential_warnings(evaluation)))
-            + released_warnings(evaluation, release))
+    # What the terminal says (the audit says it all): not the warnings that read the true counts, nor how many
+    # there are (a review's trial: "2 warnings" or "1" told whether the true n lay within 10% of the released one,
+    # and whether a category with people in it was released empty). The audit's line says where they are.
+    said = release_warnings(release) + released_warnings(evaluation, release)
     over_rename: list = []
     written = write_release_bundle(out, table, release, evaluation, version=version, force=force, workbook=workbook,
                                    charge=None if entry is None else {**entry, "ledger": str(ledger)},

@@ -148,7 +148,9 @@ def _say(args, spec, table, done) -> int:
     elif release.noise_mode == "release":  # publishable, and in no account: said here as in the audit's box
         print("ledger:   none: no privacy budget accounts for this release (--ledger FILE charges one)")
     print(f"public:   {done.out / 'public'}")
-    print(f"internal: {done.out / 'internal' / 'audit.html'}")
+    # Where the warnings that read the true counts are, whether there are any or not (their number reads them too).
+    print(f"internal: {done.out / 'internal' / 'audit.html'} (the audit, with any warning that reads the "
+          "confidential counts)")
     return 0
 
 
