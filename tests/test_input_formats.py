@@ -415,3 +415,36 @@ def test_a_missing_level_reads_a_long_tables_blank_label_and_must_be_declared_fo
     assert main(["batch", str(tmp_path / "b.toml")]) == 0, capsys.readouterr().err
     released = (tmp_path / "r1" / "public").glob("*.csv")
     assert any("unknown" in p.read_text() for p in released)
+
+
+def test_a_workbook_cell_holding_the_text_none_or_na_is_a_label_as_in_a_csv_file(tmp_path):
+    """A new user's trial: Arthritis's level "None" (and a long table's "NA") was refused as missing in a workbook,
+    and read as a label from the same data in CSV; an empty cell is still missing."""
+    rows = [["treatment", "improved"], ["placebo", "None"], ["treated", "Some"], ["placebo", "NA"], ["treated", "None"]]
+    table = read_microdata(_workbook(tmp_path / "a.xlsx", {"data": rows}), engine="pandas")
+    csv = _clean(tmp_path, "\n".join(",".join(r) for r in rows) + "\n")
+    _same_table(table, read_microdata(csv, engine="pandas"))
+    assert table.levels[1] == ("NA", "None", "Some")
+    rows[2][1] = None
+    with pytest.raises(TabreleaseError, match="has missing values"):
+        read_microdata(_workbook(tmp_path / "b.xlsx", {"data": rows}), engine="pandas")
+
+
+def test_a_levels_files_names_and_levels_are_stripped_as_the_data_are(tmp_path):
+    """A new user's trial: a level declared " Male " matched no record (fields are stripped) and was published
+    as an always-empty category beside "Male", which the bundle's own `test` then took for an edited file. The
+    levels file is read stripped, as the data and the metadata file are; a level repeated so is refused."""
+    from tabrelease.tables.metadata import read_levels_file
+
+    path = _clean(tmp_path, "sex,area\nmale,urban\nfemale,rural\nmale,rural\n", "people.csv")
+    (tmp_path / "lv.json").write_text('{" sex ": ["female", " male "], "area": ["rural", "urban "]}')
+    declared = read_levels_file(tmp_path / "lv.json")
+    assert declared == {"sex": ["female", "male"], "area": ["rural", "urban"]}
+    table = read_microdata(path, levels=declared)
+    assert table.levels == (("female", "male"), ("rural", "urban")) and table.n == 3
+    for text, said in (('{"sex": ["Male", " Male "]}', "lists the level 'Male' twice"),
+                       ('{"sex": ["f", " "]}', "declares an empty level"),
+                       ('{"sex": ["f", "m"], "sex ": ["f", "m"]}', "declares the variable 'sex' twice")):
+        (tmp_path / "bad.json").write_text(text)
+        with pytest.raises(TabreleaseError, match=said):
+            read_levels_file(tmp_path / "bad.json")

@@ -50,7 +50,10 @@ def declared_levels(variable: str, declared: Sequence[str]) -> list[str]:
     -------
     list of str
     """
-    given = [str(x) for x in declared]
+    given = [str(x).strip() for x in declared]  # as every field is read: " Male " is "Male"
+    if "" in given:
+        raise TabreleaseError(f"the declared levels of {variable!r} hold an empty level (a missing value is read as a "
+                              "level with --missing-level LABEL, and LABEL declared)")
     repeated = _repeated(given)
     if repeated is not None:
         raise TabreleaseError(f"the declared levels of {variable!r} list {repeated!r} twice")

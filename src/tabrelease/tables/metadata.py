@@ -175,11 +175,24 @@ def read_levels_file(path) -> dict[str, list[str]] | None:
     levels = _read_side_json(path, "levels file")
     if not isinstance(levels, dict) or not all(isinstance(v, list) and v for v in levels.values()):
         raise TabreleaseError(f"the levels file {path} must map each variable to a list of its levels")
-    declared = {str(k): [str(x) for x in v] for k, v in levels.items()}
+    # Stripped as every field and name of a file is read (and as the metadata file's are): a level declared
+    # " Male " matched no record and was published as a category of its own, always empty, beside "Male" (a new
+    # user's trial; the bundle's own `test` then refused it as edited).
+    declared = {}
+    for name, given in levels.items():
+        variable = str(name).strip()
+        if variable in declared:
+            raise TabreleaseError(f"the levels file {path} declares the variable {variable!r} twice (spaces around a "
+                                  "name are not part of it)")
+        declared[variable] = [str(x).strip() for x in given]
     for variable, lv in declared.items():
+        if "" in lv:
+            raise TabreleaseError(f"the levels file {path}: variable {variable!r} declares an empty level (a missing "
+                                  "value is read as a level with --missing-level LABEL, and LABEL declared)")
         repeated = _repeated(lv)
         if repeated is not None:
-            raise TabreleaseError(f"the levels file {path}: variable {variable!r} lists the level {repeated!r} twice")
+            raise TabreleaseError(f"the levels file {path}: variable {variable!r} lists the level {repeated!r} twice "
+                                  "(spaces around a level are not part of it)")
     return declared
 
 

@@ -857,8 +857,11 @@ def read_xlsx_frame(path: str | Path, sheet: str | None = None, columns: Sequenc
     import pandas as pd
 
     try:
+        # keep_default_na=False, as every CSV read: a cell holding the text "None" or "NA" is a label (a new user's
+        # trial: Arthritis's level "None" was refused as missing in a workbook, read in its CSV); an empty cell is
+        # still missing.
         raw = pd.read_excel(path, sheet_name=0 if sheet is None else sheet, header=None, dtype=object,
-                            engine="openpyxl")
+                            engine="openpyxl", keep_default_na=False, na_values=[])
     except ValueError as exc:
         if sheet is not None and "not found" in str(exc):
             raise TabreleaseError(f"{path} has no sheet {sheet!r}; its sheets are {_sheet_names(path)}") from None
