@@ -96,3 +96,16 @@ def as_scipy(matrix):
     import scipy.sparse as sp
 
     return sp.csr_matrix((matrix.values, (matrix.row, matrix.col)), shape=matrix.shape)
+
+
+def neighbouring_reference(table, path, cell=0):
+    """A public stand-in for `table` as a `plan --reference`: its counts with one person added to one cell,
+    written as a long CSV (a reference holding exactly the table's counts is refused). Returns the counts."""
+    import numpy as np
+
+    from tabrelease.tables.model import write_long_csv
+
+    counts = np.array(table.counts, dtype=np.int64)
+    counts.flat[cell] += 1
+    write_long_csv(path, table.variables, table.levels, tuple(range(counts.ndim)), counts, digits=None)
+    return counts

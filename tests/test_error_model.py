@@ -1337,7 +1337,7 @@ def test_dense_coefficient_blocks_count_as_the_work_they_are_and_a_release_too_c
     assert found is None and note.startswith("no simulated error: a run of the least-squares estimator costs about")
 
 
-def test_target_l1_on_a_reference_takes_as_many_runs_as_make_its_mean_known_to_two_percent(capsys):
+def test_target_l1_on_a_reference_takes_as_many_runs_as_make_its_mean_known_to_two_percent(capsys, tmp_path):
     """A new user's trial: 40 fixed runs had left --target-l1 --reference 10-25% off on a small sparse table at small
     epsilon. The runs come from a first batch's spread: as many as make each margin's mean known to about 2% (at most
     400), and plan says how many and to what precision."""
@@ -1348,7 +1348,10 @@ def test_target_l1_on_a_reference_takes_as_many_runs_as_make_its_mean_known_to_t
 
     table = tr.builtin_table("titanic")
     margins, spec = [(0, 1), (2, 3)], tr.ReleaseSpec(loss=tr.loss_of(1.0))
-    runs, relative_se = target_runs(table.shape, margins, 400.0, spec, table.counts)  # epsilon near 0.01
+    from tests.helpers import neighbouring_reference
+
+    reference = neighbouring_reference(table, tmp_path / "ref.csv")
+    runs, relative_se = target_runs(table.shape, margins, 400.0, spec, reference)  # epsilon near 0.01
     assert TARGET_FIRST_RUNS < runs <= TARGET_MOST_RUNS and (relative_se <= 0.021 or runs == TARGET_MOST_RUNS)
     # The first batch's spread, recomputed here: runs = 40 (se / 0.02)^2 for the worst margin.
     from tabrelease.error_model import AUDIT_SEED, _simulated_runs
@@ -1357,10 +1360,10 @@ def test_target_l1_on_a_reference_takes_as_many_runs_as_make_its_mean_known_to_t
     unbiased = epsilon_for_target(table.shape, margins, 400.0, spec)
     plan = plan_at(table.shape, margins, 1.0)
     worst = max(float(e[:, j].std(ddof=1) / e[:, j].mean() / np.sqrt(40)) for j, g in enumerate(plan.margins)
-                for e in [_simulated_runs(with_epsilon(plan, unbiased[g]), [table.counts] * 40, seed=AUDIT_SEED,
+                for e in [_simulated_runs(with_epsilon(plan, unbiased[g]), [reference] * 40, seed=AUDIT_SEED,
                                           rounded=True)[0]])
     assert runs == min(400, max(40, int(np.ceil(40 * (worst / 0.02) ** 2))))
-    assert main(["plan", "titanic", "--margins", "[AB][CD]", "--target-l1", "400", "--reference", "titanic",
+    assert main(["plan", "titanic", "--margins", "[AB][CD]", "--target-l1", "400", "--reference", str(tmp_path / "ref.csv"),
                  "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any(n.startswith(f"simulated with {runs} releases an epsilon") for n in notes)

@@ -220,7 +220,7 @@ def test_release_mode_noise_of_every_block_has_its_planned_scale(name):
 
 
 @pytest.mark.e2e
-def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
+def test_plan_gives_the_epsilon_a_target_error_needs(capsys, tmp_path):
     """Laplace scales fall as 1/epsilon, so the expected L1 at epsilon e is L1(1) / e: the epsilon a target needs is
     L1(1) / target, checked against the bisection for every margin of Czech, and through the command line."""
     from tabrelease.cli import main
@@ -246,8 +246,14 @@ def test_plan_gives_the_epsilon_a_target_error_needs(capsys):
     assert f"all margins at once: epsilon {max(needed.values()):.4g}" in words
     last = words.splitlines()[-1]
     assert last.startswith("an upper figure: the normal approximation is one for Laplace noise") and "--reference TABLE" in last
-    assert main(["plan", "czech", "--target-l1", "20", "--reference", "czech"]) == 0
+    from tests.helpers import neighbouring_reference
+
+    neighbouring_reference(tr.builtin_table("czech"), tmp_path / "ref.csv")
+    assert main(["plan", "czech", "--target-l1", "20", "--reference", str(tmp_path / "ref.csv")]) == 0
     assert "an upper figure" not in capsys.readouterr().out
+    # The confidential table itself is no reference (a review's trial: figures simulated on its true counts).
+    assert main(["plan", "czech", "--target-l1", "20", "--reference", "czech"]) == 2
+    assert "holds exactly czech's counts: a reference is public data" in capsys.readouterr().err
     assert main(["plan", "czech"]) == 2
     assert "give --epsilon (the errors it gives) or --target-l1" in capsys.readouterr().err
     # A target met at the smallest epsilon a release takes: the search stops there, and says so (a new user read the
@@ -559,3 +565,24 @@ def test_the_plan_says_why_its_total_is_exact(neighbours, public_total, note):
     said = {REPLACE_TOTAL_NOTE: "replace", PUBLIC_TOTAL_NOTE: "public"}
     assert [said[n] for n in plan.notes if n in said] == ([note] if note else [])
     assert plan.design.public_total == (note is not None)
+
+
+def test_a_plan_of_microdata_takes_a_published_table_of_counts_for_its_reference(tmp_path, capsys):
+    """A new user's trial: --microdata applied to --reference too, so a published count table could not be the
+    reference of a plan of microdata (and the advice, to drop --microdata, would have broken the table's own
+    reading). A reference that is no table of the table's variables is refused in one line."""
+    from tabrelease.cli import main
+
+    rows = ["sex,area"] + ["male,urban"] * 30 + ["female,rural"] * 25 + ["male,rural"] * 12 + ["female,urban"] * 8
+    (tmp_path / "people.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "lv.json").write_text('{"sex": ["female", "male"], "area": ["rural", "urban"]}')
+    (tmp_path / "published.csv").write_text("sex,area,count\nmale,urban,29\nfemale,rural,27\nmale,rural,11\n")
+    argv = ["plan", str(tmp_path / "people.csv"), "--microdata", "--levels", str(tmp_path / "lv.json"), "--margins",
+            "[AB]", "--target-l1", "20", "--json", "--reference"]
+    assert main([*argv, str(tmp_path / "published.csv")]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["margins"][0]["epsilon_needed"] > 0
+    (tmp_path / "other.csv").write_text("age,count\nold,3\nyoung,4\n")
+    assert main([*argv, str(tmp_path / "other.csv")]) == 2
+    assert "does not have the variables and levels of people" in capsys.readouterr().err
+    assert main([*argv, str(tmp_path / "people.csv")]) == 2  # the table itself
+    assert "holds exactly people's counts" in capsys.readouterr().err

@@ -70,7 +70,10 @@ def test_public_csv_files_in_another_dialect_hold_the_same_rows_and_read_back(se
     assert main(["fit", str(first), "--model", "[AB][BC]", "--json"]) == 0
     fitted = json.loads(capsys.readouterr().out)
     assert fitted["n"] == int(load_table(plain / "public" / release["margins"][1]["file"]).n)
-    assert main(["plan", str(first), "--margins", "[AB]", "--target-l1", "50", "--reference", str(first),
+    from tests.helpers import neighbouring_reference
+
+    neighbouring_reference(load_table(first), tmp_path / "ref.csv")
+    assert main(["plan", str(first), "--margins", "[AB]", "--target-l1", "50", "--reference", str(tmp_path / "ref.csv"),
                  "--json"]) == 0
     json.loads(capsys.readouterr().out)
 

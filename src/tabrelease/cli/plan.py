@@ -220,10 +220,35 @@ def _reference_counts(args, table):
     from ..spec import INPUT_SETTINGS, source_from_settings
     from ..workflow import read_source
 
-    reference = read_source(source_from_settings(args.reference, {s.name: getattr(args, s.name)
-                                                                  for s in INPUT_SETTINGS}))
-    if list(reference.variables) != list(table.variables) or [list(v) for v in reference.levels] != [
-            list(v) for v in table.levels]:
+    import numpy as np
+
+    settings = {s.name: getattr(args, s.name) for s in INPUT_SETTINGS}
+    try:
+        reference = read_source(source_from_settings(args.reference, settings))
+    except TabreleaseError:
+        if not settings.get("microdata"):
+            raise
+        # A published table of counts for microdata (a new user's trial: --microdata applied to the reference too,
+        # and the advice to drop it would have broken the table's own reading): read as a long table, its cells
+        # listed or not, with the table's levels file.
+        as_counts = {**settings, "microdata": False, "variables": None, "engine": None, "scheduler": None,
+                     "sparse": True}
+        try:
+            reference = read_source(source_from_settings(args.reference, as_counts))
+        except TabreleaseError:
+            raise TabreleaseError(f"the reference {args.reference} can be read neither as microdata nor as a table "
+                                  f"of counts (a {args.count_column!r} column) of {table.name}'s variables") from None
+    if list(reference.variables) != list(table.variables) or [sorted(v) for v in reference.levels] != [
+            sorted(v) for v in table.levels]:
         raise TabreleaseError(f"the reference {args.reference} does not have the variables and levels of "
                               f"{table.name}: a reference is a table of the same variables and levels")
-    return reference.counts
+    counts = np.asarray(reference.counts)
+    for axis, (theirs, ours) in enumerate(zip(reference.levels, table.levels)):  # in the table's order of levels
+        counts = np.take(counts, [list(theirs).index(level) for level in ours], axis=axis)
+    if getattr(table, "held_as_cells", True) and np.array_equal(counts, table.counts):
+        # A review's trial: the confidential table given as its own reference ran the simulation on the true counts
+        # and printed epsilons that depend on them, uncharged.
+        raise TabreleaseError(f"the reference {args.reference} holds exactly {table.name}'s counts: a reference is "
+                              "public data (a table released before, a published one), and figures simulated on the "
+                              "confidential counts would be derived from them; nothing was planned")
+    return counts
