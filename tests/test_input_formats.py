@@ -448,3 +448,26 @@ def test_a_levels_files_names_and_levels_are_stripped_as_the_data_are(tmp_path):
         (tmp_path / "bad.json").write_text(text)
         with pytest.raises(TabreleaseError, match=said):
             read_levels_file(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas", "dask"])
+@pytest.mark.parametrize("variables", [None, ["smoker", "sex"]])
+def test_with_a_missing_level_rows_of_separators_only_are_no_people_in_any_engine(engine, variables, tmp_path):
+    """With --missing-level, a row of separators only (a spreadsheet's trailing rows) had been counted by the
+    streaming engine as a person of missing values, where the in-memory reader drops trailing ones: the counts of
+    two engines differed. Every engine now counts the rows of people alone; one inside the file is refused by the
+    arrow and pandas readers (named by its data row) and dropped by Dask's partitions."""
+    from tabrelease.tables import CsvOptions
+
+    body = "sex,area,smoker\nmale,urban,yes\nfemale,,no\nmale,rural,\nfemale,urban,yes\n"
+    options = CsvOptions(missing="unknown")
+    clean = read_microdata(_clean(tmp_path, body), variables, engine="pandas", csv_options=options)
+    trailing = read_microdata(_clean(tmp_path, body + ",,\n , ,\n,,\n", "trailing.csv"), variables, engine=engine,
+                              csv_options=options)
+    _same_table(trailing, clean)
+    inside = _clean(tmp_path, body.replace("female,urban,yes\n", ",,\nfemale,urban,yes\n"), "inside.csv")
+    if engine == "dask":
+        _same_table(read_microdata(inside, variables, engine=engine, csv_options=options), clean)
+    else:
+        with pytest.raises(TabreleaseError, match="data row 4 is blank"):
+            read_microdata(inside, variables, engine=engine, csv_options=options)

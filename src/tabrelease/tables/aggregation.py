@@ -483,28 +483,39 @@ def _csv_reader(record_file: RecordFile, columns: Sequence[str] | None):
 
     names, sep, skip = _csv_header(record_file)
     arrow_names = [n if n else f"\x00unnamed {i}" for i, n in enumerate(names)]
+    # With a missing level a row of separators only (a spreadsheet's trailing rows) would be a person of missing
+    # values; the in-memory reader drops such trailing rows and refuses one inside. Telling it needs every field.
+    every_field = record_file.missing is not None and len(names) > 1
+    read = None if columns is None or every_field else list(columns)
     convert = pacsv.ConvertOptions(
-        include_columns=None if columns is None else list(columns),
-        column_types=None if columns is None else {c: pa.string() for c in columns},
+        include_columns=read,
+        column_types=None if columns is None else {c: pa.string() for c in (read or arrow_names)},
         strings_can_be_null=False, quoted_strings_can_be_null=False)
-    read = pacsv.ReadOptions(encoding=_csv_encoding(record_file), block_size=1 << 22, column_names=arrow_names,
-                             skip_rows=skip)
+    read_options = pacsv.ReadOptions(encoding=_csv_encoding(record_file), block_size=1 << 22,
+                                     column_names=arrow_names, skip_rows=skip)
     # Arrow skips blank lines. In a file of one column a blank line is a row with that one field empty (a missing
     # value, which the in-memory reader refuses), not nothing: there Arrow keeps them, for _without_trailing_blanks.
     one_column = len(names) == 1
     parse = pacsv.ParseOptions(delimiter=sep, ignore_empty_lines=not one_column)
-    reader = pacsv.open_csv(record_file.path, read_options=read, parse_options=parse, convert_options=convert)
-    return _without_trailing_blanks(reader, record_file.path) if one_column else reader
+    reader = pacsv.open_csv(record_file.path, read_options=read_options, parse_options=parse,
+                            convert_options=convert)
+    if not (one_column or every_field):
+        return reader
+    kept = _without_trailing_blanks(reader, record_file.path)
+    return kept if read is not None or columns is None else (batch.select(list(columns)) for batch in kept)
 
 
 def _without_trailing_blanks(batches, path: Path):
-    """The batches of a one-column CSV file with its trailing blank rows dropped, as the in-memory reader drops
-    them; a blank row before the last value is refused, named by its data row as that reader names it."""
+    """The batches of a CSV file (every column read) with its trailing blank rows (every field empty) dropped, as
+    the in-memory reader drops them; a blank row before the last value is refused, named by its data row as that
+    reader names it."""
     import pyarrow.compute as pc
 
     held, rows = 0, 0  # blank rows at the end of what has been read; rows read
     for batch in batches:
-        blank = pc.equal(pc.utf8_trim_whitespace(batch.column(0).cast("string")), "").to_numpy(zero_copy_only=False)
+        blank = np.logical_and.reduce([
+            pc.equal(pc.utf8_trim_whitespace(column.cast("string")), "").to_numpy(zero_copy_only=False)
+            for column in batch.columns])
         filled = np.flatnonzero(~blank)
         if filled.size and (held or blank[: filled[-1]].any()):
             first = rows - held if held else rows + int(np.flatnonzero(blank[: filled[-1]])[0])
@@ -882,7 +893,20 @@ def _dask_frame(record_file: RecordFile):
                         enumerate(names)], skiprows=skip, dtype=str,
                         encoding=_python_codec(record_file), keep_default_na=False,
                         na_values=[], skip_blank_lines=True, blocksize=64 << 20)
+    if record_file.missing is not None:
+        # With a missing level a row of separators only would be a person of missing values: rows blank in every
+        # field are dropped (a partition cannot tell a trailing one from one inside, which the in-memory reader
+        # refuses; counted alike).
+        frame = frame.map_partitions(_without_blank_rows, meta=frame._meta)
     return frame[columns]
+
+
+def _without_blank_rows(frame):
+    """A pandas partition without its rows whose every field is empty once stripped."""
+    blank = np.ones(len(frame), dtype=bool)
+    for column in frame.columns:
+        blank &= frame[column].astype(str).str.strip().eq("").to_numpy()
+    return frame[~blank]
 
 
 def _client(scheduler: str | None):
@@ -1050,6 +1074,8 @@ def _spark_frame(session, record_file: RecordFile):
     # escape='"': a quote inside a quoted field is doubled (RFC 4180, as the other engines read it), not backslashed.
     frame = session.read.csv(str(record_file.path), schema=schema, sep=sep, header=True, enforceSchema=True,
                              encoding="UTF-8" if encoding == "utf8" else encoding, mode="FAILFAST", escape='"')
+    if record_file.missing is not None:  # as the Dask engine: a row of separators only is no person
+        frame = frame.dropna(how="all")
     return frame.select(*columns)
 
 
