@@ -404,7 +404,7 @@ CLI_CASES = [
     ("frontier of a file missing a cell", _csv("A,B,count\n0,0,3\n0,1,1\n1,0,2\n"),
      ["frontier", "--tables", "t.csv", "--workloads", "all-2-way", "--out", "f"],
      "the long table lists 3 of 4 cells (1 missing); list every cell, zeros included, or say the table is sparse"),
-    ("frontier of a file that is not text", lambda d: (d / "t.csv").write_bytes(b"\xff\xfe\x00\x01garbage\x80"),
+    ("frontier of a file that is not text", lambda d: (d / "t.csv").write_bytes(b"\xc3\x28\x01garbage\x80"),
      ["frontier", "--tables", "t.csv", "--workloads", "all-2-way", "--out", "f"],
      "t.csv is not valid utf-8 text (line 1); if it was saved by Excel or an older system, try --encoding"),
     ("frontier of a folder", lambda d: (d / "t.csv").mkdir(), ["frontier", "--tables", "t.csv", "--out", "f"],
@@ -914,3 +914,16 @@ def test_a_simulation_of_a_file_without_its_header_row_is_refused_not_published_
     assert main(["release", str(path), "--microdata", *out]) == 0
     described = json.loads((tmp_path / "r" / "public" / "release.json").read_text())
     assert [v["name"] for v in described["variables"]] == ["sex", "area", "smoker"]
+
+
+def test_the_advice_to_read_fewer_variables_comes_only_where_one_undeclared_is_not_released(tmp_path, capsys):
+    """A new user's trial: every refusal of undeclared levels ended "or read only the variables released
+    (--variables A,B,...)", where every variable was released too, and for a --sparse table."""
+    (tmp_path / "p.csv").write_text("sex,area,smoker\nmale,urban,yes\nfemale,rural,no\nmale,rural,no\n")
+    argv = ["release", str(tmp_path / "p.csv"), "--microdata", "--variables", "sex,area,smoker", "--epsilon", "1",
+            "--out", str(tmp_path / "r"), "--margins"]
+    assert main([*argv, "[AB]"]) == 2
+    assert "read only the variables released (--variables" in capsys.readouterr().err
+    assert main([*argv, "all-2-way"]) == 2
+    err = capsys.readouterr().err
+    assert "declare every variable's levels" in err and "--variables" not in err, err

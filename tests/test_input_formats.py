@@ -471,3 +471,23 @@ def test_with_a_missing_level_rows_of_separators_only_are_no_people_in_any_engin
     else:
         with pytest.raises(TabreleaseError, match="data row 4 is blank"):
             read_microdata(inside, variables, engine=engine, csv_options=options)
+
+
+@pytest.mark.parametrize("engine", ["arrow", "pandas"])
+def test_utf16_text_is_named_as_such_with_the_encoding_to_give(engine, tmp_path, capsys):
+    """A new user's trial: Excel's "Unicode text" (UTF-16) was advised to try latin-1, which then said "data row 33
+    has 1 fields"; UTF-16 without its byte-order mark under --encoding utf-16 was an internal error."""
+    text = "sex,area\nmale,urban\nfemale,rural\nmale,rural\n"
+    (tmp_path / "marked.csv").write_text(text, encoding="utf-16")
+    (tmp_path / "bare.csv").write_bytes(text.encode("utf-16-le"))
+    argv = ["release", "--microdata", "--engine", engine, "--epsilon", "1", "--simulate", "--seed", "1", "--margins",
+            "[AB]", "--out", str(tmp_path / "r"), "--force"]
+    for name, options, said in (("marked.csv", [], "looks like UTF-16 text"), ("marked.csv", ["--encoding", "latin-1"],
+                                                                                "give --encoding utf-16"),
+                                ("bare.csv", [], "give --encoding utf-16-le"),
+                                ("bare.csv", ["--encoding", "utf-16"], "without a byte-order mark")):
+        assert main([*argv, str(tmp_path / name), *options]) == 2, (name, options)
+        err = capsys.readouterr().err
+        assert said in err and "internal error" not in err and len(err.strip().splitlines()) == 1, err
+    assert main([*argv, str(tmp_path / "marked.csv"), "--encoding", "utf-16"]) == 0
+    assert main([*argv, str(tmp_path / "bare.csv"), "--encoding", "utf-16-le"]) == 0

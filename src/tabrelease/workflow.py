@@ -128,10 +128,17 @@ def prepare_release(table: ContingencyTable, spec: ReleaseSpec, *, out: str | os
                      "does the file have a header row?)")
         if missing and others:  # the user's own names, from the levels file: not the data's
             which += f"; the levels file declares {', '.join(others)}, which the table does not have"
+        # Reading fewer variables helps only where an undeclared one is not released (a new user's trial: the hint
+        # came where every variable was released, and for a --sparse table, which --variables does not take).
+        try:
+            released = {a for margin in resolve_margins(table, spec.margins) for a in margin}
+        except TabreleaseError:
+            released = set()
+        unreleased = [v for v in (missing or table.variables) if table.variables.index(v) not in released]
+        fewer = ", or, with --microdata, read only the variables released (--variables A,B,...)" if unreleased else ""
         raise TabreleaseError("the table's levels were read from data that need not show every level (microdata, or "
                               "a --sparse table): the published schema would reveal which values occur; declare "
-                              f"every variable's levels (--levels FILE, or levels= in the API){which}, or read only "
-                              "the variables released (--variables A,B,...)")
+                              f"every variable's levels (--levels FILE, or levels= in the API){which}{fewer}")
     if not getattr(table, "held_as_cells", True):
         # Before the plan: a mechanism over every cell would plan (and its estimator build) over all of them.
         from .mechanisms import get_mechanism, resolve_mechanism

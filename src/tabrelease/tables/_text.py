@@ -140,6 +140,36 @@ def not_text(path, encoding: str, line: int | None) -> TabreleaseError:
                            "saved by Excel or an older system, try --encoding latin-1 or --encoding cp1252")
 
 
+def refuse_wide_text(path, head: bytes, encoding: str) -> None:
+    """Refuse, with the encoding to give, text saved in UTF-16 or UTF-32 (Excel's "Unicode text") read in a
+    one-byte encoding: its byte-order mark, or NUL bytes between its characters (a new user's trial: told to try
+    latin-1, which then said "data row 33 has 1 fields").
+
+    Parameters
+    ----------
+    path : path-like
+    head : bytes
+        The file's first bytes.
+    encoding : str
+        The encoding the user named.
+    """
+    codec = python_codec(encoding).replace("_", "-").lower().replace("utf16", "utf-16").replace("utf32", "utf-32")
+    sample = head[:4096]
+    marked = sample[:2] in (b"\xff\xfe", b"\xfe\xff")
+    if codec.startswith("utf-32") or codec.startswith("utf-16") and (marked or codec != "utf-16"):
+        return  # read as it says (utf-16 without its byte order needs the mark)
+    if marked or (sample and sample.count(0) * 4 >= len(sample)):
+        # Without the mark, the byte order from where the NULs fall: after each ASCII character (little-endian)
+        # or before it. Python's utf-16 needs the mark.
+        order = "" if marked else "-le" if sample[1::2].count(0) >= sample[0::2].count(0) else "-be"
+        if codec == "utf-16":
+            raise TabreleaseError(f"{path} looks like UTF-16 text without a byte-order mark, which utf-16 needs: give "
+                                  f"--encoding utf-16{order}")
+        raise TabreleaseError(f"{path} looks like UTF-16 text (as Excel's \"Unicode text\" saves it: "
+                              f"{'a UTF-16 byte-order mark' if marked else 'NUL bytes between its characters'}), "
+                              f"not {encoding}: give --encoding utf-16{order}")
+
+
 def nfc(text) -> str:
     """Text in Unicode's composed form (NFC: "é" one character, not "e" and a combining accent), as every
     fingerprint and every comparison of names and labels across files takes it: macOS tools write NFD.

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import TabreleaseError
 from ._text import (declared_levels, detect_separator, level_order, missing_values, nfc, not_text, python_codec,
-                    same_name_columns, the_columns, undeclared_metadata, undeclared_values)
+                    refuse_wide_text, same_name_columns, the_columns, undeclared_metadata, undeclared_values)
 from .model import (MAX_MARGIN_CELLS, MAX_TABLE_CELLS, ContingencyTable, TableView, check_cells, check_one_encoding,
                     too_few_levels)
 
@@ -450,6 +450,7 @@ def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
     if head[:4] == b"PK\x03\x04":  # a zip archive: a workbook named .csv had been "a row has another number of fields"
         raise TabreleaseError(f"{record_file.path} is a zip archive, as an Excel workbook is, not CSV text: give a "
                               "workbook its .xlsx name (read with --engine pandas), or save it as CSV")
+    refuse_wide_text(record_file.path, head, getattr(record_file.csv, "encoding", "utf-8"))
     import codecs
 
     try:
@@ -458,9 +459,9 @@ def _csv_header(record_file: RecordFile) -> tuple[list[str], str, int]:
         text = codecs.getincrementaldecoder(_python_codec(record_file))().decode(head)
     except LookupError:
         raise TabreleaseError(f"unknown text encoding {encoding!r}") from None
-    except UnicodeDecodeError as exc:
-        raise not_text(record_file.path, getattr(record_file.csv, "encoding", "utf-8"),
-                       head[: exc.start].count(b"\n") + 1) from None
+    except UnicodeError as exc:  # a decode error, or the codec's own ("UTF-16 stream does not start with BOM")
+        line = head[: exc.start].count(b"\n") + 1 if isinstance(exc, UnicodeDecodeError) else None
+        raise not_text(record_file.path, getattr(record_file.csv, "encoding", "utf-8"), line) from None
     # Lines as Arrow counts them (\n, \r\n, \r), not as str.splitlines (which also splits at form feeds and \u2028):
     # the rows skipped before the data must be the header's.
     lines = re.split(r"\r\n|\r|\n", text)

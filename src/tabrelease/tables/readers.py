@@ -24,8 +24,8 @@ from .catalogue import BUILTIN_TABLES, builtin_table
 from .metadata import read_levels_file, read_metadata, with_declared_metadata
 from .model import MAX_TABLE_CELLS, ContingencyTable, MicrodataTable, check_cells, too_few_levels
 from ._text import (LEVELS_FROM_DATA, SOURCE_FILE, declared_levels, detect_separator, fields_like_a_record,
-                    header_confirmed, level_order, missing_values, not_text, python_codec, same_name_columns,
-                    the_columns, undeclared_metadata, undeclared_values)
+                    header_confirmed, level_order, missing_values, not_text, python_codec, refuse_wide_text,
+                    same_name_columns, the_columns, undeclared_metadata, undeclared_values)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -601,6 +601,7 @@ class CsvOptions:
 
 def _decode(path: Path, encoding: str) -> str:
     data = path.read_bytes()
+    refuse_wide_text(path, data, encoding)
     try:
         return data.decode(python_codec(encoding))
     except LookupError:
@@ -611,6 +612,8 @@ def _decode(path: Path, encoding: str) -> str:
             raise TabreleaseError(f"{path} is a zip archive, as an Excel workbook is, not CSV text: give a workbook "
                                   "its .xlsx name (the sheet read is --sheet), or save it as CSV") from None
         raise not_text(path, encoding, data[: exc.start].count(b"\n") + 1) from None
+    except UnicodeError:  # the codec's own refusal ("UTF-16 stream does not start with BOM")
+        raise not_text(path, encoding, None) from None
 
 
 _detect_separator = detect_separator
