@@ -927,3 +927,9 @@ def test_the_advice_to_read_fewer_variables_comes_only_where_one_undeclared_is_n
     assert main([*argv, "all-2-way"]) == 2
     err = capsys.readouterr().err
     assert "declare every variable's levels" in err and "--variables" not in err, err
+
+
+def test_an_option_a_command_does_not_take_points_to_that_commands_help(capsys):
+    """A new user's trial: `plan ... --mechanism auto` pointed to 'tabrelease --help', not the command's own."""
+    assert main(["plan", "czech", "--epsilon", "1", "--mechanism", "auto"]) == 2
+    assert "unrecognized arguments: --mechanism auto (see 'tabrelease plan --help')" in capsys.readouterr().err

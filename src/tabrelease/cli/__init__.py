@@ -30,6 +30,15 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"tabrelease: error: {message} (see '{self.prog} --help')\n")
 
+    def parse_args(self, args=None, namespace=None):
+        # Arguments no parser took are found by the top one, which had pointed to 'tabrelease --help' (a new user's
+        # trial: `plan ... --mechanism auto`); the command's own help lists what it takes.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(self, "commands", {}).get(getattr(parsed, "command", None), self)
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
@@ -40,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for module in SUBCOMMANDS:
         module.register(subparsers)
+    parser.commands = dict(subparsers.choices)
     return parser
 
 
