@@ -657,9 +657,13 @@ def round_margins_through_a_table(estimates: Sequence[np.ndarray], generators: S
                               "give --rounding nearest")
     position = {a: i for i, a in enumerate(axes)}
     local = [tuple(position[a] for a in g) for g in generators]
-    targets = [np.maximum(np.asarray(m, float), 0.0) for m in estimates]
-    scale = float(total) / max(float(np.sum(targets[0])), 1e-300) if total > 0 else 0.0
-    targets = [t * (scale if total > 0 else 0.0) for t in targets]
+    # Each margin non-negative and of the total (its cells below 0 set to 0 leave it above): IPF fits margins of
+    # one total; one with nothing left is spread evenly.
+    targets = []
+    for m in estimates:
+        t = np.maximum(np.asarray(m, float), 0.0)
+        mass = float(t.sum())
+        targets.append(t * (total / mass) if mass > 0 else np.full(t.shape, total / max(t.size, 1)))
     # A start for the rounding, not a fit to publish: margins no table has (a least-squares fit's, some of their
     # cells below 0) keep IPF from converging, and it moves little after a few hundred cycles (on Cars93's the
     # largest departure from a target went from 20.4 after 50 cycles to 20.1 after 1,000). A count of cycles, so
