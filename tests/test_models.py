@@ -140,3 +140,24 @@ def test_names_listed_without_brackets_are_refused_as_ambiguous(spec):
         parse_model(spec, table)
     assert parse_model("AB BC", table).generators == parse_model("[AB][BC]", table).generators
     assert parse_model("[Hair,Eye]", table).generators == ((0, 1),)
+
+
+def test_a_letter_that_names_one_variable_and_is_the_position_letter_of_another_is_refused():
+    """A new user's trial: with columns B, A, C, [AC] was read by name (the variables at positions 2 and 3), where
+    the README says bracket letters are positions. Such a letter is refused; [A,C] names them; where the names are
+    the letters of their own positions, nothing changes."""
+    import numpy as np
+
+    from tabrelease import ContingencyTable
+    from tabrelease.errors import TabreleaseError
+    from tabrelease.models import parse_model
+
+    levels = (("x", "y"), ("p", "q"), ("u", "v"))
+    table = ContingencyTable(("B", "A", "C"), levels, np.ones((2, 2, 2), dtype=np.int64), "bac")
+    for text in ("[AC]", "[A]", "[BA]"):
+        with pytest.raises(TabreleaseError, match="is the name of variable .* and the letter of variable"):
+            parse_model(text, table)
+    assert parse_model("[A,C]", table).generators == ((1, 2),)
+    assert parse_model("[C]", table).generators == ((2,),)
+    ordered = ContingencyTable(("A", "B", "C"), levels, np.ones((2, 2, 2), dtype=np.int64), "abc")
+    assert parse_model("[AC]", ordered).generators == ((0, 2),)

@@ -263,6 +263,7 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
             raise TabreleaseError(f"margin [{token}] names a variable twice")
         return tuple(sorted(axes))
     if token in table.variables:
+        _refuse_a_letter_of_two_variables(token, token, table)
         return (table.variables.index(token),)
     if (axis := _labelled_axis(token, table)) is not None:
         return (axis,)
@@ -288,6 +289,7 @@ def _resolve_generator(token: str, table: ContingencyTable) -> Margin:
     axes = []
     for ch in token:
         if ch in table.variables or ch in table.letters:
+            _refuse_a_letter_of_two_variables(ch, token, table)
             axes.append(table.axis(ch))
         else:
             from .tables.model import describe_variables, names_not_shown
@@ -322,6 +324,17 @@ def _margins_of_token(token: str, table: ContingencyTable) -> list[Margin]:
         raise TabreleaseError(f"{token.strip()!r} names {count} margins of this table's {table.k} variables; at most "
                               f"{MAX_SHORTHAND_MARGINS} can be asked for at once")
     return list(combinations(range(table.k), size))
+
+
+def _refuse_a_letter_of_two_variables(letter: str, token: str, table) -> None:
+    """Refuse a letter without commas that is one variable's one-letter name and another's letter by position (a new
+    user's trial: with columns B,A,C, [AC] was read by name, the variables at positions 2 and 3, where the letters
+    say 1 and 3)."""
+    if letter in table.variables and letter in table.letters and (
+            table.variables.index(letter) != table.letters.index(letter)):
+        raise TabreleaseError(f"in [{token}], {letter!r} is the name of variable {table.variables.index(letter) + 1} "
+                              f"and the letter of variable {table.letters.index(letter) + 1} (by position): name the "
+                              "variables with commas between them ([A,C] names them by name)")
 
 
 def parse_model(spec: str | HierarchicalModel, table: ContingencyTable) -> HierarchicalModel:
